@@ -1,0 +1,1 @@
+"""Pillar 1: every claim of a release checked by a probe, in both environments."""

@@ -1,0 +1,49 @@
+"""What every section of a run is handed: the run, its store, its environments, workers.
+
+Sections (claims, bench, drill, stack) are independent; each reads the plan, does its work
+through workers or subprocesses, and commits each finished unit to the store at once so
+``--resume`` can skip it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchcanary.envs.cache import Environment
+from torchcanary.envs.worker_process import WorkerProcess
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.store.sqlite import Store
+
+ROLES = ("baseline", "candidate")
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    store: Store
+    plan: RunPlan
+    environments: dict[str, Environment]
+    import_root: Path
+    work_dir: Path
+    progress: Progress
+    resume: bool = False
+    _workers: list[WorkerProcess] = field(default_factory=list)
+
+    def new_worker(self, role: str, env_vars: dict[str, str] | None = None,
+                   cwd: str | None = None) -> WorkerProcess:
+        """A fresh worker in ``role``'s environment, closed when the run ends."""
+        worker = WorkerProcess(self.environments[role].python, self.import_root,
+                               env_vars=dict(env_vars or {}), cwd=cwd)
+        self._workers.append(worker)
+        return worker
+
+    def close_workers(self) -> None:
+        for worker in self._workers:
+            worker.close()
+        self._workers.clear()
+
+
+SectionRunner = Callable[[RunContext], None]

@@ -1,0 +1,1 @@
+"""Pillar 4: fault drills on a representative distributed training job."""

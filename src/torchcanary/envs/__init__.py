@@ -1,0 +1,1 @@
+"""The orchestrator side of environments: specs, the cached venvs, and worker processes."""

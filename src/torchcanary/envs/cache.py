@@ -1,0 +1,183 @@
+"""Builds, verifies and reuses one virtual environment per (spec, Python, installer).
+
+A venv is built in a temporary directory and renamed into place only once it verifies, so a
+half-built environment is never seen as ready; a cached one that no longer verifies is
+rebuilt. pip runs as the user configured it (pip.conf, PIP_* variables: mirrors,
+find-links), and uv gets the same index settings translated into its flags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchcanary.envs.spec import EnvSpec
+from torchcanary.errors import EnvBuildError
+
+MARKER = "canary-env.json"
+_VERIFY = ("import json, sys, torch; "
+           "print(json.dumps({'torch': torch.__version__, 'python': sys.version.split()[0]}))")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A ready environment: the interpreter a worker runs under, and what built it."""
+
+    role: str
+    spec: EnvSpec
+    python: str
+    path: str
+    torch_version: str
+    reused: bool
+    build_seconds: float
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("TORCHCANARY_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("torchcanary"))
+
+
+def _python_version(python: str) -> str:
+    out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise EnvBuildError(f"interpreter {python} does not run: {out.stderr.strip()[-200:]}")
+    return out.stdout.strip()
+
+
+def verify(python: str, spec: EnvSpec) -> str | None:
+    """The torch version if ``python`` imports torch and matches the spec's pin, else None."""
+    try:
+        out = subprocess.run([python, "-c", _VERIFY], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    try:
+        torch_version = json.loads(out.stdout.strip().splitlines()[-1])["torch"]
+    except (ValueError, IndexError, KeyError):
+        return None
+    for requirement in spec.requirements:
+        pin = re.match(r"^torch==([^,;\s]+)$", requirement)
+        if pin and torch_version.split("+")[0] != pin.group(1).split("+")[0]:
+            return None
+    return str(torch_version)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _pip_settings() -> dict[str, list[str]]:
+    """Index settings from pip's own configuration, for installers that do not read it."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                         capture_output=True, text=True, timeout=60)
+    settings: dict[str, list[str]] = {}
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition("=")
+        name = key.split(".")[-1]
+        if name in ("index-url", "extra-index-url", "find-links", "constraint"):
+            settings[name] = value.strip().strip("'\"").split()
+    return settings
+
+
+def _install_commands(venv: Path, base_python: str, spec: EnvSpec, installer: str
+                      ) -> list[list[str]]:
+    python = str(venv / "bin" / "python")
+    if installer == "pip":
+        return [[base_python, "-m", "venv", str(venv)],
+                [python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements]]
+    uv = shutil.which("uv")
+    if uv is None:
+        raise EnvBuildError("--installer uv was given but uv is not on PATH: "
+                            "install it (pip install uv) or use --installer pip")
+    flags: list[str] = []
+    for name, values in _pip_settings().items():
+        for value in values:
+            flag = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
+                    "find-links": "--find-links", "constraint": "--constraint"}[name]
+            flags += [flag, value]
+    return [[uv, "venv", "--python", base_python, str(venv)],
+            [uv, "pip", "install", "--python", python, *flags, *spec.requirements]]
+
+
+def _run_step(command: list[str], progress: Progress, log: Path) -> None:
+    with open(log, "a") as log_file:
+        log_file.write("$ " + " ".join(command) + "\n")
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        assert proc.stdout is not None
+        tail: list[str] = []
+        for line in proc.stdout:
+            log_file.write(line)
+            tail = (tail + [line.rstrip()])[-15:]
+            if line.strip():
+                progress(line.strip()[:120])
+        code = proc.wait()
+    if code != 0:
+        reason = next((t for t in reversed(tail) if "error" in t.lower()), tail[-1] if tail else "")
+        raise EnvBuildError(f"{' '.join(command[:4])}... failed: {reason}; full log: {log}")
+
+
+def ensure_environment(role: str, spec: EnvSpec, *, installer: str = "pip",
+                       base_python: str | None = None,
+                       progress: Progress = lambda _: None) -> Environment:
+    """A verified environment for ``spec``, built now or reused from the cache."""
+    started = time.monotonic()
+    if spec.kind in ("python", "current"):
+        torch_version = verify(spec.python, spec)
+        if torch_version is None:
+            raise EnvBuildError(f"{spec.python} cannot import torch: install torch in it or "
+                                "give requirements such as 'torch==2.14.1' instead")
+        return Environment(role, spec, spec.python, str(Path(spec.python).parent.parent),
+                           torch_version, True, 0.0)
+    base = base_python or sys.executable
+    key = spec.cache_key(_python_version(base), installer)
+    envs_dir = cache_root() / "envs"
+    final = envs_dir / key
+    with _locked(envs_dir / f"{key}.lock"):
+        python = final / "bin" / "python"
+        if (final / MARKER).is_file():
+            torch_version = verify(str(python), spec)
+            if torch_version is not None:
+                return Environment(role, spec, str(python), str(final), torch_version, True, 0.0)
+            progress(f"cached environment {final} is broken; rebuilding")
+        shutil.rmtree(final, ignore_errors=True)
+        building = envs_dir / f"{key}.building"
+        shutil.rmtree(building, ignore_errors=True)
+        log = envs_dir / f"{key}.log"
+        log.write_text("")
+        for command in _install_commands(building, base, spec, installer):
+            _run_step(command, progress, log)
+        torch_version = verify(str(building / "bin" / "python"), spec)
+        if torch_version is None:
+            raise EnvBuildError(f"environment for {spec.text!r} installed but does not import "
+                                f"the requested torch; see {log}")
+        (building / MARKER).write_text(json.dumps({"spec": spec.text, "torch": torch_version,
+                                                   "installer": installer}))
+        building.rename(final)
+    return Environment(role, spec, str(python), str(final), torch_version, False,
+                       time.monotonic() - started)

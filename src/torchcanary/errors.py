@@ -1,0 +1,30 @@
+"""One exception type per kind of user mistake; the CLI prints each as one line with the fix."""
+
+from __future__ import annotations
+
+EXIT_GO = 0
+EXIT_NO_GO = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class CanaryError(Exception):
+    """A problem the user can fix; ``str()`` names the problem and the fix."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(CanaryError):
+    """A configuration file or flag has an unknown key or a bad value."""
+
+
+class EnvSpecError(CanaryError):
+    """An environment spec (``--baseline``/``--candidate``) cannot be understood."""
+
+
+class EnvBuildError(CanaryError):
+    """An environment could not be built (package not found, index unreachable)."""
+
+
+class StoreError(CanaryError):
+    """The results store is missing, newer than this torchcanary, or has no such run."""

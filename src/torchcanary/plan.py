@@ -1,0 +1,40 @@
+"""The run plan: everything a run will do, decided before it starts, stored with the run.
+
+Flags and config files both end here; ``--resume`` reloads it from the store, so a resumed
+run does exactly what the interrupted one meant to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ALL_SECTIONS = ("claims", "bench", "drill", "stack")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    baseline: str
+    candidate: str
+    sections: tuple[str, ...] = ALL_SECTIONS
+    probes: tuple[str, ...] = ()          # glob patterns of probe ids; empty means all
+    probe_modules: tuple[str, ...] = ()   # extra probe modules beyond the entry points
+    installer: str = "pip"
+    probe_timeout_s: float | None = None  # overrides each probe's own timeout when set
+    policy: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per section
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["schema"] = 1
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunPlan:
+        data = {k: v for k, v in data.items() if k != "schema"}
+        for key in ("sections", "probes", "probe_modules"):
+            data[key] = tuple(data.get(key, ()))
+        return cls(**data)
+
+    def section_settings(self, section: str) -> dict[str, Any]:
+        return dict(self.settings.get(section, {}))

@@ -1,0 +1,1 @@
+"""Outputs: HTML, JSON, JUnit XML and Markdown, all rendered from the store."""

@@ -1,0 +1,46 @@
+"""JUnit XML: one test case per claim and environment, plus what other sections add.
+
+CI systems render this natively, so a no-go shows up where engineers already look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from xml.etree import ElementTree
+
+from torchcanary.report.view import RunView
+from torchcanary.sections import report_module
+
+
+@dataclass(frozen=True)
+class JUnitCase:
+    suite: str
+    name: str
+    status: str  # passed, failure, error, skipped
+    time_s: float = 0.0
+    message: str = ""
+    text: str = ""
+
+
+def render_junit(view: RunView, sections: tuple[str, ...]) -> str:
+    root = ElementTree.Element("testsuites", name=f"torchcanary {view.run.run_id}")
+    cases: list[JUnitCase] = []
+    for section in sections:
+        cases += report_module(section).junit_cases(view)
+    suites: dict[str, list[JUnitCase]] = {}
+    for case in cases:
+        suites.setdefault(case.suite, []).append(case)
+    for suite_name, suite_cases in suites.items():
+        suite = ElementTree.SubElement(
+            root, "testsuite", name=suite_name, tests=str(len(suite_cases)),
+            failures=str(sum(c.status == "failure" for c in suite_cases)),
+            errors=str(sum(c.status == "error" for c in suite_cases)),
+            skipped=str(sum(c.status == "skipped" for c in suite_cases)))
+        for case in suite_cases:
+            element = ElementTree.SubElement(suite, "testcase", classname=suite_name,
+                                             name=case.name, time=f"{case.time_s:.3f}")
+            if case.status != "passed":
+                child = ElementTree.SubElement(element, case.status, message=case.message[:500])
+                child.text = case.text
+    ElementTree.indent(root)
+    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)

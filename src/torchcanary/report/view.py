@@ -1,0 +1,71 @@
+"""Everything the outputs need about one run, read from the store once.
+
+Every renderer (HTML, Markdown, JSON, JUnit) and the policy read a RunView, never the
+store directly, so a report rendered again later shows exactly what the run stored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
+from torchcanary.store.sqlite import EnvironmentRow, RunRow, SectionResult, Store
+
+CATALOG_ARTIFACT = "catalog.json"
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One probe across both environments, with what the difference means."""
+
+    probe_id: str
+    description: dict[str, Any]
+    baseline: ProbeResult | None
+    candidate: ProbeResult | None
+
+    @property
+    def comparison(self) -> ClaimComparison | None:
+        if self.baseline is None or self.candidate is None:
+            return None
+        return compare_claim(self.baseline.outcome.verdict, self.candidate.outcome.verdict)
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: RunRow
+    environments: dict[str, EnvironmentRow]
+    catalog: dict[str, dict[str, Any]]
+    probe_results: list[ProbeResult]
+    sections: dict[str, list[SectionResult]]
+
+    @classmethod
+    def load(cls, store: Store, run_id: str) -> RunView:
+        run = store.run(run_id)
+        artifacts = {name: content for name, _, content in store.artifacts(run_id)}
+        catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
+        sections = {name: store.section_results(run_id, name)
+                    for name in ("bench", "drill", "stack")}
+        return cls(run, store.environments(run_id), catalog, store.probe_results(run_id),
+                   sections)
+
+    def claim_rows(self) -> list[ClaimRow]:
+        by_key = {(r.probe_id, r.env_role): r for r in self.probe_results}
+        ids = sorted({r.probe_id for r in self.probe_results} | set(self.catalog))
+        return [ClaimRow(pid, self.catalog.get(pid, {"id": pid}), by_key.get((pid, "baseline")),
+                         by_key.get((pid, "candidate"))) for pid in ids]
+
+    def confounds(self) -> dict[str, tuple[Any, Any]]:
+        """Build facts other than the version on which baseline and candidate differ."""
+        if "baseline" not in self.environments or "candidate" not in self.environments:
+            return {}
+        return self.environments["baseline"].manifest.confounds_against(
+            self.environments["candidate"].manifest)
+
+    def verdict_counts(self, role: str) -> dict[str, int]:
+        counts = {v.value: 0 for v in Verdict}
+        for result in self.probe_results:
+            if result.env_role == role:
+                counts[result.outcome.verdict.value] += 1
+        return counts

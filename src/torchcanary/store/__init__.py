@@ -1,0 +1,1 @@
+"""The results store: SQLite by default, with a versioned schema and migrations."""

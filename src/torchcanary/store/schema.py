@@ -1,0 +1,75 @@
+"""The store's schema as an ordered list of migrations; the index+1 is the schema version.
+
+Add a migration at the end, never edit one that has shipped: stores in the field are at
+every version in between and are brought forward one step at a time.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs, their environments, probe results, raw measurements, artifacts.
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        status TEXT NOT NULL,              -- running, finished, interrupted, failed
+        plan_json TEXT NOT NULL,
+        decision TEXT,                     -- go, no-go
+        decision_json TEXT
+    );
+    CREATE TABLE environments (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        role TEXT NOT NULL,                -- baseline, candidate
+        spec TEXT NOT NULL,
+        python TEXT NOT NULL,
+        torch_version TEXT NOT NULL,
+        build_seconds REAL NOT NULL,
+        reused INTEGER NOT NULL,
+        manifest_json TEXT NOT NULL,
+        PRIMARY KEY (run_id, role)
+    );
+    CREATE TABLE probe_results (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        env_role TEXT NOT NULL,
+        probe_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        evidence_json TEXT NOT NULL,
+        duration_s REAL NOT NULL,
+        started_at REAL NOT NULL,
+        PRIMARY KEY (run_id, env_role, probe_id)
+    );
+    CREATE TABLE measurements (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        env_role TEXT NOT NULL,
+        source TEXT NOT NULL,              -- probe id, benchmark id, drill id
+        series TEXT NOT NULL,
+        values_json TEXT NOT NULL,
+        PRIMARY KEY (run_id, env_role, source, series)
+    );
+    CREATE TABLE artifacts (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        content BLOB NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    """,
+    # 2: the other pillars' results. Each row is one finished unit of work (a benchmark
+    # comparison, a drill, a stack run), keyed so --resume can skip it.
+    """
+    CREATE TABLE section_results (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        section TEXT NOT NULL,             -- bench, drill, stack
+        key TEXT NOT NULL,
+        env_role TEXT NOT NULL,            -- baseline, candidate, or 'both' for comparisons
+        verdict TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, section, key, env_role)
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
