@@ -1,0 +1,67 @@
+"""Shared fixtures: real environments, real stores, real run contexts.
+
+The two torch environments are built once (into the torchcanary cache, reused across
+sessions) and shared by every test that needs them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from torchcanary.context import RunContext
+from torchcanary.envs.cache import Environment, ensure_environment
+from torchcanary.envs.spec import parse_env_spec
+from torchcanary.envs.worker_process import default_import_root
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.store.sqlite import Store
+
+BASELINE_SPEC = os.environ.get("CANARY_TEST_BASELINE", "torch==2.13.0 numpy")
+CANDIDATE_SPEC = os.environ.get("CANARY_TEST_CANDIDATE", "torch==2.14.1 numpy")
+
+
+@pytest.fixture(scope="session")
+def baseline_env() -> Environment:
+    return ensure_environment("baseline", parse_env_spec(BASELINE_SPEC))
+
+
+@pytest.fixture(scope="session")
+def candidate_env() -> Environment:
+    return ensure_environment("candidate", parse_env_spec(CANDIDATE_SPEC))
+
+
+@pytest.fixture(scope="session")
+def import_root() -> Path:
+    return default_import_root()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    with Store(tmp_path / "canary.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_context(tmp_path: Path, store: Store, baseline_env: Environment,
+                 candidate_env: Environment, import_root: Path):
+    """Build a RunContext over both real environments for a plan of the test's choosing."""
+    contexts: list[RunContext] = []
+
+    def build(**plan_fields: object) -> RunContext:
+        plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, **plan_fields)
+        run_id = store.create_run(plan.to_json())
+        context = RunContext(run_id=run_id, store=store, plan=plan,
+                             environments={"baseline": baseline_env,
+                                           "candidate": candidate_env},
+                             import_root=import_root, work_dir=tmp_path / "work",
+                             progress=Progress(quiet=True))
+        context.work_dir.mkdir(exist_ok=True)
+        contexts.append(context)
+        return context
+
+    yield build
+    for context in contexts:
+        context.close_workers()
