@@ -45,19 +45,28 @@ def store(tmp_path: Path) -> Store:
 
 
 @pytest.fixture
-def make_context(tmp_path: Path, store: Store, baseline_env: Environment,
-                 candidate_env: Environment, import_root: Path):
+def make_context(
+    tmp_path: Path,
+    store: Store,
+    baseline_env: Environment,
+    candidate_env: Environment,
+    import_root: Path,
+):
     """Build a RunContext over both real environments for a plan of the test's choosing."""
     contexts: list[RunContext] = []
 
     def build(**plan_fields: object) -> RunContext:
         plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, **plan_fields)
         run_id = store.create_run(plan.to_json())
-        context = RunContext(run_id=run_id, store=store, plan=plan,
-                             environments={"baseline": baseline_env,
-                                           "candidate": candidate_env},
-                             import_root=import_root, work_dir=tmp_path / "work",
-                             progress=Progress(quiet=True))
+        context = RunContext(
+            run_id=run_id,
+            store=store,
+            plan=plan,
+            environments={"baseline": baseline_env, "candidate": candidate_env},
+            import_root=import_root,
+            work_dir=tmp_path / "work",
+            progress=Progress(quiet=True),
+        )
         context.work_dir.mkdir(exist_ok=True)
         contexts.append(context)
         return context

@@ -32,11 +32,13 @@ class RunContext:
     resume: bool = False
     _workers: list[WorkerProcess] = field(default_factory=list)
 
-    def new_worker(self, role: str, env_vars: dict[str, str] | None = None,
-                   cwd: str | None = None) -> WorkerProcess:
+    def new_worker(
+        self, role: str, env_vars: dict[str, str] | None = None, cwd: str | None = None
+    ) -> WorkerProcess:
         """A fresh worker in ``role``'s environment, closed when the run ends."""
-        worker = WorkerProcess(self.environments[role].python, self.import_root,
-                               env_vars=dict(env_vars or {}), cwd=cwd)
+        worker = WorkerProcess(
+            self.environments[role].python, self.import_root, env_vars=dict(env_vars or {}), cwd=cwd
+        )
         self._workers.append(worker)
         return worker
 

@@ -17,8 +17,8 @@ class RunPlan:
     baseline: str
     candidate: str
     sections: tuple[str, ...] = ALL_SECTIONS
-    probes: tuple[str, ...] = ()          # glob patterns of probe ids; empty means all
-    probe_modules: tuple[str, ...] = ()   # extra probe modules beyond the entry points
+    probes: tuple[str, ...] = ()  # glob patterns of probe ids; empty means all
+    probe_modules: tuple[str, ...] = ()  # extra probe modules beyond the entry points
     installer: str = "pip"
     probe_timeout_s: float | None = None  # overrides each probe's own timeout when set
     policy: dict[str, Any] = field(default_factory=dict)

@@ -6,8 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
-    SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgress
 
 
 class Progress:
@@ -28,10 +34,16 @@ class Progress:
             self.note(f"{description} ...")
             yield TaskHandle(None, None, self if not self.quiet else None)
             return
-        bars = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("{task.fields[status]}"), console=self.console,
-                            transient=False)
+        bars = RichProgress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+            transient=False,
+        )
         with bars:
             task_id = bars.add_task(description, total=total, status="")
             yield TaskHandle(bars, task_id, None)

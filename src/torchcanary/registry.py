@@ -39,8 +39,9 @@ def _walk(module_name: str) -> list[ModuleType]:
     module = importlib.import_module(module_name)
     modules = [module]
     if hasattr(module, "__path__"):
-        for info in sorted(pkgutil.walk_packages(module.__path__, module_name + "."),
-                           key=lambda i: i.name):
+        for info in sorted(
+            pkgutil.walk_packages(module.__path__, module_name + "."), key=lambda i: i.name
+        ):
             modules.append(importlib.import_module(info.name))
     return modules
 

@@ -85,7 +85,9 @@ class Outcome:
             verdict=Verdict(data["verdict"]),
             summary=str(data.get("summary", "")),
             evidence=dict(data.get("evidence") or {}),
-            measurements={k: [float(x) for x in v] for k, v in (data.get("measurements") or {}).items()},
+            measurements={
+                k: [float(x) for x in v] for k, v in (data.get("measurements") or {}).items()
+            },
         )
 
 

@@ -25,8 +25,10 @@ from torchcanary.envs.spec import EnvSpec
 from torchcanary.errors import EnvBuildError
 
 MARKER = "canary-env.json"
-_VERIFY = ("import json, sys, torch; "
-           "print(json.dumps({'torch': torch.__version__, 'python': sys.version.split()[0]}))")
+_VERIFY = (
+    "import json, sys, torch; "
+    "print(json.dumps({'torch': torch.__version__, 'python': sys.version.split()[0]}))"
+)
 
 Progress = Callable[[str], None]
 
@@ -54,8 +56,12 @@ def cache_root() -> Path:
 
 
 def _python_version(python: str) -> str:
-    out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if out.returncode != 0:
         raise EnvBuildError(f"interpreter {python} does not run: {out.stderr.strip()[-200:]}")
     return out.stdout.strip()
@@ -93,8 +99,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _pip_settings() -> dict[str, list[str]]:
     """Index settings from pip's own configuration, for installers that do not read it."""
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+    )
     settings: dict[str, list[str]] = {}
     for line in out.stdout.splitlines():
         key, _, value = line.partition("=")
@@ -104,31 +111,43 @@ def _pip_settings() -> dict[str, list[str]]:
     return settings
 
 
-def _install_commands(venv: Path, base_python: str, spec: EnvSpec, installer: str
-                      ) -> list[list[str]]:
+def _install_commands(
+    venv: Path, base_python: str, spec: EnvSpec, installer: str
+) -> list[list[str]]:
     python = str(venv / "bin" / "python")
     if installer == "pip":
-        return [[base_python, "-m", "venv", str(venv)],
-                [python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements]]
+        return [
+            [base_python, "-m", "venv", str(venv)],
+            [python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements],
+        ]
     uv = shutil.which("uv")
     if uv is None:
-        raise EnvBuildError("--installer uv was given but uv is not on PATH: "
-                            "install it (pip install uv) or use --installer pip")
+        raise EnvBuildError(
+            "--installer uv was given but uv is not on PATH: "
+            "install it (pip install uv) or use --installer pip"
+        )
     flags: list[str] = []
     for name, values in _pip_settings().items():
         for value in values:
-            flag = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
-                    "find-links": "--find-links", "constraint": "--constraint"}[name]
+            flag = {
+                "index-url": "--index-url",
+                "extra-index-url": "--extra-index-url",
+                "find-links": "--find-links",
+                "constraint": "--constraint",
+            }[name]
             flags += [flag, value]
-    return [[uv, "venv", "--python", base_python, str(venv)],
-            [uv, "pip", "install", "--python", python, *flags, *spec.requirements]]
+    return [
+        [uv, "venv", "--python", base_python, str(venv)],
+        [uv, "pip", "install", "--python", python, *flags, *spec.requirements],
+    ]
 
 
 def _run_step(command: list[str], progress: Progress, log: Path) -> None:
     with open(log, "a") as log_file:
         log_file.write("$ " + " ".join(command) + "\n")
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout is not None
         tail: list[str] = []
         for line in proc.stdout:
@@ -142,18 +161,26 @@ def _run_step(command: list[str], progress: Progress, log: Path) -> None:
         raise EnvBuildError(f"{' '.join(command[:4])}... failed: {reason}; full log: {log}")
 
 
-def ensure_environment(role: str, spec: EnvSpec, *, installer: str = "pip",
-                       base_python: str | None = None,
-                       progress: Progress = lambda _: None) -> Environment:
+def ensure_environment(
+    role: str,
+    spec: EnvSpec,
+    *,
+    installer: str = "pip",
+    base_python: str | None = None,
+    progress: Progress = lambda _: None,
+) -> Environment:
     """A verified environment for ``spec``, built now or reused from the cache."""
     started = time.monotonic()
     if spec.kind in ("python", "current"):
         torch_version = verify(spec.python, spec)
         if torch_version is None:
-            raise EnvBuildError(f"{spec.python} cannot import torch: install torch in it or "
-                                "give requirements such as 'torch==2.14.1' instead")
-        return Environment(role, spec, spec.python, str(Path(spec.python).parent.parent),
-                           torch_version, True, 0.0)
+            raise EnvBuildError(
+                f"{spec.python} cannot import torch: install torch in it or "
+                "give requirements such as 'torch==2.14.1' instead"
+            )
+        return Environment(
+            role, spec, spec.python, str(Path(spec.python).parent.parent), torch_version, True, 0.0
+        )
     base = base_python or sys.executable
     key = spec.cache_key(_python_version(base), installer)
     envs_dir = cache_root() / "envs"
@@ -174,10 +201,14 @@ def ensure_environment(role: str, spec: EnvSpec, *, installer: str = "pip",
             _run_step(command, progress, log)
         torch_version = verify(str(building / "bin" / "python"), spec)
         if torch_version is None:
-            raise EnvBuildError(f"environment for {spec.text!r} installed but does not import "
-                                f"the requested torch; see {log}")
-        (building / MARKER).write_text(json.dumps({"spec": spec.text, "torch": torch_version,
-                                                   "installer": installer}))
+            raise EnvBuildError(
+                f"environment for {spec.text!r} installed but does not import "
+                f"the requested torch; see {log}"
+            )
+        (building / MARKER).write_text(
+            json.dumps({"spec": spec.text, "torch": torch_version, "installer": installer})
+        )
         building.rename(final)
-    return Environment(role, spec, str(python), str(final), torch_version, False,
-                       time.monotonic() - started)
+    return Environment(
+        role, spec, str(python), str(final), torch_version, False, time.monotonic() - started
+    )

@@ -13,9 +13,11 @@ from torchcanary.errors import EnvSpecError
 
 # A pip requirement as users type it: a name with optional extras, marker-free version clause,
 # or a path/URL; we let pip judge the details and only reject what is clearly not one.
-_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
-                          r"((==|>=|<=|~=|!=|<|>|===)[A-Za-z0-9.*+!_-]+(,\s*(==|>=|<=|~=|!=|<|>)"
-                          r"[A-Za-z0-9.*+!_-]+)*)?|-e|--?[a-z-]+(=\S+)?|\S*[/.]\S*)$")
+_REQUIREMENT = re.compile(
+    r"^([A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
+    r"((==|>=|<=|~=|!=|<|>|===)[A-Za-z0-9.*+!_-]+(,\s*(==|>=|<=|~=|!=|<|>)"
+    r"[A-Za-z0-9.*+!_-]+)*)?|-e|--?[a-z-]+(=\S+)?|\S*[/.]\S*)$"
+)
 
 
 @dataclass(frozen=True)
@@ -43,15 +45,19 @@ class EnvSpec:
 def parse_env_spec(text: str) -> EnvSpec:
     text = text.strip()
     if not text:
-        raise EnvSpecError("empty environment spec: give requirements such as "
-                           "'torch==2.13.0', 'python:/path/to/python' or 'current'")
+        raise EnvSpecError(
+            "empty environment spec: give requirements such as "
+            "'torch==2.13.0', 'python:/path/to/python' or 'current'"
+        )
     if text == "current":
         return EnvSpec("current", python=sys.executable)
     if text.startswith("python:"):
         path = Path(text.removeprefix("python:")).expanduser()
         if not path.is_file():
-            raise EnvSpecError(f"interpreter {path} does not exist: give the full path of a "
-                               "python executable, e.g. python:/opt/venv/bin/python")
+            raise EnvSpecError(
+                f"interpreter {path} does not exist: give the full path of a "
+                "python executable, e.g. python:/opt/venv/bin/python"
+            )
         return EnvSpec("python", python=str(path))
     try:
         parts = tuple(shlex.split(text))
@@ -59,9 +65,12 @@ def parse_env_spec(text: str) -> EnvSpec:
         raise EnvSpecError(f"cannot split environment spec {text!r}: {exc}") from exc
     bad = [p for p in parts if not _REQUIREMENT.match(p)]
     if bad:
-        raise EnvSpecError(f"{bad[0]!r} in environment spec {text!r} is not a pip requirement; "
-                           "write e.g. 'torch==2.14.1 numpy'")
+        raise EnvSpecError(
+            f"{bad[0]!r} in environment spec {text!r} is not a pip requirement; "
+            "write e.g. 'torch==2.14.1 numpy'"
+        )
     if not any(re.match(r"^torch($|[\[=<>~!])", p) for p in parts):
-        raise EnvSpecError(f"environment spec {text!r} does not name torch; "
-                           "add a pin such as 'torch==2.14.1'")
+        raise EnvSpecError(
+            f"environment spec {text!r} does not name torch; add a pin such as 'torch==2.14.1'"
+        )
     return EnvSpec("requirements", requirements=parts)

@@ -49,8 +49,11 @@ def import_root_for(package_names: tuple[str, ...], root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for name in package_names:
         module = __import__(name)
-        source = Path(module.__file__).parent if module.__file__.endswith("__init__.py") \
+        source = (
+            Path(module.__file__).parent
+            if module.__file__.endswith("__init__.py")
             else Path(module.__file__)
+        )
         link = root / source.name
         if link.is_symlink() and link.resolve() == source.resolve():
             continue
@@ -90,14 +93,19 @@ class WorkerProcess:
         env = dict(os.environ)
         env.update(self.env_vars)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(self.import_root), self.env_vars.get("PYTHONPATH", "")) if p)
+            p for p in (str(self.import_root), self.env_vars.get("PYTHONPATH", "")) if p
+        )
         env["PYTHONUNBUFFERED"] = "1"
         env.pop("PYTHONHOME", None)
         started = time.monotonic()
         self._proc = subprocess.Popen(
             [self.python, "-m", "torchcanary.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=self.cwd, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=self.cwd,
+            start_new_session=True,
         )
         threading.Thread(target=self._pump_stdout, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
@@ -124,7 +132,8 @@ class WorkerProcess:
             pass  # the death is reported by _await with its signal
         result = self._await(request_id, timeout_s, started)
         if result.status in ("crashed", "timeout") or (
-                result.status == "error" and result.error.startswith("protocol:")):
+            result.status == "error" and result.error.startswith("protocol:")
+        ):
             self.kill()
         return result
 
@@ -149,11 +158,19 @@ class WorkerProcess:
                 continue  # a stale answer to a call that already timed out
             elapsed = time.monotonic() - started
             if message.get("ok"):
-                return CallResult("ok", value=message.get("value"), duration_s=elapsed,
-                                  stderr_tail=self.stderr_tail())
-            return CallResult("error", error=str(message.get("error", "")),
-                              traceback=str(message.get("traceback", "")),
-                              stderr_tail=self.stderr_tail(), duration_s=elapsed)
+                return CallResult(
+                    "ok",
+                    value=message.get("value"),
+                    duration_s=elapsed,
+                    stderr_tail=self.stderr_tail(),
+                )
+            return CallResult(
+                "error",
+                error=str(message.get("error", "")),
+                traceback=str(message.get("traceback", "")),
+                stderr_tail=self.stderr_tail(),
+                duration_s=elapsed,
+            )
 
     def _death(self, started: float) -> CallResult:
         assert self._proc is not None
@@ -173,8 +190,12 @@ class WorkerProcess:
         return self._failed("crashed", reason, started)
 
     def _failed(self, status: str, error: str, started: float) -> CallResult:
-        return CallResult(status, error=error, stderr_tail=self.stderr_tail(),
-                          duration_s=time.monotonic() - started)
+        return CallResult(
+            status,
+            error=error,
+            stderr_tail=self.stderr_tail(),
+            duration_s=time.monotonic() - started,
+        )
 
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode(errors="replace")[-_STDERR_TAIL_BYTES:]

@@ -32,13 +32,18 @@ def render_junit(view: RunView, sections: tuple[str, ...]) -> str:
         suites.setdefault(case.suite, []).append(case)
     for suite_name, suite_cases in suites.items():
         suite = ElementTree.SubElement(
-            root, "testsuite", name=suite_name, tests=str(len(suite_cases)),
+            root,
+            "testsuite",
+            name=suite_name,
+            tests=str(len(suite_cases)),
             failures=str(sum(c.status == "failure" for c in suite_cases)),
             errors=str(sum(c.status == "error" for c in suite_cases)),
-            skipped=str(sum(c.status == "skipped" for c in suite_cases)))
+            skipped=str(sum(c.status == "skipped" for c in suite_cases)),
+        )
         for case in suite_cases:
-            element = ElementTree.SubElement(suite, "testcase", classname=suite_name,
-                                             name=case.name, time=f"{case.time_s:.3f}")
+            element = ElementTree.SubElement(
+                suite, "testcase", classname=suite_name, name=case.name, time=f"{case.time_s:.3f}"
+            )
             if case.status != "passed":
                 child = ElementTree.SubElement(element, case.status, message=case.message[:500])
                 child.text = case.text

@@ -45,23 +45,31 @@ class RunView:
         run = store.run(run_id)
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
-        sections = {name: store.section_results(run_id, name)
-                    for name in ("bench", "drill", "stack")}
-        return cls(run, store.environments(run_id), catalog, store.probe_results(run_id),
-                   sections)
+        sections = {
+            name: store.section_results(run_id, name) for name in ("bench", "drill", "stack")
+        }
+        return cls(run, store.environments(run_id), catalog, store.probe_results(run_id), sections)
 
     def claim_rows(self) -> list[ClaimRow]:
         by_key = {(r.probe_id, r.env_role): r for r in self.probe_results}
         ids = sorted({r.probe_id for r in self.probe_results} | set(self.catalog))
-        return [ClaimRow(pid, self.catalog.get(pid, {"id": pid}), by_key.get((pid, "baseline")),
-                         by_key.get((pid, "candidate"))) for pid in ids]
+        return [
+            ClaimRow(
+                pid,
+                self.catalog.get(pid, {"id": pid}),
+                by_key.get((pid, "baseline")),
+                by_key.get((pid, "candidate")),
+            )
+            for pid in ids
+        ]
 
     def confounds(self) -> dict[str, tuple[Any, Any]]:
         """Build facts other than the version on which baseline and candidate differ."""
         if "baseline" not in self.environments or "candidate" not in self.environments:
             return {}
         return self.environments["baseline"].manifest.confounds_against(
-            self.environments["candidate"].manifest)
+            self.environments["candidate"].manifest
+        )
 
     def verdict_counts(self, role: str) -> dict[str, int]:
         counts = {v.value: 0 for v in Verdict}

@@ -40,19 +40,34 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     protocol_in = sys.stdin.buffer
-    protocol_out.write(encode({
-        "id": 0, "ok": True,
-        "value": {"ready": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
-                  "python": sys.executable},
-    }))
+    protocol_out.write(
+        encode(
+            {
+                "id": 0,
+                "ok": True,
+                "value": {
+                    "ready": True,
+                    "protocol": PROTOCOL_VERSION,
+                    "pid": os.getpid(),
+                    "python": sys.executable,
+                },
+            }
+        )
+    )
     for line in protocol_in:
         if not line.strip():
             continue
         response = _answer(decode(line))
         payload = encode(response)
         if len(payload) > MAX_LINE_BYTES:
-            payload = encode({"id": response["id"], "ok": False,
-                              "error": f"result too large ({len(payload)} bytes)", "traceback": ""})
+            payload = encode(
+                {
+                    "id": response["id"],
+                    "ok": False,
+                    "error": f"result too large ({len(payload)} bytes)",
+                    "traceback": "",
+                }
+            )
         protocol_out.write(payload)
 
 

@@ -37,7 +37,9 @@ def collect() -> dict[str, Any]:
         "torch_git_version": getattr(torch.version, "git_version", None),
         "cuda_version": torch.version.cuda,
         "hip_version": getattr(torch.version, "hip", None),
-        "cuda_arch_list": torch.cuda.get_arch_list() if hasattr(torch.cuda, "get_arch_list") else [],
+        "cuda_arch_list": torch.cuda.get_arch_list()
+        if hasattr(torch.cuda, "get_arch_list")
+        else [],
         "torch_config": config,
         "blas": _config_value(config, r"BLAS_INFO=([^,\n]+)"),
         "lapack": _config_value(config, r"LAPACK_INFO=([^,\n]+)"),
@@ -65,9 +67,11 @@ def collect() -> dict[str, Any]:
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
-            facts["gpus"].append({
-                "name": props.name,
-                "memory_bytes": props.total_memory,
-                "capability": f"{props.major}.{props.minor}",
-            })
+            facts["gpus"].append(
+                {
+                    "name": props.name,
+                    "memory_bytes": props.total_memory,
+                    "capability": f"{props.major}.{props.minor}",
+                }
+            )
     return facts

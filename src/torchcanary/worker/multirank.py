@@ -43,9 +43,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_ranks(target: str, world_size: int, kwargs: dict[str, Any] | None = None, *,
-              backend: str = "gloo", timeout_s: float = 120.0,
-              env: dict[str, str] | None = None) -> list[Any]:
+def run_ranks(
+    target: str,
+    world_size: int,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    backend: str = "gloo",
+    timeout_s: float = 120.0,
+    env: dict[str, str] | None = None,
+) -> list[Any]:
     """Each rank's return value, in rank order; raises RanksFailed on any failure.
 
     A target that raises does not fail the group: its value is ``{"raised": "...",
@@ -57,16 +63,37 @@ def run_ranks(target: str, world_size: int, kwargs: dict[str, Any] | None = None
         for rank in range(world_size):
             rank_env = dict(os.environ)
             rank_env.update(env or {})
-            rank_env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                             "RANK": str(rank), "WORLD_SIZE": str(world_size),
-                             "LOCAL_RANK": str(rank)})
-            spec = json.dumps({"target": target, "kwargs": kwargs or {}, "backend": backend,
-                               "timeout_s": timeout_s,
-                               "out": str(Path(scratch) / f"rank{rank}.json")})
+            rank_env.update(
+                {
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(world_size),
+                    "LOCAL_RANK": str(rank),
+                }
+            )
+            spec = json.dumps(
+                {
+                    "target": target,
+                    "kwargs": kwargs or {},
+                    "backend": backend,
+                    "timeout_s": timeout_s,
+                    "out": str(Path(scratch) / f"rank{rank}.json"),
+                }
+            )
             stderr = open(Path(scratch) / f"rank{rank}.err", "wb")  # noqa: SIM115
-            procs.append((subprocess.Popen([sys.executable, "-m", "torchcanary.worker.rank_main",
-                                            spec], env=rank_env, stdout=stderr, stderr=stderr,
-                                           start_new_session=True), stderr))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, "-m", "torchcanary.worker.rank_main", spec],
+                        env=rank_env,
+                        stdout=stderr,
+                        stderr=stderr,
+                        start_new_session=True,
+                    ),
+                    stderr,
+                )
+            )
         deadline = time.monotonic() + timeout_s
         timed_out = False
         for proc, _ in procs:
@@ -86,12 +113,12 @@ def run_ranks(target: str, world_size: int, kwargs: dict[str, Any] | None = None
             out = Path(scratch) / f"rank{rank}.json"
             value = json.loads(out.read_text()) if out.exists() else None
             err = (Path(scratch) / f"rank{rank}.err").read_text(errors="replace")[-3000:]
-            outcomes.append({"rank": rank, "returncode": proc.returncode, "value": value,
-                             "stderr_tail": err})
+            outcomes.append(
+                {"rank": rank, "returncode": proc.returncode, "value": value, "stderr_tail": err}
+            )
     failed = [o for o in outcomes if o["returncode"] != 0 or o["value"] is None]
     if timed_out or failed:
         what = f"timed out after {timeout_s:g} s" if timed_out else "failed"
         names = ", ".join(f"rank {o['rank']} (exit {o['returncode']})" for o in failed)
-        raise RanksFailed(f"{world_size}-rank {backend} run of {target} {what}: {names}",
-                          outcomes)
+        raise RanksFailed(f"{world_size}-rank {backend} run of {target} {what}: {names}", outcomes)
     return [o["value"]["value"] for o in outcomes]

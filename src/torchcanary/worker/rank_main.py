@@ -13,8 +13,9 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     import torch.distributed as dist
 
-    dist.init_process_group(spec["backend"], init_method="env://",
-                            timeout=datetime.timedelta(seconds=spec["timeout_s"]))
+    dist.init_process_group(
+        spec["backend"], init_method="env://", timeout=datetime.timedelta(seconds=spec["timeout_s"])
+    )
     module_name, _, attr = spec["target"].partition(":")
     target = getattr(importlib.import_module(module_name), attr)
     try:
@@ -22,8 +23,12 @@ def main() -> None:
         answer = {"value": value}
     except Exception as exc:
         traceback.print_exc()
-        answer = {"value": {"raised": f"{type(exc).__name__}: {exc}"[:2000],
-                            "traceback": traceback.format_exc()[-4000:]}}
+        answer = {
+            "value": {
+                "raised": f"{type(exc).__name__}: {exc}"[:2000],
+                "traceback": traceback.format_exc()[-4000:],
+            }
+        }
     with open(spec["out"], "w") as out:
         json.dump(answer, out, default=str)
     try:

@@ -1,0 +1,95 @@
+"""Runs every selected probe in each environment, one worker per environment.
+
+A probe that crashes, hangs or errors is recorded as such and a fresh worker takes over;
+each result is committed the moment it exists, so ``--resume`` redoes nothing finished.
+
+Policy keys: ``fail_on_claims`` (list of claim comparisons that mean no-go; default
+``["regressed"]``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from torchcanary.claims.catalog import select_probes
+from torchcanary.context import ROLES, RunContext
+from torchcanary.envs.worker_process import CallResult
+from torchcanary.errors import ConfigError
+from torchcanary.report.view import CATALOG_ARTIFACT, RunView
+from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
+
+POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"]}
+
+
+def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
+    if mapping:
+        raise ConfigError(
+            f"unknown key {sorted(mapping)[0]!r} in the claims table; it takes "
+            "none (choose probes with 'probes = [...]' at the top level)"
+        )
+    return {}
+
+
+def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
+    """A worker call's fate as a probe verdict: the worker's failure is the probe's."""
+    if call.ok:
+        return Outcome.from_json(call.value)
+    evidence = {"stderr_tail": call.stderr_tail[-4000:]}
+    if call.status == "timeout":
+        return Outcome(
+            Verdict.TIMEOUT, f"no result within {timeout_s:g} s; worker killed", evidence
+        )
+    if call.status == "crashed":
+        return Outcome(Verdict.CRASHED, call.error, evidence)
+    evidence["traceback"] = call.traceback[-6000:]
+    return Outcome(Verdict.ERROR, call.error[:500], evidence)
+
+
+def run(ctx: RunContext) -> None:
+    selected = select_probes(ctx.plan.probes, ctx.plan.probe_modules)
+    catalog = {
+        pid: probe.describe() | {"plugin": source.plugin}
+        for pid, (probe, source) in selected.items()
+    }
+    ctx.store.save_artifact(
+        ctx.run_id, CATALOG_ARTIFACT, "application/json", json.dumps(catalog).encode()
+    )
+    done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
+    todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
+    with ctx.progress.task("claims", total=len(todo)) as task:
+        workers = {role: ctx.new_worker(role) for role in ROLES}
+        for role, probe_id in todo:
+            probe, source = selected[probe_id]
+            timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
+            task.status(f"{role}: {probe_id}")
+            started = time.time()
+            call = workers[role].call(
+                "torchcanary.worker.run_probe:run_probe",
+                {"module": source.module, "probe_id": probe_id},
+                timeout_s,
+            )
+            outcome = outcome_of_call(call, timeout_s)
+            duration = (
+                float(call.value.get("duration_s", call.duration_s)) if call.ok else call.duration_s
+            )
+            ctx.store.save_probe_result(
+                ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
+            )
+            task.advance(f"{role} {probe_id}: {outcome.verdict.value}")
+
+
+def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
+    fail_on = {
+        ClaimComparison(c) for c in policy.get("fail_on_claims", POLICY_DEFAULTS["fail_on_claims"])
+    }
+    reasons = []
+    for row in view.claim_rows():
+        if row.comparison in fail_on and row.baseline and row.candidate:
+            reasons.append(
+                f"claim {row.probe_id} {row.comparison.value}: baseline "
+                f"{row.baseline.outcome.verdict.value}, candidate "
+                f"{row.candidate.outcome.verdict.value} ({row.candidate.outcome.summary[:120]})"
+            )
+    return reasons

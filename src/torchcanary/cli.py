@@ -1,0 +1,306 @@
+"""The command line. Parses flags, hands a plan to the runner, prints, and picks the exit code.
+
+Exit codes: 0 go, 1 no-go, 2 usage or configuration error, 3 internal error (a section
+could not finish, or a bug: the traceback is shown with --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from torchcanary import __version__
+from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
+from torchcanary.plan import ALL_SECTIONS
+
+EPILOG = """\
+examples:
+  torchcanary run --baseline torch==2.13.0 --candidate torch==2.14.1
+  torchcanary run --candidate "torch==2.14.1 numpy" --only claims --probes 'c10d.*'
+  torchcanary run --resume                   # carry on after an interruption
+  torchcanary probes                          # every claim probe and what it needs
+  torchcanary runs && torchcanary report RUN_ID
+
+environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an
+interpreter ('python:/opt/venv/bin/python') or 'current'. Requirement sets are built once
+into a cache (TORCHCANARY_CACHE, default the user cache dir) and reused.
+configuration: [tool.torchcanary] in pyproject.toml or canary.toml; flags win.
+exit codes: 0 go, 1 no-go, 2 usage/configuration error, 3 internal error.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"torchcanary: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", help="pinned environment (default torch==2.13.0 numpy)")
+    parser.add_argument("--candidate", help="environment to qualify (default torch==2.14.1 numpy)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: ./canary.toml or [tool.torchcanary] in ./pyproject.toml)",
+    )
+    parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
+    parser.add_argument(
+        "--probe-module",
+        action="append",
+        dest="probe_modules",
+        help="extra module of probes to load (repeatable)",
+    )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        dest="probe_timeout_s",
+        help="seconds per probe, overriding each probe's own timeout",
+    )
+    parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
+    parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
+    parser.add_argument("--store", help="SQLite file (default canary-results/canary.db)")
+    parser.add_argument("--output", help="directory for reports (default canary-results)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="torchcanary",
+        description="Qualify a PyTorch release on your own "
+        "hardware before you roll it out: every claim probed, performance A/B, "
+        "your own tests, and fault drills, with a go / no-go verdict.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"torchcanary {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = commands.add_parser(
+        "run",
+        help="qualify a candidate against a baseline (all sections)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_flags(run)
+    run.add_argument("--only", help=f"comma-separated sections to run ({', '.join(ALL_SECTIONS)})")
+    run.add_argument("--skip", help="comma-separated sections to leave out")
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="RUN_ID",
+        help="carry on an interrupted run (default: the latest unfinished one)",
+    )
+
+    probes = commands.add_parser("probes", help="list every claim probe and its requirements")
+    probes.add_argument("--probe-module", action="append", dest="probe_modules")
+    probes.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    report = commands.add_parser("report", help="render a stored run's outputs again")
+    report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")
+    report.add_argument("--store", default="canary-results/canary.db")
+    report.add_argument("--output", default="canary-results")
+
+    runs = commands.add_parser("runs", help="list the runs in a store")
+    runs.add_argument("--store", default="canary-results/canary.db")
+    return parser
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def _sections_from(args: argparse.Namespace) -> list[str] | None:
+    only, skip = _split(getattr(args, "only", None)), _split(getattr(args, "skip", None))
+    for name in (only or []) + (skip or []):
+        if name not in ALL_SECTIONS:
+            raise CanaryError(f"unknown section {name!r}; choose from {', '.join(ALL_SECTIONS)}")
+    if only is None and skip is None:
+        return None
+    return [s for s in (only or ALL_SECTIONS) if s not in (skip or [])]
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "baseline": args.baseline,
+        "candidate": args.candidate,
+        "probes": _split(args.probes),
+        "probe_modules": args.probe_modules,
+        "probe_timeout_s": args.probe_timeout_s,
+        "installer": args.installer,
+        "policy_file": args.policy_file,
+        "store": args.store,
+        "output": args.output,
+        "sections": _sections_from(args),
+    }
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.config import load_settings
+    from torchcanary.plan import RunPlan
+    from torchcanary.progress import Progress
+    from torchcanary.runner import execute
+    from torchcanary.store.sqlite import Store
+
+    settings = load_settings(args.config, _flags(args), Path.cwd())
+    progress = Progress(quiet=args.quiet)
+    with Store(settings.store) as store:
+        plan, resume_id = settings.plan, None
+        if args.resume:
+            previous = (
+                store.latest_run(status="interrupted") or store.latest_run("running")
+                if args.resume == "latest"
+                else store.run(args.resume)
+            )
+            if previous is None:
+                raise CanaryError(
+                    f"nothing to resume in {settings.store}; start a run without --resume"
+                )
+            plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
+        outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
+    _print_summary(console, settings.store, outcome.run_id)
+    for kind, path in outcome.outputs.items():
+        console.print(f"{kind:>8}: {path}", highlight=False)
+    if outcome.section_failures:
+        return EXIT_INTERNAL
+    return EXIT_GO if outcome.decision.go else EXIT_NO_GO
+
+
+def _print_summary(console: Console, store_path: Path, run_id: str) -> None:
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    with Store(store_path) as store:
+        view = RunView.load(store, run_id)
+    table = Table(title=f"claims, run {run_id}")
+    for column in ("probe", "baseline", "candidate", "upgrade"):
+        table.add_column(column)
+    for row in view.claim_rows():
+        table.add_row(
+            row.probe_id,
+            row.baseline.outcome.verdict.value if row.baseline else "-",
+            row.candidate.outcome.verdict.value if row.candidate else "-",
+            row.comparison.value if row.comparison else "incomplete",
+        )
+    if view.claim_rows():
+        console.print(table)
+    confounds = view.confounds()
+    if confounds:
+        console.print(
+            "[yellow]confounds:[/] "
+            + "; ".join(f"{k}: {b} vs {c}" for k, (b, c) in confounds.items()),
+            highlight=False,
+        )
+    detail = view.run.decision_detail or {}
+    colour = "green" if view.run.decision == "go" else "red"
+    console.print(f"decision: [bold {colour}]{view.run.decision}[/]")
+    for reason in detail.get("reasons", []):
+        console.print(f"  - {reason}", markup=False, highlight=False)
+
+
+def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.claims.catalog import select_probes
+
+    found = select_probes((), tuple(args.probe_modules or ()))
+    described = [probe.describe() | {"plugin": source.plugin} for probe, source in found.values()]
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return EXIT_GO
+    table = Table(title=f"{len(described)} probes")
+    for column in ("id", "scope", "needs", "claim"):
+        table.add_column(column, overflow="fold")
+    for item in described:
+        table.add_row(item["id"], item["scope"], item["needs"], item["claim"])
+    console.print(table)
+    return EXIT_GO
+
+
+def _cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.report.render import write_outputs
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    store_path = Path(args.store)
+    if not store_path.is_file():
+        raise CanaryError(f"no store at {store_path}; pass --store PATH")
+    with Store(store_path) as store:
+        run_id = args.run_id
+        if run_id == "latest":
+            latest = store.latest_run()
+            if latest is None:
+                raise CanaryError(f"{store_path} holds no runs yet")
+            run_id = latest.run_id
+        outputs = write_outputs(RunView.load(store, run_id), Path(args.output))
+    for kind, path in outputs.items():
+        console.print(f"{kind:>8}: {path}", highlight=False)
+    return EXIT_GO
+
+
+def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.store.sqlite import Store
+
+    store_path = Path(args.store)
+    if not store_path.is_file():
+        raise CanaryError(f"no store at {store_path}; pass --store PATH")
+    with Store(store_path) as store:
+        rows = store.runs()
+    table = Table(title=str(store_path))
+    for column in ("run", "status", "decision", "baseline", "candidate", "sections"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row.run_id,
+            row.status,
+            row.decision or "-",
+            row.plan.get("baseline", ""),
+            row.plan.get("candidate", ""),
+            ",".join(row.plan.get("sections", [])),
+        )
+    console.print(table)
+    return EXIT_GO
+
+
+COMMANDS = {"run": _cmd_run, "probes": _cmd_probes, "report": _cmd_report, "runs": _cmd_runs}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    console = Console()
+    try:
+        return COMMANDS[args.command](args, console)
+    except CanaryError as exc:
+        print(f"torchcanary: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "torchcanary: interrupted; finished results are stored: resume with "
+            "`torchcanary run --resume`",
+            file=sys.stderr,
+        )
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(
+            f"torchcanary: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Reads ``[tool.torchcanary]`` in pyproject.toml or a ``canary.toml`` and merges CLI flags.
+
+Every key is checked before anything runs: an unknown key, a wrong type or a bad value is
+one ConfigError naming the file, the key and the fix. Flags win over files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from torchcanary.config_toml import tomllib
+from torchcanary.errors import ConfigError
+from torchcanary.plan import ALL_SECTIONS, RunPlan
+from torchcanary.policy import load_policy_file, resolve_policy
+from torchcanary.sections import section_module
+
+DEFAULT_BASELINE = "torch==2.13.0 numpy"
+DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
+
+_TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
+    "baseline": str,
+    "candidate": str,
+    "sections": list,
+    "probes": list,
+    "probe_modules": list,
+    "installer": str,
+    "probe_timeout_s": (int, float),
+    "store": str,
+    "output": str,
+    "policy": dict,
+    "policy_file": str,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated configuration: the plan plus where results go."""
+
+    plan: RunPlan
+    store: Path
+    output: Path
+    source: str = "defaults"
+
+
+def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
+    """``canary.toml`` first, then a pyproject.toml that has ``[tool.torchcanary]``."""
+    canary = start / "canary.toml"
+    if canary.is_file():
+        return canary, _read_toml(canary)
+    pyproject = start / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("torchcanary")
+        if table is not None:
+            return pyproject, table
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> Settings:
+    """Merge the config file (explicit path, or found in ``cwd``) with CLI ``flags``."""
+    if config_path is not None:
+        if not config_path.is_file():
+            raise ConfigError(f"config file {config_path} does not exist; check --config")
+        table = _read_toml(config_path)
+        if config_path.name == "pyproject.toml":
+            table = table.get("tool", {}).get("torchcanary", {})
+        source = str(config_path)
+    else:
+        found = find_config_file(cwd)
+        source, table = (str(found[0]), found[1]) if found else ("defaults", {})
+    return _build(table, {k: v for k, v in flags.items() if v is not None}, source, cwd)
+
+
+def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path) -> Settings:
+    section_tables = {name: table.get(name, {}) for name in ALL_SECTIONS}
+    for key, value in table.items():
+        if key in ALL_SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: [{key}] must be a table")
+            continue
+        if key not in _TOP_LEVEL_TYPES:
+            raise ConfigError(
+                f"{source}: unknown key {key!r}; known keys: "
+                f"{', '.join(sorted([*_TOP_LEVEL_TYPES, *ALL_SECTIONS]))}"
+            )
+        if not isinstance(value, _TOP_LEVEL_TYPES[key]):
+            raise ConfigError(f"{source}: key {key!r} has the wrong type ({value!r})")
+    merged = table | flags
+    sections = tuple(merged.get("sections", ALL_SECTIONS))
+    unknown = [s for s in sections if s not in ALL_SECTIONS]
+    if unknown:
+        raise ConfigError(f"unknown section {unknown[0]!r}; choose from {', '.join(ALL_SECTIONS)}")
+    installer = merged.get("installer", "pip")
+    if installer not in ("pip", "uv"):
+        raise ConfigError(f"installer must be 'pip' or 'uv', not {installer!r}")
+    policy_overrides: dict[str, Any] = {}
+    if "policy_file" in merged:
+        policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())
+    policy_overrides |= dict(table.get("policy", {}))
+    section_settings = {}
+    for name in sections:
+        raw = section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
+        section_settings[name] = section_module(name).parse_settings(dict(raw))
+    timeout = merged.get("probe_timeout_s")
+    if timeout is not None and timeout <= 0:
+        raise ConfigError(f"probe_timeout_s must be positive, not {timeout}")
+    plan = RunPlan(
+        baseline=str(merged.get("baseline", DEFAULT_BASELINE)),
+        candidate=str(merged.get("candidate", DEFAULT_CANDIDATE)),
+        sections=sections,
+        probes=tuple(merged.get("probes", ())),
+        probe_modules=tuple(merged.get("probe_modules", ())),
+        installer=installer,
+        probe_timeout_s=float(timeout) if timeout is not None else None,
+        policy=resolve_policy(policy_overrides, sections),
+        settings=section_settings,
+    )
+    store = (cwd / merged.get("store", "canary-results/canary.db")).expanduser()
+    output = (cwd / merged.get("output", "canary-results")).expanduser()
+    return Settings(plan, store, output, source)
+
+
+def with_sections(settings: Settings, sections: tuple[str, ...]) -> Settings:
+    return replace(settings, plan=replace(settings.plan, sections=sections))

@@ -1,0 +1,56 @@
+"""The JSON form of a run (schema in docs/json-schema.md): everything, nothing rendered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchcanary.report.view import RunView
+from torchcanary.results import SCHEMA_VERSION
+
+JSON_SCHEMA_VERSION = 1
+
+
+def render_json(view: RunView) -> dict[str, Any]:
+    run = view.run
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "result_schema_version": SCHEMA_VERSION,
+        "run": {
+            "run_id": run.run_id,
+            "created_at": run.created_at,
+            "finished_at": run.finished_at,
+            "status": run.status,
+            "plan": run.plan,
+        },
+        "decision": run.decision,
+        "decision_detail": run.decision_detail,
+        "environments": {
+            role: {
+                "spec": env.spec,
+                "python": env.python,
+                "torch_version": env.torch_version,
+                "build_seconds": env.build_seconds,
+                "reused": env.reused,
+                "manifest": env.manifest.to_json(),
+            }
+            for role, env in view.environments.items()
+        },
+        "confounds": {k: {"baseline": b, "candidate": c} for k, (b, c) in view.confounds().items()},
+        "claims": [
+            {
+                "probe_id": row.probe_id,
+                "description": row.description,
+                "comparison": row.comparison.value if row.comparison else None,
+                "baseline": row.baseline.to_json() if row.baseline else None,
+                "candidate": row.candidate.to_json() if row.candidate else None,
+            }
+            for row in view.claim_rows()
+        ],
+        "sections": {
+            name: [
+                {"key": r.key, "env_role": r.env_role, "verdict": r.verdict, "payload": r.payload}
+                for r in results
+            ]
+            for name, results in view.sections.items()
+        },
+    }

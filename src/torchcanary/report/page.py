@@ -1,0 +1,88 @@
+"""The self-contained HTML report: one file, inline CSS and SVG, no script, no network."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from torchcanary.report.view import RunView
+from torchcanary.sections import report_module
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem;max-width:1400px;color:#222}
+h1{margin-bottom:.2rem} table{border-collapse:collapse;width:100%;margin:.6rem 0}
+th,td{border:1px solid #ddd;padding:.35rem .5rem;vertical-align:top;text-align:left}
+th{background:#f4f4f4} pre{background:#f8f8f8;padding:.5rem;overflow:auto;max-height:24rem}
+.badge{display:inline-block;padding:.05rem .45rem;border-radius:.6rem;font-size:.85em;
+ background:#eee;white-space:nowrap}
+.confirmed,.go,.already-in-baseline,.new-in-candidate,.passed,.faster,.same{background:#d4edda}
+.refuted,.regressed,.no-go,.failed,.slower,.crashed,.timeout,.error{background:#f8d7da}
+.absent,.not-reproduced{background:#fff3cd} .not-checkable-here,.unverified-here{background:#e2e3e5}
+.summary,.quote,.needs{font-size:.85em;color:#555;margin-top:.2rem}
+.decision{font-size:1.4rem;padding:.6rem 1rem;border-radius:.4rem;display:inline-block}
+.confound{background:#fff3cd;padding:.5rem 1rem;border-left:4px solid #e0a800}
+"""
+
+
+def _manifests(view: RunView) -> str:
+    confounds = view.confounds()
+    if confounds:
+        rows = "".join(
+            f"<tr><td>{escape(k)}</td><td>{escape(str(b))}</td><td>{escape(str(c))}</td></tr>"
+            for k, (b, c) in confounds.items()
+        )
+        banner = (
+            '<div class="confound"><strong>Confounds:</strong> the environments differ '
+            "in more than the torch version, so every figure below compares these too."
+            f"<table><tr><th>fact</th><th>baseline</th><th>candidate</th></tr>{rows}"
+            "</table></div>"
+        )
+    else:
+        banner = "<p>The environments differ in the torch version only.</p>"
+    keys = sorted({k for env in view.environments.values() for k in env.manifest.facts})
+    roles = [r for r in ("baseline", "candidate") if r in view.environments]
+    body = ""
+    for key in keys:
+        cells = "".join(
+            f"<td><pre>{escape(_fact(view.environments[r].manifest.facts.get(key)))}</pre></td>"
+            if key in ("torch_config", "torch_parallel_info")
+            else f"<td>{escape(_fact(view.environments[r].manifest.facts.get(key)))}</td>"
+            for r in roles
+        )
+        body += f"<tr><td>{escape(key)}</td>{cells}</tr>"
+    head = "".join(f"<th>{escape(r)}: {escape(view.environments[r].spec)}</th>" for r in roles)
+    return (
+        f'<section id="environments"><h2>Environments</h2>{banner}<details><summary>'
+        f"full manifests side by side</summary><table><tr><th>fact</th>{head}</tr>{body}"
+        "</table></details></section>"
+    )
+
+
+def _fact(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def render_html(view: RunView, sections: tuple[str, ...]) -> str:
+    run = view.run
+    detail = run.decision_detail or {}
+    decision = run.decision or "incomplete"
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in detail.get("reasons", []))
+    fragments = "".join(report_module(s).html(view) for s in sections)
+    failures = "".join(
+        f"<li>section {escape(s)}: {escape(msg)}</li>"
+        for s, msg in detail.get("section_failures", {}).items()
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>torchcanary {escape(run.run_id)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>torchcanary run {escape(run.run_id)}</h1>"
+        f"<p>baseline <code>{escape(run.plan.get('baseline', ''))}</code> against candidate "
+        f"<code>{escape(run.plan.get('candidate', ''))}</code>; status {escape(run.status)}</p>"
+        f'<div class="decision {escape(decision)}">decision: <strong>{escape(decision)}'
+        f"</strong></div>"
+        + (f"<h3>Why</h3><ul>{reasons}</ul>" if reasons else "")
+        + (f"<h3>Sections that could not finish</h3><ul>{failures}</ul>" if failures else "")
+        + _manifests(view)
+        + fragments
+        + "</body></html>"
+    )

@@ -1,0 +1,39 @@
+"""Writes every output of a run into one directory, each file replaced atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from torchcanary.report.json_out import render_json
+from torchcanary.report.junit import render_junit
+from torchcanary.report.markdown import render_markdown
+from torchcanary.report.page import render_html
+from torchcanary.report.view import RunView
+
+
+def _write(path: Path, text: str) -> Path:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+    return path
+
+
+def write_outputs(view: RunView, output_dir: Path) -> dict[str, Path]:
+    sections = tuple(view.run.plan.get("sections", ()))
+    output_dir = output_dir / view.run.run_id
+    output_dir.mkdir(parents=True, exist_ok=True)
+    outputs = {
+        "html": _write(output_dir / "report.html", render_html(view, sections)),
+        "json": _write(
+            output_dir / "results.json", json.dumps(render_json(view), indent=2, default=str)
+        ),
+        "junit": _write(output_dir / "junit.xml", render_junit(view, sections)),
+        "markdown": _write(output_dir / "summary.md", render_markdown(view, sections)),
+    }
+    latest = output_dir.parent / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(output_dir.name)
+    return outputs

@@ -1,0 +1,134 @@
+"""One run from plan to decision: environments, manifests, sections, policy, outputs.
+
+The runner reads top to bottom like the pipeline it drives. Each section runs behind a
+guard: an internal failure of one section is recorded and the others still run; the
+decision then says that section could not finish.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchcanary.context import ROLES, RunContext
+from torchcanary.envs.cache import Environment, ensure_environment
+from torchcanary.envs.spec import parse_env_spec
+from torchcanary.envs.worker_process import WorkerProcess, import_root_for
+from torchcanary.errors import CanaryError, EnvBuildError
+from torchcanary.plan import RunPlan
+from torchcanary.policy import Decision, decide
+from torchcanary.progress import Progress
+from torchcanary.report.render import write_outputs
+from torchcanary.report.view import RunView
+from torchcanary.results import Manifest
+from torchcanary.sections import section_module
+from torchcanary.store.sqlite import Store
+
+SECTION_FAILURE_PREFIX = "section-failure:"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    decision: Decision
+    outputs: dict[str, Path]
+    section_failures: dict[str, str]
+
+
+def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environment]:
+    specs = {"baseline": parse_env_spec(plan.baseline), "candidate": parse_env_spec(plan.candidate)}
+    environments = {}
+    for role in ROLES:
+        with progress.task(f"environment {role}: {specs[role].text}", total=None) as task:
+            environments[role] = ensure_environment(
+                role, specs[role], installer=plan.installer, progress=task.status
+            )
+        env = environments[role]
+        how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
+        progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
+    return environments
+
+
+def _record_manifests(ctx: RunContext) -> None:
+    for role, env in ctx.environments.items():
+        worker = WorkerProcess(env.python, ctx.import_root)
+        call = worker.call("torchcanary.worker.manifest:collect", {}, timeout_s=300)
+        worker.close()
+        if not call.ok:
+            raise EnvBuildError(
+                f"the {role} environment ({env.spec.text}) cannot run the "
+                f"worker: {call.error}; rebuild it by deleting {env.path}"
+            )
+        ctx.store.save_environment(
+            ctx.run_id,
+            role,
+            env.spec.text,
+            env.python,
+            env.torch_version,
+            env.build_seconds,
+            env.reused,
+            Manifest.from_json(call.value),
+        )
+
+
+def _import_root(plan: RunPlan, work_dir: Path) -> Path:
+    """torchcanary plus the top-level packages of any extra probe modules."""
+    packages = {"torchcanary"} | {m.split(".")[0] for m in plan.probe_modules}
+    return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
+
+
+def execute(
+    plan: RunPlan,
+    store: Store,
+    output_dir: Path,
+    progress: Progress,
+    resume_run_id: str | None = None,
+) -> RunOutcome:
+    """Run (or resume) ``plan``; every finished unit is in ``store`` as soon as it exists."""
+    if resume_run_id is None:
+        run_id = store.create_run(plan.to_json())
+    else:
+        run_id = resume_run_id
+        store.set_run_status(run_id, "running")
+    progress.note(f"run {run_id} -> {store.path}")
+    work_dir = output_dir / "work" / run_id
+    work_dir.mkdir(parents=True, exist_ok=True)
+    environments = prepare_environments(plan, progress)
+    ctx = RunContext(
+        run_id=run_id,
+        store=store,
+        plan=plan,
+        environments=environments,
+        import_root=_import_root(plan, work_dir),
+        work_dir=work_dir,
+        progress=progress,
+        resume=resume_run_id is not None,
+    )
+    failures: dict[str, str] = {}
+    try:
+        _record_manifests(ctx)
+        for section in plan.sections:
+            try:
+                section_module(section).run(ctx)
+            except CanaryError:
+                raise  # a user mistake: stop with its message, as at start-up
+            except Exception as exc:  # one broken section must not take the run with it
+                failures[section] = f"{type(exc).__name__}: {exc}"
+                store.save_artifact(
+                    run_id,
+                    SECTION_FAILURE_PREFIX + section,
+                    "text/plain",
+                    traceback.format_exc().encode(),
+                )
+                progress.note(f"section {section} failed: {failures[section]}")
+            finally:
+                ctx.close_workers()
+    except BaseException:
+        store.set_run_status(run_id, "interrupted")
+        raise
+    view = RunView.load(store, run_id)
+    decision = decide(view, plan.policy, plan.sections, failures)
+    store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": failures})
+    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    return RunOutcome(run_id, decision, outputs, failures)
