@@ -152,7 +152,7 @@ def _run_step(command: list[str], progress: Progress, log: Path) -> None:
         tail: list[str] = []
         for line in proc.stdout:
             log_file.write(line)
-            tail = (tail + [line.rstrip()])[-15:]
+            tail = ([*tail, line.rstrip()])[-15:]
             if line.strip():
                 progress(line.strip()[:120])
         code = proc.wait()

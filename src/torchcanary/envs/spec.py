@@ -22,7 +22,7 @@ _REQUIREMENT = re.compile(
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """An environment the user asked for. ``kind`` is ``requirements``, ``python`` or ``current``."""
+    """An environment the user asked for: ``requirements``, ``python`` or ``current``."""
 
     kind: str
     requirements: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ failed is discarded and the next call starts a fresh one.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import signal
@@ -225,10 +226,8 @@ class WorkerProcess:
         if self._proc is None:
             return
         if self._proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self._proc.wait()
         self._lines = queue.Queue()
 
@@ -236,8 +235,6 @@ class WorkerProcess:
         if self._proc is not None and self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill()
