@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.config_toml import tomllib
+from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
 from torchcanary.plan import ALL_SECTIONS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
@@ -18,6 +19,7 @@ from torchcanary.sections import section_module
 
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
+DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
 
 _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "baseline": str,
@@ -96,6 +98,8 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         if not isinstance(value, _TOP_LEVEL_TYPES[key]):
             raise ConfigError(f"{source}: key {key!r} has the wrong type ({value!r})")
     merged = table | flags
+    for role in ("baseline", "candidate"):
+        parse_env_spec(str(merged.get(role, DEFAULTS_BY_ROLE[role])))  # refuse bad specs now
     sections = tuple(merged.get("sections", ALL_SECTIONS))
     unknown = [s for s in sections if s not in ALL_SECTIONS]
     if unknown:

@@ -86,6 +86,7 @@ def execute(
     resume_run_id: str | None = None,
 ) -> RunOutcome:
     """Run (or resume) ``plan``; every finished unit is in ``store`` as soon as it exists."""
+    environments = prepare_environments(plan, progress)  # before the run exists: no husk
     if resume_run_id is None:
         run_id = store.create_run(plan.to_json())
     else:
@@ -94,7 +95,6 @@ def execute(
     progress.note(f"run {run_id} -> {store.path}")
     work_dir = output_dir / "work" / run_id
     work_dir.mkdir(parents=True, exist_ok=True)
-    environments = prepare_environments(plan, progress)
     ctx = RunContext(
         run_id=run_id,
         store=store,

@@ -197,10 +197,15 @@ def ensure_environment(
         shutil.rmtree(building, ignore_errors=True)
         log = envs_dir / f"{key}.log"
         log.write_text("")
-        for command in _install_commands(building, base, spec, installer):
-            _run_step(command, progress, log)
+        try:
+            for command in _install_commands(building, base, spec, installer):
+                _run_step(command, progress, log)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)  # never leave a half-built venv
+            raise
         torch_version = verify(str(building / "bin" / "python"), spec)
         if torch_version is None:
+            shutil.rmtree(building, ignore_errors=True)
             raise EnvBuildError(
                 f"environment for {spec.text!r} installed but does not import "
                 f"the requested torch; see {log}"

@@ -97,6 +97,7 @@ class WorkerProcess:
             p for p in (str(self.import_root), self.env_vars.get("PYTHONPATH", "")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
+        env["TORCHCANARY_PARENT_PID"] = str(os.getpid())
         env.pop("PYTHONHOME", None)
         started = time.monotonic()
         self._proc = subprocess.Popen(

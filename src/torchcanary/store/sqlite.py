@@ -55,9 +55,9 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._migrate()  # first: a store we refuse must be left byte-for-byte as it was
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
 
     def close(self) -> None:
         self._db.close()

@@ -12,6 +12,7 @@ import sys
 import traceback
 from typing import Any
 
+from torchcanary.worker.lifeline import die_with_parent
 from torchcanary.worker.protocol import MAX_LINE_BYTES, PROTOCOL_VERSION, decode, encode
 
 
@@ -36,6 +37,7 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    die_with_parent()
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

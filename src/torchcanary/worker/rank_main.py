@@ -9,8 +9,11 @@ import json
 import sys
 import traceback
 
+from torchcanary.worker.lifeline import die_with_parent
+
 
 def main() -> None:
+    die_with_parent()
     spec = json.loads(sys.argv[1])
     import torch.distributed as dist
 

@@ -1,0 +1,113 @@
+"""Every user mistake is one clear line, exit status 2, and nothing half-written."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from cli_helpers import run_canary
+from torchcanary.store.schema import SCHEMA_VERSION
+
+
+def _one_line_error(result) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_unknown_config_key_names_the_key_and_the_known_ones(tmp_path):
+    (tmp_path / "canary.toml").write_text('baseline = "torch==2.13.0"\nbasline = "typo"\n')
+    line = _one_line_error(run_canary("run", cwd=tmp_path))
+    assert "'basline'" in line and "known keys" in line
+
+
+def test_config_key_of_wrong_type_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchcanary]\nprobes = 'c10d.*'\n")
+    assert "probes" in _one_line_error(run_canary("run", cwd=tmp_path))
+
+
+def test_invalid_toml_is_refused_with_the_file_name(tmp_path):
+    (tmp_path / "canary.toml").write_text("baseline = \n")
+    assert "canary.toml is not valid TOML" in _one_line_error(run_canary("run", cwd=tmp_path))
+
+
+def test_spec_that_is_not_a_requirement_is_refused(tmp_path):
+    line = _one_line_error(run_canary("run", "--baseline", "torch==2.13.0 ;rm", cwd=tmp_path))
+    assert "not a pip requirement" in line
+
+
+def test_spec_without_torch_is_refused(tmp_path):
+    line = _one_line_error(run_canary("run", "--candidate", "numpy", cwd=tmp_path))
+    assert "does not name torch" in line
+
+
+def test_missing_interpreter_is_refused(tmp_path):
+    line = _one_line_error(run_canary("run", "--baseline", "python:/no/such/python", cwd=tmp_path))
+    assert "/no/such/python does not exist" in line
+
+
+def test_unknown_section_and_unknown_probe_are_refused(tmp_path):
+    assert "unknown section 'clams'" in _one_line_error(
+        run_canary("run", "--only", "clams", cwd=tmp_path)
+    )
+    assert "no probe matches 'nosuch.*'" in _one_line_error(
+        run_canary("run", "--only", "claims", "--probes", "nosuch.*", cwd=tmp_path)
+    )
+
+
+def test_unknown_policy_key_is_refused(tmp_path):
+    (tmp_path / "policy.toml").write_text("[policy]\nmax_slowdonw = 0.1\n")
+    line = _one_line_error(
+        run_canary("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
+    )
+    assert "unknown policy key 'max_slowdonw'" in line
+
+
+def test_missing_policy_file_is_refused(tmp_path):
+    assert "does not exist" in _one_line_error(
+        run_canary("run", "--only", "claims", "--policy", "nope.toml", cwd=tmp_path)
+    )
+
+
+@pytest.mark.torch_envs
+def test_package_that_cannot_be_installed_fails_cleanly_and_leaves_no_half_built_env(tmp_path):
+    cache = tmp_path / "cache"
+    result = run_canary(
+        "run",
+        "--only",
+        "claims",
+        "--candidate",
+        "torch==2.13.0 torchcanary-no-such-package-xyz==1.0",
+        cwd=tmp_path,
+        TORCHCANARY_CACHE=str(cache),
+    )
+    line = _one_line_error(result)
+    assert "failed" in line and "log" in line
+    envs = cache / "envs"
+    built = [p.name for p in envs.iterdir() if p.is_dir()] if envs.exists() else []
+    assert all(not name.endswith(".building") for name in built)
+    db = tmp_path / "canary-results" / "canary.db"
+    if db.exists():  # the store may exist, but it holds no husk of a run
+        with sqlite3.connect(db) as connection:
+            assert connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+def test_store_newer_than_this_torchcanary_is_refused_and_left_untouched(tmp_path):
+    db = tmp_path / "canary.db"
+    with sqlite3.connect(db) as connection:
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    before = db.read_bytes()
+    line = _one_line_error(run_canary("runs", "--store", str(db), cwd=tmp_path))
+    assert "newer than this torchcanary" in line
+    assert db.read_bytes() == before
+
+
+def test_report_for_unknown_run_points_to_runs(tmp_path):
+    from torchcanary.store.sqlite import Store
+
+    Store(tmp_path / "canary.db").close()
+    line = _one_line_error(run_canary("report", "nope", "--store", "canary.db", cwd=tmp_path))
+    assert "torchcanary runs" in line

@@ -1,0 +1,83 @@
+"""A probe that crashes, hangs, floods output or exits is recorded, and the run goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchcanary.claims import section as claims_section
+from torchcanary.envs.worker_process import WorkerProcess, import_root_for
+from torchcanary.results import Verdict
+
+FIXTURES = Path(__file__).parent / "fixtures"
+pytestmark = pytest.mark.torch_envs
+
+
+@pytest.fixture
+def faulty_context(make_context, monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    context = make_context(
+        sections=("claims",), probes=("faulty.*",), probe_modules=("canary_faulty",)
+    )
+    context.import_root = import_root_for(("torchcanary", "canary_faulty"), tmp_path / "root")
+    return context
+
+
+def test_every_faulty_probe_gets_its_own_verdict_and_the_run_goes_on(faulty_context):
+    claims_section.run(faulty_context)
+    results = {
+        (r.env_role, r.probe_id): r.outcome
+        for r in faulty_context.store.probe_results(faulty_context.run_id)
+    }
+    for role in ("baseline", "candidate"):
+        assert results[(role, "faulty.segfault")].verdict is Verdict.CRASHED
+        assert "SIGSEGV" in results[(role, "faulty.segfault")].summary
+        assert results[(role, "faulty.hang")].verdict is Verdict.TIMEOUT
+        assert results[(role, "faulty.exit")].verdict is Verdict.CRASHED
+        assert "status 7" in results[(role, "faulty.exit")].summary
+        raised = results[(role, "faulty.raises")]
+        assert raised.verdict is Verdict.ERROR
+        assert "RuntimeError" in raised.summary and "Traceback" in raised.evidence["traceback"]
+        # 20 MB of stdout noise neither corrupts the protocol nor loses the answer.
+        assert results[(role, "faulty.huge-output")].verdict is Verdict.CONFIRMED
+        gpu = results[(role, "faulty.needs-gpu")]
+        assert gpu.verdict is Verdict.NOT_CHECKABLE and "cuda" in gpu.summary
+    # the probes after each failure still ran with the torch of their own environment
+    assert results[("baseline", "faulty.hostile")].evidence["torch_version"].startswith("2.13")
+    assert results[("candidate", "faulty.hostile")].evidence["torch_version"].startswith("2.14")
+
+
+def test_worker_that_writes_garbage_on_the_protocol_is_reported_and_replaced(
+    baseline_env, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    root = import_root_for(("torchcanary", "canary_faulty"), tmp_path / "root")
+    worker = WorkerProcess(baseline_env.python, root)
+    try:
+        assert worker.call("os:getpid", {}, 60).ok
+        first_pid = worker.pid
+        bad = worker.call("canary_faulty.protocol:write_garbage_to_protocol", {}, 30)
+        assert bad.status == "error" and "garbage" in bad.error
+        assert not worker.alive()
+        after = worker.call("os:getpid", {}, 60)
+        assert after.ok and after.value != first_pid
+    finally:
+        worker.close()
+
+
+def test_worker_killed_by_a_signal_names_the_signal_and_a_fresh_one_takes_over(
+    baseline_env, tmp_path
+):
+    root = import_root_for(("torchcanary",), tmp_path / "root")
+    worker = WorkerProcess(baseline_env.python, root)
+    try:
+        raised = worker.call("json:loads", {"s": "{"}, 30)
+        assert raised.status == "error" and "JSONDecodeError" in raised.error
+        assert worker.alive()  # an exception is an answer, the worker stays
+        killed = worker.call("os:abort", {}, 30)
+        assert killed.status == "crashed" and "SIGABRT" in killed.error
+        assert not worker.alive()
+        assert worker.call("os:getpid", {}, 60).ok
+    finally:
+        worker.close()
