@@ -138,6 +138,7 @@ class Manifest:
     CONFOUND_KEYS = (
         "torch_build_variant",
         "cuda_version",
+        "cuda_arch_list",
         "hip_version",
         "python_version",
         "blas",

@@ -23,4 +23,7 @@ def die_with_parent() -> None:
     except (OSError, AttributeError):
         return
     if expected_parent and os.getppid() != int(expected_parent):
-        os._exit(1)  # the parent died before the lifeline was tied
+        # The parent died before the lifeline was tied, or the variable leaked from a parent
+        # of a parent: either way nobody is listening for this process's answers.
+        sys.stderr.write(f"torchcanary: parent {expected_parent} is gone; exiting\n")
+        os._exit(1)

@@ -70,6 +70,7 @@ def run_ranks(
                     "RANK": str(rank),
                     "WORLD_SIZE": str(world_size),
                     "LOCAL_RANK": str(rank),
+                    "TORCHCANARY_PARENT_PID": str(os.getpid()),
                 }
             )
             spec = json.dumps(
@@ -120,5 +121,13 @@ def run_ranks(
     if timed_out or failed:
         what = f"timed out after {timeout_s:g} s" if timed_out else "failed"
         names = ", ".join(f"rank {o['rank']} (exit {o['returncode']})" for o in failed)
-        raise RanksFailed(f"{world_size}-rank {backend} run of {target} {what}: {names}", outcomes)
+        last_words = next(
+            (o["stderr_tail"].strip().splitlines()[-1] for o in failed if o["stderr_tail"].strip()),
+            "",
+        )
+        raise RanksFailed(
+            f"{world_size}-rank {backend} run of {target} {what}: {names}"
+            + (f"; {last_words[:300]}" if last_words else ""),
+            outcomes,
+        )
     return [o["value"]["value"] for o in outcomes]

@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine: `make run` (the main job) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint setup setup-dev browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+setup: $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+
+setup-dev: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+
+# Headless Chromium for the report's browser test (Debian package; skipped if unavailable).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium could not be installed: the browser test will say not checked"; }
+
+# The main job on its embedded default: qualify torch 2.14.1 against torch 2.13.0 here.
+run: setup
+	$(BIN)/torchcanary run --baseline "torch==2.13.0 numpy" --candidate "torch==2.14.1 numpy"
+
+lint: setup-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+test: setup-dev browser lint
+	$(BIN)/python -m pytest -q -ra
+
+clean:
+	rm -rf $(VENV) canary-results .pytest_cache .ruff_cache

@@ -1,0 +1,64 @@
+"""Environments: specs are parsed strictly, venvs are cached, and a broken one is rebuilt."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchcanary.envs.cache import MARKER, ensure_environment, verify
+from torchcanary.envs.spec import parse_env_spec
+from torchcanary.errors import EnvSpecError
+
+
+def test_requirement_order_does_not_change_the_cache_key():
+    one = parse_env_spec("torch==2.13.0 numpy")
+    other = parse_env_spec("numpy  torch==2.13.0")
+    assert one.cache_key("3.11", "pip") == other.cache_key("3.11", "pip")
+    assert one.cache_key("3.11", "pip") != one.cache_key("3.12", "pip")
+    assert one.cache_key("3.11", "pip") != one.cache_key("3.11", "uv")
+
+
+@pytest.mark.parametrize("text", ["", "torch==2.13.0 $(rm -rf /)", "numpy", "python:/nope"])
+def test_bad_specs_are_refused(text):
+    with pytest.raises(EnvSpecError):
+        parse_env_spec(text)
+
+
+def test_current_and_interpreter_specs_point_at_an_interpreter(baseline_env):
+    spec = parse_env_spec(f"python:{baseline_env.python}")
+    assert spec.kind == "python" and spec.python == baseline_env.python
+    assert parse_env_spec("current").kind == "current"
+
+
+@pytest.mark.torch_envs
+def test_verify_checks_the_pinned_version_by_importing_torch(baseline_env):
+    assert verify(baseline_env.python, parse_env_spec("torch==2.13.0")).startswith("2.13.0")
+    assert verify(baseline_env.python, parse_env_spec("torch==2.14.1")) is None
+
+
+@pytest.mark.torch_envs
+def test_cached_env_is_reused_and_a_broken_one_is_detected_and_rebuilt(
+    baseline_env, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path))
+    spec = parse_env_spec("torch==2.13.0 numpy")
+    copy = tmp_path / "envs" / Path(baseline_env.path).name
+    copy.parent.mkdir(parents=True)
+    # A hard-linked copy of the real env stands in for a cache entry built earlier.
+    subprocess.run(["cp", "-al", baseline_env.path, str(copy)], check=True)
+    (copy / "bin" / "python").unlink()
+    (copy / "bin" / "python").symlink_to(Path(baseline_env.python).resolve())
+    reused = ensure_environment("baseline", spec)
+    assert reused.reused and reused.path == str(copy)
+
+    torch_init = next(copy.glob("lib/python*/site-packages/torch/__init__.py"))
+    torch_init.unlink()  # the kind of damage an interrupted pip leaves
+    (tmp_path / "envs" / f"{copy.name}.building").mkdir()  # and a leftover half-build
+    rebuilt = ensure_environment("baseline", spec)
+    assert not rebuilt.reused and rebuilt.torch_version.startswith("2.13.0")
+    assert (copy / MARKER).is_file()
+    assert not (tmp_path / "envs" / f"{copy.name}.building").exists()
+    shutil.rmtree(copy)

@@ -1,0 +1,45 @@
+"""run_ranks gives real gloo groups and never hangs on a stuck rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchcanary.envs.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.torch_envs
+
+
+def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
+    baseline_env, import_root, monkeypatch, tmp_path
+):
+    (tmp_path / "rank_targets.py").write_text(
+        "def all_reduce(rank, world_size):\n"
+        "    import torch, torch.distributed as dist\n"
+        "    t = torch.tensor([float(rank + 1)])\n"
+        "    dist.all_reduce(t)\n"
+        "    return t.item()\n"
+        "def only_rank0_reduces(rank, world_size):\n"
+        "    import torch, torch.distributed as dist\n"
+        "    if rank == 0:\n"
+        "        dist.all_reduce(torch.ones(1))\n"
+        "    else:\n"
+        "        import time; time.sleep(600)\n"
+    )
+    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        ok = worker.call(
+            "torchcanary.worker.multirank:run_ranks",
+            {"target": "rank_targets:all_reduce", "world_size": 2, "timeout_s": 120},
+            180,
+        )
+        assert ok.ok, ok.error + ok.traceback
+        assert ok.value == [3.0, 3.0]
+        stuck = worker.call(
+            "torchcanary.worker.multirank:run_ranks",
+            {"target": "rank_targets:only_rank0_reduces", "world_size": 2, "timeout_s": 15},
+            120,
+        )
+        assert stuck.status == "error" and "RanksFailed" in stuck.error
+        assert "timed out after 15 s" in stuck.error
+    finally:
+        worker.close()
