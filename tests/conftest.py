@@ -14,7 +14,7 @@ import pytest
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.envs.worker_process import default_import_root
+from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.store.sqlite import Store
@@ -34,8 +34,8 @@ def candidate_env() -> Environment:
 
 
 @pytest.fixture(scope="session")
-def import_root() -> Path:
-    return default_import_root()
+def import_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return import_root_for(("torchcanary",), tmp_path_factory.mktemp("import-root"))
 
 
 @pytest.fixture

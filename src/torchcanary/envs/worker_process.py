@@ -64,12 +64,6 @@ def import_root_for(package_names: tuple[str, ...], root: Path) -> Path:
     return root
 
 
-def default_import_root() -> Path:
-    from torchcanary.envs.cache import cache_root
-
-    return import_root_for(("torchcanary",), cache_root() / f"import-root-{os.getpid()}")
-
-
 @dataclass
 class WorkerProcess:
     """One live worker process in one environment."""

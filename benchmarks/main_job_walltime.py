@@ -1,0 +1,60 @@
+"""Wall time of the main job, cold (environments built from scratch) and warm (cached).
+
+Prints both figures and the claim verdicts the run produced. Usage:
+
+    python benchmarks/main_job_walltime.py            # cold then warm, every section
+    python benchmarks/main_job_walltime.py --warm-only --only claims
+
+Cold uses a fresh, temporary TORCHCANARY_CACHE, so it measures what a new machine pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _run(workdir: Path, cache: Path | None, extra: list[str]) -> tuple[float, int, Path]:
+    env = dict(os.environ)
+    if cache is not None:
+        env["TORCHCANARY_CACHE"] = str(cache)
+    started = time.monotonic()
+    code = subprocess.run([sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra],
+                          cwd=workdir, env=env, stdout=subprocess.DEVNULL).returncode
+    elapsed = time.monotonic() - started
+    latest = workdir / "canary-results" / "latest" / "results.json"
+    return elapsed, code, latest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warm-only", action="store_true")
+    parser.add_argument("--only", help="sections to run, e.g. claims,bench")
+    args = parser.parse_args()
+    extra = ["--only", args.only] if args.only else []
+    with tempfile.TemporaryDirectory(prefix="canary-walltime-") as scratch:
+        workdir = Path(scratch)
+        cache = workdir / "cache" if not args.warm_only else None
+        figures = []
+        if not args.warm_only:
+            figures.append(("cold", *_run(workdir, cache, extra)))
+        figures.append(("warm", *_run(workdir, cache, extra)))
+        for label, seconds, code, _ in figures:
+            print(f"{label:>5}: {seconds:7.1f} s  (exit {code})")
+        results = json.loads(figures[-1][3].read_text())
+    print(f"\n{'probe':40} {'baseline':20} {'candidate':20} upgrade")
+    for claim in results["claims"]:
+        base = (claim["baseline"] or {}).get("outcome", {}).get("verdict", "-")
+        cand = (claim["candidate"] or {}).get("outcome", {}).get("verdict", "-")
+        print(f"{claim['probe_id']:40} {base:20} {cand:20} {claim['comparison']}")
+    print(f"\ndecision: {results['decision']}")
+
+
+if __name__ == "__main__":
+    main()
