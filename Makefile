@@ -28,6 +28,7 @@ run: setup
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy src
 
 test: setup-dev browser lint
 	$(BIN)/python -m pytest -q -ra

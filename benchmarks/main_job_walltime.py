@@ -25,8 +25,12 @@ def _run(workdir: Path, cache: Path | None, extra: list[str]) -> tuple[float, in
     if cache is not None:
         env["TORCHCANARY_CACHE"] = str(cache)
     started = time.monotonic()
-    code = subprocess.run([sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra],
-                          cwd=workdir, env=env, stdout=subprocess.DEVNULL).returncode
+    code = subprocess.run(
+        [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    ).returncode
     elapsed = time.monotonic() - started
     latest = workdir / "canary-results" / "latest" / "results.json"
     return elapsed, code, latest

@@ -49,12 +49,9 @@ def import_root_for(package_names: tuple[str, ...], root: Path) -> Path:
     """
     root.mkdir(parents=True, exist_ok=True)
     for name in package_names:
-        module = __import__(name)
-        source = (
-            Path(module.__file__).parent
-            if module.__file__.endswith("__init__.py")
-            else Path(module.__file__)
-        )
+        source = Path(str(__import__(name).__file__))
+        if source.name == "__init__.py":
+            source = source.parent
         link = root / source.name
         if link.is_symlink() and link.resolve() == source.resolve():
             continue
@@ -113,9 +110,9 @@ class WorkerProcess:
     def call(self, func: str, kwargs: dict[str, Any], timeout_s: float) -> CallResult:
         """Run ``func(**kwargs)`` in the worker; a worker that fails is killed and dropped."""
         if not self.alive():
-            started = self.start()
-            if not started.ok:
-                return started
+            hello = self.start()
+            if not hello.ok:
+                return hello
         assert self._proc is not None and self._proc.stdin is not None
         self._stderr.clear()
         request_id = self._next_id

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,6 @@ class RanksFailed(RuntimeError):
     def __init__(self, message: str, ranks: list[dict[str, Any]]):
         super().__init__(message)
         self.ranks = ranks
-
-
-@dataclass(frozen=True)
-class RankOutcome:
-    rank: int
-    returncode: int | None
-    value: Any
-    stderr_tail: str
 
 
 def free_port() -> int:
@@ -109,7 +100,7 @@ def run_ranks(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             stderr.close()
-        outcomes = []
+        outcomes: list[dict[str, Any]] = []
         for rank, (proc, _) in enumerate(procs):
             out = Path(scratch) / f"rank{rank}.json"
             value = json.loads(out.read_text()) if out.exists() else None

@@ -1,0 +1,50 @@
+"""Configuration: files are found, flags win, and the plan records what will run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_canary
+from torchcanary.config import load_settings
+from torchcanary.errors import ConfigError
+
+
+def test_pyproject_table_is_read_and_flags_win(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchcanary]\nbaseline = "torch==2.13.0"\nprobes = ["c10d.*"]\n'
+        'sections = ["claims"]\nstore = "results/db.sqlite"\n')
+    settings = load_settings(None, {"candidate": "torch==2.14.1 numpy", "probes": None},
+                             tmp_path)
+    assert settings.plan.baseline == "torch==2.13.0"
+    assert settings.plan.candidate == "torch==2.14.1 numpy"
+    assert settings.plan.probes == ("c10d.*",)
+    assert settings.store == tmp_path / "results" / "db.sqlite"
+    assert settings.source.endswith("pyproject.toml")
+
+
+def test_canary_toml_takes_precedence_over_pyproject(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchcanary]\nbaseline = "torch==1.0"\n')
+    (tmp_path / "canary.toml").write_text('baseline = "torch==2.13.0"\nsections = ["claims"]\n')
+    settings = load_settings(None, {}, tmp_path)
+    assert settings.plan.baseline == "torch==2.13.0"
+
+
+def test_policy_file_overrides_defaults_and_rejects_bad_types(tmp_path: Path):
+    (tmp_path / "policy.toml").write_text('fail_on_claims = ["regressed", "not reproduced"]\n')
+    settings = load_settings(None, {"policy_file": "policy.toml", "sections": ["claims"]},
+                             tmp_path)
+    assert settings.plan.policy["fail_on_claims"] == ["regressed", "not reproduced"]
+    (tmp_path / "policy.toml").write_text('fail_on_claims = "regressed"\n')
+    with pytest.raises(ConfigError, match="must be a list"):
+        load_settings(None, {"policy_file": "policy.toml", "sections": ["claims"]}, tmp_path)
+
+
+def test_help_teaches_the_commands_and_exit_codes(tmp_path: Path):
+    result = run_canary("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for word in ("run", "probes", "report", "runs", "exit codes", "--baseline"):
+        assert word in result.stdout
+    bare = run_canary(cwd=tmp_path)
+    assert bare.returncode == 2
