@@ -9,16 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.table import Table
 
 from torchcanary import __version__
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
 from torchcanary.plan import ALL_SECTIONS
+from torchcanary.sections import report_module
 
 EPILOG = """\
 examples:
@@ -193,6 +196,13 @@ def _print_summary(console: Console, store_path: Path, run_id: str) -> None:
         )
     if view.claim_rows():
         console.print(table)
+        counts = Counter(
+            row.comparison.value if row.comparison else "incomplete" for row in view.claim_rows()
+        )
+        console.print("claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common()))
+    for section in view.run.plan.get("sections", ()):
+        if section != "claims":
+            console.print(Markdown(report_module(section).markdown(view)))
     confounds = view.confounds()
     if confounds:
         console.print(
