@@ -1,0 +1,302 @@
+"""One drill from start to verdict: launch, inject, react, bound, clean up, measure, judge.
+
+Orchestrator side. Each drill is bounded by ``spec.drill_timeout_s``; whatever happens
+(the job hangs, the harness raises, the namespaces cannot be made) the ``finally`` kills
+every process carrying the drill's token and deletes its namespaces, and the outcome says
+what was left over.
+
+The verdicts, per drill and environment:
+- passed: the fault struck and the path did what it promises (for a recovery: the job
+  finished with the fault-free run's loss and identical replicas; for ``timeout``: the
+  fault surfaced as an error; for ``none``: the job finished right despite it);
+- failed: the path exists here but did not deliver (no recovery, wrong result, no error);
+- absent: this version or backend has no such path (the job said so when it tried);
+- not-checkable: the drill cannot run on this machine (no namespaces, too little memory);
+- error: the harness broke (the job would not even start without a fault).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from torchcanary.drills import flight, timeline
+from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
+from torchcanary.drills.events import read_events
+from torchcanary.drills.faults import Injector
+from torchcanary.drills.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
+from torchcanary.drills.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
+from torchcanary.drills.netns import why_unavailable as network_unavailable
+from torchcanary.drills.procs import ProcessSet
+
+POLL_S = 0.05
+LOSS_RTOL = 1e-4
+MAX_RESTARTS = 2
+
+
+@dataclass(frozen=True)
+class DrillOutcome:
+    verdict: str
+    payload: dict[str, Any]
+
+
+@dataclass
+class _Run:
+    """What one launch of the job left behind, for measuring and judging."""
+
+    events: list[dict[str, Any]]
+    injector: Injector
+    exit_codes: dict[str, int | None]
+    exit_t: float | None
+    bounded_out: bool
+    leftovers_killed: list[int]
+    launch_logs: dict[str, str] = field(default_factory=dict)
+
+
+def _safe_name(key: str) -> str:
+    return key.replace(":", "-")
+
+
+class DrillRunner:
+    """Runs drills in one environment (its python), reusing fault-free references."""
+
+    def __init__(self, python: str, import_root: Path, work_dir: Path) -> None:
+        self.python = python
+        self.import_root = import_root
+        self.work_dir = work_dir
+        self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    # references --------------------------------------------------------------------------
+    def reference(self, spec: DrillSpec) -> dict[str, Any]:
+        """The fault-free run with the same job, seeds and data-parallel mode (cached)."""
+        clean = replace(spec, fault="none", recovery="reference")
+        cache_key = (spec.job_parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
+        if cache_key not in self._references:
+            self._references[cache_key] = self._run_reference(clean)
+        return self._references[cache_key]
+
+    def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
+        area = Area(self.work_dir / f"reference-{spec.job_parallel}-{time.time_ns()}")
+        procs = ProcessSet(area.logs)
+        launcher = Launcher(self.python, self.import_root, spec, area, procs)
+        started = time.monotonic()
+        try:
+            if spec.job_parallel == "allreduce":
+                _, store = launcher.store_host("127.0.0.1")
+                main = [launcher.rank(r, "shrink", store, None) for r in range(spec.ranks)]
+            else:
+                main = [launcher.torchrun_standalone(max_restarts=0)]
+            finished = procs.wait_all(main, time.monotonic() + spec.drill_timeout_s)
+            codes = [p.returncode for p in main]
+        except LaunchFailed as exc:
+            return {"ok": False, "reason": str(exc)}
+        finally:
+            procs.kill_all()
+        events = read_events(area.events)
+        done = [e for e in events if e["ev"] == "done"]
+        digests = sorted({e["digest"] for e in done})
+        result: dict[str, Any] = {
+            "parallel": spec.job_parallel, "duration_s": time.monotonic() - started,
+            "final_loss": done[0]["final_loss"] if done else None, "digests": digests,
+            "params_identical": len(digests) == 1 and len(done) == spec.ranks,
+            "throughput": timeline.measure(events, None).throughput_before,
+            "exit_codes": codes,
+        }
+        result["ok"] = bool(finished and all(c == 0 for c in codes) and len(done) == spec.ranks)
+        if not result["ok"]:
+            tail = procs.log_tail("torchrun" if spec.job_parallel != "allreduce" else "rank0")
+            result["reason"] = f"fault-free run did not finish (exit codes {codes}): {tail[-800:]}"
+        return result
+
+    # drills ------------------------------------------------------------------------------
+    def run(self, spec: DrillSpec) -> DrillOutcome:
+        problem = machine_capacity_problem(spec.ranks)
+        if problem:
+            return DrillOutcome("not-checkable", {"reason": problem, "spec": spec.to_json()})
+        if spec.fault in NETWORK_FAULTS:
+            why = network_unavailable(need_tc=spec.fault == "net-slow")
+            if why:
+                return DrillOutcome("not-checkable", {"reason": f"network drills need Linux "
+                                                      f"namespaces: {why}",
+                                                      "spec": spec.to_json()})
+        area = Area(self.work_dir / f"{_safe_name(spec.key)}-{time.time_ns()}")
+        procs = ProcessSet(area.logs)
+        network: RankNetwork | None = None
+        started = time.monotonic()
+        try:
+            if spec.fault in NETWORK_FAULTS:
+                network = RankNetwork(procs.token, spec.ranks).__enter__()
+            run = self._drive(spec, area, procs, network)
+        except NetworkUnavailable as exc:
+            return DrillOutcome("not-checkable", {"reason": f"network drills need Linux "
+                                                  f"namespaces: {exc}", "spec": spec.to_json()})
+        except LaunchFailed as exc:
+            return DrillOutcome("error", {"reason": str(exc), "spec": spec.to_json()})
+        finally:
+            killed = procs.kill_all()
+            if network is not None:
+                network.close()
+        run.leftovers_killed = killed
+        payload = self._measure(spec, area, run)
+        payload["duration_s"] = time.monotonic() - started
+        payload["orphans_after_cleanup"] = procs.alive()
+        payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces()
+                                               if procs.token in n]
+        verdict, reason = self._judge(spec, run, payload)
+        payload["reason"] = reason
+        return DrillOutcome(verdict, payload)
+
+    def _drive(self, spec: DrillSpec, area: Area, procs: ProcessSet,
+               network: RankNetwork | None) -> _Run:
+        """Start the job the way ``spec.recovery`` needs, inject, react, until done."""
+        launcher = Launcher(self.python, self.import_root, spec, area, procs)
+        store_proc = None
+        host = network.store_address if network is not None else "127.0.0.1"
+        if spec.recovery in RESTARTS and spec.fault not in ("store-kill", "net-down"):
+            main = [launcher.torchrun_standalone(MAX_RESTARTS)]
+        elif spec.recovery in RESTARTS:
+            store_proc, store = launcher.store_host(host)
+            main = launcher.torchrun_nodes(store, MAX_RESTARTS, network)
+        else:
+            store_proc, store = launcher.store_host(host)
+            flag = spec.recovery if spec.recovery in ("shrink", "reconfigure") else "exit"
+            main = [launcher.rank(r, flag, store, network) for r in range(spec.ranks)]
+        injector = Injector(spec, network=network, store_host=store_proc)
+        deadline = time.monotonic() + spec.drill_timeout_s
+        replacements: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
+        settle_deadline: float | None = None
+        restored = False
+        exit_t: float | None = None
+        events: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            events = read_events(area.events)
+            injector.poll(events)
+            fault_t = injector.fault_t
+            errors = [e for e in events if e["ev"] == "error"
+                      and fault_t is not None and e["t"] > fault_t]
+            if errors and spec.recovery == "timeout":
+                injector.release()  # the stopped rank may now run into the dead collective
+                if settle_deadline is None:
+                    settle_deadline = time.monotonic() + 2 * spec.timeout_s + 15
+            if (spec.fault == "net-down" and spec.recovery in RESTARTS and not restored
+                    and fault_t is not None and time.time() - fault_t > spec.timeout_s + 5):
+                assert network is not None
+                network.restore(spec.target_rank)  # the outage ends; can the job come back?
+                restored = True
+            if spec.recovery == "reconfigure":
+                for event in events:
+                    if event["ev"] != "recovering":
+                        continue
+                    for dead in event["dead"]:
+                        slot = (int(event["generation"]), int(dead))
+                        if slot not in replacements:
+                            replacements[slot] = launcher.rank(dead, "reconfigure", store,
+                                                               network, slot[0])
+            live = [p for p in [*main, *replacements.values()] if p.poll() is None]
+            if not live:
+                exit_t = time.time()
+                break
+            if settle_deadline is not None and time.monotonic() > settle_deadline:
+                break
+            time.sleep(POLL_S)
+        bounded_out = exit_t is None and (settle_deadline is None
+                                          or time.monotonic() <= settle_deadline)
+        codes = {f"main{i}": p.poll() for i, p in enumerate(main)}
+        codes.update({f"replacement{g}.{r}": p.poll() for (g, r), p in replacements.items()})
+        logs = {} if injector.fault_t is not None else {
+            name: procs.log_tail(name, 1500) for name in ("torchrun", "torchrun-node0", "rank0")
+            if procs.log_tail(name)}
+        return _Run(read_events(area.events), injector, codes, exit_t, bounded_out, [], logs)
+
+    # measuring and judging ---------------------------------------------------------------
+    def _measure(self, spec: DrillSpec, area: Area, run: _Run) -> dict[str, Any]:
+        injector = run.injector
+        events = run.events
+        # Only a failed exit is a sign that something noticed; a clean one is the end.
+        failed_exit = any(code not in (0, None) for code in run.exit_codes.values())
+        figures = timeline.measure(events, injector.fault_t,
+                                   run.exit_t if failed_exit else None)
+        last_attempt = max((int(e.get("attempt", 0)) for e in events), default=0)
+        done = [e for e in events if e["ev"] == "done" and int(e.get("attempt", 0)) ==
+                last_attempt]
+        digests = sorted({e["digest"] for e in done})
+        losses = sorted({float(e["final_loss"]) for e in done})
+        errors = [e for e in events if e["ev"] == "error"]
+        unsupported = [e for e in events if e["ev"] == "unsupported"]
+        fr_target = None if spec.fault == "store-kill" else injector.struck_rank
+        fr_dir = area.flight / "attempt0"
+        flight_result = flight.analyse(fr_dir / "json", spec.ranks, fr_target)
+        flight_result["torch_analyser"] = flight.run_torch_analyser(
+            self.python, fr_dir / "pickle", spec.ranks)
+        payload: dict[str, Any] = {
+            "spec": spec.to_json(),
+            "injected": injector.detail,
+            "struck_rank": injector.struck_rank,
+            "detect_s": figures.detect_s,
+            "resume_s": figures.resume_s,
+            "last_step_before_fault": figures.last_step_before,
+            "resume_step": figures.resume_step,
+            "steps_lost": figures.steps_lost,
+            "throughput_before": figures.throughput_before,
+            "throughput_after": figures.throughput_after,
+            # One loss when the replicas agree; every rank's when they do not.
+            "final_loss": losses[0] if len(losses) == 1 else None,
+            "final_losses": losses,
+            "finished_ranks": len(done),
+            "final_world": done[0]["world"] if done else None,
+            "params_identical": (len(digests) == 1) if done else None,
+            "restarts": last_attempt,
+            "first_error": errors[0]["error"] if errors else None,
+            "error_kinds": sorted({e["kind"] for e in errors}),
+            "unsupported": unsupported[0]["reason"] if unsupported else None,
+            "exit_codes": run.exit_codes,
+            "bounded_out": run.bounded_out,
+            "killed_at_cleanup": len(run.leftovers_killed),
+            "flight_recorder": flight_result,
+            "timeline": timeline.compact(events, injector.fault_t, injector.detail),
+        }
+        if done and spec.recovery != "timeout":
+            reference = self.reference(spec)
+            payload["reference"] = {k: reference.get(k) for k in
+                                    ("final_loss", "params_identical", "throughput", "ok",
+                                     "reason", "parallel")}
+            payload["reference_loss"] = reference.get("final_loss")
+        return payload
+
+    def _judge(self, spec: DrillSpec, run: _Run, payload: dict[str, Any]) -> tuple[str, str]:
+        if payload["unsupported"]:
+            return "absent", payload["unsupported"]
+        if run.injector.fault_t is None:
+            if not run.events:
+                tail = "; ".join(f"{name}: {text[-300:]}" for name, text in
+                                 run.launch_logs.items())
+                return "error", f"the job never started {tail}".strip()
+            return "error", (f"the job never reached step {spec.at_step} on rank "
+                             f"{spec.target_rank}, so no fault was injected")
+        detect = payload["detect_s"]
+        if spec.recovery == "timeout":
+            if detect is None:
+                return "failed", (f"{spec.fault} never surfaced as an error within "
+                                  f"{spec.drill_timeout_s:g} s")
+            return "passed", (f"surfaced as {', '.join(payload['error_kinds'])} error after "
+                              f"{detect:.1f} s (timeout {spec.timeout_s:g} s)")
+        if payload["finished_ranks"] == 0:
+            why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
+            return "failed", (f"the job did not finish after {spec.fault} ({why}); first "
+                              f"error: {payload['first_error'] or 'none recorded'}")
+        reference = payload.get("reference") or {}
+        if not reference.get("ok"):
+            return "error", f"no fault-free reference: {reference.get('reason')}"
+        if not payload["params_identical"]:
+            return "failed", "replicas finished with different parameters"
+        loss, ref = payload["final_loss"], payload["reference_loss"]
+        if not isinstance(loss, float) or abs(loss - ref) > LOSS_RTOL * abs(ref):
+            return "failed", f"final loss {loss} differs from the fault-free {ref}"
+        how = (f"restarted {payload['restarts']}x" if spec.recovery in RESTARTS else
+               "ran on through the fault" if spec.recovery == "none" else
+               f"{spec.recovery} done")
+        return "passed", (f"{how}; final loss {loss:.6f} matches the fault-free run "
+                          f"(|diff| {abs(loss - ref):.2e})")
