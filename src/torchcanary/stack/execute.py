@@ -1,0 +1,222 @@
+"""One environment's side of a stack run: its overlay, the install, the main run, re-runs.
+
+Everything for a role lives under ``<work_dir>/stack/<role>/``: the overlay venv, the
+install log, and per run (``main``, ``rerun-1-1``, ...) the output log, the plugin's events
+and the numerics directory. The two roles never share a directory, only the project's
+working directory, and their runs happen one after the other so they do not compete for
+the machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from torchcanary.envs.cache import Environment
+from torchcanary.stack.command import UserCommand, command_env
+from torchcanary.stack.diff import COMMAND_KEY
+from torchcanary.stack.events import command_warnings, read_events
+from torchcanary.stack.overlay import Overlay, OverlayError, create_overlay, install
+from torchcanary.stack.pytest_plugin import SELECT_VAR
+from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord
+from torchcanary.stack.runner import CommandOutcome, run_command
+from torchcanary.stack.settings import StackSettings
+
+_PYTEST_ENDS = {0: "passed", 1: "failed", 5: "no-tests"}
+_NAMES_PYTEST = re.compile(r"^pytest($|[\[=<>~!;\s])")
+
+
+class RoleRunner:
+    """Runs the user's command in ``environment`` through an overlay of its own."""
+
+    def __init__(
+        self,
+        role: str,
+        environment: Environment,
+        settings: StackSettings,
+        command: UserCommand,
+        import_root: Path,
+        root: Path,
+        note: Callable[[str], None],
+    ) -> None:
+        self.role = role
+        self.environment = environment
+        self.settings = settings
+        self.command = command
+        self.import_root = import_root
+        self.root = root
+        self.note = note
+        self.overlay: Overlay | None = None
+
+    def prepare(self) -> InstallOutcome:
+        """A fresh overlay with the user's requirements (and pytest, for a pytest command)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        packages = list(self.settings.with_)
+        if self.command.is_pytest and not any(_NAMES_PYTEST.match(p) for p in packages):
+            packages.append("pytest")
+        try:
+            self.overlay = create_overlay(
+                self.role, self.environment.python, self.environment.path, self.root / "overlay"
+            )
+        except (OverlayError, OSError) as exc:
+            return InstallOutcome(False, packages, 0.0, f"cannot create the overlay: {exc}")
+        self.note(
+            f"stack: installing {' '.join(packages) or 'nothing'} into the {self.role} "
+            f"overlay (torch {self.environment.torch_version})"
+        )
+        return install(
+            self.overlay,
+            packages,
+            list(self.settings.requirements),
+            cwd=Path(self.settings.cwd),
+            timeout_s=self.settings.install_timeout_s,
+            log_path=self.root / "install.log",
+        )
+
+    def _invoke(
+        self, name: str, timeout_s: float, select: list[str] | None
+    ) -> tuple[CommandOutcome, Path]:
+        assert self.overlay is not None, "prepare() first"
+        run_dir = self.root / name
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        extra = dict(self.settings.env)
+        env = command_env(
+            self.overlay,
+            import_root=self.import_root,
+            run_dir=run_dir,
+            seed=self.settings.seed,
+            threads=self.settings.threads,
+            extra=extra,
+        )
+        if select is not None:
+            (run_dir / "select.json").write_text(json.dumps(select))
+            env[SELECT_VAR] = str(run_dir / "select.json")
+        outcome = run_command(
+            self.command.argv_in(self.overlay),
+            cwd=Path(self.settings.cwd),
+            env=env,
+            timeout_s=timeout_s,
+            log_path=run_dir / "output.log",
+            tail_bytes=self.settings.output_tail_kib * 1024,
+            log_limit_bytes=self.settings.log_limit_mib * 1024 * 1024,
+        )
+        shutil.rmtree(run_dir / "tmp", ignore_errors=True)  # whatever the run left there
+        return outcome, run_dir
+
+    def run_main(self, installed: InstallOutcome) -> EnvRun:
+        """The command once, in full; or why it could not run."""
+        torch_version = self.environment.torch_version
+        volatile = (str(self.root), self.environment.path)
+        if not installed.ok:
+            return EnvRun(
+                self.role,
+                torch_version,
+                "install-failed",
+                installed.error,
+                installed,
+                pytest=self.command.is_pytest,
+                volatile_paths=volatile,
+            )
+        self.note(f"stack: running `{self.command.text}` in {self.role} (torch {torch_version})")
+        outcome, run_dir = self._invoke("main", self.settings.timeout_s, None)
+        numerics_dir = str(run_dir / "numerics")
+        if not self.command.is_pytest:
+            status = {
+                "exited": "passed" if outcome.succeeded else "failed",
+                "signalled": "crashed",
+            }.get(outcome.status, outcome.status)
+            return EnvRun(
+                self.role,
+                torch_version,
+                status,
+                outcome.describe(),
+                installed,
+                outcome,
+                False,
+                {},
+                command_warnings(outcome.stderr_tail),
+                numerics_dir,
+                volatile,
+            )
+        suite = read_events(run_dir / "events.jsonl", outcome)
+        status = _pytest_status(outcome, suite.exitstatus)
+        run = EnvRun(
+            self.role,
+            torch_version,
+            status,
+            "",
+            installed,
+            outcome,
+            True,
+            suite.tests,
+            (),
+            numerics_dir,
+            volatile,
+        )
+        return dataclasses.replace(run, detail=_pytest_detail(run, outcome))
+
+    def rerun(self, keys: list[str], timeout_s: float, round_no: int) -> dict[str, TestRecord]:
+        """Run only ``keys`` again; for a plain command, the whole command (key ``command``).
+
+        A re-run that crashes is started again for the keys it did not reach, so one crashing
+        test cannot hide the others' outcomes.
+        """
+        if self.overlay is None:
+            installed = self.prepare()
+            if not installed.ok:
+                return {}
+        results: dict[str, TestRecord] = {}
+        remaining = list(keys)
+        for attempt in range(1, len(keys) + 1):
+            name = f"rerun-{round_no}-{attempt}"
+            outcome, run_dir = self._invoke(
+                name, timeout_s, remaining if self.command.is_pytest else None
+            )
+            if not self.command.is_pytest:
+                word = (
+                    "passed"
+                    if outcome.succeeded
+                    else "failed"
+                    if outcome.status == "exited"
+                    else "error"
+                )
+                return {COMMAND_KEY: TestRecord(word, outcome.duration_s, outcome.describe())}
+            suite = read_events(run_dir / "events.jsonl", outcome)
+            reached = {key: suite.tests[key] for key in remaining if key in suite.tests}
+            results.update(reached)
+            remaining = [key for key in remaining if key not in reached]
+            ended = _pytest_status(outcome, suite.exitstatus) in _PYTEST_ENDS.values()
+            if not remaining or ended or not reached:
+                break
+        return results
+
+
+def _pytest_status(outcome: CommandOutcome, exitstatus: int | None) -> str:
+    if outcome.status == "timeout":
+        return "timeout"
+    if outcome.status == "not-found":
+        return "not-found"
+    if outcome.status == "signalled" or exitstatus is None:
+        return "crashed"  # killed, or the process exited in the middle of the session
+    return _PYTEST_ENDS.get(outcome.exit_code or 0, "pytest-error")
+
+
+def _pytest_detail(run: EnvRun, outcome: CommandOutcome) -> str:
+    counts = ", ".join(f"{n} {word}" for word, n in run.outcome_counts().items()) or "no tests"
+    text = f"{outcome.describe()}: {counts}"
+    if run.status in ("pytest-error", "no-tests", "crashed"):
+        lines = [
+            line
+            for line in (outcome.stderr_tail + outcome.stdout_tail).splitlines()
+            if line.strip()
+        ]
+        errors = [line for line in lines if "error" in line.lower()]
+        if errors or lines:
+            text += f" ({(errors or lines)[-1].strip()[:200]})"
+    return text

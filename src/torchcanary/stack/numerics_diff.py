@@ -1,0 +1,274 @@
+"""Compares the tensors a user's code recorded in each environment, without importing torch.
+
+``torchcanary.numerics.record`` leaves raw bytes plus a JSON description; here they are
+decoded with ``array``/``struct`` and compared element by element, the baseline as the
+reference: max absolute and relative error, the largest distance in units in the last place
+(ULPs, counted in the recorded dtype), NaN and Inf counts, and how many elements fall outside
+``atol + rtol * |baseline|`` (the rule of ``torch.testing.assert_close``, whose per-dtype
+default tolerances are used unless the settings give others). A name whose shape or dtype
+changed, whose NaN/Inf pattern changed, that exceeds the tolerance or an optional ULP limit,
+or that was recorded in only one environment, is numeric drift.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import math
+import struct
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# (rtol, atol) per dtype, as torch.testing.assert_close defaults them; integers are exact.
+DEFAULT_TOLERANCES = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+}
+FLOAT_BITS = {"float64": 64, "float32": 32, "float16": 16, "bfloat16": 16}
+_UNSIGNED_CODE = {64: "Q", 32: "I", 16: "H"}
+
+
+def _typecode(kind: str, itemsize: int) -> str:
+    """The ``array`` type code for an integer of ``itemsize`` bytes on this platform."""
+    codes = "bhilq" if kind == "signed" else "BHILQ"
+    return next(code for code in codes if array.array(code).itemsize == itemsize)
+
+
+INT_CODES = {
+    "int64": _typecode("signed", 8),
+    "int32": _typecode("signed", 4),
+    "int16": _typecode("signed", 2),
+    "int8": "b",
+    "uint8": "B",
+    "bool": "B",
+}
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One recorded tensor as found on disk."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    byteorder: str
+    path: Path
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    max_ulps: int | None = None
+
+
+@dataclass(frozen=True)
+class NumericComparison:
+    """What comparing one name across the environments found; ``drift`` decides the verdict."""
+
+    name: str
+    drift: bool
+    reason: str
+    dtype: str = ""
+    shape: list[int] = field(default_factory=list)
+    count: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    max_ulps: int = 0
+    beyond_tolerance: int = 0
+    nan: tuple[int, int] = (0, 0)
+    inf: tuple[int, int] = (0, 0)
+    worst_index: int | None = None
+    worst_values: tuple[float, float] | None = None
+    tolerance: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("max_abs_err", "max_rel_err"):
+            if math.isinf(data[key]):
+                data[key] = "inf"  # JSON has no infinity
+        return data
+
+
+def load_records(directory: Path) -> dict[str, TensorRecord]:
+    """Every complete record in ``directory`` by name (a missing directory holds none)."""
+    records: dict[str, TensorRecord] = {}
+    if not directory.is_dir():
+        return records
+    for meta_path in sorted(directory.glob("*.json")):
+        try:
+            meta = json.loads(meta_path.read_text())
+            records[meta["name"]] = TensorRecord(
+                meta["name"],
+                meta["dtype"],
+                tuple(int(n) for n in meta["shape"]),
+                meta.get("byteorder", sys.byteorder),
+                directory / meta["file"],
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a record cut short when its process was killed
+    return records
+
+
+def decode(record: TensorRecord) -> list[float] | list[int]:
+    """The values of ``record`` in C order, as Python floats or ints."""
+    raw = record.path.read_bytes()
+    swap = record.byteorder != sys.byteorder
+    if record.dtype == "float16":
+        prefix = "<" if record.byteorder == "little" else ">"
+        return list(struct.unpack(f"{prefix}{len(raw) // 2}e", raw))
+    if record.dtype == "bfloat16":
+        halves = array.array("H", raw)
+        if swap:
+            halves.byteswap()
+        # bfloat16 is the top half of a float32: shift it into place and reinterpret.
+        widened = array.array(_UNSIGNED_CODE[32], (h << 16 for h in halves))
+        return array.array("f", widened.tobytes()).tolist()
+    code = {"float64": "d", "float32": "f"}.get(record.dtype) or INT_CODES[record.dtype]
+    values = array.array(code, raw)
+    if swap:
+        values.byteswap()
+    return values.tolist()
+
+
+def ordered_bits(record: TensorRecord) -> list[int]:
+    """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
+    bits = FLOAT_BITS[record.dtype]
+    patterns = array.array(_UNSIGNED_CODE[bits], record.path.read_bytes())
+    if record.byteorder != sys.byteorder:
+        patterns.byteswap()
+    sign = 1 << (bits - 1)
+    return [-(p & (sign - 1)) if p & sign else p for p in patterns]
+
+
+def tolerance_for(
+    dtype: str, rtol: float | None, atol: float | None, max_ulps: int | None
+) -> Tolerance:
+    default_rtol, default_atol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+    return Tolerance(
+        default_rtol if rtol is None else rtol, default_atol if atol is None else atol, max_ulps
+    )
+
+
+def compare(
+    baseline: TensorRecord, candidate: TensorRecord, tolerance: Tolerance
+) -> NumericComparison:
+    """Compare one name's two records, the baseline's values as the reference."""
+    common: dict[str, Any] = {
+        "dtype": candidate.dtype,
+        "shape": list(candidate.shape),
+        "count": candidate.count,
+        "tolerance": asdict(tolerance),
+    }
+    if baseline.dtype != candidate.dtype or baseline.shape != candidate.shape:
+        return NumericComparison(
+            baseline.name,
+            True,
+            f"changed from {baseline.dtype}{list(baseline.shape)} to "
+            f"{candidate.dtype}{list(candidate.shape)}",
+            **common,
+        )
+    base_values, cand_values = decode(baseline), decode(candidate)
+    is_float = baseline.dtype in FLOAT_BITS
+    if is_float:
+        base_ordered, cand_ordered = ordered_bits(baseline), ordered_bits(candidate)
+    else:
+        base_ordered, cand_ordered = base_values, cand_values  # type: ignore[assignment]
+    max_abs = max_rel = 0.0
+    max_ulps = beyond = pattern_changes = 0
+    worst: int | None = None
+    worst_excess = -math.inf
+    nan = [0, 0]
+    inf = [0, 0]
+    for index, (ref, value) in enumerate(zip(base_values, cand_values, strict=True)):
+        ref_nan, value_nan = ref != ref, value != value
+        nan[0] += ref_nan
+        nan[1] += value_nan
+        ref_inf = not ref_nan and math.isinf(ref)
+        value_inf = not value_nan and math.isinf(value)
+        inf[0] += ref_inf
+        inf[1] += value_inf
+        if ref_nan or value_nan or ref_inf or value_inf:
+            if ref_nan != value_nan or ((ref_inf or value_inf) and ref != value):
+                pattern_changes += 1
+                if worst_excess < math.inf:
+                    worst, worst_excess = index, math.inf
+            continue
+        error = abs(value - ref)
+        max_abs = max(max_abs, error)
+        if ref != 0:
+            max_rel = max(max_rel, error / abs(ref))
+        elif error:
+            max_rel = math.inf
+        max_ulps = max(max_ulps, abs(cand_ordered[index] - base_ordered[index]))
+        excess = error - (tolerance.atol + tolerance.rtol * abs(ref))
+        if excess > 0:
+            beyond += 1
+        if error and excess > worst_excess:
+            worst, worst_excess = index, excess
+    reasons = []
+    if pattern_changes:
+        reasons.append(
+            f"{pattern_changes} element(s) changed NaN/Inf status "
+            f"(NaN {nan[0]} -> {nan[1]}, Inf {inf[0]} -> {inf[1]})"
+        )
+    if beyond:
+        reasons.append(
+            f"{beyond} of {candidate.count} element(s) beyond "
+            f"atol={tolerance.atol:g} + rtol={tolerance.rtol:g}"
+        )
+    if tolerance.max_ulps is not None and max_ulps > tolerance.max_ulps:
+        reasons.append(f"{max_ulps} ULPs apart, limit {tolerance.max_ulps}")
+    if reasons:
+        reason = "; ".join(reasons)
+    elif max_abs == 0 and not pattern_changes:
+        reason = "bitwise identical" if is_float else "identical"
+    else:
+        reason = f"within tolerance (max abs error {max_abs:.3g}, {max_ulps} ULPs)"
+    worst_values = None
+    if worst is not None:
+        worst_values = (float(base_values[worst]), float(cand_values[worst]))
+    return NumericComparison(
+        baseline.name,
+        bool(reasons),
+        reason,
+        max_abs_err=max_abs,
+        max_rel_err=max_rel,
+        max_ulps=max_ulps,
+        beyond_tolerance=beyond,
+        nan=(nan[0], nan[1]),
+        inf=(inf[0], inf[1]),
+        worst_index=worst,
+        worst_values=worst_values,
+        **common,
+    )
+
+
+def compare_directories(
+    baseline_dir: Path,
+    candidate_dir: Path,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_ulps: int | None = None,
+) -> list[NumericComparison]:
+    """One comparison per name recorded in either environment, sorted by name."""
+    base_records, cand_records = load_records(baseline_dir), load_records(candidate_dir)
+    comparisons = []
+    for name in sorted(set(base_records) | set(cand_records)):
+        if name not in cand_records:
+            comparisons.append(NumericComparison(name, True, "recorded only in the baseline"))
+        elif name not in base_records:
+            comparisons.append(NumericComparison(name, True, "recorded only in the candidate"))
+        else:
+            tolerance = tolerance_for(base_records[name].dtype, rtol, atol, max_ulps)
+            comparisons.append(compare(base_records[name], cand_records[name], tolerance))
+    return comparisons

@@ -1,0 +1,173 @@
+"""Pillar "your stack": the user's own test suite or script in both environments, diffed.
+
+``run(ctx)``: for each role, build an overlay on the cached torch environment, install the
+user's project and extras into it, and run the command once; each role's run is stored as
+soon as it ends (a summary row, and the full record as artifact ``stack/<role>.json``, which
+``--resume`` reuses). Then the runs are compared, what newly broke is re-run in both, the
+recorded tensors are compared, and every change is stored with a summary row.
+
+Rows (section ``stack``):
+  key ``__summary__``, env_role baseline|candidate: verdict is how the run ended (passed,
+    failed, crashed, timeout, not-found, install-failed, pytest-error, no-tests); payload:
+    outcome counts, exit code, duration, install, output tails, stragglers killed.
+  key ``__summary__``, env_role ``both``: verdict changes|no-changes|not-compared; payload:
+    counts per verdict (``unchanged`` included), tests seen in one run only, re-run keys.
+  key <test id>|``command``|``numerics:<name>``, env_role ``both``: verdict one of
+    ``diff.VERDICTS``; payload: both sides, detail, deterministic, reruns, durations,
+    first_differing_lines, new_warnings, numerics.
+
+Policy keys for ``blocking_reasons`` (defaults):
+  stack_max_new_failures = 0          new failures/errors allowed that are deterministic
+                                      (or were not re-run)
+  stack_block_on_flaky = False        flaky new failures block as well
+  stack_block_on_no_comparison = True the command could not run in an environment
+  stack_block_on_numeric_drift = False
+  stack_block_on_new_warnings = False
+  stack_block_on_slower = False
+  stack_block_on_newly_skipped = False
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from torchcanary.context import ROLES, RunContext
+from torchcanary.stack import settings as stack_settings
+from torchcanary.stack.command import UserCommand
+from torchcanary.stack.compare import compare_runs
+from torchcanary.stack.diff import NEW_BREAKS
+from torchcanary.stack.execute import RoleRunner
+from torchcanary.stack.records import EnvRun
+from torchcanary.stack.settings import StackSettings
+from torchcanary.store.sqlite import SectionResult
+
+SECTION = "stack"
+SUMMARY_KEY = "__summary__"
+BOTH = "both"
+POLICY_DEFAULTS: dict[str, Any] = {
+    "stack_max_new_failures": 0,
+    "stack_block_on_flaky": False,
+    "stack_block_on_no_comparison": True,
+    "stack_block_on_numeric_drift": False,
+    "stack_block_on_new_warnings": False,
+    "stack_block_on_slower": False,
+    "stack_block_on_newly_skipped": False,
+}
+_OPTIONAL_BLOCKS = (
+    ("numeric-drift", "stack_block_on_numeric_drift", "drifted numerically"),
+    ("new-warning", "stack_block_on_new_warnings", "with new warnings"),
+    ("slower", "stack_block_on_slower", "slower"),
+    ("newly-skipped", "stack_block_on_newly_skipped", "newly skipped"),
+)
+
+
+def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``[tool.torchcanary.stack]`` (see ``stack.settings`` for the keys)."""
+    return stack_settings.parse_settings(mapping)
+
+
+def _artifact_name(role: str) -> str:
+    return f"stack/{role}.json"
+
+
+def _stored_run(ctx: RunContext, role: str) -> EnvRun | None:
+    for name, _, content in ctx.store.artifacts(ctx.run_id):
+        if name == _artifact_name(role):
+            return EnvRun.from_json(json.loads(content))
+    return None
+
+
+def run(ctx: RunContext) -> None:
+    settings = StackSettings.from_json(ctx.plan.section_settings(SECTION))
+    if not settings.command:
+        ctx.progress.note("stack: no command given (e.g. --stack 'pytest tests/'); skipped")
+        return
+    done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
+    if (SUMMARY_KEY, BOTH) in done:
+        return
+    command = UserCommand.parse(settings.command)
+    runners = {
+        role: RoleRunner(
+            role,
+            ctx.environments[role],
+            settings,
+            command,
+            ctx.import_root,
+            ctx.work_dir / SECTION / role,
+            ctx.progress.note,
+        )
+        for role in ROLES
+    }
+    runs: dict[str, EnvRun] = {}
+    for role in ROLES:
+        stored = _stored_run(ctx, role) if (SUMMARY_KEY, role) in done else None
+        if stored is None:
+            runner = runners[role]
+            stored = runner.run_main(runner.prepare())
+            ctx.store.save_artifact(
+                ctx.run_id,
+                _artifact_name(role),
+                "application/json",
+                json.dumps(stored.to_json()).encode(),
+            )
+            ctx.store.save_section_result(
+                ctx.run_id,
+                SectionResult(SECTION, SUMMARY_KEY, role, stored.status, stored.summary()),
+            )
+        ctx.progress.note(f"stack: {role}: {stored.status}: {stored.detail}")
+        runs[role] = stored
+    comparison = compare_runs(runs["baseline"], runs["candidate"], runners, settings)
+    for change in comparison.changes:
+        ctx.store.save_section_result(
+            ctx.run_id, SectionResult(SECTION, change.key, BOTH, change.verdict, change.payload())
+        )
+    verdict = (
+        "not-compared"
+        if not comparison.compared
+        else "changes"
+        if comparison.changes
+        else "no-changes"
+    )
+    ctx.store.save_section_result(
+        ctx.run_id, SectionResult(SECTION, SUMMARY_KEY, BOTH, verdict, comparison.summary)
+    )
+    ctx.progress.note(f"stack: {verdict} ({len(comparison.changes)} change(s))")
+
+
+def _listed(rows: list[SectionResult], limit: int = 5) -> str:
+    names = ", ".join(row.key for row in rows[:limit])
+    return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
+    """Why the stack says no-go under ``policy`` (keys and defaults in the module docstring)."""
+    rules = {**POLICY_DEFAULTS, **policy}
+    rows: list[SectionResult] = view.sections.get(SECTION, [])
+    if not rows:
+        return []
+    summary = next((r for r in rows if r.key == SUMMARY_KEY and r.env_role == BOTH), None)
+    if summary is None:
+        return ["stack: the comparison did not finish; run again with --resume"]
+    if summary.verdict == "not-compared":
+        if rules["stack_block_on_no_comparison"]:
+            return [f"stack: no comparison: {summary.payload.get('reason', '')}"]
+        return []
+    changes = [r for r in rows if r.env_role == BOTH and r.key != SUMMARY_KEY]
+    breaks = [r for r in changes if r.verdict in NEW_BREAKS]
+    hard = [r for r in breaks if r.payload.get("deterministic") is not False]
+    flaky = [r for r in breaks if r.payload.get("deterministic") is False]
+    reasons = []
+    if len(hard) > int(rules["stack_max_new_failures"]):
+        reasons.append(
+            f"stack: {len(hard)} new failure(s) in the candidate that re-runs did "
+            f"not clear (allowed {rules['stack_max_new_failures']}): {_listed(hard)}"
+        )
+    if flaky and rules["stack_block_on_flaky"]:
+        reasons.append(f"stack: {len(flaky)} flaky new failure(s): {_listed(flaky)}")
+    for verdict, key, words in _OPTIONAL_BLOCKS:
+        found = [r for r in changes if verdict in (r.verdict, *r.payload.get("also", ()))]
+        if found and rules[key]:
+            reasons.append(f"stack: {len(found)} test(s) {words}: {_listed(found)}")
+    return reasons

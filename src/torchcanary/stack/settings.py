@@ -1,0 +1,168 @@
+"""The ``[tool.torchcanary.stack]`` table (and ``torchcanary stack`` flags), validated.
+
+Keys (defaults in ``StackSettings``):
+  command           the command to run in both environments, e.g. "pytest tests/" (empty:
+                    the section does nothing); ``pytest``/``python -m pytest`` gets per-test
+                    results, anything else is compared by exit code, time and output
+  with              extra requirements for both environments, e.g. ["-e .", "pytest-xdist"]
+  requirements      requirements files (relative to ``cwd``)
+  cwd               the working directory for installs and the command (default ".")
+  env               extra environment variables for the command
+  timeout_s         deadline per command run; install_timeout_s per install
+  reruns            re-runs per environment of what broke (and of timing suspects)
+  seed, threads     TORCHCANARY_SEED and OMP/MKL thread counts, the same in both
+  slower_ratio, timing_min_s, timing_max_tests   what counts as slower or faster
+  warning_kinds     which new warnings are findings: deprecation, user, other
+  numerics_rtol, numerics_atol, numerics_max_ulps   tolerance overrides for recorded tensors
+  output_tail_kib, log_limit_mib   how much output is kept in memory and on disk
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchcanary.errors import ConfigError
+
+_WARNING_KINDS = ("deprecation", "user", "other")
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    command: str = ""
+    with_: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 3600.0
+    install_timeout_s: float = 900.0
+    reruns: int = 3
+    seed: int = 0
+    threads: int = 1
+    slower_ratio: float = 1.5
+    timing_min_s: float = 0.1
+    timing_max_tests: int = 20
+    warning_kinds: tuple[str, ...] = ("deprecation", "user")
+    numerics_rtol: float | None = None
+    numerics_atol: float | None = None
+    numerics_max_ulps: int | None = None
+    output_tail_kib: int = 64
+    log_limit_mib: int = 16
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["with"] = list(data.pop("with_"))
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StackSettings:
+        values = {("with_" if k == "with" else k): v for k, v in data.items()}
+        for name in ("with_", "requirements", "warning_kinds"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+_NUMBERS: dict[str, tuple[type, float | None]] = {
+    # name: (type, smallest allowed value)
+    "timeout_s": (float, 1.0),
+    "install_timeout_s": (float, 1.0),
+    "reruns": (int, 0),
+    "seed": (int, None),
+    "threads": (int, 1),
+    "slower_ratio": (float, 1.0),
+    "timing_min_s": (float, 0.0),
+    "timing_max_tests": (int, 0),
+    "numerics_rtol": (float, 0.0),
+    "numerics_atol": (float, 0.0),
+    "numerics_max_ulps": (int, 0),
+    "output_tail_kib": (int, 1),
+    "log_limit_mib": (int, 1),
+}
+
+
+def _strings(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, str) and v.strip() for v in value
+    ):
+        raise ConfigError(f'stack.{key} must be a list of strings, e.g. {key} = ["-e ."]')
+    return tuple(v.strip() for v in value)
+
+
+def _number(key: str, value: Any) -> float | int | None:
+    kind, smallest = _NUMBERS[key]
+    if value is None and key.startswith("numerics_"):
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (kind is int and not isinstance(value, int))
+    ):
+        raise ConfigError(
+            f"stack.{key} must be {'an integer' if kind is int else 'a number'}, not {value!r}"
+        )
+    if smallest is not None and value < smallest:
+        raise ConfigError(f"stack.{key} must be at least {smallest:g}, not {value!r}")
+    return kind(value)
+
+
+def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
+    """Validate the stack table; ``cwd`` becomes absolute (relative to ``base_dir``)."""
+    known = {f.name for f in dataclasses.fields(StackSettings)} - {"with_"} | {"with"}
+    unknown = sorted(set(mapping) - known)
+    if unknown:
+        raise ConfigError(f"unknown key stack.{unknown[0]}; known keys: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key == "command":
+            if not isinstance(value, str):
+                raise ConfigError('stack.command must be a string such as "pytest tests/"')
+            try:
+                shlex.split(value)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"stack.command {value!r} cannot be split: {exc}; check its quotes"
+                ) from exc
+            values["command"] = value.strip()
+        elif key in ("with", "requirements"):
+            values["with_" if key == "with" else key] = _strings(key, value)
+        elif key == "warning_kinds":
+            kinds = _strings(key, value)
+            bad = [k for k in kinds if k not in _WARNING_KINDS]
+            if bad:
+                raise ConfigError(
+                    f"stack.warning_kinds: {bad[0]!r} is not one of {', '.join(_WARNING_KINDS)}"
+                )
+            values[key] = kinds
+        elif key == "env":
+            if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
+                raise ConfigError(
+                    "stack.env must be a table of strings, e.g. "
+                    'env = { EINOPS_TEST_BACKENDS = "torch" }'
+                )
+            values[key] = dict(value)
+        elif key == "cwd":
+            if not isinstance(value, str) or not value:
+                raise ConfigError("stack.cwd must be a directory path")
+            values[key] = value
+        else:
+            values[key] = _number(key, value)
+    cwd = (Path(base_dir or Path.cwd()) / values.get("cwd", ".")).resolve()
+    if not cwd.is_dir():
+        raise ConfigError(f"stack.cwd {cwd} is not a directory; give the project's directory")
+    values["cwd"] = str(cwd)
+    for requirement_file in values.get("requirements", ()):
+        if not (cwd / requirement_file).is_file():
+            raise ConfigError(
+                f"stack requirements file {cwd / requirement_file} does not "
+                "exist; give a path relative to stack.cwd"
+            )
+    return StackSettings(**values).to_json()

@@ -1,0 +1,286 @@
+"""The stack's pure parts: outcome transitions, re-run settling, timing, settings, policy,
+and the report over a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchcanary.errors import ConfigError
+from torchcanary.plan import RunPlan
+from torchcanary.report.view import RunView
+from torchcanary.stack import report
+from torchcanary.stack.diff import (
+    Thresholds,
+    diff_suites,
+    first_differing_lines,
+    settle_reruns,
+    timing_verdict,
+    transition,
+)
+from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord, WarningRecord
+from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons, parse_settings
+from torchcanary.store.sqlite import SectionResult
+
+
+def _run(role: str, tests: dict[str, TestRecord], status: str = "failed") -> EnvRun:
+    return EnvRun(role, "2.x", status, "", InstallOutcome(True, []), pytest=True, tests=tests)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "verdict"),
+    [
+        ("passed", "failed", "newly-failing"),
+        ("skipped", "failed", "newly-failing"),
+        ("xfailed", "failed", "newly-failing"),
+        (None, "failed", "newly-failing"),
+        ("passed", "error", "newly-erroring"),
+        ("failed", "crashed", "newly-erroring"),
+        ("passed", "timeout", "newly-erroring"),
+        ("failed", "passed", "newly-passing"),
+        ("skipped", "passed", "newly-passing"),
+        ("error", None, "newly-passing"),
+        ("passed", "skipped", "newly-skipped"),
+        ("passed", "passed", None),
+        ("failed", "failed", None),
+        ("error", "failed", None),
+        ("passed", "xpassed", None),
+        (None, "passed", None),
+    ],
+)
+def test_outcome_transition_names_the_change(before, after, verdict):
+    assert transition(before, after) == verdict
+
+
+def test_suite_diff_keeps_one_verdict_per_test_and_counts_the_rest():
+    deprecated = WarningRecord("FutureWarning", "deprecation", "`x` is deprecated at 0x7f00ab12")
+    baseline = _run(
+        "baseline",
+        {
+            "t::same": TestRecord("passed", 0.01),
+            "t::breaks": TestRecord("passed", 0.01),
+            "t::warns": TestRecord(
+                "passed",
+                0.01,
+                warnings=(
+                    WarningRecord(
+                        "FutureWarning", "deprecation", "`x` is deprecated at 0x7f00cd34"
+                    ),
+                ),
+            ),
+            "t::gone": TestRecord("passed", 0.01),
+        },
+    )
+    candidate = _run(
+        "candidate",
+        {
+            "t::same": TestRecord("passed", 0.01),
+            "t::breaks": TestRecord(
+                "failed",
+                0.01,
+                "AssertionError: 1 != 2",
+                "def test():\nE       AssertionError: 1 != 2",
+                warnings=(WarningRecord("UserWarning", "user", "new!"),),
+            ),
+            "t::warns": TestRecord(
+                "passed",
+                0.01,
+                warnings=(
+                    deprecated,
+                    WarningRecord("DeprecationWarning", "deprecation", "other"),
+                    WarningRecord("ResourceWarning", "other", "ignored kind"),
+                ),
+            ),
+            "t::new": TestRecord("passed", 0.01),
+        },
+    )
+    diff = diff_suites(baseline, candidate, Thresholds())
+    by_key = {c.key: c for c in diff.changes}
+    assert set(by_key) == {"t::breaks", "t::warns"}
+    assert by_key["t::breaks"].verdict == "newly-failing"
+    assert by_key["t::breaks"].also == ("new-warning",)
+    assert by_key["t::breaks"].first_differing_lines["candidate"] == [
+        "E       AssertionError: 1 != 2"
+    ]
+    # Same warning with another address is not new; only the other deprecation is.
+    assert by_key["t::warns"].verdict == "new-warning"
+    assert [w["message"] for w in by_key["t::warns"].new_warnings] == ["other"]
+    assert diff.unchanged == 1
+    assert diff.only_in_baseline == ["t::gone"]
+    assert diff.only_in_candidate == ["t::new"]
+
+
+def test_tests_not_reached_after_a_candidate_crash_are_not_called_passing():
+    baseline = _run(
+        "baseline", {"t::a": TestRecord("passed", 0.1), "t::b": TestRecord("failed", 0.1, "boom")}
+    )
+    candidate = _run(
+        "candidate", {"t::a": TestRecord("crashed", 0.0, "killed by SIGSEGV")}, status="crashed"
+    )
+    diff = diff_suites(baseline, candidate, Thresholds())
+    assert [(c.key, c.verdict) for c in diff.changes] == [("t::a", "newly-erroring")]
+    assert diff.only_in_baseline == ["t::b"]
+
+
+def test_a_break_is_deterministic_only_when_every_rerun_agrees():
+    baseline = _run("baseline", {"t::x": TestRecord("passed", 0.1)})
+    candidate = _run("candidate", {"t::x": TestRecord("failed", 0.1, "boom")})
+    (change,) = diff_suites(baseline, candidate, Thresholds()).changes
+    settled = settle_reruns(change, ["passed", "passed"], ["failed", "error"])
+    assert settled.deterministic is True
+    flaky = settle_reruns(change, ["passed", "passed"], ["failed", "passed"])
+    assert flaky.deterministic is False and "flaky: passed 1 of 2" in flaky.detail
+    also_flaky_before = settle_reruns(change, ["failed", "passed"], ["failed", "failed"])
+    assert also_flaky_before.deterministic is False
+    assert settle_reruns(change, ["passed"], ["absent"]).deterministic is False
+
+
+def test_timing_verdict_needs_separated_samples_and_the_ratio():
+    thresholds = Thresholds(slower_ratio=1.5, timing_min_s=0.1)
+    assert timing_verdict([1.0, 1.1, 0.9], [2.0, 2.2, 1.9], thresholds)[0] == "slower"
+    assert timing_verdict([2.0, 2.2, 1.9], [1.0, 1.1, 0.9], thresholds)[0] == "faster"
+    overlapping = timing_verdict([1.0, 1.1, 2.5], [2.0, 2.2, 1.9], thresholds)
+    assert overlapping is None
+    assert timing_verdict([1.0, 1.1], [2.0, 2.2], thresholds) is None  # too few samples
+    assert timing_verdict([0.01, 0.01, 0.01], [0.05, 0.05, 0.05], thresholds) is None
+    assert timing_verdict([1.0, 1.0, 1.0], [1.3, 1.3, 1.3], thresholds) is None
+
+
+def test_first_differing_lines_mask_environment_paths_and_addresses():
+    base = "Traceback\n  File /envs/a/torch/x.py, line 3\nobject at 0x7f001234\nValueError: 1"
+    cand = "Traceback\n  File /envs/b/torch/x.py, line 3\nobject at 0x7f00abcd\nValueError: 2"
+    lines = first_differing_lines(base, cand, ("/envs/a", "/envs/b"))
+    assert lines["line"] == 4
+    assert lines["candidate"][-1] == "ValueError: 2"
+    assert (
+        first_differing_lines(base, base.replace("/envs/a", "/envs/b"), ("/envs/a", "/envs/b"))
+        == {}
+    )
+
+
+def test_settings_fill_defaults_and_reject_bad_input_with_one_line(tmp_path: Path):
+    parsed = parse_settings(
+        {"command": "pytest -x tests", "with": "-e .", "cwd": str(tmp_path), "reruns": 2}
+    )
+    assert parsed["with"] == ["-e ."] and parsed["reruns"] == 2 and parsed["threads"] == 1
+    assert parsed["cwd"] == str(tmp_path.resolve())
+    for bad, words in [
+        ({"comand": "pytest"}, "unknown key stack.comand"),
+        ({"reruns": -1}, "at least 0"),
+        ({"reruns": 1.5}, "an integer"),
+        ({"command": "pytest 'unclosed"}, "check its quotes"),
+        ({"cwd": str(tmp_path / "missing")}, "not a directory"),
+        ({"requirements": ["nope.txt"], "cwd": str(tmp_path)}, "does not exist"),
+        ({"warning_kinds": ["loud"]}, "is not one of"),
+        ({"env": {"A": 1}}, "table of strings"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            parse_settings(bad)
+
+
+def _view(store, rows: list[SectionResult]) -> RunView:
+    run_id = store.create_run(RunPlan("torch==a", "torch==b", sections=("stack",)).to_json())
+    for row in rows:
+        store.save_section_result(run_id, row)
+    return RunView.load(store, run_id)
+
+
+def _summary(verdict: str = "changes", **payload) -> SectionResult:
+    return SectionResult(
+        "stack",
+        SUMMARY_KEY,
+        "both",
+        verdict,
+        {"command": "pytest tests/", "reruns": 3, "counts": {}, **payload},
+    )
+
+
+def test_policy_blocks_on_deterministic_breaks_and_optionally_on_the_rest(store):
+    view = _view(
+        store,
+        [
+            _summary(),
+            SectionResult("stack", "t::hard", "both", "newly-failing", {"deterministic": True}),
+            SectionResult("stack", "t::flaky", "both", "newly-failing", {"deterministic": False}),
+            SectionResult("stack", "numerics:logits", "both", "numeric-drift", {}),
+            SectionResult("stack", "t::slow", "both", "slower", {"also": ["new-warning"]}),
+        ],
+    )
+    (reason,) = blocking_reasons(view, {})
+    assert "1 new failure(s)" in reason and "t::hard" in reason
+    assert blocking_reasons(view, {"stack_max_new_failures": 1}) == []
+    strict = blocking_reasons(
+        view,
+        {
+            "stack_block_on_flaky": True,
+            "stack_block_on_numeric_drift": True,
+            "stack_block_on_new_warnings": True,
+        },
+    )
+    assert len(strict) == 4
+    assert any("t::slow" in r and "new warnings" in r for r in strict)
+
+
+def test_policy_blocks_when_there_was_nothing_to_compare(store):
+    view = _view(store, [_summary("not-compared", reason="the candidate did not run")])
+    assert blocking_reasons(view, {}) == ["stack: no comparison: the candidate did not run"]
+    assert blocking_reasons(view, {"stack_block_on_no_comparison": False}) == []
+    assert blocking_reasons(_view(store, []), {}) == []
+
+
+def test_report_puts_the_changes_table_first_and_escapes_everything(store):
+    hostile = "<script>alert(1)</script>"
+    view = _view(
+        store,
+        [
+            _summary(counts={"newly-failing": 1, "unchanged": 4}),
+            SectionResult(
+                "stack",
+                SUMMARY_KEY,
+                "baseline",
+                "passed",
+                {"torch_version": "2.13.0", "detail": "exited with status 0"},
+            ),
+            SectionResult(
+                "stack",
+                "t::x" + hostile,
+                "both",
+                "newly-failing",
+                {
+                    "detail": hostile,
+                    "deterministic": True,
+                    "reruns": {"baseline": ["passed"], "candidate": ["failed"]},
+                    "first_differing_lines": {"line": None, "candidate": ["E   " + hostile]},
+                },
+            ),
+            SectionResult(
+                "stack",
+                "t::slow",
+                "both",
+                "slower",
+                {
+                    "detail": "median",
+                    "durations": {"baseline": [1.0, 1.1, 1.0], "candidate": [2.0, 2.1, 2.2]},
+                },
+            ),
+        ],
+    )
+    page = report.html(view)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert page.index("<table>") < page.index("<details>")
+    assert "deterministic (1 re-runs)" in page
+    assert page.count("<circle") == 6
+    text = report.markdown(view)
+    assert "| newly-failing |" in text and "1 newly-failing" in text
+    cases = {c.name: c for c in report.junit_cases(view)}
+    assert cases["newly-failing: t::x" + hostile].status == "failure"
+    assert cases["slower: t::slow"].status == "passed"
+    assert cases["baseline: run the stack"].status == "passed"
+
+
+def test_report_says_so_when_the_stack_was_not_run(store):
+    view = _view(store, [])
+    assert "not run" in report.html(view)
+    assert "not run" in report.markdown(view)
+    assert report.junit_cases(view) == []

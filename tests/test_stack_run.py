@@ -1,0 +1,175 @@
+"""The stack section end to end over the two real torch environments and fixture projects.
+
+The fixture project's tests are written so that torch itself decides their outcome: the
+removed ``torch.cholesky``, the new ``torch._higher_order_ops.switch``, the removed store
+collectives, ``torch.jit.script``'s changed warning category, and ``torch.quantile`` whose
+float32 result moved by one ULP.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from torchcanary.report.view import RunView
+from torchcanary.stack import report, section
+from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons
+
+FIXTURES = Path(__file__).parent / "fixtures"
+pytestmark = pytest.mark.torch_envs
+
+
+def _project(tmp_path: Path, name: str = "stack_project") -> Path:
+    """A copy, so installs and runs never write into the repository."""
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+def _context(make_context, project: Path, **settings):
+    parsed = section.parse_settings({"cwd": str(project), **settings})
+    return make_context(sections=("stack",), settings={"stack": parsed})
+
+
+def _rows(ctx) -> dict[tuple[str, str], object]:
+    return {(r.key, r.env_role): r for r in ctx.store.section_results(ctx.run_id, "stack")}
+
+
+def test_fixture_suite_diff_names_each_change_and_its_determinism(
+    tmp_path, make_context, baseline_env, candidate_env
+):
+    project = _project(tmp_path)
+    ctx = _context(
+        make_context,
+        project,
+        command="pytest -q",
+        reruns=2,
+        numerics_max_ulps=0,
+        env={"STACKDEMO_STATE": str(tmp_path / "state")},
+        **{"with": ["-e ."]},
+    )
+    section.run(ctx)
+    rows = _rows(ctx)
+    test = "tests/test_ops.py::"
+    verdicts = {key: row.verdict for (key, role), row in rows.items() if role == "both"}
+    assert verdicts == {
+        test + "test_cholesky_factor_reconstructs_the_matrix": "newly-failing",
+        test + "test_flaky_on_first_run_where_switch_exists": "newly-failing",
+        test + "test_switch_runs_the_indexed_branch": "newly-passing",
+        test + "test_store_collectives_gather_one_rank": "newly-skipped",
+        test + "test_scripted_function_doubles": "new-warning",
+        "numerics:quantiles": "numeric-drift",
+        SUMMARY_KEY: "changes",
+    }
+    cholesky = rows[(test + "test_cholesky_factor_reconstructs_the_matrix", "both")].payload
+    assert cholesky["deterministic"] is True
+    assert cholesky["reruns"] == {"baseline": ["passed"] * 2, "candidate": ["failed"] * 2}
+    assert any("torch.cholesky" in line for line in cholesky["first_differing_lines"]["candidate"])
+    flaky = rows[(test + "test_flaky_on_first_run_where_switch_exists", "both")].payload
+    assert flaky["deterministic"] is False
+    warning = rows[(test + "test_scripted_function_doubles", "both")].payload
+    assert [w["category"] for w in warning["new_warnings"]] == ["FutureWarning"]
+    drift = rows[("numerics:quantiles", "both")].payload["numerics"]
+    assert drift["max_ulps"] == 1 and drift["beyond_tolerance"] == 0
+    summary = rows[(SUMMARY_KEY, "both")].payload
+    assert summary["counts"]["unchanged"] == 2
+    assert summary["numerics"]["compared"] == 2  # matmul matched bit for bit
+    for role, env in (("baseline", baseline_env), ("candidate", candidate_env)):
+        side = rows[(SUMMARY_KEY, role)]
+        assert side.verdict == "failed" and side.payload["tests"] == 7
+        assert side.payload["torch_version"] == env.torch_version
+        # The project went into the overlay, never into the shared cached environment.
+        assert not list(Path(env.path).glob("lib/python*/site-packages/*stackdemo*"))
+        assert not list(Path(env.path).glob("lib/python*/site-packages/_pytest"))
+    view = RunView.load(ctx.store, ctx.run_id)
+    (reason,) = blocking_reasons(view, {})
+    assert "test_cholesky_factor_reconstructs_the_matrix" in reason
+    assert "newly-failing" in report.html(view)
+
+    started = time.monotonic()
+    ctx.resume = True
+    section.run(ctx)  # everything is stored: a resumed run does nothing
+    assert time.monotonic() - started < 2
+    assert len(_rows(ctx)) == len(rows)
+
+
+def test_plain_script_break_is_deterministic_and_resume_reuses_the_baseline(tmp_path, make_context):
+    project = _project(tmp_path)
+    ctx = _context(
+        make_context,
+        project,
+        command="python scripts/factorize.py",
+        reruns=1,
+        env={"PYTHONPATH": "src"},
+    )
+    section.run(ctx)
+    change = _rows(ctx)[("command", "both")]
+    assert change.verdict == "newly-failing"
+    assert change.payload["deterministic"] is True
+    assert change.payload["also"] == ["new-warning"]
+    assert "FutureWarning" in change.payload["new_warnings"][0]["category"]
+    lines = change.payload["first_differing_lines"]
+    assert any("factor:" in line for line in lines["baseline"])
+    assert any("RuntimeError" in line or "Traceback" in line for line in lines["candidate"])
+
+    # Interrupted after the baseline: its stored run is reused, only the candidate runs again.
+    with sqlite3.connect(ctx.store.path) as db:
+        db.execute(
+            "DELETE FROM section_results WHERE run_id = ? AND env_role != 'baseline'", (ctx.run_id,)
+        )
+    baseline_main = ctx.work_dir / "stack" / "baseline" / "main"
+    shutil.rmtree(baseline_main)
+    ctx.resume = True
+    section.run(ctx)
+    assert not baseline_main.exists()
+    assert _rows(ctx)[("command", "both")].verdict == "newly-failing"
+
+
+def test_project_that_does_not_install_in_the_candidate_keeps_baseline_results(
+    tmp_path, make_context
+):
+    project = _project(tmp_path, "stack_project_pinned")
+    ctx = _context(
+        make_context, project, command="python -c 'import stackpinned'", **{"with": ["-e ."]}
+    )
+    section.run(ctx)
+    rows = _rows(ctx)
+    assert rows[(SUMMARY_KEY, "baseline")].verdict == "passed"
+    candidate = rows[(SUMMARY_KEY, "candidate")]
+    assert candidate.verdict == "install-failed"
+    assert "torch" in candidate.payload["detail"] and "pip install" in candidate.payload["detail"]
+    assert rows[(SUMMARY_KEY, "both")].verdict == "not-compared"
+    (reason,) = blocking_reasons(RunView.load(ctx.store, ctx.run_id), {})
+    assert "candidate did not run (install-failed)" in reason
+
+
+def test_missing_command_is_reported_for_both_environments(tmp_path, make_context):
+    ctx = _context(make_context, tmp_path, command="no-such-tool-xyz --version")
+    section.run(ctx)
+    rows = _rows(ctx)
+    for role in ("baseline", "candidate"):
+        assert rows[(SUMMARY_KEY, role)].verdict == "not-found"
+        assert "'no-such-tool-xyz' was not found" in rows[(SUMMARY_KEY, role)].payload["detail"]
+    assert rows[(SUMMARY_KEY, "both")].verdict == "not-compared"
+
+
+def test_candidate_hang_times_out_and_leftover_children_are_reaped(tmp_path, make_context):
+    project = _project(tmp_path)
+    ctx = _context(
+        make_context, project, command="python scripts/hang_in_candidate.py", timeout_s=4, reruns=1
+    )
+    started = time.monotonic()
+    section.run(ctx)
+    assert time.monotonic() - started < 90
+    rows = _rows(ctx)
+    baseline, candidate = rows[(SUMMARY_KEY, "baseline")], rows[(SUMMARY_KEY, "candidate")]
+    assert baseline.verdict == "passed" and len(baseline.payload["stragglers"]) == 1
+    assert candidate.verdict == "timeout" and len(candidate.payload["stragglers"]) == 1
+    assert "helper started" in candidate.payload["stdout_tail"]
+    change = rows[("command", "both")]
+    assert change.verdict == "newly-erroring" and change.payload["deterministic"] is True
+    assert change.payload["reruns"]["candidate"] == ["error"]
