@@ -11,6 +11,7 @@ import importlib
 import re
 import statistics
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -60,17 +61,25 @@ def device_sync(device: str) -> Callable[[], None]:
 
 
 def lookup(dotted: str) -> Any:
-    """The object at ``module.attr.attr`` or None: how a user would reach a public name."""
+    """The object a user reaches by writing ``dotted`` (attributes first, then submodules),
+    or None. ``torch.x.y`` means attribute ``y`` of ``torch.x`` even if a submodule ``y``
+    also exists, as Python's own attribute access would."""
     parts = dotted.split(".")
-    for split in range(len(parts), 0, -1):
+    for split in range(len(parts) - 1, 0, -1):
         try:
             obj: Any = importlib.import_module(".".join(parts[:split]))
         except ImportError:
             continue
         for attr in parts[split:]:
-            obj = getattr(obj, attr, None)
-            if obj is None:
+            found = getattr(obj, attr, None)
+            if found is None and isinstance(obj, types.ModuleType):
+                try:
+                    found = importlib.import_module(f"{obj.__name__}.{attr}")
+                except ImportError:
+                    found = None
+            if found is None:
                 return None
+            obj = found
         return obj
     return None
 
