@@ -1,0 +1,261 @@
+"""From raw samples to a verdict: one side against another, then all benchmarks together.
+
+How one comparison is made (``compare_sides``):
+1. each batch is reduced to its median, and each round pairs the two sides' batches, which
+   ran back to back in random order: ``d = ln(other) - ln(reference)`` per round cancels
+   the machine's drift;
+2. the ratio is ``exp`` of the Hodges-Lehmann estimate of ``d`` (the median of Walsh
+   averages, a robust centre), its interval Tukey's distribution-free one, and the test
+   the Wilcoxon signed-rank test, which that interval inverts;
+3. if the round groups (separate worker processes) disagree with one another (Kruskal-
+   Wallis, p < 0.01), process-to-process variance dominates and the round-level test
+   would overstate confidence, so the test falls back to a t-test on the group medians;
+   with fewer than 10 pairs (one-shot benchmarks) it is a t-test on ``d``, because a rank
+   test cannot reach small p-values there.
+
+How the run decides (``decide``): Benjamini-Hochberg q-values over every A/B comparison of
+the run; significant (q <= fdr) means slower or faster; otherwise "same" when the interval
+fits within the equivalence band, else "too noisy to tell". The A/A control (the baseline
+measured twice by separate workers) gives each benchmark its minimum detectable effect
+and, when it is itself "significant", marks the benchmark untrustworthy here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torchcanary.measure import stats
+from torchcanary.measure.samples import BenchmarkSamples
+from torchcanary.measure.specs import STEADY_KINDS
+
+_MIN_RANK_PAIRS = 10
+_HETEROGENEITY_P = 0.01
+_POWER = 0.9
+_PLOT_POINTS = 120
+
+
+def _batch_centres(
+    samples: BenchmarkSamples, side: str, clock: str
+) -> dict[tuple[int, int], float]:
+    return {
+        (b.group, b.round): stats.median(b.values(clock))
+        for b in samples.batches.get(side, [])
+        if b.times_s
+    }
+
+
+def clock_for(spec: dict[str, Any], threads: int, requested: str) -> str:
+    """The clock a benchmark is judged on.
+
+    ``auto`` picks process CPU time for single-threaded CPU compute: it does not count the
+    time other processes held the core, which on a shared machine is most of the noise
+    and none of the signal. Everything else (threads > 1, CUDA, sleeps, collectives,
+    one-shot benchmarks) is judged on wall time (CUDA: device time between events).
+    """
+    if requested != "auto":
+        return requested
+    if (
+        threads == 1
+        and spec.get("device") == "cpu"
+        and spec["kind"] in STEADY_KINDS
+        and spec.get("op") != "sleep"
+    ):
+        return "cpu"
+    return "wall"
+
+
+def _on_cpu(samples: BenchmarkSamples, side: str) -> float | None:
+    shares = [
+        c / t
+        for b in samples.batches.get(side, [])
+        if b.cpu_s
+        for c, t in zip(b.cpu_s, b.times_s, strict=True)
+        if t > 0
+    ]
+    return stats.median(shares) if shares else None
+
+
+def summary(samples: BenchmarkSamples, side: str, clock: str = "wall") -> dict[str, Any]:
+    """What the report shows of one side: centre, spread, and points to plot."""
+    times = samples.times(side, clock)
+    if not times:
+        return {"n": 0}
+    ordered = sorted(times)
+    step = max(1, len(ordered) // _PLOT_POINTS)
+    return {
+        "n": len(times),
+        "median_s": stats.median(times),
+        "q05_s": stats.quantile(times, 0.05),
+        "q25_s": stats.quantile(times, 0.25),
+        "q75_s": stats.quantile(times, 0.75),
+        "q95_s": stats.quantile(times, 0.95),
+        "min_s": ordered[0],
+        "max_s": ordered[-1],
+        "robust_cv": stats.robust_cv(times),
+        "on_cpu": _on_cpu(samples, side),
+        "plot_s": ordered[::step][:_PLOT_POINTS],
+    }
+
+
+def compare_sides(
+    samples: BenchmarkSamples,
+    reference: str,
+    other: str,
+    confidence: float,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """Ratio other/reference with interval and p-value, by the method the data allows."""
+    ref_centres = _batch_centres(samples, reference, clock)
+    other_centres = _batch_centres(samples, other, clock)
+    keys = sorted(set(ref_centres) & set(other_centres))
+    pairs = [
+        (k, math.log(other_centres[k]) - math.log(ref_centres[k]))
+        for k in keys
+        if ref_centres[k] > 0 and other_centres[k] > 0
+    ]
+    if len(pairs) < 3:
+        return {
+            "testable": False,
+            "pairs": len(pairs),
+            "reason": f"only {len(pairs)} paired rounds; at least 3 are needed",
+        }
+    diffs = [d for _, d in pairs]
+    by_group: dict[int, list[float]] = {}
+    for (group, _round), d in pairs:
+        by_group.setdefault(group, []).append(d)
+    heterogeneity_p = 1.0
+    if len(by_group) >= 2 and all(len(v) >= 3 for v in by_group.values()):
+        _h, heterogeneity_p = stats.kruskal_wallis(list(by_group.values()))
+    if heterogeneity_p < _HETEROGENEITY_P:
+        group_medians = [stats.median(v) for v in by_group.values()]
+        estimate, p_value, low, high = stats.one_sample_t(group_medians, confidence)
+        method = f"t-test on {len(group_medians)} group medians (worker groups disagree)"
+    elif len(diffs) < _MIN_RANK_PAIRS:
+        estimate, p_value, low, high = stats.one_sample_t(diffs, confidence)
+        method = f"paired t-test on {len(diffs)} log ratios (too few for a rank test)"
+    else:
+        estimate, low, high = stats.hodges_lehmann_one_sample(diffs, confidence)
+        _w, p_value = stats.wilcoxon_signed_rank(diffs)
+        method = f"Wilcoxon signed-rank on {len(diffs)} round-paired log ratios"
+    z = stats.normal_quantile(1 - (1 - confidence) / 2)
+    se_log = (high - low) / (2 * z) if math.isfinite(high - low) else math.inf
+    _u, unpaired_p = stats.mann_whitney_u(
+        samples.times(reference, clock), samples.times(other, clock)
+    )
+    return {
+        "testable": True,
+        "pairs": len(diffs),
+        "groups": len(by_group),
+        "method": method,
+        "ratio": math.exp(estimate),
+        "ci_low": _exp(low),
+        "ci_high": _exp(high),
+        "log_ratio": estimate,
+        "se_log": se_log,
+        "p_value": p_value,
+        "heterogeneity_p": heterogeneity_p,
+        "mann_whitney_p": unpaired_p,
+        "clock": clock,
+        "ratio_of_medians": stats.median(samples.times(other, clock))
+        / stats.median(samples.times(reference, clock)),
+    }
+
+
+def _exp(value: float) -> float:
+    return math.exp(value) if math.isfinite(value) else (math.inf if value > 0 else 0.0)
+
+
+def mde_from_aa(aa: dict[str, Any], fdr: float) -> float | None:
+    """Smallest effect detected with 90% power at this FDR, given the A/A noise."""
+    if not aa.get("testable") or not math.isfinite(aa["se_log"]):
+        return None
+    z = stats.normal_quantile(1 - fdr / 2) + stats.normal_quantile(_POWER)
+    return math.exp(z * aa["se_log"]) - 1
+
+
+def noise_warnings(
+    samples: BenchmarkSamples,
+    sides: dict[str, dict[str, Any]],
+    comparison: dict[str, Any],
+    noise_cv: float,
+) -> list[str]:
+    warnings = []
+    for name, side in sides.items():
+        if side.get("n") and side["robust_cv"] > noise_cv:
+            warnings.append(
+                f"{name}: spread {side['robust_cv']:.0%} of the median (warn above {noise_cv:.0%})"
+            )
+        if side.get("on_cpu") is not None and side["on_cpu"] < 0.9:
+            warnings.append(
+                f"{name}: on a CPU only {side['on_cpu']:.0%} of the wall time; "
+                "other processes competed for the cores"
+            )
+    for name, warmups in samples.warmups.items():
+        unsettled = sum(not w.get("settled") for w in warmups)
+        if unsettled:
+            warnings.append(
+                f"{name}: warm-up did not settle in {unsettled} of {len(warmups)} workers"
+            )
+    if comparison.get("heterogeneity_p", 1.0) < _HETEROGENEITY_P:
+        warnings.append(
+            "worker groups disagree (Kruskal-Wallis p = "
+            f"{comparison['heterogeneity_p']:.2g}): process-to-process variance "
+            "dominates; more groups would help"
+        )
+    return warnings
+
+
+def decide(
+    comparisons: dict[str, dict[str, Any]], fdr: float, equivalence: float, aa_run: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Verdicts for all benchmarks of a run, with BH control over the run's comparisons.
+
+    ``comparisons[bench_id]`` holds ``ab`` (the comparison that is judged) and optionally
+    ``aa`` (the A/A control). In an A/A run (``aa_run``) the judged comparison is itself
+    the A/A one and gives the MDE. Returns, per benchmark, verdict, q-values, MDE, reasons.
+    """
+    decided: dict[str, dict[str, Any]] = {}
+    for role in ("ab", "aa"):
+        ids = [b for b, c in comparisons.items() if c.get(role, {}).get("testable")]
+        qs = stats.benjamini_hochberg([comparisons[b][role]["p_value"] for b in ids])
+        for bench_id, q in zip(ids, qs, strict=True):
+            decided.setdefault(bench_id, {})[f"q_{role}"] = q
+    band = (1 / (1 + equivalence), 1 + equivalence)
+    for bench_id, pair in comparisons.items():
+        result = decided.setdefault(bench_id, {})
+        ab, aa = pair["ab"], pair.get("aa")
+        control = ab if aa_run else aa
+        result["mde"] = mde_from_aa(control, fdr) if control else None
+        reasons: list[str] = []
+        if not ab.get("testable"):
+            result.update(verdict="too-noisy", reasons=[ab.get("reason", "not testable")])
+            continue
+        significant = result["q_ab"] <= fdr
+        aa_alarm = bool(aa and aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
+        if significant:
+            verdict = "slower" if ab["ratio"] > 1 else "faster"
+            reasons.append(f"q = {result['q_ab']:.2g} <= {fdr:g}")
+            if aa_alarm and abs(ab["log_ratio"]) < 3 * abs(aa["log_ratio"]):
+                verdict = "too-noisy"
+                reasons.append(
+                    f"but the A/A control also differed by {aa['ratio'] - 1:+.1%} "
+                    f"(q = {result['q_aa']:.2g}), so a change this size is not "
+                    "trustworthy here"
+                )
+        elif aa_alarm:
+            verdict = "too-noisy"
+            reasons.append(
+                f"the A/A control differed by {aa['ratio'] - 1:+.1%} (q = {result['q_aa']:.2g})"
+            )
+        elif band[0] <= ab["ci_low"] and ab["ci_high"] <= band[1]:
+            verdict = "same"
+            reasons.append(f"interval within ±{equivalence:.0%}")
+        else:
+            verdict = "too-noisy"
+            reasons.append(
+                f"not significant, and the interval [{ab['ci_low']:.3f}, "
+                f"{ab['ci_high']:.3f}] is wider than ±{equivalence:.0%}"
+            )
+        result.update(verdict=verdict, reasons=reasons)
+    return decided

@@ -1,0 +1,409 @@
+"""Schedules the measurements: fresh workers per round group, sides interleaved per round.
+
+For each of ``groups`` round groups every side gets a fresh worker process (so process-level
+luck, such as memory layout or which core the scheduler favoured, varies between groups and
+hits both sides alike); then, benchmark by benchmark, each side warms up and calibrates, and
+``rounds`` rounds visit every side once in an order shuffled per round. Drift in the
+machine's speed is therefore shared by the two sides of a round. One-shot benchmarks (import
+time, cold compile) take one fresh interpreter per sample; collectives take one fresh set of
+ranks per group and side.
+
+A benchmark that skips, errors, crashes or hangs on any side stops there for the rest of the
+run; its worker is replaced and the other benchmarks go on.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchcanary.context import RunContext
+from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.measure.roofline import ROOFLINE_KINDS
+from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
+from torchcanary.measure.settings import BenchSettings
+from torchcanary.measure.specs import ONESHOT_KINDS, RANKED_KINDS, spec_for_side
+
+_TIMING = "torchcanary.measure.timing"
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Pin the thread pools before torch starts them, not only after."""
+    value = str(threads)
+    return {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": value, "OPENBLAS_NUM_THREADS": value}
+
+
+class SideWorker:
+    """One side's worker; threads and affinity are applied again whenever it restarts."""
+
+    def __init__(self, ctx: RunContext, side: Side, settings: BenchSettings) -> None:
+        self.side = side
+        self._settings = settings
+        self._worker: WorkerProcess = ctx.new_worker(
+            side.role, env_vars=thread_env(settings.threads)
+        )
+        self.configured: dict[str, Any] | None = None
+
+    def start(self) -> CallResult:
+        result = self._worker.call(
+            f"{_TIMING}:configure",
+            {"threads": self._settings.threads, "cpus": list(self._settings.cpus) or None},
+            self._settings.timeout_s,
+        )
+        if result.ok:
+            self.configured = result.value
+        return result
+
+    def call(self, func: str, kwargs: dict[str, Any], timeout_s: float | None = None) -> CallResult:
+        if not self._worker.alive():
+            started = self.start()
+            if not started.ok:
+                return started
+        return self._worker.call(func, kwargs, timeout_s or self._settings.timeout_s)
+
+    def close(self) -> None:
+        self._worker.close()
+
+
+@dataclass
+class Measurements:
+    """What a whole schedule produced."""
+
+    benchmarks: dict[str, BenchmarkSamples] = field(default_factory=dict)
+    roofline: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> probe
+    workers: list[dict[str, Any]] = field(default_factory=list)  # configs, per start
+    device: str = "cpu"
+    device_note: str = ""
+    wall_s: float = 0.0
+
+
+PlanBenchmarks = Callable[[str], list[dict[str, Any]]]
+
+
+def resolve_device(requested: str, devices_by_role: dict[str, list[str]]) -> tuple[str, str]:
+    """The device every side can use, and a note when ``auto`` had to settle for less."""
+    if requested != "auto":
+        return requested, ""
+    if all("cuda" in found for found in devices_by_role.values()):
+        return "cuda", ""
+    if any("cuda" in found for found in devices_by_role.values()):
+        with_gpu = sorted(r for r, found in devices_by_role.items() if "cuda" in found)
+        return "cpu", (
+            f"only {', '.join(with_gpu)} sees a CUDA GPU, so both run on cpu; "
+            'set device = "cuda" to see the other side skip'
+        )
+    return "cpu", ""
+
+
+class Interleaver:
+    def __init__(
+        self,
+        ctx: RunContext,
+        settings: BenchSettings,
+        sides: list[Side],
+        rng: random.Random,
+        progress: Callable[[str], None] = lambda _: None,
+        on_stopped: Callable[[BenchmarkSamples], None] = lambda _: None,
+    ) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.sides = sides
+        self.rng = rng
+        self.progress = progress
+        self.on_stopped = on_stopped  # told at once of a benchmark that skipped or failed
+        self.result = Measurements()
+        self._reported: set[str] = set()
+
+    # workers ----------------------------------------------------------------------------
+    def _start_group(self, group: int) -> dict[str, SideWorker]:
+        workers = {side.name: SideWorker(self.ctx, side, self.settings) for side in self.sides}
+        outcomes: dict[str, CallResult] = {}
+
+        def start(name: str) -> None:
+            outcomes[name] = workers[name].start()
+
+        threads = [threading.Thread(target=start, args=(name,)) for name in workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name, outcome in outcomes.items():
+            self.result.workers.append(
+                {
+                    "group": group,
+                    "side": name,
+                    "status": outcome.status,
+                    "error": outcome.error,
+                    **(outcome.value or {}),
+                }
+            )
+        return workers
+
+    # the schedule -----------------------------------------------------------------------
+    def run(self, plan: PlanBenchmarks) -> Measurements:
+        """Measure every benchmark ``plan(device)`` returns, over all round groups."""
+        started = time.monotonic()
+        specs: list[dict[str, Any]] = []
+        for group in range(self.settings.groups):
+            workers = self._start_group(group)
+            try:
+                if group == 0:
+                    specs = self._first_group_setup(workers, plan)
+                self._group(group, workers, specs)
+            finally:
+                for worker in workers.values():
+                    worker.close()
+            for samples in self.result.benchmarks.values():
+                if samples.stopped and samples.bench_id not in self._reported:
+                    self._reported.add(samples.bench_id)
+                    self.on_stopped(samples)
+        self.result.wall_s = time.monotonic() - started
+        return self.result
+
+    def _first_group_setup(
+        self, workers: dict[str, SideWorker], plan: PlanBenchmarks
+    ) -> list[dict[str, Any]]:
+        devices = {
+            w.side.role: list((w.configured or {}).get("devices", ["cpu"]))
+            for w in workers.values()
+        }
+        device, note = resolve_device(self.settings.device, devices)
+        self.result.device, self.result.device_note = device, note
+        specs = plan(device)
+        for spec in specs:
+            self.result.benchmarks[spec["id"]] = BenchmarkSamples(spec["id"], spec)
+        dtypes = sorted(
+            {"float32"}
+            | {
+                s["dtype"]
+                for s in specs
+                if s["kind"] in ("gemm", "linear", "sdpa") and s.get("device") == device
+            }
+        )
+        if not any(s["kind"] in ROOFLINE_KINDS for s in specs):
+            return specs
+        for worker in self._one_per_role(workers):
+            probe = worker.call(
+                "torchcanary.measure.roofline_probe:measure", {"device": device, "dtypes": dtypes}
+            )
+            self.result.roofline[worker.side.role] = (
+                probe.value if probe.ok else {"error": f"{probe.status}: {probe.error}"}
+            )
+        return specs
+
+    def _one_per_role(self, workers: dict[str, SideWorker]) -> list[SideWorker]:
+        seen: dict[str, SideWorker] = {}
+        for side in self.sides:
+            seen.setdefault(side.role, workers[side.name])
+        return list(seen.values())
+
+    def _group(
+        self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
+    ) -> None:
+        steady = [s for s in specs if s["kind"] not in ONESHOT_KINDS + RANKED_KINDS]
+        for spec in self.rng.sample(steady, len(steady)):
+            samples = self.result.benchmarks[spec["id"]]
+            if not samples.stopped:
+                self.progress(f"group {group + 1}/{self.settings.groups}: {spec['id']}")
+                self._steady(group, workers, samples)
+        ranked = [s for s in specs if s["kind"] in RANKED_KINDS]
+        if ranked:
+            self.progress(f"group {group + 1}/{self.settings.groups}: collectives")
+            self._collectives(group, workers, ranked)
+        oneshot = [s for s in specs if s["kind"] in ONESHOT_KINDS]
+        if oneshot and self.settings.oneshot_samples:
+            self.progress(f"group {group + 1}/{self.settings.groups}: startup and compile")
+            self._oneshot(group, workers, oneshot)
+
+    def _fail(self, samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:
+        samples.failed[side] = {
+            "status": outcome.status,
+            "error": outcome.error[:1000],
+            "stderr_tail": outcome.stderr_tail[-1500:],
+        }
+
+    def _steady(
+        self, group: int, workers: dict[str, SideWorker], samples: BenchmarkSamples
+    ) -> None:
+        bench_id = samples.bench_id
+        min_sample_s = self.settings.min_sample_ms / 1000
+        numbers = {}
+        for side in self.rng.sample(self.sides, len(self.sides)):
+            outcome = workers[side.name].call(
+                f"{_TIMING}:prepare",
+                {
+                    "bench_id": bench_id,
+                    "spec": spec_for_side(samples.spec, side.name),
+                    "number": samples.number,
+                    "min_sample_s": min_sample_s,
+                    "warmup_max_s": self.settings.warmup_max_s,
+                },
+            )
+            if not outcome.ok:
+                self._fail(samples, side.name, outcome)
+            elif "skipped" in outcome.value:
+                samples.skipped[side.name] = outcome.value["skipped"]
+            else:
+                numbers[side.name] = outcome.value["number"]
+                samples.warmups.setdefault(side.name, []).append(outcome.value["warmup"])
+        if samples.stopped:
+            self._release(workers, bench_id)
+            return
+        # One inner-loop count for every side and group: calibrated once, on the slowest.
+        if samples.number is None:
+            samples.number = max(numbers.values())
+        measured = 0.0
+        order: list[Side] = []
+        for round_index in range(self.settings.rounds):
+            # Stop on time, never on what the samples say (that would bias the test), and
+            # only after a reversed round, so order stays balanced.
+            if round_index % 2 == 0 and measured >= self.settings.group_budget_s:
+                break
+            order = self._round_order(round_index, order)
+            for slot, side in enumerate(order):
+                outcome = workers[side.name].call(
+                    f"{_TIMING}:sample",
+                    {
+                        "bench_id": bench_id,
+                        "count": self.settings.samples_per_round,
+                        "number": samples.number,
+                    },
+                )
+                if not outcome.ok:
+                    self._fail(samples, side.name, outcome)
+                    self._release(workers, bench_id)
+                    return
+                measured += outcome.duration_s
+                samples.add(
+                    side.name,
+                    Batch(
+                        group,
+                        round_index,
+                        slot,
+                        tuple(outcome.value["times_s"]),
+                        tuple(outcome.value["cpu_s"]),
+                    ),
+                )
+        samples.measure_s += measured
+        if group == 0 and samples.spec["kind"] != "synthetic":  # what ran is known there
+            for worker in self._one_per_role(workers):
+                profiled = worker.call(
+                    "torchcanary.measure.dispatch:profile", {"bench_id": bench_id}
+                )
+                samples.dispatch[worker.side.role] = (
+                    profiled.value
+                    if profiled.ok
+                    else {"error": f"{profiled.status}: {profiled.error}"[:500]}
+                )
+        self._release(workers, bench_id)
+
+    def _round_order(self, round_index: int, previous: list[Side]) -> list[Side]:
+        """Random order in even rounds, its reverse in odd ones (A B, B A, ...).
+
+        Going first or second in a round shifts a time by a few percent (the cache the
+        previous process left behind); reversing exactly balances that shift between the
+        sides instead of leaving it to chance.
+        """
+        if round_index % 2 and previous:
+            return previous[::-1]
+        return self.rng.sample(self.sides, len(self.sides))
+
+    def _release(self, workers: dict[str, SideWorker], bench_id: str) -> None:
+        for worker in workers.values():
+            worker.call(f"{_TIMING}:release", {"bench_id": bench_id})
+
+    def _collectives(
+        self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
+    ) -> None:
+        """One fresh set of ranks per side, group and (world size, backend)."""
+        by_world: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for spec in specs:
+            if not self.result.benchmarks[spec["id"]].stopped:
+                by_world.setdefault((spec["world_size"], spec["backend"]), []).append(spec)
+        for (world, backend), entries in by_world.items():
+            for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
+                outcome = workers[side.name].call(
+                    "torchcanary.measure.collectives:measure",
+                    {
+                        "entries": entries,
+                        "world_size": world,
+                        "backend": backend,
+                        "rounds": self.settings.rounds,
+                        "samples": self.settings.samples_per_round,
+                        "min_sample_s": self.settings.min_sample_ms / 1000,
+                        "timeout_s": self.settings.timeout_s * 0.9,
+                    },
+                    self.settings.timeout_s,
+                )
+                for spec in entries:
+                    samples = self.result.benchmarks[spec["id"]]
+                    if not outcome.ok:
+                        self._fail(samples, side.name, outcome)
+                        continue
+                    answer = outcome.value[spec["id"]]
+                    if "failed" in answer:
+                        samples.failed[side.name] = answer["failed"]
+                        continue
+                    if "skipped" in answer:
+                        samples.skipped[side.name] = answer["skipped"]
+                        continue
+                    for round_index, times in enumerate(answer["batches"]):
+                        samples.add(side.name, Batch(group, round_index, slot, tuple(times)))
+                    samples.measure_s += answer["measure_s"]
+                    samples.number = answer["number"]
+
+    def _oneshot(
+        self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
+    ) -> None:
+        """Each sample is a fresh interpreter started from the side's worker."""
+        jobs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for spec in specs:
+            if not self.result.benchmarks[spec["id"]].stopped:
+                key = ("startup", "") if spec["kind"] == "startup" else ("compile", spec["model"])
+                jobs.setdefault(key, []).append(spec)
+        for (kind, model), entries in jobs.items():
+            func = f"torchcanary.measure.oneshot:{kind}_sample"
+            kwargs: dict[str, Any] = {
+                "device": entries[0]["device"],
+                "threads": self.settings.threads,
+                "timeout_s": self.settings.timeout_s * 0.9,
+            }
+            if kind == "startup":
+                kwargs["measures"] = [s["measure"] for s in entries]
+            else:
+                kwargs.update(
+                    model=model,
+                    backend=entries[0]["backend"],
+                    min_sample_s=self.settings.min_sample_ms / 1000,
+                )
+            for index in range(self.settings.oneshot_samples):
+                round_index = group * self.settings.oneshot_samples + index
+                for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
+                    outcome = workers[side.name].call(func, kwargs, self.settings.timeout_s)
+                    for spec in entries:
+                        samples = self.result.benchmarks[spec["id"]]
+                        if samples.stopped:
+                            continue
+                        if not outcome.ok:
+                            self._fail(samples, side.name, outcome)
+                            continue
+                        value = outcome.value
+                        if "failed" in value:
+                            samples.failed[side.name] = value["failed"]
+                            continue
+                        if "skipped" in value:
+                            samples.skipped[side.name] = value["skipped"]
+                            continue
+                        key = spec["measure"] if kind == "startup" else spec["phase"]
+                        samples.add(
+                            side.name,
+                            Batch(group, round_index, slot, (float(value["seconds"][key]),)),
+                        )
+                        samples.extras.setdefault(side.name, []).append(
+                            {k: v for k, v in value.items() if k != "seconds"}
+                        )
+                        samples.measure_s += outcome.duration_s / len(entries)

@@ -1,0 +1,304 @@
+"""The bench section: measure every benchmark on both sides, judge, commit, and gate.
+
+``run`` schedules the measurements (:mod:`.interleave`), stores the raw samples
+(``samples_s``, ``group``, ``round``, ``cpu_s`` per side and benchmark), decides
+(:mod:`.compare`) and commits one SectionResult per benchmark with ``env_role="both"``.
+A benchmark that skips or fails on any side is committed as ``skipped`` as soon as that
+is known, with the reason per side.
+
+Policy keys for ``blocking_reasons`` (defaults in brackets):
+- ``bench_max_slowdown`` [0.05]: no-go for a significant slowdown beyond this fraction;
+- ``bench_block_on_candidate_failure`` [true]: no-go when a benchmark ran on the baseline
+  but crashed, hung or raised on the candidate;
+- ``bench_block_on_aa_alarm`` [true]: in an A/A run, no-go when any benchmark differs from
+  itself (the harness cannot be trusted on this machine as configured).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from torchcanary.context import RunContext
+from torchcanary.measure import compare
+from torchcanary.measure.confounds import affecting
+from torchcanary.measure.dispatch_diff import diff as dispatch_diff
+from torchcanary.measure.interleave import Interleaver, Measurements
+from torchcanary.measure.roofline import collective_bandwidth, fraction
+from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
+from torchcanary.measure.settings import BenchSettings
+from torchcanary.measure.settings import parse_settings as _parse
+from torchcanary.measure.suite import expand
+from torchcanary.store.sqlite import SectionResult
+
+SECTION = "bench"
+VERDICTS = ("faster", "slower", "same", "too-noisy", "skipped")
+DEFAULT_POLICY: dict[str, Any] = {
+    "bench_max_slowdown": 0.05,
+    "bench_block_on_candidate_failure": True,
+    "bench_block_on_aa_alarm": True,
+}
+
+
+def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``[tool.torchcanary.bench]``; ConfigError names the bad key and the fix."""
+    return _parse(mapping).to_json()
+
+
+def sides_for(settings: BenchSettings) -> tuple[list[Side], Side, Side | None]:
+    """The measured sides, the side judged against the baseline, and the A/A control."""
+    if settings.aa:
+        return [BASELINE, BASELINE_TWIN], BASELINE_TWIN, None
+    if settings.aa_control:
+        return [BASELINE, BASELINE_TWIN, CANDIDATE], CANDIDATE, BASELINE_TWIN
+    return [BASELINE, CANDIDATE], CANDIDATE, None
+
+
+def run(ctx: RunContext) -> None:
+    settings = BenchSettings.from_json(ctx.plan.section_settings(SECTION))
+    seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
+    sides, judged, control = sides_for(settings)
+    done = (
+        {key for key, _role in ctx.store.done_section_keys(ctx.run_id, SECTION)}
+        if ctx.resume
+        else set()
+    )
+    confounds = {} if settings.aa else _confounds(ctx)
+
+    def plan(device: str) -> list[dict[str, Any]]:
+        return [spec for spec in expand(settings, device) if spec["id"] not in done]
+
+    def commit_skipped(samples: BenchmarkSamples) -> None:
+        _save_raw(ctx, sides, samples)
+        ctx.store.save_section_result(
+            ctx.run_id,
+            SectionResult(
+                SECTION,
+                samples.bench_id,
+                "both",
+                "skipped",
+                _skipped_payload(samples, sides, settings, seed),
+            ),
+        )
+
+    with ctx.progress.task("bench: interleaved A/B", total=None) as task:
+        measurements = Interleaver(
+            ctx,
+            settings,
+            sides,
+            random.Random(seed),
+            progress=task.status,
+            on_stopped=commit_skipped,
+        ).run(plan)
+    finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
+    confidence = 1 - settings.fdr
+    comparisons = {}
+    for bench_id, samples in finished.items():
+        _save_raw(ctx, sides, samples)
+        clock = compare.clock_for(samples.spec, settings.threads, settings.clock)
+        pair = {"ab": compare.compare_sides(samples, BASELINE.name, judged.name, confidence, clock)}
+        if control is not None:
+            pair["aa"] = compare.compare_sides(
+                samples, BASELINE.name, control.name, confidence, clock
+            )
+        comparisons[bench_id] = pair
+    decided = compare.decide(comparisons, settings.fdr, settings.equivalence, aa_run=settings.aa)
+    for bench_id, samples in finished.items():
+        payload = _payload(
+            samples,
+            sides,
+            comparisons[bench_id],
+            decided[bench_id],
+            measurements,
+            settings,
+            seed,
+            confounds,
+        )
+        ctx.store.save_section_result(
+            ctx.run_id,
+            SectionResult(SECTION, bench_id, "both", decided[bench_id]["verdict"], payload),
+        )
+
+
+def _confounds(ctx: RunContext) -> dict[str, Any]:
+    rows = ctx.store.environments(ctx.run_id)
+    if "baseline" not in rows or "candidate" not in rows:
+        return {}
+    return {
+        k: list(v)
+        for k, v in rows["baseline"].manifest.confounds_against(rows["candidate"].manifest).items()
+    }
+
+
+def _save_raw(ctx: RunContext, sides: list[Side], samples: BenchmarkSamples) -> None:
+    for side in sides:
+        for series, values in samples.flat(side.name).items():
+            if values:
+                ctx.store.save_measurement(
+                    ctx.run_id, side.store_role, samples.bench_id, series, values
+                )
+
+
+def _harness(
+    samples: BenchmarkSamples,
+    settings: BenchSettings,
+    seed: int,
+    measurements: Measurements | None = None,
+) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "groups": settings.groups,
+        "rounds": settings.rounds,
+        "samples_per_round": settings.samples_per_round,
+        "min_sample_ms": settings.min_sample_ms,
+        "number": samples.number,
+        "seed": seed,
+        "measure_s": samples.measure_s,
+        "threads": settings.threads,
+    }
+    if measurements is not None:
+        started = [w for w in measurements.workers if w.get("status") == "ok"]
+        facts.update(
+            device=measurements.device,
+            device_note=measurements.device_note,
+            affinity=sorted({c for w in started for c in w.get("affinity", [])}),
+            clock=started[0].get("clock") if started else None,
+            torch_threads=sorted({w.get("threads") for w in started}),
+        )
+    return facts
+
+
+def _skipped_payload(
+    samples: BenchmarkSamples, sides: list[Side], settings: BenchSettings, seed: int
+) -> dict[str, Any]:
+    names = {side.name: side.store_role for side in sides}
+    reasons = {names[s]: r for s, r in samples.skipped.items()}
+    failures = {names[s]: f for s, f in samples.failed.items()}
+    first = next(iter(failures.values()), None)
+    reason = (
+        f"{first['status']}: {first['error']}"
+        if first
+        else next(iter(reasons.values()), "not measured")
+    )
+    return {
+        "kind": samples.spec["kind"],
+        "spec": samples.spec,
+        "aa": settings.aa,
+        "reason": reason,
+        "skipped": reasons,
+        "failed": failures,
+        "harness": _harness(samples, settings, seed),
+    }
+
+
+def _payload(
+    samples: BenchmarkSamples,
+    sides: list[Side],
+    pair: dict[str, Any],
+    decided: dict[str, Any],
+    measurements: Measurements,
+    settings: BenchSettings,
+    seed: int,
+    confounds: dict[str, Any],
+) -> dict[str, Any]:
+    ab, aa = pair["ab"], pair.get("aa")
+    clock = ab.get("clock", "wall")
+    summaries = {side.store_role: compare.summary(samples, side.name, clock) for side in sides}
+    spec = samples.spec
+    roofline, bandwidth = {}, {}
+    for side in sides:
+        centre = summaries[side.store_role].get("median_s", 0.0)
+        probe = measurements.roofline.get(side.role, {})
+        placed = fraction(spec, centre, probe)
+        if placed is not None:
+            roofline[side.store_role] = placed
+        moved = collective_bandwidth(spec, centre)
+        if moved is not None:
+            bandwidth[side.store_role] = moved
+    payload: dict[str, Any] = {
+        "kind": spec["kind"],
+        "spec": spec,
+        "aa": settings.aa,
+        "sides": summaries,
+        "comparison": ab,
+        "ratio": ab.get("ratio"),
+        "ci_low": ab.get("ci_low"),
+        "ci_high": ab.get("ci_high"),
+        "confidence": 1 - settings.fdr,
+        "equivalence": settings.equivalence,
+        "clock": clock,
+        "p_value": ab.get("p_value"),
+        "q_value": decided.get("q_ab"),
+        "mde": decided["mde"],
+        "aa_control": ({**aa, "q_value": decided.get("q_aa")} if aa else None),
+        "reasons": decided["reasons"],
+        "noise_warnings": compare.noise_warnings(samples, summaries, ab, settings.noise_cv),
+        "roofline": roofline,
+        "machine_roofline": measurements.roofline,
+        "confounds": affecting(spec, confounds),
+        "harness": _harness(samples, settings, seed, measurements),
+    }
+    if bandwidth:
+        payload["collective_bandwidth"] = bandwidth
+    if samples.dispatch:
+        payload["dispatch"] = samples.dispatch
+        if "baseline" in samples.dispatch and "candidate" in samples.dispatch:
+            payload["dispatch_diff"] = dispatch_diff(
+                samples.dispatch["baseline"], samples.dispatch["candidate"]
+            )
+    if samples.extras:
+        payload["oneshot"] = _oneshot_facts(samples, sides)
+    return payload
+
+
+def _oneshot_facts(samples: BenchmarkSamples, sides: list[Side]) -> dict[str, Any]:
+    """Per side: compile phases (median seconds), graph breaks and recompiles seen."""
+    facts: dict[str, Any] = {}
+    for side in sides:
+        extras = samples.extras.get(side.name, [])
+        phases: dict[str, list[float]] = {}
+        for extra in extras:
+            for phase, seconds in (extra.get("phases") or {}).items():
+                phases.setdefault(phase, []).append(seconds)
+        facts[side.store_role] = {
+            "phases_s": {p: compare.stats.median(v) for p, v in phases.items()},
+            "graph_breaks": sorted({e["graph_breaks"] for e in extras if "graph_breaks" in e}),
+            "recompiles": sorted({e["recompiles"] for e in extras if "recompiles" in e}),
+            "graphs": sorted({e["graphs"] for e in extras if "graphs" in e}),
+        }
+    return facts
+
+
+def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
+    """Why the bench section says no-go under ``policy`` (see the module docstring)."""
+    rules = {**DEFAULT_POLICY, **(policy or {})}
+    reasons = []
+    for result in view.sections.get(SECTION, []):
+        payload = result.payload
+        if payload.get("aa"):
+            if rules["bench_block_on_aa_alarm"] and result.verdict in ("slower", "faster"):
+                reasons.append(
+                    f"A/A run: {result.key} differs from itself "
+                    f"({payload['ratio'] - 1:+.1%}, q = {payload['q_value']:.2g}); "
+                    "the benchmark harness is not trustworthy here as configured"
+                )
+            continue
+        if result.verdict == "slower" and payload["ratio"] - 1 > rules["bench_max_slowdown"]:
+            reasons.append(
+                f"{result.key}: {payload['ratio'] - 1:+.1%} slower "
+                f"(interval {payload['ci_low']:.3f}-{payload['ci_high']:.3f}, "
+                f"q = {payload['q_value']:.2g}), beyond the "
+                f"{rules['bench_max_slowdown']:.0%} allowed"
+            )
+        failed = payload.get("failed") or {}
+        if (
+            rules["bench_block_on_candidate_failure"]
+            and "candidate" in failed
+            and "baseline" not in failed
+            and "baseline" not in (payload.get("skipped") or {})
+        ):
+            failure = failed["candidate"]
+            reasons.append(
+                f"{result.key}: runs on the baseline but {failure['status']} on "
+                f"the candidate ({failure['error'][:160]})"
+            )
+    return reasons

@@ -1,0 +1,310 @@
+"""Statistics for A/B timing, in pure Python (the orchestrator has no numpy or scipy).
+
+Rank methods do the deciding, because timing noise is one-sided and heavy-tailed (a
+preempted sample is slower, never faster) and means chase those tails. Each function names
+its method; distributions are computed exactly where that is cheap and by the normal
+approximation with tie correction otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from statistics import NormalDist
+
+_NORMAL = NormalDist()
+
+
+# --- location and spread -----------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of no values")
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[middle])
+    return (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (the common 'type 7' definition)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def robust_cv(values: Sequence[float]) -> float:
+    """Spread relative to the centre: 1.4826 * MAD / median (equals the CV for normal data)."""
+    centre = median(values)
+    if centre == 0:
+        return math.inf
+    return 1.4826 * median([abs(v - centre) for v in values]) / abs(centre)
+
+
+# --- distributions -----------------------------------------------------------------------
+
+
+def normal_two_sided_p(z: float) -> float:
+    return min(1.0, 2.0 * (1.0 - _NORMAL.cdf(abs(z))))
+
+
+def normal_quantile(p: float) -> float:
+    return _NORMAL.inv_cdf(p)
+
+
+def _continued_fraction_beta(a: float, b: float, x: float) -> float:
+    """Lentz's method for the incomplete beta continued fraction."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return result
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, 1 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (p > 0.5), by bisection on the exact CDF."""
+    target = 2.0 * (1.0 - p)
+    low, high = 0.0, 1e6
+    for _ in range(200):
+        middle = (low + high) / 2
+        if t_two_sided_p(middle, df) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def _regularized_gamma_upper(s: float, x: float) -> float:
+    """Q(s, x) = 1 - P(s, x): series below s + 1, continued fraction above."""
+    if x <= 0:
+        return 1.0
+    log_front = s * math.log(x) - x - math.lgamma(s)
+    if x < s + 1:
+        term = total = 1.0 / s
+        k = s
+        for _ in range(1000):
+            k += 1
+            term *= x / k
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - math.exp(log_front) * total)
+    tiny = 1e-300
+    b = x + 1 - s
+    c, d = 1 / tiny, 1 / b
+    result = d
+    for i in range(1, 1000):
+        an = -i * (i - s)
+        b += 2
+        d = an * d + b
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        result *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return math.exp(log_front) * result
+
+
+def chi_square_upper_p(statistic: float, df: int) -> float:
+    return _regularized_gamma_upper(df / 2.0, statistic / 2.0)
+
+
+# --- ranks -------------------------------------------------------------------------------
+
+
+def ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
+    """Mid-ranks (1-based) and the sizes of tied runs."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    result = [0.0] * len(values)
+    ties = []
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            result[order[position]] = (start + end) / 2.0 + 1.0
+        if end > start:
+            ties.append(end - start + 1)
+        start = end + 1
+    return result, ties
+
+
+@lru_cache(maxsize=64)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the 2**n sign patterns give each rank sum W+ (0 .. n(n+1)/2)."""
+    counts = [1]
+    for rank in range(1, n + 1):
+        grown = counts + [0] * rank
+        for total, count in enumerate(counts):
+            grown[total + rank] += count
+        counts = grown
+    return tuple(counts)
+
+
+_EXACT_SIGNED_RANK_MAX_N = 60
+
+
+def wilcoxon_signed_rank(differences: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Wilcoxon signed-rank test of "centred on 0"; returns (W+, p).
+
+    Zeros are dropped (Wilcoxon's convention). Without ties and for n <= 60 the p-value is
+    exact; otherwise the normal approximation with tie-corrected variance and a continuity
+    correction.
+    """
+    nonzero = [d for d in differences if d != 0]
+    n = len(nonzero)
+    if n == 0:
+        return 0.0, 1.0
+    rank_values, ties = ranks([abs(d) for d in nonzero])
+    w_plus = sum(r for r, d in zip(rank_values, nonzero, strict=True) if d > 0)
+    total = n * (n + 1) / 2
+    if not ties and n <= _EXACT_SIGNED_RANK_MAX_N:
+        counts = _signed_rank_counts(n)
+        low = min(w_plus, total - w_plus)
+        tail = sum(counts[: int(low) + 1]) / 2**n
+        return w_plus, min(1.0, 2 * tail)
+    mean = total / 2
+    variance = n * (n + 1) * (2 * n + 1) / 24 - sum(t**3 - t for t in ties) / 48
+    if variance <= 0:
+        return w_plus, 1.0
+    z = (abs(w_plus - mean) - 0.5) / math.sqrt(variance)
+    return w_plus, normal_two_sided_p(max(z, 0.0))
+
+
+def hodges_lehmann_one_sample(
+    differences: Sequence[float], confidence: float
+) -> tuple[float, float, float]:
+    """Median of the Walsh averages, with Tukey's distribution-free confidence interval.
+
+    The interval runs from the k-th smallest to the k-th largest Walsh average, k taken
+    from the signed-rank null distribution: the interval that the signed-rank test inverts,
+    so "the interval excludes 0" and "the test rejects" agree.
+    """
+    n = len(differences)
+    if n == 0:
+        raise ValueError("no differences")
+    walsh = sorted((differences[i] + differences[j]) / 2 for i in range(n) for j in range(i, n))
+    estimate = median(walsh)
+    alpha = 1 - confidence
+    m = len(walsh)
+    if n <= _EXACT_SIGNED_RANK_MAX_N:
+        counts = _signed_rank_counts(n)
+        cumulative, k = 0, 0
+        while k < len(counts) and (cumulative + counts[k]) / 2**n <= alpha / 2:
+            cumulative += counts[k]
+            k += 1
+    else:
+        z = normal_quantile(1 - alpha / 2)
+        k = math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))
+    if k < 1:  # too few values for this confidence: the interval is the whole range
+        return estimate, -math.inf, math.inf
+    return estimate, walsh[k - 1], walsh[m - k]
+
+
+def mann_whitney_u(first: Sequence[float], second: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test; returns (U of ``first``, p).
+
+    Normal approximation with the tie-corrected variance and a continuity correction,
+    adequate from about 8 values a side (which every caller here has).
+    """
+    n1, n2 = len(first), len(second)
+    if n1 == 0 or n2 == 0:
+        return 0.0, 1.0
+    rank_values, ties = ranks(list(first) + list(second))
+    u_first = sum(rank_values[:n1]) - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - sum(t**3 - t for t in ties) / (n * (n - 1)))
+    if variance <= 0:
+        return u_first, 1.0
+    z = (abs(u_first - n1 * n2 / 2) - 0.5) / math.sqrt(variance)
+    return u_first, normal_two_sided_p(max(z, 0.0))
+
+
+def kruskal_wallis(groups: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """Kruskal-Wallis H test that several groups share one distribution; (H, p)."""
+    sizes = [len(g) for g in groups if len(g)]
+    values = [v for g in groups for v in g]
+    n = len(values)
+    if len(sizes) < 2 or n < 3:
+        return 0.0, 1.0
+    rank_values, ties = ranks(values)
+    h, start = 0.0, 0
+    for size in sizes:
+        rank_sum = sum(rank_values[start : start + size])
+        h += rank_sum**2 / size
+        start += size
+    h = 12 / (n * (n + 1)) * h - 3 * (n + 1)
+    correction = 1 - sum(t**3 - t for t in ties) / (n**3 - n)
+    if correction <= 0:
+        return 0.0, 1.0
+    h /= correction
+    return h, chi_square_upper_p(h, len(sizes) - 1)
+
+
+def one_sample_t(values: Sequence[float], confidence: float) -> tuple[float, float, float, float]:
+    """Mean, two-sided p for mean 0, and the t confidence interval: (mean, p, low, high)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 1.0, -math.inf, math.inf
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    if sd == 0:
+        return mean, (1.0 if mean == 0 else 0.0), mean, mean
+    se = sd / math.sqrt(n)
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * se
+    return mean, t_two_sided_p(mean / se, n - 1), mean - half, mean + half
+
+
+# --- many comparisons --------------------------------------------------------------------
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """BH-adjusted q-values, in input order: reject where q <= the chosen FDR."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 1.0
+    for position in range(m - 1, -1, -1):
+        index = order[position]
+        running = min(running, p_values[index] * m / (position + 1))
+        adjusted[index] = min(1.0, running)
+    return adjusted
