@@ -21,10 +21,10 @@ FAULTS = {
 RECOVERIES = {
     "restart": "torchrun's elastic agent restarts all workers from the last checkpoint",
     "restart-unshared": "as restart, with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, so each "
-                        "rendezvous round gets a fresh store for the workers",
+    "rendezvous round gets a fresh store for the workers",
     "shrink": "survivors call torch.distributed.shrink_group and go on with fewer ranks",
     "reconfigure": "survivors and a replacement rank rebuild the group in place "
-                   "(init_process_group(enable_reconfigure=True), _reconfigure)",
+    "(init_process_group(enable_reconfigure=True), _reconfigure)",
     "timeout": "no recovery: does the fault surface as an error, and after how long",
     "none": "no recovery: the job is left to run on through the fault",
 }
@@ -37,12 +37,18 @@ VALID = {
     "store-kill": ("restart", "restart-unshared"),
 }
 
-DEFAULT_RECOVERY = {"kill": "restart", "hang": "timeout", "net-down": "timeout",
-                    "net-slow": "none", "store-kill": "restart"}
+DEFAULT_RECOVERY = {
+    "kill": "restart",
+    "hang": "timeout",
+    "net-down": "timeout",
+    "net-slow": "none",
+    "store-kill": "restart",
+}
 
 DEFAULT_DRILLS = ("kill:restart", "hang:timeout")
-FULL_DRILLS = tuple(f"{fault}:{recovery}" for fault, recoveries in VALID.items()
-                    for recovery in recoveries)
+FULL_DRILLS = tuple(
+    f"{fault}:{recovery}" for fault, recoveries in VALID.items() for recovery in recoveries
+)
 
 NETWORK_FAULTS = ("net-down", "net-slow")
 IN_PLACE = ("shrink", "reconfigure")
@@ -53,12 +59,15 @@ def parse_drill_name(name: str) -> tuple[str, str]:
     """``fault`` or ``fault:recovery`` -> (fault, recovery); ValueError names the fix."""
     fault, _, recovery = str(name).partition(":")
     if fault not in FAULTS:
-        raise ValueError(f"unknown fault {fault!r} in drill {name!r}: use one of "
-                         f"{', '.join(FAULTS)}")
+        raise ValueError(
+            f"unknown fault {fault!r} in drill {name!r}: use one of {', '.join(FAULTS)}"
+        )
     recovery = recovery or DEFAULT_RECOVERY[fault]
     if recovery not in VALID[fault]:
-        raise ValueError(f"drill {name!r}: fault {fault!r} cannot be paired with recovery "
-                         f"{recovery!r}; valid: {', '.join(f'{fault}:{r}' for r in VALID[fault])}")
+        raise ValueError(
+            f"drill {name!r}: fault {fault!r} cannot be paired with recovery "
+            f"{recovery!r}; valid: {', '.join(f'{fault}:{r}' for r in VALID[fault])}"
+        )
     return fault, recovery
 
 

@@ -25,8 +25,14 @@ class EventLog:
         self._file = open(path, "a", buffering=1)  # noqa: SIM115 (lives as long as the job)
 
     def emit(self, event: str, **fields: Any) -> None:
-        record = {"ev": event, "t": time.time(), "rank": self.rank, "attempt": self.attempt,
-                  "pid": os.getpid(), **fields}
+        record = {
+            "ev": event,
+            "t": time.time(),
+            "rank": self.rank,
+            "attempt": self.attempt,
+            "pid": os.getpid(),
+            **fields,
+        }
         self._file.write(json.dumps(record, default=str) + "\n")
         self._file.flush()
 

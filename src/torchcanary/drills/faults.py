@@ -40,8 +40,12 @@ class Injector:
         """
         nodes = {e["pid"]: e.get("node") for e in events if e["ev"] == "launch"}
         for event in events:
-            if event["ev"] != "step" or int(event.get("attempt", 0)) != 0 \
-                    or "join" in event["log"] or int(event["step"]) < self.spec.at_step:
+            if (
+                event["ev"] != "step"
+                or int(event.get("attempt", 0)) != 0
+                or "join" in event["log"]
+                or int(event["step"]) < self.spec.at_step
+            ):
                 continue
             if self.spec.fault in NETWORK_FAULTS:
                 hit = nodes.get(event["pid"]) == str(self.spec.target_rank)
@@ -75,8 +79,9 @@ class Injector:
         elif fault == "net-slow":
             assert self.network is not None
             self.network.slow(self.spec.target_rank, self.spec.net_rate)
-            self.detail = f"rank {self.spec.target_rank}'s link limited to " \
-                          f"{self.spec.net_rate} (tc tbf)"
+            self.detail = (
+                f"rank {self.spec.target_rank}'s link limited to {self.spec.net_rate} (tc tbf)"
+            )
         elif fault == "store-kill":
             assert self.store_host is not None
             self.store_host.kill()

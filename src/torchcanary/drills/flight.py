@@ -49,24 +49,38 @@ def analyse(json_dir: Path, world: int, target: int | None) -> dict[str, Any]:
     dumps = read_dumps(json_dir)
     missing = [rank for rank in range(world) if rank not in dumps]
     if not dumps:
-        return {"dumped_ranks": [], "missing_ranks": missing, "suspects": [],
-                "named_culprit": False, "collective": None,
-                "finding": "no rank left a Flight Recorder dump"}
-    last_seq = {rank: max((int(e.get("collective_seq_id") or 0) for e in entries), default=0)
-                for rank, entries in dumps.items()}
+        return {
+            "dumped_ranks": [],
+            "missing_ranks": missing,
+            "suspects": [],
+            "named_culprit": False,
+            "collective": None,
+            "finding": "no rank left a Flight Recorder dump",
+        }
+    last_seq = {
+        rank: max((int(e.get("collective_seq_id") or 0) for e in entries), default=0)
+        for rank, entries in dumps.items()
+    }
     stalled = max(last_seq.values())
-    at_stall = {rank: next((e for e in entries if int(e.get("collective_seq_id") or 0)
-                            == stalled), None) for rank, entries in dumps.items()}
+    at_stall = {
+        rank: next((e for e in entries if int(e.get("collective_seq_id") or 0) == stalled), None)
+        for rank, entries in dumps.items()
+    }
     example = next(e for e in at_stall.values() if e is not None)
     behind = sorted(rank for rank, seq in last_seq.items() if seq < stalled)
-    created = {rank: int(e["time_created_ns"]) for rank, e in at_stall.items()
-               if e is not None and e.get("time_created_ns")}
+    created = {
+        rank: int(e["time_created_ns"])
+        for rank, e in at_stall.items()
+        if e is not None and e.get("time_created_ns")
+    }
     first = min(created.values()) if created else 0
     late = sorted(rank for rank, ns in created.items() if (ns - first) / 1e9 > LATE_ARRIVAL_S)
     suspects = sorted(set(missing) | set(behind) | set(late))
     collective = str(example.get("profiling_name") or "?")
-    parts = [f"collective #{stalled} ({collective}, sizes {example.get('input_sizes')}) "
-             "was the last one recorded"]
+    parts = [
+        f"collective #{stalled} ({collective}, sizes {example.get('input_sizes')}) "
+        "was the last one recorded"
+    ]
     if missing:
         parts.append(f"no dump from rank {', '.join(map(str, missing))}")
     if behind:
@@ -78,8 +92,7 @@ def analyse(json_dir: Path, world: int, target: int | None) -> dict[str, Any]:
         parts.append("every rank entered it: the dumps name no culprit")
     return {
         # Gloo's recorder can mark a collective that failed as retired: say what it said.
-        "stalled_entry_state": {"state": example.get("state"),
-                                "retired": example.get("retired")},
+        "stalled_entry_state": {"state": example.get("state"), "retired": example.get("retired")},
         "dumped_ranks": sorted(dumps),
         "missing_ranks": missing,
         "last_seq": {str(rank): seq for rank, seq in sorted(last_seq.items())},
@@ -95,19 +108,33 @@ def run_torch_analyser(python: str, pickle_dir: Path, world: int) -> dict[str, A
     """Run torch's own ``fr_trace`` analyser on the pickle dumps; its verdict, in its words."""
     if not pickle_dir.is_dir() or not any(pickle_dir.iterdir()):
         return {"ran": False, "reason": "no dumps to analyse"}
-    command = [python, "-m", "torch.distributed.flight_recorder.fr_trace", str(pickle_dir),
-               "-p", "rank_"]
+    command = [
+        python,
+        "-m",
+        "torch.distributed.flight_recorder.fr_trace",
+        str(pickle_dir),
+        "-p",
+        "rank_",
+    ]
     if len(list(pickle_dir.iterdir())) < world:
         command.append("--allow-incomplete-ranks")
     try:
-        done = subprocess.run(command, capture_output=True, text=True,
-                              timeout=ANALYSER_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=ANALYSER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"ran": False, "reason": f"fr_trace did not finish in {ANALYSER_TIMEOUT_S:g} s"}
     output = (done.stdout + done.stderr).strip()
     lines = list(dict.fromkeys(line for line in output.splitlines() if line.strip()))
     # The analyser names ranks it lacks or blames as "ranks ({1, 3})" or "rank 1".
-    named = sorted({int(n) for group in re.findall(r"ranks? \(?\{?([\d, ]+)\}?\)?", output)
-                    for n in re.findall(r"\d+", group)})
-    return {"ran": True, "exit_code": done.returncode, "named_ranks": named,
-            "output_tail": "\n".join(lines[-12:])}
+    named = sorted(
+        {
+            int(n)
+            for group in re.findall(r"ranks? \(?\{?([\d, ]+)\}?\)?", output)
+            for n in re.findall(r"\d+", group)
+        }
+    )
+    return {
+        "ran": True,
+        "exit_code": done.returncode,
+        "named_ranks": named,
+        "output_tail": "\n".join(lines[-12:]),
+    }

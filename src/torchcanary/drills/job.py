@@ -55,17 +55,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parallel", choices=("ddp", "fsdp", "allreduce"), default="ddp")
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--timeout-s", type=float, default=10.0)
-    parser.add_argument("--step-pad-s", type=float, default=0.05,
-                        help="sleep before each step, standing in for data loading, so a "
-                             "fault lands at the step the drill chose")
-    parser.add_argument("--recovery", choices=("exit", "shrink", "reconfigure"),
-                        default="exit", help="on a failed collective: exit non-zero (under "
-                        "torchrun the elastic agent then restarts the job from the last "
-                        "checkpoint), or recover in place")
-    parser.add_argument("--store", default=None, help="host:port of the drill's store "
-                        "(in-place recovery only)")
-    parser.add_argument("--join-generation", type=int, default=None,
-                        help="join a running group as a replacement at this generation")
+    parser.add_argument(
+        "--step-pad-s",
+        type=float,
+        default=0.05,
+        help="sleep before each step, standing in for data loading, so a "
+        "fault lands at the step the drill chose",
+    )
+    parser.add_argument(
+        "--recovery",
+        choices=("exit", "shrink", "reconfigure"),
+        default="exit",
+        help="on a failed collective: exit non-zero (under "
+        "torchrun the elastic agent then restarts the job from the last "
+        "checkpoint), or recover in place",
+    )
+    parser.add_argument(
+        "--store", default=None, help="host:port of the drill's store (in-place recovery only)"
+    )
+    parser.add_argument(
+        "--join-generation",
+        type=int,
+        default=None,
+        help="join a running group as a replacement at this generation",
+    )
     parser.add_argument("--heartbeat-window-s", type=float, default=1.5)
     return parser.parse_args(argv)
 
@@ -107,7 +120,7 @@ class Replicas:
         flat /= dist.get_world_size()
         offset = 0
         for grad in grads:
-            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
+            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
             offset += grad.numel()
 
     def full_parameters(self) -> list[torch.Tensor]:
@@ -135,16 +148,19 @@ class Checkpointer:
             return None
         return int((self.directory / "latest").read_text().strip())
 
-    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             rank: int) -> bool:
+    def save(
+        self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int
+    ) -> bool:
         if self.directory is None or self.every <= 0 or (step + 1) % self.every:
             return False
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optim": optim_state},
-                 checkpoint_id=str(self.directory / f"step_{step}"))
+        dcp.save(
+            {"model": model_state, "optim": optim_state},
+            checkpoint_id=str(self.directory / f"step_{step}"),
+        )
         dist.barrier()
         if rank == 0:
             marker = self.directory / "latest.tmp"
@@ -160,8 +176,9 @@ class Checkpointer:
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optim": optim_state}
         dcp.load(state, checkpoint_id=str(self.directory / f"step_{step}"))
-        set_state_dict(model, optimizer, model_state_dict=state["model"],
-                       optim_state_dict=state["optim"])
+        set_state_dict(
+            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
 
 
 def dump_flight_recorder(fr_dir: Path | None, rank: int, attempt: int) -> dict[str, Any]:
@@ -193,8 +210,16 @@ def classify_error(exc: BaseException) -> str:
     text = str(exc).lower()
     if "timed out" in text or "timeout" in text:
         return "timeout"
-    if any(word in text for word in ("reset by peer", "closed by peer", "connection refused",
-                                     "broken pipe", "connection closed")):
+    if any(
+        word in text
+        for word in (
+            "reset by peer",
+            "closed by peer",
+            "connection refused",
+            "broken pipe",
+            "connection closed",
+        )
+    ):
         return "peer-lost"
     return "other"
 
@@ -210,14 +235,15 @@ class Job:
         name = f"rank{self.rank}"
         if args.join_generation is not None:
             name += f"-join{args.join_generation}"
-        self.log = EventLog(args.events_dir / f"{name}.attempt{self.attempt}.jsonl",
-                            self.rank, self.attempt)
+        self.log = EventLog(
+            args.events_dir / f"{name}.attempt{self.attempt}.jsonl", self.rank, self.attempt
+        )
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.device = (torch.device("cuda", local_rank) if args.backend == "nccl"
-                       else torch.device("cpu"))
+        self.device = (
+            torch.device("cuda", local_rank) if args.backend == "nccl" else torch.device("cpu")
+        )
         self.store: dist.Store | None = None
-        self.membership = recovery.Membership(self.rank, self.world,
-                                              args.join_generation or 0)
+        self.membership = recovery.Membership(self.rank, self.world, args.join_generation or 0)
         self.heartbeat: recovery.Heartbeat | None = None
 
     # group ------------------------------------------------------------------------------
@@ -228,23 +254,41 @@ class Job:
             dist.init_process_group(args.backend, timeout=timeout)
             return
         host, _, port = args.store.rpartition(":")
-        self.store = dist.TCPStore(host, int(port), is_master=False,
-                                   timeout=datetime.timedelta(seconds=60))
+        self.store = dist.TCPStore(
+            host, int(port), is_master=False, timeout=datetime.timedelta(seconds=60)
+        )
         self.heartbeat = recovery.Heartbeat(host, int(port), self.rank)
         if args.recovery == "reconfigure":
-            recovery.init_reconfigurable(args.backend, self.store, self.rank, self.world,
-                                         args.timeout_s, self.membership.generation)
+            recovery.init_reconfigurable(
+                args.backend,
+                self.store,
+                self.rank,
+                self.world,
+                args.timeout_s,
+                self.membership.generation,
+            )
         else:
-            dist.init_process_group(args.backend, store=dist.PrefixStore("pg", self.store),
-                                    rank=self.rank, world_size=self.world, timeout=timeout)
+            dist.init_process_group(
+                args.backend,
+                store=dist.PrefixStore("pg", self.store),
+                rank=self.rank,
+                world_size=self.world,
+                timeout=timeout,
+            )
 
     # the run ----------------------------------------------------------------------------
     def run(self) -> int:
         args = self.args
         torch.set_num_threads(1)
-        self.log.emit("launch", world=self.world, torch=torch.__version__,
-                      recovery=args.recovery, parallel=args.parallel,
-                      joining=args.join_generation, node=os.environ.get("TORCHCANARY_NODE"))
+        self.log.emit(
+            "launch",
+            world=self.world,
+            torch=torch.__version__,
+            recovery=args.recovery,
+            parallel=args.parallel,
+            joining=args.join_generation,
+            node=os.environ.get("TORCHCANARY_NODE"),
+        )
         try:
             self.join_group()
         except recovery.RecoveryUnsupported as exc:
@@ -266,40 +310,57 @@ class Job:
         elif resumed is not None:
             checkpoints.load(resumed, replicas.module, optimizer)
             step = resumed + 1
-        self.log.emit("start", step=step, resumed_from=resumed if step else None,
-                      world=self.membership.world)
+        self.log.emit(
+            "start", step=step, resumed_from=resumed if step else None, world=self.membership.world
+        )
         while step < args.steps:
             time.sleep(args.step_pad_s)
             started = time.time()
             try:
                 loss = self._train_step(step, replicas, optimizer, corpus)
-                self.log.emit("step", step=step, loss=loss, dt=time.time() - started,
-                              world=self.membership.world)
+                self.log.emit(
+                    "step",
+                    step=step,
+                    loss=loss,
+                    dt=time.time() - started,
+                    world=self.membership.world,
+                )
                 saved_at = time.time()
                 if checkpoints.save(step, replicas.module, optimizer, self.membership.rank):
                     self.log.emit("ckpt", step=step, dur=time.time() - saved_at)
             except recovery.RecoveryUnsupported:
                 raise
             except Exception as exc:
-                self.log.emit("error", step=step, kind=classify_error(exc),
-                              error=f"{type(exc).__name__}: {exc}"[:600],
-                              after_s=time.time() - started)
-                self.log.emit("fr_dump", **dump_flight_recorder(args.fr_dir, self.rank,
-                                                                self.attempt))
+                self.log.emit(
+                    "error",
+                    step=step,
+                    kind=classify_error(exc),
+                    error=f"{type(exc).__name__}: {exc}"[:600],
+                    after_s=time.time() - started,
+                )
+                self.log.emit(
+                    "fr_dump", **dump_flight_recorder(args.fr_dir, self.rank, self.attempt)
+                )
                 if args.recovery == "exit":
                     return 1
                 try:
                     step = self._recover(model, optimizer, completed=step - 1) + 1
                 except recovery.RecoveryUnsupported as exc2:
-                    self.log.emit("unsupported", path=args.recovery,
-                                  reason=f"on {args.backend}: {exc2}")
+                    self.log.emit(
+                        "unsupported", path=args.recovery, reason=f"on {args.backend}: {exc2}"
+                    )
                     return EXIT_RECOVERY_UNSUPPORTED
                 continue
             step += 1
         final = eval_loss(replicas.module, corpus)
         digest = param_digest(replicas.full_parameters())
-        self.log.emit("done", final_loss=final, digest=digest, world=self.membership.world,
-                      rank_now=self.membership.rank)
+        self.log.emit(
+            "done",
+            final_loss=final,
+            digest=digest,
+            world=self.membership.world,
+            rank_now=self.membership.rank,
+        )
         if self.heartbeat is not None:
             self.heartbeat.stop()
         # A group broken by the drill is the drill's finding, recorded above.
@@ -307,8 +368,13 @@ class Job:
             dist.destroy_process_group()
         return 0
 
-    def _train_step(self, step: int, replicas: Replicas, optimizer: torch.optim.Optimizer,
-                    corpus: SyntheticCorpus) -> float:
+    def _train_step(
+        self,
+        step: int,
+        replicas: Replicas,
+        optimizer: torch.optim.Optimizer,
+        corpus: SyntheticCorpus,
+    ) -> float:
         args = self.args
         member = self.membership
         indices = shard_of_step(step, args.global_batch, member.rank, member.world)
@@ -324,26 +390,38 @@ class Job:
         return float(reported.item())
 
     # in-place recovery ------------------------------------------------------------------
-    def _recover(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 completed: int) -> int:
+    def _recover(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, completed: int
+    ) -> int:
         assert self.store is not None
         began = time.time()
 
         def announce(dead: list[int], generation: int) -> None:
-            self.log.emit("recovering", dead=dead, generation=generation,
-                          path=self.args.recovery)
+            self.log.emit("recovering", dead=dead, generation=generation, path=self.args.recovery)
 
         self.membership, dead = recovery.recover_in_place(
-            self.args.recovery, self.store, self.membership, self.args.timeout_s,
-            self.args.heartbeat_window_s, announce)
+            self.args.recovery,
+            self.store,
+            self.membership,
+            self.args.timeout_s,
+            self.args.heartbeat_window_s,
+            announce,
+        )
         last = self._receive_state(model, optimizer, completed)
-        self.log.emit("recovered", path=self.args.recovery, dead=dead,
-                      world=self.membership.world, generation=self.membership.generation,
-                      resume_step=last + 1, took_s=time.time() - began)
+        self.log.emit(
+            "recovered",
+            path=self.args.recovery,
+            dead=dead,
+            world=self.membership.world,
+            generation=self.membership.generation,
+            resume_step=last + 1,
+            took_s=time.time() - began,
+        )
         return last
 
-    def _receive_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       completed: int) -> int:
+    def _receive_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, completed: int
+    ) -> int:
         """Make every rank hold the most advanced survivor's state; its step is returned."""
         assert self.store is not None
         source, last = recovery.agree_on_source(self.store, self.membership, completed)

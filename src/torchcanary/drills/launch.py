@@ -62,23 +62,46 @@ class Launcher:
     procs: ProcessSet
 
     def base_env(self) -> dict[str, str]:
-        env = {"PYTHONPATH": str(self.import_root), "PYTHONUNBUFFERED": "1",
-               "OMP_NUM_THREADS": "1", "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES}
+        env = {
+            "PYTHONPATH": str(self.import_root),
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+            "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES,
+        }
         if self.spec.recovery == "restart-unshared":
             # By default torchrun's agents share one TCPStore with the workers across
             # rendezvous rounds; this makes each round start the workers on a fresh one.
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
         return env
 
-    def job_args(self, recovery: str, store: str | None = None,
-                 join_generation: int | None = None) -> list[str]:
+    def job_args(
+        self, recovery: str, store: str | None = None, join_generation: int | None = None
+    ) -> list[str]:
         spec, area = self.spec, self.area
-        args = ["-m", "torchcanary.drills.job", "--steps", str(spec.steps),
-                "--events-dir", str(area.events), "--ckpt-dir", str(area.checkpoints),
-                "--ckpt-every", str(spec.ckpt_every), "--fr-dir", str(area.flight),
-                "--seed", str(spec.seed), "--parallel", spec.job_parallel,
-                "--timeout-s", str(spec.timeout_s), "--step-pad-s", str(spec.step_pad_s),
-                "--recovery", recovery]
+        args = [
+            "-m",
+            "torchcanary.drills.job",
+            "--steps",
+            str(spec.steps),
+            "--events-dir",
+            str(area.events),
+            "--ckpt-dir",
+            str(area.checkpoints),
+            "--ckpt-every",
+            str(spec.ckpt_every),
+            "--fr-dir",
+            str(area.flight),
+            "--seed",
+            str(spec.seed),
+            "--parallel",
+            spec.job_parallel,
+            "--timeout-s",
+            str(spec.timeout_s),
+            "--step-pad-s",
+            str(spec.step_pad_s),
+            "--recovery",
+            recovery,
+        ]
         if store is not None:
             args += ["--store", store]
         if join_generation is not None:
@@ -86,29 +109,61 @@ class Launcher:
         return args
 
     def torchrun_standalone(self, max_restarts: int) -> subprocess.Popen[bytes]:
-        command = [self.python, "-m", "torch.distributed.run", "--standalone",
-                   "--nnodes", "1", "--nproc-per-node", str(self.spec.ranks),
-                   "--max-restarts", str(max_restarts), "--monitor-interval", "0.5",
-                   *self.job_args("exit")]
+        command = [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(self.spec.ranks),
+            "--max-restarts",
+            str(max_restarts),
+            "--monitor-interval",
+            "0.5",
+            *self.job_args("exit"),
+        ]
         return self.procs.start("torchrun", command, self.base_env())
 
-    def torchrun_nodes(self, store: str, max_restarts: int,
-                       network: RankNetwork | None) -> list[subprocess.Popen[bytes]]:
+    def torchrun_nodes(
+        self, store: str, max_restarts: int, network: RankNetwork | None
+    ) -> list[subprocess.Popen[bytes]]:
         """One torchrun per node (one rank each), rendezvousing at ``store``."""
         nodes = self.spec.ranks if network is not None else 1
         per_node = 1 if network is not None else self.spec.ranks
         launched = []
         for node in range(nodes):
-            command = [self.python, "-m", "torch.distributed.run", "--nnodes", str(nodes),
-                       "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
-                       "--rdzv-endpoint", store, "--rdzv-id", self.procs.token,
-                       "--rdzv-conf", "is_host=false", "--max-restarts", str(max_restarts),
-                       "--monitor-interval", "0.5"]
+            command = [
+                self.python,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                str(nodes),
+                "--nproc-per-node",
+                str(per_node),
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                store,
+                "--rdzv-id",
+                self.procs.token,
+                "--rdzv-conf",
+                "is_host=false",
+                "--max-restarts",
+                str(max_restarts),
+                "--monitor-interval",
+                "0.5",
+            ]
             env = self.base_env()
             env["TORCHCANARY_NODE"] = str(node)
             if network is not None:
-                command = [*network.prefix(node), *command, "--local-addr",
-                           network.rank_address(node)]
+                command = [
+                    *network.prefix(node),
+                    *command,
+                    "--local-addr",
+                    network.rank_address(node),
+                ]
                 env["GLOO_SOCKET_IFNAME"] = RANK_IFNAME
             command += self.job_args("exit")
             launched.append(self.procs.start(f"torchrun-node{node}", command, env))
@@ -118,22 +173,45 @@ class Launcher:
         """Start the store host; returns it and its ``host:port`` once it listens."""
         port_file = self.area.root / "store.port"
         port_file.unlink(missing_ok=True)
-        proc = self.procs.start("store", [self.python, "-m", "torchcanary.drills.store_host",
-                                          "--host", host, "--port-file", str(port_file)],
-                                self.base_env())
+        proc = self.procs.start(
+            "store",
+            [
+                self.python,
+                "-m",
+                "torchcanary.drills.store_host",
+                "--host",
+                host,
+                "--port-file",
+                str(port_file),
+            ],
+            self.base_env(),
+        )
         deadline = time.monotonic() + STORE_START_TIMEOUT_S
         while not port_file.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise LaunchFailed(f"the store host did not start: "
-                                   f"{self.procs.log_tail('store', 600)}")
+                raise LaunchFailed(
+                    f"the store host did not start: {self.procs.log_tail('store', 600)}"
+                )
             time.sleep(0.1)
         return proc, f"{host}:{port_file.read_text().strip()}"
 
-    def rank(self, rank: int, recovery: str, store: str, network: RankNetwork | None,
-             join_generation: int | None = None) -> subprocess.Popen[bytes]:
+    def rank(
+        self,
+        rank: int,
+        recovery: str,
+        store: str,
+        network: RankNetwork | None,
+        join_generation: int | None = None,
+    ) -> subprocess.Popen[bytes]:
         env = self.base_env()
-        env.update({"RANK": str(rank), "LOCAL_RANK": "0" if network else str(rank),
-                    "WORLD_SIZE": str(self.spec.ranks), "TORCHCANARY_NODE": str(rank)})
+        env.update(
+            {
+                "RANK": str(rank),
+                "LOCAL_RANK": "0" if network else str(rank),
+                "WORLD_SIZE": str(self.spec.ranks),
+                "TORCHCANARY_NODE": str(rank),
+            }
+        )
         command = [self.python, *self.job_args(recovery, store, join_generation)]
         if network is not None:
             command = [*network.prefix(rank), *command]
@@ -150,14 +228,19 @@ def machine_capacity_problem(ranks: int) -> str | None:
     need_gib = 0.6 * (ranks + 1)
     try:
         meminfo = Path("/proc/meminfo").read_text()
-        available_kib = int(next(line.split()[1] for line in meminfo.splitlines()
-                                 if line.startswith("MemAvailable:")))
+        available_kib = int(
+            next(
+                line.split()[1] for line in meminfo.splitlines() if line.startswith("MemAvailable:")
+            )
+        )
     except (OSError, StopIteration, ValueError):
         return None  # cannot tell; let the drill try
     available_gib = available_kib / 2**20
     if available_gib < need_gib:
-        return (f"{ranks} ranks need about {need_gib:.1f} GiB but {available_gib:.1f} GiB "
-                "are available: lower drill.ranks")
+        return (
+            f"{ranks} ranks need about {need_gib:.1f} GiB but {available_gib:.1f} GiB "
+            "are available: lower drill.ranks"
+        )
     if ranks > 4 * (os.cpu_count() or 1):
         return f"{ranks} ranks on {os.cpu_count()} CPUs would starve: lower drill.ranks"
     return None

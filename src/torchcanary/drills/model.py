@@ -30,8 +30,9 @@ class Block(nn.Module):
         self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL)
         self.proj = nn.Linear(D_MODEL, D_MODEL)
         self.ln2 = nn.LayerNorm(D_MODEL)
-        self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(),
-                                 nn.Linear(4 * D_MODEL, D_MODEL))
+        self.mlp = nn.Sequential(
+            nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
@@ -99,8 +100,9 @@ def shard_of_step(step: int, global_batch: int, rank: int, world: int) -> list[i
     return [step * global_batch + j for j in range(rank, global_batch, world)]
 
 
-def local_loss(model: nn.Module, corpus: SyntheticCorpus, indices: list[int],
-               global_batch: int, world: int) -> torch.Tensor:
+def local_loss(
+    model: nn.Module, corpus: SyntheticCorpus, indices: list[int], global_batch: int, world: int
+) -> torch.Tensor:
     """This rank's share of the global mean loss, scaled for an averaging all-reduce.
 
     Data-parallel wrappers average gradients over ranks; scaling the local sum by

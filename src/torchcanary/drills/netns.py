@@ -109,8 +109,7 @@ class RankNetwork:
             _ip("link", "add", self.host_veth(rank), "type", "veth", "peer", "name", inner)
             _ip("link", "set", inner, "netns", namespace)
             _ip("-n", namespace, "link", "set", inner, "name", RANK_IFNAME)
-            _ip("-n", namespace, "addr", "add", f"{self.rank_address(rank)}/24", "dev",
-                RANK_IFNAME)
+            _ip("-n", namespace, "addr", "add", f"{self.rank_address(rank)}/24", "dev", RANK_IFNAME)
             _ip("-n", namespace, "link", "set", RANK_IFNAME, "up")
             _ip("-n", namespace, "link", "set", "lo", "up")
             _ip("link", "set", self.host_veth(rank), "master", bridge, "up")

@@ -47,8 +47,7 @@ class ProcessSet:
     token: str = field(default_factory=lambda: secrets.token_hex(8))
     _started: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen[
-            bytes]:
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         """Start ``command`` in a new session, its output in ``<log_dir>/<name>.log``."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         full_env = dict(os.environ)
@@ -56,8 +55,14 @@ class ProcessSet:
         full_env.update(env)
         full_env[TOKEN_VARIABLE] = self.token
         with open(self.log_dir / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen(command, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self._started.append(proc)
         return proc
 

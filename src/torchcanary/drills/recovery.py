@@ -49,8 +49,9 @@ class Heartbeat:
     contends with the main thread's (a TCPStore client is not safe across threads)."""
 
     def __init__(self, host: str, port: int, rank: int) -> None:
-        self._store = dist.TCPStore(host, port, is_master=False,
-                                    timeout=datetime.timedelta(seconds=30))
+        self._store = dist.TCPStore(
+            host, port, is_master=False, timeout=datetime.timedelta(seconds=30)
+        )
         self._key = f"hb/{rank}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
@@ -86,8 +87,11 @@ def agree_on_dead(store: dist.Store, generation: int, world: int, window_s: floa
 
 def reconfigure_supported() -> str | None:
     """None when this torch has the reconfigure interface, else why not (for 'absent')."""
-    missing = [name for name in ("_reconfigure", "_get_reconfigure_handle",
-                                 "_supports_reconfigure") if not hasattr(dist, name)]
+    missing = [
+        name
+        for name in ("_reconfigure", "_get_reconfigure_handle", "_supports_reconfigure")
+        if not hasattr(dist, name)
+    ]
     if missing:
         return f"torch.distributed has no {', '.join(missing)}"
     import inspect
@@ -97,33 +101,47 @@ def reconfigure_supported() -> str | None:
     return None
 
 
-def init_reconfigurable(backend: str, store: dist.Store, rank: int, world: int,
-                        timeout_s: float, generation: int) -> None:
+def init_reconfigurable(
+    backend: str, store: dist.Store, rank: int, world: int, timeout_s: float, generation: int
+) -> None:
     """Join (or, for a replacement, rejoin) a reconfigurable group at ``generation``."""
     why_not = reconfigure_supported()
     if why_not:
         raise RecoveryUnsupported(why_not)
-    dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=timeout_s),
-                            enable_reconfigure=True)
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore("pg", store),
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        enable_reconfigure=True,
+    )
     if not dist._supports_reconfigure():
         raise RecoveryUnsupported(f"{backend} group reports supports_reconfigure=False")
     _exchange_and_reconfigure(store, rank, world, generation, timeout_s)
 
 
-def _exchange_and_reconfigure(store: dist.Store, rank: int, world: int, generation: int,
-                              timeout_s: float) -> None:
+def _exchange_and_reconfigure(
+    store: dist.Store, rank: int, world: int, generation: int, timeout_s: float
+) -> None:
     store.set(f"handle/{generation}/{rank}", dist._get_reconfigure_handle())
     keys = [f"handle/{generation}/{peer}" for peer in range(world)]
     store.wait(keys, datetime.timedelta(seconds=timeout_s * 3))
     handles = [store.get(key).decode() for key in keys]
     # A list assigns ranks by position; the uuid must be fresh for every reconfiguration.
-    dist._reconfigure(uuid=generation + 1, handles=handles,
-                      timeout=datetime.timedelta(seconds=timeout_s)).wait()
+    dist._reconfigure(
+        uuid=generation + 1, handles=handles, timeout=datetime.timedelta(seconds=timeout_s)
+    ).wait()
 
 
-def recover_in_place(mode: str, store: dist.Store, membership: Membership, timeout_s: float,
-                     window_s: float, announce: Any) -> tuple[Membership, list[int]]:
+def recover_in_place(
+    mode: str,
+    store: dist.Store,
+    membership: Membership,
+    timeout_s: float,
+    window_s: float,
+    announce: Any,
+) -> tuple[Membership, list[int]]:
     """Rebuild the group after a failed collective; returns the new membership and the dead.
 
     ``announce(dead, generation)`` is called once the dead are known, before waiting for
@@ -146,8 +164,9 @@ def recover_in_place(mode: str, store: dist.Store, membership: Membership, timeo
     return Membership(membership.rank, membership.world, generation), dead
 
 
-def agree_on_source(store: dist.Store, membership: Membership, completed_step: int) -> tuple[
-        int, int]:
+def agree_on_source(
+    store: dist.Store, membership: Membership, completed_step: int
+) -> tuple[int, int]:
     """(rank holding the most advanced state, its last completed step), same on all ranks."""
     prefix = f"progress/{membership.generation}"
     store.set(f"{prefix}/{membership.rank}", str(completed_step))

@@ -17,6 +17,7 @@ The verdicts, per drill and environment:
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
@@ -70,9 +71,13 @@ class DrillRunner:
         self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     # references --------------------------------------------------------------------------
+    def references(self) -> list[dict[str, Any]]:
+        """The fault-free runs made so far (stored by the section as ``reference:<mode>``)."""
+        return list(self._references.values())
+
     def reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The fault-free run with the same job, seeds and data-parallel mode (cached)."""
-        clean = replace(spec, fault="none", recovery="reference")
+        clean = replace(spec, fault="none", recovery="reference", parallel=spec.job_parallel)
         cache_key = (spec.job_parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
         if cache_key not in self._references:
             self._references[cache_key] = self._run_reference(clean)
@@ -95,12 +100,16 @@ class DrillRunner:
             return {"ok": False, "reason": str(exc)}
         finally:
             procs.kill_all()
+            shutil.rmtree(area.checkpoints, ignore_errors=True)
         events = read_events(area.events)
         done = [e for e in events if e["ev"] == "done"]
         digests = sorted({e["digest"] for e in done})
         result: dict[str, Any] = {
-            "parallel": spec.job_parallel, "duration_s": time.monotonic() - started,
-            "final_loss": done[0]["final_loss"] if done else None, "digests": digests,
+            "parallel": spec.job_parallel,
+            "duration_s": time.monotonic() - started,
+            "final_loss": done[0]["final_loss"] if done else None,
+            "digests": digests,
+            "first_step_loss": next((e["loss"] for e in events if e["ev"] == "step"), None),
             "params_identical": len(digests) == 1 and len(done) == spec.ranks,
             "throughput": timeline.measure(events, None).throughput_before,
             "exit_codes": codes,
@@ -119,9 +128,13 @@ class DrillRunner:
         if spec.fault in NETWORK_FAULTS:
             why = network_unavailable(need_tc=spec.fault == "net-slow")
             if why:
-                return DrillOutcome("not-checkable", {"reason": f"network drills need Linux "
-                                                      f"namespaces: {why}",
-                                                      "spec": spec.to_json()})
+                return DrillOutcome(
+                    "not-checkable",
+                    {
+                        "reason": f"network drills need Linux namespaces: {why}",
+                        "spec": spec.to_json(),
+                    },
+                )
         area = Area(self.work_dir / f"{_safe_name(spec.key)}-{time.time_ns()}")
         procs = ProcessSet(area.logs)
         network: RankNetwork | None = None
@@ -131,8 +144,10 @@ class DrillRunner:
                 network = RankNetwork(procs.token, spec.ranks).__enter__()
             run = self._drive(spec, area, procs, network)
         except NetworkUnavailable as exc:
-            return DrillOutcome("not-checkable", {"reason": f"network drills need Linux "
-                                                  f"namespaces: {exc}", "spec": spec.to_json()})
+            return DrillOutcome(
+                "not-checkable",
+                {"reason": f"network drills need Linux namespaces: {exc}", "spec": spec.to_json()},
+            )
         except LaunchFailed as exc:
             return DrillOutcome("error", {"reason": str(exc), "spec": spec.to_json()})
         finally:
@@ -141,16 +156,17 @@ class DrillRunner:
                 network.close()
         run.leftovers_killed = killed
         payload = self._measure(spec, area, run)
+        shutil.rmtree(area.checkpoints, ignore_errors=True)  # megabytes each, no evidence
         payload["duration_s"] = time.monotonic() - started
         payload["orphans_after_cleanup"] = procs.alive()
-        payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces()
-                                               if procs.token in n]
+        payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces() if procs.token in n]
         verdict, reason = self._judge(spec, run, payload)
         payload["reason"] = reason
         return DrillOutcome(verdict, payload)
 
-    def _drive(self, spec: DrillSpec, area: Area, procs: ProcessSet,
-               network: RankNetwork | None) -> _Run:
+    def _drive(
+        self, spec: DrillSpec, area: Area, procs: ProcessSet, network: RankNetwork | None
+    ) -> _Run:
         """Start the job the way ``spec.recovery`` needs, inject, react, until done."""
         launcher = Launcher(self.python, self.import_root, spec, area, procs)
         store_proc = None
@@ -175,14 +191,20 @@ class DrillRunner:
             events = read_events(area.events)
             injector.poll(events)
             fault_t = injector.fault_t
-            errors = [e for e in events if e["ev"] == "error"
-                      and fault_t is not None and e["t"] > fault_t]
+            errors = [
+                e for e in events if e["ev"] == "error" and fault_t is not None and e["t"] > fault_t
+            ]
             if errors and spec.recovery == "timeout":
                 injector.release()  # the stopped rank may now run into the dead collective
                 if settle_deadline is None:
                     settle_deadline = time.monotonic() + 2 * spec.timeout_s + 15
-            if (spec.fault == "net-down" and spec.recovery in RESTARTS and not restored
-                    and fault_t is not None and time.time() - fault_t > spec.timeout_s + 5):
+            if (
+                spec.fault == "net-down"
+                and spec.recovery in RESTARTS
+                and not restored
+                and fault_t is not None
+                and time.time() - fault_t > spec.timeout_s + 5
+            ):
                 assert network is not None
                 network.restore(spec.target_rank)  # the outage ends; can the job come back?
                 restored = True
@@ -193,8 +215,9 @@ class DrillRunner:
                     for dead in event["dead"]:
                         slot = (int(event["generation"]), int(dead))
                         if slot not in replacements:
-                            replacements[slot] = launcher.rank(dead, "reconfigure", store,
-                                                               network, slot[0])
+                            replacements[slot] = launcher.rank(
+                                dead, "reconfigure", store, network, slot[0]
+                            )
             live = [p for p in [*main, *replacements.values()] if p.poll() is None]
             if not live:
                 exit_t = time.time()
@@ -202,13 +225,20 @@ class DrillRunner:
             if settle_deadline is not None and time.monotonic() > settle_deadline:
                 break
             time.sleep(POLL_S)
-        bounded_out = exit_t is None and (settle_deadline is None
-                                          or time.monotonic() <= settle_deadline)
+        bounded_out = exit_t is None and (
+            settle_deadline is None or time.monotonic() <= settle_deadline
+        )
         codes = {f"main{i}": p.poll() for i, p in enumerate(main)}
         codes.update({f"replacement{g}.{r}": p.poll() for (g, r), p in replacements.items()})
-        logs = {} if injector.fault_t is not None else {
-            name: procs.log_tail(name, 1500) for name in ("torchrun", "torchrun-node0", "rank0")
-            if procs.log_tail(name)}
+        logs = (
+            {}
+            if injector.fault_t is not None
+            else {
+                name: procs.log_tail(name, 1500)
+                for name in ("torchrun", "torchrun-node0", "rank0")
+                if procs.log_tail(name)
+            }
+        )
         return _Run(read_events(area.events), injector, codes, exit_t, bounded_out, [], logs)
 
     # measuring and judging ---------------------------------------------------------------
@@ -217,11 +247,9 @@ class DrillRunner:
         events = run.events
         # Only a failed exit is a sign that something noticed; a clean one is the end.
         failed_exit = any(code not in (0, None) for code in run.exit_codes.values())
-        figures = timeline.measure(events, injector.fault_t,
-                                   run.exit_t if failed_exit else None)
+        figures = timeline.measure(events, injector.fault_t, run.exit_t if failed_exit else None)
         last_attempt = max((int(e.get("attempt", 0)) for e in events), default=0)
-        done = [e for e in events if e["ev"] == "done" and int(e.get("attempt", 0)) ==
-                last_attempt]
+        done = [e for e in events if e["ev"] == "done" and int(e.get("attempt", 0)) == last_attempt]
         digests = sorted({e["digest"] for e in done})
         losses = sorted({float(e["final_loss"]) for e in done})
         errors = [e for e in events if e["ev"] == "error"]
@@ -230,7 +258,8 @@ class DrillRunner:
         fr_dir = area.flight / "attempt0"
         flight_result = flight.analyse(fr_dir / "json", spec.ranks, fr_target)
         flight_result["torch_analyser"] = flight.run_torch_analyser(
-            self.python, fr_dir / "pickle", spec.ranks)
+            self.python, fr_dir / "pickle", spec.ranks
+        )
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
             "injected": injector.detail,
@@ -260,9 +289,17 @@ class DrillRunner:
         }
         if done and spec.recovery != "timeout":
             reference = self.reference(spec)
-            payload["reference"] = {k: reference.get(k) for k in
-                                    ("final_loss", "params_identical", "throughput", "ok",
-                                     "reason", "parallel")}
+            payload["reference"] = {
+                k: reference.get(k)
+                for k in (
+                    "final_loss",
+                    "params_identical",
+                    "throughput",
+                    "ok",
+                    "reason",
+                    "parallel",
+                )
+            }
             payload["reference_loss"] = reference.get("final_loss")
         return payload
 
@@ -271,22 +308,28 @@ class DrillRunner:
             return "absent", payload["unsupported"]
         if run.injector.fault_t is None:
             if not run.events:
-                tail = "; ".join(f"{name}: {text[-300:]}" for name, text in
-                                 run.launch_logs.items())
+                tail = "; ".join(f"{name}: {text[-300:]}" for name, text in run.launch_logs.items())
                 return "error", f"the job never started {tail}".strip()
-            return "error", (f"the job never reached step {spec.at_step} on rank "
-                             f"{spec.target_rank}, so no fault was injected")
+            return "error", (
+                f"the job never reached step {spec.at_step} on rank "
+                f"{spec.target_rank}, so no fault was injected"
+            )
         detect = payload["detect_s"]
         if spec.recovery == "timeout":
             if detect is None:
-                return "failed", (f"{spec.fault} never surfaced as an error within "
-                                  f"{spec.drill_timeout_s:g} s")
-            return "passed", (f"surfaced as {', '.join(payload['error_kinds'])} error after "
-                              f"{detect:.1f} s (timeout {spec.timeout_s:g} s)")
+                return "failed", (
+                    f"{spec.fault} never surfaced as an error within {spec.drill_timeout_s:g} s"
+                )
+            return "passed", (
+                f"surfaced as {', '.join(payload['error_kinds'])} error after "
+                f"{detect:.1f} s (timeout {spec.timeout_s:g} s)"
+            )
         if payload["finished_ranks"] == 0:
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
-            return "failed", (f"the job did not finish after {spec.fault} ({why}); first "
-                              f"error: {payload['first_error'] or 'none recorded'}")
+            return "failed", (
+                f"the job did not finish after {spec.fault} ({why}); first "
+                f"error: {payload['first_error'] or 'none recorded'}"
+            )
         reference = payload.get("reference") or {}
         if not reference.get("ok"):
             return "error", f"no fault-free reference: {reference.get('reason')}"
@@ -295,8 +338,14 @@ class DrillRunner:
         loss, ref = payload["final_loss"], payload["reference_loss"]
         if not isinstance(loss, float) or abs(loss - ref) > LOSS_RTOL * abs(ref):
             return "failed", f"final loss {loss} differs from the fault-free {ref}"
-        how = (f"restarted {payload['restarts']}x" if spec.recovery in RESTARTS else
-               "ran on through the fault" if spec.recovery == "none" else
-               f"{spec.recovery} done")
-        return "passed", (f"{how}; final loss {loss:.6f} matches the fault-free run "
-                          f"(|diff| {abs(loss - ref):.2e})")
+        how = (
+            f"restarted {payload['restarts']}x"
+            if spec.recovery in RESTARTS
+            else "ran on through the fault"
+            if spec.recovery == "none"
+            else f"{spec.recovery} done"
+        )
+        return "passed", (
+            f"{how}; final loss {loss:.6f} matches the fault-free run "
+            f"(|diff| {abs(loss - ref):.2e})"
+        )

@@ -19,8 +19,13 @@ def main() -> None:
     args = parser.parse_args()
     import torch.distributed as dist
 
-    store = dist.TCPStore(args.host, 0, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=300))
+    store = dist.TCPStore(
+        args.host,
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=300),
+    )
     partial = args.port_file.with_suffix(".tmp")
     partial.write_text(str(store.port))
     partial.replace(args.port_file)

@@ -49,8 +49,9 @@ def _lowest_rank_times(steps: list[dict[str, Any]]) -> list[float]:
     return [float(e["t"]) for e in steps if int(e["rank"]) == lowest]
 
 
-def measure(events: list[dict[str, Any]], fault_t: float | None,
-            exit_t: float | None = None) -> Recovery:
+def measure(
+    events: list[dict[str, Any]], fault_t: float | None, exit_t: float | None = None
+) -> Recovery:
     """The recovery figures for one drill; None where the thing never happened."""
     steps = _steps(events)
     if fault_t is None:
@@ -63,9 +64,10 @@ def measure(events: list[dict[str, Any]], fault_t: float | None,
     signs = noticed or relaunched or ([exit_t] if exit_t is not None else [])
     detect_t = min(signs) if signs else None
     # Resumed work: steps after the fault from a new launch or after an in-place recovery.
-    recovered_t = min((float(e["t"]) for e in events
-                       if e["ev"] in ("recovered", "start") and e["t"] > fault_t),
-                      default=None)
+    recovered_t = min(
+        (float(e["t"]) for e in events if e["ev"] in ("recovered", "start") and e["t"] > fault_t),
+        default=None,
+    )
     after = [e for e in steps if recovered_t is not None and e["t"] > recovered_t]
     resume_t = float(after[0]["t"]) if after else None
     resume_step = int(after[0]["step"]) if after else None
@@ -80,14 +82,17 @@ def measure(events: list[dict[str, Any]], fault_t: float | None,
         steps_lost=lost,
         throughput_before=_rate(_lowest_rank_times(before)[1:]),
         # A job that ran on through the fault (a slowed link) has no recovery point.
-        throughput_after=_rate(_lowest_rank_times(after)[1:] if recovered_t is not None
-                               else _lowest_rank_times([e for e in steps
-                                                        if e["t"] > fault_t])),
+        throughput_after=_rate(
+            _lowest_rank_times(after)[1:]
+            if recovered_t is not None
+            else _lowest_rank_times([e for e in steps if e["t"] > fault_t])
+        ),
     )
 
 
-def compact(events: list[dict[str, Any]], fault_t: float | None,
-            injected: str = "") -> dict[str, Any]:
+def compact(
+    events: list[dict[str, Any]], fault_t: float | None, injected: str = ""
+) -> dict[str, Any]:
     """The timeline the report plots: step progress per rank and launch, and marks.
 
     Times are seconds since the first event, rounded, so the payload stays small.
@@ -102,12 +107,21 @@ def compact(events: list[dict[str, Any]], fault_t: float | None,
         name = event.get("log", f"rank{event['rank']}").removesuffix(".jsonl")
         if event["ev"] == "step":
             series.setdefault(name, []).append([at, int(event["step"])])
-        elif event["ev"] in ("error", "ckpt", "launch", "recovering", "recovered", "done",
-                             "unsupported"):
+        elif event["ev"] in (
+            "error",
+            "ckpt",
+            "launch",
+            "recovering",
+            "recovered",
+            "done",
+            "unsupported",
+        ):
             label = str(event.get("kind") or event.get("path") or event.get("step") or "")
-            marks.append({"t": at, "kind": event["ev"], "rank": event.get("rank"),
-                          "label": label[:80]})
+            marks.append(
+                {"t": at, "kind": event["ev"], "rank": event.get("rank"), "label": label[:80]}
+            )
     if fault_t is not None:
-        marks.append({"t": round(fault_t - origin, 3), "kind": "fault", "rank": None,
-                      "label": injected[:80]})
+        marks.append(
+            {"t": round(fault_t - origin, 3), "kind": "fault", "rank": None, "label": injected[:80]}
+        )
     return {"series": series, "marks": marks}

@@ -1,0 +1,268 @@
+"""The drill section of the report: a table per drill and environment, and a timeline plot.
+
+Every string that came from a result is escaped; plots are inline SVG drawn here (no
+scripts, no external resources). The timeline shows each rank's step against time, one
+line per rank and launch, with the fault, errors, checkpoints and recoveries marked.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+from typing import Any
+
+from torchcanary.drills.catalog import FAULTS, RECOVERIES
+from torchcanary.report.junit import JUnitCase
+
+SECTION = "drill"
+_ROLES = ("baseline", "candidate")
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+_MARKS = {
+    "fault": "#d62728",
+    "error": "#d62728",
+    "ckpt": "#999999",
+    "launch": "#2ca02c",
+    "recovered": "#1f77b4",
+    "recovering": "#1f77b4",
+    "done": "#000000",
+    "unsupported": "#7f7f7f",
+}
+
+
+def _drills(view: Any) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for result in view.sections.get(SECTION, []):
+        rows.setdefault(result.key, {})[result.env_role] = result
+    return rows
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) else "–"
+
+
+def _rate(payload: dict[str, Any]) -> str:
+    before, after = payload.get("throughput_before"), payload.get("throughput_after")
+    if not isinstance(before, (int, float)):
+        return "–"
+    text = f"{before:.1f}"
+    if isinstance(after, (int, float)):
+        text += f" → {after:.1f}"
+    return text + " steps/s"
+
+
+def _loss(payload: dict[str, Any]) -> str:
+    loss, ref = payload.get("final_loss"), payload.get("reference_loss")
+    if not isinstance(loss, (int, float)):
+        return "–"
+    if not isinstance(ref, (int, float)):
+        return f"{loss:.6f}"
+    return f"{loss:.6f} (ref {ref:.6f}, Δ {abs(loss - ref):.1e})"
+
+
+def _flight(payload: dict[str, Any]) -> str:
+    fr = payload.get("flight_recorder") or {}
+    if not fr:
+        return "–"
+    named = "named the culprit" if fr.get("named_culprit") else "did not name the culprit"
+    return f"{named}: {fr.get('finding', '')}"
+
+
+def _cells(result: Any) -> list[str]:
+    payload = result.payload
+    identical = payload.get("params_identical")
+    return [
+        result.verdict,
+        _seconds(payload.get("detect_s")),
+        _seconds(payload.get("resume_s")),
+        "–" if payload.get("steps_lost") is None else str(payload["steps_lost"]),
+        _rate(payload),
+        _loss(payload),
+        "–" if identical is None else ("yes" if identical else "NO"),
+        _flight(payload),
+        str(payload.get("reason", "")),
+    ]
+
+
+def _esc(text: Any) -> str:
+    return html_lib.escape(str(text))
+
+
+_HEADERS = [
+    "env",
+    "verdict",
+    "detect",
+    "resume",
+    "steps lost",
+    "throughput",
+    "final loss",
+    "replicas identical",
+    "Flight Recorder",
+    "why",
+]
+
+
+def timeline_svg(timeline: dict[str, Any], title: str, width: int = 520, height: int = 170) -> str:
+    """One drill's timeline as an inline SVG: step over time per rank, with marks."""
+    series = timeline.get("series") or {}
+    marks = timeline.get("marks") or []
+    points = [p for line in series.values() for p in line]
+    times = [p[0] for p in points] + [m["t"] for m in marks]
+    if not times:
+        return ""
+    left, right, top, bottom = 40, 10, 18, 26
+    t_max = max(max(times), 1e-6)
+    s_max = max([p[1] for p in points] + [1])
+
+    def x(t: float) -> float:
+        return left + (width - left - right) * t / t_max
+
+    def y(step: float) -> float:
+        return height - bottom - (height - top - bottom) * step / s_max
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
+        f'<text x="{left}" y="12" font-size="11">{_esc(title)}</text>',
+        f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="#333"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{y(0)}" stroke="#333"/>',
+        f'<text x="{left}" y="{height - 8}" font-size="10">0 s</text>',
+        f'<text x="{width - right}" y="{height - 8}" font-size="10" '
+        f'text-anchor="end">{t_max:.1f} s</text>',
+        f'<text x="4" y="{y(s_max) + 4}" font-size="10">{s_max}</text>',
+        f'<text x="4" y="{y(0)}" font-size="10">step 0</text>',
+    ]
+    for index, (name, line) in enumerate(sorted(series.items())):
+        colour = _COLOURS[index % len(_COLOURS)]
+        coords = " ".join(f"{x(t):.1f},{y(s):.1f}" for t, s in line)
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+            f'points="{coords}"><title>{_esc(name)}</title></polyline>'
+        )
+    for mark in marks:
+        colour = _MARKS.get(mark["kind"], "#555")
+        label = _esc(f"{mark['kind']} rank {mark.get('rank')}: {mark.get('label', '')}")
+        if mark["kind"] == "fault":
+            parts.append(
+                f'<line x1="{x(mark["t"]):.1f}" y1="{top}" x2="{x(mark["t"]):.1f}" '
+                f'y2="{y(0)}" stroke="{colour}" stroke-dasharray="4 3">'
+                f"<title>{label}</title></line>"
+            )
+        elif mark["kind"] == "ckpt":
+            parts.append(
+                f'<line x1="{x(mark["t"]):.1f}" y1="{y(0)}" x2="{x(mark["t"]):.1f}" '
+                f'y2="{y(0) + 5}" stroke="{colour}"><title>{label}</title></line>'
+            )
+        else:
+            parts.append(
+                f'<circle cx="{x(mark["t"]):.1f}" cy="{y(0) - 4}" r="3" '
+                f'fill="{colour}"><title>{label}</title></circle>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def html(view: Any) -> str:
+    rows = _drills(view)
+    out = [
+        '<section class="drills"><h2>Fault drills</h2>',
+        "<p>A tiny GPT trained data-parallel by torchrun over gloo; each drill injects one "
+        "fault after a chosen step and measures detection, resumption, lost steps and "
+        "whether the result is still right (against a fault-free run with the same seeds). "
+        "Network faults act on veth links between per-rank network namespaces: link down "
+        "and tc tbf rate limits (this kernel has no netem, so no delay or loss emulation)."
+        "</p>",
+    ]
+    if not rows:
+        out.append("<p>No drills ran.</p></section>")
+        return "".join(out)
+    for key in sorted(rows, key=lambda k: (k.startswith("reference:"), k)):
+        fault, _, recovery = key.partition(":")
+        what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"
+        out.append(
+            f"<h3>{_esc(key)}</h3><p>{_esc(what)}</p>"
+            "<table><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in _HEADERS)
+            + "</tr></thead><tbody>"
+        )
+        for role in _ROLES:
+            result = rows[key].get(role)
+            if result is None:
+                continue
+            cells = (
+                [role, *_cells(result)]
+                if not key.startswith("reference:")
+                else [
+                    role,
+                    result.verdict,
+                    "–",
+                    "–",
+                    "–",
+                    _rate({"throughput_before": result.payload.get("throughput")}),
+                    _loss(result.payload),
+                    str(result.payload.get("params_identical")),
+                    "–",
+                    str(result.payload.get("reason") or ""),
+                ]
+            )
+            out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+        out.append("</tbody></table>")
+        plots = [
+            timeline_svg(rows[key][role].payload.get("timeline") or {}, f"{key} — {role}")
+            for role in _ROLES
+            if role in rows[key]
+        ]
+        out.append("<div>" + "".join(plots) + "</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def markdown(view: Any) -> str:
+    rows = _drills(view)
+    lines = ["## Fault drills", ""]
+    if not rows:
+        return "\n".join([*lines, "No drills ran.", ""])
+    lines += ["| drill | " + " | ".join(_HEADERS) + " |", "|" + "---|" * (len(_HEADERS) + 1)]
+    for key in sorted(rows):
+        if key.startswith("reference:"):
+            continue
+        for role in _ROLES:
+            result = rows[key].get(role)
+            if result is not None:
+                cells = [key, role, *_cells(result)]
+                lines.append(
+                    "| "
+                    + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells)
+                    + " |"
+                )
+    lines += [
+        "",
+        "Network faults: veth link down and tc tbf rate limits between per-rank "
+        "namespaces (no netem on the kernel these ran on).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def junit_cases(view: Any) -> list[JUnitCase]:
+    status = {
+        "passed": "passed",
+        "failed": "failure",
+        "error": "error",
+        "absent": "skipped",
+        "not-checkable": "skipped",
+    }
+    cases = []
+    for result in view.sections.get(SECTION, []):
+        if result.key.startswith("reference:"):
+            continue
+        payload = result.payload
+        cases.append(
+            JUnitCase(
+                suite="drill",
+                name=f"{result.key} [{result.env_role}]",
+                status=status.get(result.verdict, "error"),
+                time_s=float(payload.get("duration_s") or 0.0),
+                message=str(payload.get("reason", "")),
+                text=_flight(payload),
+            )
+        )
+    return cases

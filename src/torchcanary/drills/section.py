@@ -1,0 +1,245 @@
+"""The drill section: fault drills on a small real training job, in both environments.
+
+Each drill (``fault:recovery``, see :mod:`torchcanary.drills.catalog`) runs once per
+environment and is stored at once as ``SectionResult(section="drill", key=<drill>,
+env_role=<role>, verdict=passed|failed|absent|not-checkable|error, payload=...)``; the
+fault-free runs the drills were compared against are stored as ``reference:<mode>``.
+
+Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
+- ``faults``: drill names, ``"fault"`` or ``"fault:recovery"``, or ``"all"``
+  [``["kill:restart", "hang:timeout"]``: about a minute per environment];
+- ``ranks`` [2], 2 to 4; ``steps`` [30]; ``at_step`` [12], the step after which the fault
+  strikes; ``target_rank`` [1]; ``timeout_s`` [10], the process-group timeout;
+  ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" for the torchrun drills;
+  ``step_pad_s`` [0.05]; ``net_rate`` ["20mbit"] for net-slow; ``drill_timeout_s`` [180],
+  the bound on one drill; ``seed`` [0].
+
+Policy keys for :func:`blocking_reasons` (defaults in brackets):
+- ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
+  candidate blocks;
+- ``drill_block_on_wrong_result`` [true]: a candidate drill whose job finished with
+  replicas that differ, or with a final loss off the fault-free run by more than
+  ``drill_loss_rtol`` [1e-4] (relative), blocks, whatever the baseline did;
+- ``drill_max_slowdown`` [3.0] and ``drill_slowdown_floor_s`` [5.0]: the candidate's
+  detect_s or resume_s above that many times the baseline's and at least that many seconds
+  later blocks;
+- ``drill_block_on_flight_recorder`` [false]: the Flight Recorder named the culprit in the
+  baseline but not in the candidate.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from torchcanary.context import ROLES, RunContext
+from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
+from torchcanary.drills.runner import DrillOutcome, DrillRunner
+from torchcanary.errors import ConfigError
+from torchcanary.store.sqlite import SectionResult
+
+SECTION = "drill"
+MAX_RANKS = 4
+
+_DEFAULTS = {f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")}
+_NUMBERS = ("timeout_s", "step_pad_s", "drill_timeout_s")
+_INTEGERS = ("ranks", "steps", "at_step", "target_rank", "ckpt_every", "seed")
+
+
+def _problem(message: str) -> ConfigError:
+    return ConfigError(f"[tool.torchcanary.drill] {message}")
+
+
+def _faults(value: Any) -> list[str]:
+    if value == "all":
+        return list(FULL_DRILLS)
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise _problem(f'faults = {value!r}: give a list such as ["kill:restart"] or "all"')
+    names = []
+    for name in value:
+        try:
+            fault, recovery = parse_drill_name(str(name))
+        except ValueError as exc:
+            raise _problem(f"faults: {exc}") from exc
+        if f"{fault}:{recovery}" not in names:
+            names.append(f"{fault}:{recovery}")
+    if not names:
+        raise _problem("faults = []: name at least one drill, or leave faults out")
+    return names
+
+
+def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the drill table and fill in defaults; ConfigError names problem and fix."""
+    unknown = sorted(set(mapping) - set(_DEFAULTS) - {"faults"})
+    if unknown:
+        raise _problem(
+            f"unknown key {unknown[0]!r}: known keys are faults, {', '.join(sorted(_DEFAULTS))}"
+        )
+    settings: dict[str, Any] = dict(_DEFAULTS)
+    settings["faults"] = _faults(mapping.get("faults", list(DEFAULT_DRILLS)))
+    for key in _INTEGERS:
+        value = mapping.get(key, settings[key])
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _problem(f"{key} = {value!r}: must be a whole number")
+        settings[key] = value
+    for key in _NUMBERS:
+        value = mapping.get(key, settings[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise _problem(f"{key} = {value!r}: must be a positive number of seconds")
+        settings[key] = float(value)
+    parallel = mapping.get("parallel", settings["parallel"])
+    if parallel not in ("ddp", "fsdp"):
+        raise _problem(f'parallel = {parallel!r}: use "ddp" or "fsdp"')
+    settings["parallel"] = parallel
+    net_rate = mapping.get("net_rate", settings["net_rate"])
+    if not isinstance(net_rate, str) or not re.fullmatch(r"\d+(\.\d+)?[kmg]?bit", net_rate):
+        raise _problem(f'net_rate = {net_rate!r}: give a tc rate such as "20mbit"')
+    settings["net_rate"] = net_rate
+    _check_shape(settings)
+    return settings
+
+
+def _check_shape(settings: dict[str, Any]) -> None:
+    ranks, steps, at_step = settings["ranks"], settings["steps"], settings["at_step"]
+    if not 2 <= ranks <= MAX_RANKS:
+        raise _problem(
+            f"ranks = {ranks}: the drill job runs 2 to {MAX_RANKS} ranks on one "
+            f"machine; set ranks between 2 and {MAX_RANKS}"
+        )
+    if steps < 4:
+        raise _problem(f"steps = {steps}: the job needs at least 4 steps")
+    if not 1 <= at_step <= steps - 2:
+        raise _problem(
+            f"at_step = {at_step} is beyond the job's {steps} steps: choose "
+            f"at_step from 1 to {steps - 2}, or raise steps"
+        )
+    if not 0 <= settings["target_rank"] < ranks:
+        raise _problem(
+            f"target_rank = {settings['target_rank']} but the job has {ranks} "
+            f"ranks: choose target_rank from 0 to {ranks - 1}"
+        )
+    if settings["ckpt_every"] < 1:
+        raise _problem(f"ckpt_every = {settings['ckpt_every']}: must be at least 1")
+
+
+def drill_specs(settings: Mapping[str, Any]) -> list[DrillSpec]:
+    common = {key: settings[key] for key in _DEFAULTS}
+    return [DrillSpec(*parse_drill_name(name), **common) for name in settings["faults"]]
+
+
+def run(ctx: RunContext) -> None:
+    """Run every configured drill in each environment, committing each as it finishes."""
+    settings = parse_settings(ctx.plan.section_settings(SECTION))
+    specs = drill_specs(settings)
+    roles = [role for role in ROLES if role in ctx.environments]
+    done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
+    runners = {
+        role: DrillRunner(
+            ctx.environments[role].python, ctx.import_root, ctx.work_dir / "drills" / role
+        )
+        for role in roles
+    }
+    with ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task:
+        # Drill by drill, both environments each, so a cut-short run still compares.
+        for spec in specs:
+            for role in roles:
+                if (spec.key, role) in done:
+                    task.advance(f"{role} {spec.key}: already stored")
+                    continue
+                outcome = _run_one(runners[role], spec)
+                ctx.store.save_section_result(
+                    ctx.run_id,
+                    SectionResult(SECTION, spec.key, role, outcome.verdict, outcome.payload),
+                )
+                task.advance(f"{role} {spec.key}: {outcome.verdict}")
+    for role, runner in runners.items():
+        for reference in runner.references():
+            verdict = "passed" if reference.get("ok") else "failed"
+            ctx.store.save_section_result(
+                ctx.run_id,
+                SectionResult(
+                    SECTION, f"reference:{reference.get('parallel')}", role, verdict, reference
+                ),
+            )
+
+
+def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:
+    """A drill whose harness raises is recorded as an error; the section goes on."""
+    try:
+        return runner.run(spec)
+    except Exception as exc:
+        return DrillOutcome(
+            "error",
+            {
+                "reason": f"drill harness raised {type(exc).__name__}: {exc}"[:600],
+                "traceback": traceback.format_exc()[-3000:],
+                "spec": spec.to_json(),
+            },
+        )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
+    """Why the drills say no-go under ``policy`` (keys and defaults: module docstring)."""
+    results = [r for r in view.sections.get(SECTION, []) if not r.key.startswith("reference:")]
+    by_key = {(r.key, r.env_role): r for r in results}
+    rtol = float(policy.get("drill_loss_rtol", 1e-4))
+    factor = float(policy.get("drill_max_slowdown", 3.0))
+    floor_s = float(policy.get("drill_slowdown_floor_s", 5.0))
+    reasons: list[str] = []
+    for key in sorted({r.key for r in results}):
+        base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
+        if cand is None:
+            continue
+        payload = cand.payload
+        if (
+            policy.get("drill_block_on_regression", True)
+            and base is not None
+            and base.verdict == "passed"
+            and cand.verdict != "passed"
+        ):
+            reasons.append(
+                f"drill {key} passed in the baseline but is {cand.verdict} in the "
+                f"candidate: {payload.get('reason', '')}"
+            )
+        if policy.get("drill_block_on_wrong_result", True):
+            loss, ref = _number(payload.get("final_loss")), _number(payload.get("reference_loss"))
+            if payload.get("params_identical") is False:
+                reasons.append(
+                    f"drill {key}: the candidate's replicas finished with different parameters"
+                )
+            elif loss is not None and ref is not None and abs(loss - ref) > rtol * abs(ref):
+                reasons.append(
+                    f"drill {key}: the candidate's final loss {loss:.6g} is off the "
+                    f"fault-free {ref:.6g} (rtol {rtol:g})"
+                )
+        if base is None:
+            continue
+        for metric in ("detect_s", "resume_s"):
+            before, after = _number(base.payload.get(metric)), _number(payload.get(metric))
+            if (
+                before is not None
+                and after is not None
+                and after > before * factor
+                and after - before >= floor_s
+            ):
+                reasons.append(
+                    f"drill {key}: {metric} {after:.1f} s in the candidate against "
+                    f"{before:.1f} s in the baseline"
+                )
+        if policy.get("drill_block_on_flight_recorder", False):
+            named = [
+                (r.payload.get("flight_recorder") or {}).get("named_culprit") for r in (base, cand)
+            ]
+            if named == [True, False]:
+                reasons.append(
+                    f"drill {key}: the Flight Recorder named the culprit in the "
+                    "baseline but not in the candidate"
+                )
+    return reasons

@@ -1,0 +1,250 @@
+"""Fault drills, run for real: torchrun, gloo ranks, signals, namespaces, the store.
+
+The job is shortened (few steps, short timeouts) so the file stays within a few minutes on
+two cores; every test also checks that the drill left no process and no namespace behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from torchcanary.drills import report, section
+from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.launch import machine_capacity_problem
+from torchcanary.drills.procs import TOKEN_VARIABLE
+from torchcanary.drills.runner import DrillRunner
+from torchcanary.errors import ConfigError
+from torchcanary.report.view import RunView
+from torchcanary.store.sqlite import SectionResult
+
+SHORT = {
+    "steps": 12,
+    "at_step": 6,
+    "ckpt_every": 4,
+    "timeout_s": 4.0,
+    "step_pad_s": 0.05,
+    "drill_timeout_s": 150.0,
+}
+
+
+def _tagged_processes() -> list[int]:
+    """Every live process carrying any drill token (there should be none between tests)."""
+    needle = f"{TOKEN_VARIABLE}=".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(item.startswith(needle) for item in environ.split(b"\0")):
+            found.append(int(entry.name))
+    return found
+
+
+def _drill_namespaces() -> list[str]:
+    if shutil.which("ip") is None:
+        return []
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line for line in listed.splitlines() if line.startswith("torchcanary-")]
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    yield
+    assert _tagged_processes() == [], "a drill left processes running"
+    assert _drill_namespaces() == [], "a drill left network namespaces"
+
+
+def spec(fault: str, recovery: str, **overrides: object) -> DrillSpec:
+    return DrillSpec(fault, recovery, **{**SHORT, **overrides})  # type: ignore[arg-type]
+
+
+# the job itself ------------------------------------------------------------------------
+@pytest.mark.torch_envs
+def test_fault_free_job_has_identical_replicas_and_repeats_its_loss(
+    baseline_env, import_root, tmp_path
+):
+    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
+    job = spec("none", "reconfigure", steps=8)  # in-place mode: plain ranks, explicit all-reduce
+    first = runner._run_reference(job)
+    second = runner._run_reference(job)
+    assert first["ok"], first.get("reason")
+    assert first["params_identical"] and len(first["digests"]) == 1
+    assert first["final_loss"] == second["final_loss"]
+    assert first["digests"] == second["digests"]
+    assert first["final_loss"] < first["first_step_loss"] - 0.2  # it learned: not a constant
+
+
+# faults and recovery -------------------------------------------------------------------
+@pytest.mark.torch_envs
+def test_killed_rank_is_restarted_from_checkpoint_with_the_same_result(
+    baseline_env, import_root, tmp_path
+):
+    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
+    outcome = runner.run(spec("kill", "restart-unshared"))
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    # Checkpoint after step 3 (every 4 steps), killed after step 6: steps 4-6 are redone.
+    assert payload["last_step_before_fault"] == 6
+    assert payload["resume_step"] == 4
+    assert payload["steps_lost"] == 3
+    assert payload["restarts"] == 1
+    assert 0 < payload["detect_s"] < payload["resume_s"]
+    assert payload["final_loss"] == payload["reference_loss"]
+    assert payload["params_identical"] is True
+    assert payload["flight_recorder"]["missing_ranks"] == [1]
+    assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_hung_rank_surfaces_as_timeout_error_within_the_timeout(
+    baseline_env, import_root, tmp_path
+):
+    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
+    outcome = runner.run(spec("hang", "timeout"))
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert "timeout" in payload["error_kinds"]
+    assert SHORT["timeout_s"] * 0.9 <= payload["detect_s"] <= SHORT["timeout_s"] + 5
+    # The stopped rank reached the stalled all-reduce only once released: the recorder's
+    # timestamps give it away.
+    assert payload["flight_recorder"]["suspects"] == [1]
+
+
+@pytest.mark.torch_envs
+@pytest.mark.netns
+def test_cut_link_in_a_namespace_surfaces_as_timeout_and_namespaces_are_removed(
+    baseline_env, import_root, tmp_path
+):
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2")
+    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
+    outcome = runner.run(spec("net-down", "timeout"))
+    assert outcome.verdict == "passed", outcome.payload["reason"]
+    assert outcome.payload["namespaces_after_cleanup"] == []
+    assert "timeout" in outcome.payload["error_kinds"]
+
+
+# the section, end to end ---------------------------------------------------------------
+@pytest.mark.torch_envs
+def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed(
+    make_context, store
+):
+    settings = section.parse_settings({"faults": ["kill:reconfigure"], **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    baseline = results[("kill:reconfigure", "baseline")]
+    candidate = results[("kill:reconfigure", "candidate")]
+    assert baseline.verdict == "absent" and "_reconfigure" in baseline.payload["reason"]
+    assert candidate.verdict == "passed", candidate.payload["reason"]
+    assert candidate.payload["steps_lost"] == 0
+    assert results[("reference:allreduce", "candidate")].verdict == "passed"
+
+    view = RunView.load(store, ctx.run_id)
+    page = report.html(view)
+    assert "<svg" in page and "kill:reconfigure" in page and "<script" not in page
+    assert "kill:reconfigure" in report.markdown(view)
+    statuses = {c.name: c.status for c in report.junit_cases(view)}
+    assert statuses == {
+        "kill:reconfigure [baseline]": "skipped",
+        "kill:reconfigure [candidate]": "passed",
+    }
+    assert section.blocking_reasons(view, {}) == []
+
+    resumed = replace(ctx, resume=True)
+    section.run(resumed)  # everything is stored: nothing runs, nothing changes
+    assert len(store.section_results(ctx.run_id, "drill")) == len(results)
+
+
+# bad input and faults of the drill itself ----------------------------------------------
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"faults": ["explode"]}, "unknown fault 'explode'"),
+        ({"faults": ["hang:shrink"]}, "cannot be paired"),
+        ({"at_step": 40}, "at_step = 40 is beyond the job's 30 steps"),
+        ({"ranks": 9}, "ranks = 9"),
+        ({"target_rank": 2}, "target_rank = 2"),
+        ({"ranks": True}, "whole number"),
+        ({"speed": 1}, "unknown key 'speed'"),
+        ({"net_rate": "fast"}, "net_rate"),
+    ],
+)
+def test_bad_settings_are_one_clear_config_error(table, words):
+    with pytest.raises(ConfigError, match=None) as caught:
+        section.parse_settings(table)
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_defaults_are_the_short_drill_set():
+    settings = section.parse_settings({})
+    assert settings["faults"] == ["kill:restart", "hang:timeout"]
+    assert section.parse_settings({"faults": "all"})["faults"][0] == "kill:restart"
+
+
+def test_more_ranks_than_memory_is_not_checkable_without_starting_anything(tmp_path):
+    assert "lower drill.ranks" in (machine_capacity_problem(100_000) or "")
+    runner = DrillRunner("/nonexistent/python", tmp_path, tmp_path)
+    outcome = runner.run(spec("kill", "restart", ranks=100_000))
+    assert outcome.verdict == "not-checkable"
+    assert "lower drill.ranks" in outcome.payload["reason"]
+
+
+def test_missing_ip_makes_network_drills_not_checkable(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ip, no tc
+    runner = DrillRunner("/nonexistent/python", tmp_path, tmp_path)
+    outcome = runner.run(spec("net-slow", "none"))
+    assert outcome.verdict == "not-checkable"
+    assert "'ip' command" in outcome.payload["reason"]
+
+
+# the go/no-go policy -------------------------------------------------------------------
+def _view(*results: SectionResult) -> SimpleNamespace:
+    return SimpleNamespace(sections={"drill": list(results)})
+
+
+def _result(role: str, verdict: str, **payload: object) -> SectionResult:
+    return SectionResult("drill", "kill:restart", role, verdict, {"reason": "r", **payload})
+
+
+def test_path_that_works_in_baseline_but_fails_in_candidate_blocks():
+    reasons = section.blocking_reasons(
+        _view(_result("baseline", "passed"), _result("candidate", "failed")), {}
+    )
+    assert len(reasons) == 1 and "passed in the baseline" in reasons[0]
+    assert (
+        section.blocking_reasons(
+            _view(_result("baseline", "failed"), _result("candidate", "failed")), {}
+        )
+        == []
+    )
+
+
+def test_wrong_final_result_in_candidate_blocks_even_without_baseline():
+    wrong = _result(
+        "candidate", "failed", final_loss=4.6, reference_loss=4.5, params_identical=True
+    )
+    assert "final loss" in section.blocking_reasons(_view(wrong), {})[0]
+    diverged = _result("candidate", "failed", params_identical=False)
+    assert "different parameters" in section.blocking_reasons(_view(diverged), {})[0]
+    assert section.blocking_reasons(_view(wrong), {"drill_block_on_wrong_result": False}) == []
+
+
+def test_much_slower_recovery_in_candidate_blocks():
+    slow = _view(
+        _result("baseline", "passed", resume_s=5.0), _result("candidate", "passed", resume_s=40.0)
+    )
+    assert "resume_s 40.0 s" in section.blocking_reasons(slow, {})[0]
+    assert section.blocking_reasons(slow, {"drill_max_slowdown": 10}) == []
