@@ -74,6 +74,31 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
+    if positional:
+        parser.add_argument("stack", metavar="COMMAND", help="e.g. 'pytest tests/'")
+    else:
+        parser.add_argument(
+            "--stack",
+            metavar="COMMAND",
+            help="also run your suite in both versions, e.g. 'pytest tests/'",
+        )
+    parser.add_argument(
+        "--with",
+        action="append",
+        dest="stack_with",
+        metavar="REQ",
+        help="install this into both environments first, e.g. '-e .'",
+    )
+    parser.add_argument(
+        "--requirements",
+        action="append",
+        dest="stack_requirements",
+        metavar="FILE",
+        help="requirements file to install into both",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchcanary",
@@ -103,6 +128,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_ID",
         help="carry on an interrupted run (default: the latest unfinished one)",
     )
+    _add_stack_flags(run, positional=False)
+
+    bench = commands.add_parser("bench", help="performance A/B only (interleaved, with CIs)")
+    _add_run_flags(bench)
+    bench.add_argument(
+        "--aa",
+        action="store_true",
+        help="A/A: the baseline against itself, "
+        "to measure the false-alarm rate and minimum detectable effect",
+    )
+
+    drill = commands.add_parser("drill", help="fault drills on a distributed training job only")
+    _add_run_flags(drill)
+    drill.add_argument(
+        "--faults", help="comma-separated drills, e.g. 'kill:restart,hang:timeout', or 'all'"
+    )
+    drill.add_argument("--ranks", type=int, help="ranks per job (2 to 4)")
+    drill.add_argument("--steps", type=int, help="training steps per job")
+    drill.add_argument("--at-step", type=int, dest="at_step", help="step at which to inject")
+
+    stack = commands.add_parser("stack", help="your own test suite or script under both versions")
+    _add_run_flags(stack)
+    _add_stack_flags(stack, positional=True)
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
@@ -132,7 +180,31 @@ def _sections_from(args: argparse.Namespace) -> list[str] | None:
     return [s for s in (only or ALL_SECTIONS) if s not in (skip or [])]
 
 
+def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}}
+    if getattr(args, "stack", None):
+        overrides["stack"]["command"] = args.stack
+    if getattr(args, "stack_with", None):
+        overrides["stack"]["with"] = args.stack_with
+    if getattr(args, "stack_requirements", None):
+        overrides["stack"]["requirements"] = args.stack_requirements
+    if getattr(args, "aa", False):
+        overrides["bench"]["aa"] = True
+    if getattr(args, "faults", None):
+        overrides["drill"]["faults"] = "all" if args.faults == "all" else _split(args.faults)
+    for key in ("ranks", "steps", "at_step"):
+        if getattr(args, key, None) is not None:
+            overrides["drill"][key] = getattr(args, key)
+    return overrides
+
+
+_SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack"]}
+
+
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    sections = _SUBCOMMAND_SECTIONS.get(args.command) or _sections_from(args)
+    if args.command == "run" and args.stack and sections and "stack" not in sections:
+        sections = [*sections, "stack"]
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
@@ -143,7 +215,8 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
         "policy_file": args.policy_file,
         "store": args.store,
         "output": args.output,
-        "sections": _sections_from(args),
+        "sections": sections,
+        "section_overrides": _section_overrides(args),
     }
 
 
@@ -158,7 +231,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     progress = Progress(quiet=args.quiet)
     with Store(settings.store) as store:
         plan, resume_id = settings.plan, None
-        if args.resume:
+        if getattr(args, "resume", None):
             previous = (
                 store.latest_run(status="interrupted") or store.latest_run("running")
                 if args.resume == "latest"
@@ -279,7 +352,15 @@ def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
-COMMANDS = {"run": _cmd_run, "probes": _cmd_probes, "report": _cmd_report, "runs": _cmd_runs}
+COMMANDS = {
+    "run": _cmd_run,
+    "bench": _cmd_run,
+    "drill": _cmd_run,
+    "stack": _cmd_run,
+    "probes": _cmd_probes,
+    "report": _cmd_report,
+    "runs": _cmd_runs,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
