@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,10 +35,10 @@ SHORT = {
 }
 
 
-def _tagged_processes() -> list[int]:
-    """Every live process carrying any drill token (there should be none between tests)."""
+def _tagged_processes() -> dict[int, bytes]:
+    """Live processes carrying a drill token, with their token."""
     needle = f"{TOKEN_VARIABLE}=".encode()
-    found = []
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -46,8 +47,9 @@ def _tagged_processes() -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and any(item.startswith(needle) for item in environ.split(b"\0")):
-            found.append(int(entry.name))
+        tokens = [item for item in environ.split(b"\0") if item.startswith(needle)]
+        if state != "Z" and tokens:
+            found[int(entry.name)] = tokens[0]
     return found
 
 
@@ -60,9 +62,13 @@ def _drill_namespaces() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind():
+    """No process or namespace of this test's drills survives it (others' are ignored)."""
+    tokens_before = set(_tagged_processes().values())
+    namespaces_before = set(_drill_namespaces())
     yield
-    assert _tagged_processes() == [], "a drill left processes running"
-    assert _drill_namespaces() == [], "a drill left network namespaces"
+    leaked = {pid for pid, token in _tagged_processes().items() if token not in tokens_before}
+    assert leaked == set(), "a drill left processes running"
+    assert set(_drill_namespaces()) - namespaces_before == set(), "a drill left namespaces"
 
 
 def spec(fault: str, recovery: str, **overrides: object) -> DrillSpec:
@@ -248,3 +254,18 @@ def test_much_slower_recovery_in_candidate_blocks():
     )
     assert "resume_s 40.0 s" in section.blocking_reasons(slow, {})[0]
     assert section.blocking_reasons(slow, {"drill_max_slowdown": 10}) == []
+
+
+def test_orchestrator_side_of_the_drills_never_imports_torch():
+    code = (
+        "import sys, torchcanary.drills.section, torchcanary.drills.report, "
+        "torchcanary.drills.runner; print('torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(section.__file__).parents[2])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

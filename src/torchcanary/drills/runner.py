@@ -57,6 +57,14 @@ class _Run:
     launch_logs: dict[str, str] = field(default_factory=dict)
 
 
+def _restart_could_not_connect(area: Area) -> bool:
+    """Whether a relaunched worker failed to build its gloo mesh (read from torchrun's log)."""
+    return any(
+        "connectFullMesh failed" in path.read_text(errors="replace")
+        for path in area.logs.glob("torchrun*.log")
+    )
+
+
 def _safe_name(key: str) -> str:
     return key.replace(":", "-")
 
@@ -161,6 +169,12 @@ class DrillRunner:
         payload["orphans_after_cleanup"] = procs.alive()
         payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces() if procs.token in n]
         verdict, reason = self._judge(spec, run, payload)
+        if verdict == "failed" and spec.recovery == "restart" and _restart_could_not_connect(area):
+            reason += (
+                "; the restarted workers could not connect (gloo connectFullMesh), the "
+                "symptom of torchrun's shared rendezvous store (pytorch/pytorch#135712): "
+                f"compare drill {spec.fault}:restart-unshared"
+            )
         payload["reason"] = reason
         return DrillOutcome(verdict, payload)
 
