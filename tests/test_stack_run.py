@@ -47,7 +47,7 @@ def test_fixture_suite_diff_names_each_change_and_its_determinism(
         make_context,
         project,
         command="pytest -q",
-        reruns=2,
+        reruns=1,
         numerics_max_ulps=0,
         env={"STACKDEMO_STATE": str(tmp_path / "state")},
         **{"with": ["-e ."]},
@@ -67,7 +67,7 @@ def test_fixture_suite_diff_names_each_change_and_its_determinism(
     }
     cholesky = rows[(test + "test_cholesky_factor_reconstructs_the_matrix", "both")].payload
     assert cholesky["deterministic"] is True
-    assert cholesky["reruns"] == {"baseline": ["passed"] * 2, "candidate": ["failed"] * 2}
+    assert cholesky["reruns"] == {"baseline": ["passed"], "candidate": ["failed"]}
     assert any("torch.cholesky" in line for line in cholesky["first_differing_lines"]["candidate"])
     flaky = rows[(test + "test_flaky_on_first_run_where_switch_exists", "both")].payload
     assert flaky["deterministic"] is False
@@ -160,11 +160,11 @@ def test_missing_command_is_reported_for_both_environments(tmp_path, make_contex
 def test_candidate_hang_times_out_and_leftover_children_are_reaped(tmp_path, make_context):
     project = _project(tmp_path)
     ctx = _context(
-        make_context, project, command="python scripts/hang_in_candidate.py", timeout_s=4, reruns=1
+        make_context, project, command="python scripts/hang_in_candidate.py", timeout_s=20, reruns=1
     )
     started = time.monotonic()
     section.run(ctx)
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < 150
     rows = _rows(ctx)
     baseline, candidate = rows[(SUMMARY_KEY, "baseline")], rows[(SUMMARY_KEY, "candidate")]
     assert baseline.verdict == "passed" and len(baseline.payload["stragglers"]) == 1
