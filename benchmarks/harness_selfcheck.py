@@ -20,7 +20,7 @@ documentation and source:
   the torch environment); a value within 1% of the best is not marked, beyond it is slower
   (``_Row.color_segment``); ``has_warnings`` (IQR above 10% of the median) is reported.
 
-Usage: python benchmarks/harness_selfcheck.py [--per-k 16] [--ks 0,2,3,5,10] [--rounds 12]
+Usage: python benchmarks/harness_selfcheck.py [--per-k 8] [--ks 0,2,3,5,10] [--group-budget-s 3]
 """
 
 from __future__ import annotations
@@ -141,12 +141,18 @@ def wilson_upper(hits: int, n: int, z: float = 1.96) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-k", type=int, default=16, help="benchmarks per k")
+    parser.add_argument("--per-k", type=int, default=8, help="benchmarks per k")
     parser.add_argument("--ks", default="0,2,3,5,10", help="slowdowns in percent")
     parser.add_argument("--groups", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--samples", type=int, default=3, help="samples per round and side")
-    parser.add_argument("--min-sample-ms", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=60, help="most rounds per group")
+    parser.add_argument(
+        "--group-budget-s",
+        type=float,
+        default=3.0,
+        help="seconds of samples per benchmark and group, all sides",
+    )
+    parser.add_argument("--samples", type=int, default=5, help="samples per round and side")
+    parser.add_argument("--min-sample-ms", type=float, default=1.0)
     parser.add_argument("--fdr", type=float, default=0.01)
     parser.add_argument("--workloads", default="busy,matmul")
     parser.add_argument("--seed", type=int, default=0)
@@ -160,6 +166,7 @@ def main() -> None:
         {
             "groups": args.groups,
             "rounds": args.rounds,
+            "group_budget_s": args.group_budget_s,
             "samples_per_round": args.samples,
             "min_sample_ms": args.min_sample_ms,
             "fdr": args.fdr,
@@ -244,7 +251,8 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} at the end, torch {env.torch_version}, seed {seed}"
     )
     print(
-        f"design: {args.groups} worker groups x {args.rounds} rounds x {args.samples} "
+        f"design: {args.groups} worker groups x up to {args.rounds} rounds "
+        f"({args.group_budget_s:g} s of samples per group) x {args.samples} "
         f"samples of >= {args.min_sample_ms:g} ms per side; sides A, A2 (A/A control), B "
         f"(k% heavier); workloads {', '.join(kinds)}; {args.per_k} benchmarks per k; "
         f"FDR {args.fdr:g}"

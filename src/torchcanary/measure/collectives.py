@@ -78,8 +78,12 @@ def rank_main(
     rounds: int,
     samples: int,
     min_sample_s: float,
+    budget_s: float,
 ) -> dict[str, Any]:
-    """Every entry measured on this rank; all ranks agree on counts through the group."""
+    """Every entry measured on this rank; all ranks agree on counts through the group.
+
+    Rounds stop after ``budget_s`` seconds of collectives per entry (at least two).
+    """
     import torch
 
     device = entries[0]["device"] if entries else "cpu"
@@ -101,9 +105,12 @@ def rank_main(
             continue
         number = max(1, math.ceil(min_sample_s / max(once, 1e-9)))
         started = time.perf_counter()
-        batches = [
-            [_timed(call, number, device) / number for _ in range(samples)] for _ in range(rounds)
-        ]
+        batches: list[list[float]] = []
+        spent = 0.0  # the sum of all-reduced times: the same on every rank, so all stop together
+        while len(batches) < rounds and (spent < budget_s or len(batches) < 2):
+            batch = [_timed(call, number, device) for _ in range(samples)]
+            spent += sum(batch)
+            batches.append([seconds / number for seconds in batch])
         results[entry["id"]] = {
             "batches": batches,
             "number": number,
@@ -121,6 +128,7 @@ def measure(
     rounds: int,
     samples: int,
     min_sample_s: float,
+    budget_s: float,
     timeout_s: float,
 ) -> dict[str, Any]:
     """Per benchmark id: batches of seconds per op, why it was skipped, or how it failed."""
@@ -141,6 +149,7 @@ def measure(
                 "rounds": rounds,
                 "samples": samples,
                 "min_sample_s": min_sample_s,
+                "budget_s": budget_s,
             },
             backend=backend,
             timeout_s=timeout_s,

@@ -7,10 +7,11 @@ How one comparison is made (``compare_sides``):
 2. the ratio is ``exp`` of the Hodges-Lehmann estimate of ``d`` (the median of Walsh
    averages, a robust centre), its interval Tukey's distribution-free one, and the test
    the Wilcoxon signed-rank test, which that interval inverts;
-3. if the round groups (separate worker processes) disagree with one another (Kruskal-
-   Wallis, p < 0.01), process-to-process variance dominates and the round-level test
-   would overstate confidence, so the test falls back to a t-test on the group medians;
-   with fewer than 10 pairs (one-shot benchmarks) it is a t-test on ``d``, because a rank
+3. the round groups (separate worker processes) must agree: each group's estimate is
+   combined in a DerSimonian-Laird random-effects model, whose between-group spread widens
+   the interval when one process was luckier than another; the verdict takes the larger
+   p-value and the envelope of both intervals, so it stands only if both views agree;
+4. with fewer than 10 pairs (one-shot benchmarks) it is a t-test on ``d``, because a rank
    test cannot reach small p-values there.
 
 How the run decides (``decide``): Benjamini-Hochberg q-values over every A/B comparison of
@@ -31,6 +32,7 @@ from torchcanary.measure.specs import STEADY_KINDS
 
 _MIN_RANK_PAIRS = 10
 _HETEROGENEITY_P = 0.01
+_MIN_GROUP_PAIRS = 6
 _POWER = 0.9
 _PLOT_POINTS = 120
 
@@ -124,21 +126,31 @@ def compare_sides(
     by_group: dict[int, list[float]] = {}
     for (group, _round), d in pairs:
         by_group.setdefault(group, []).append(d)
-    heterogeneity_p = 1.0
-    if len(by_group) >= 2 and all(len(v) >= 3 for v in by_group.values()):
-        _h, heterogeneity_p = stats.kruskal_wallis(list(by_group.values()))
-    if heterogeneity_p < _HETEROGENEITY_P:
-        group_medians = [stats.median(v) for v in by_group.values()]
-        estimate, p_value, low, high = stats.one_sample_t(group_medians, confidence)
-        method = f"t-test on {len(group_medians)} group medians (worker groups disagree)"
-    elif len(diffs) < _MIN_RANK_PAIRS:
+    z = stats.normal_quantile(1 - (1 - confidence) / 2)
+    heterogeneity_p, tau = 1.0, 0.0
+    if len(diffs) < _MIN_RANK_PAIRS:
         estimate, p_value, low, high = stats.one_sample_t(diffs, confidence)
         method = f"paired t-test on {len(diffs)} log ratios (too few for a rank test)"
     else:
         estimate, low, high = stats.hodges_lehmann_one_sample(diffs, confidence)
         _w, p_value = stats.wilcoxon_signed_rank(diffs)
         method = f"Wilcoxon signed-rank on {len(diffs)} round-paired log ratios"
-    z = stats.normal_quantile(1 - (1 - confidence) / 2)
+        groups = [g for g in by_group.values() if len(g) >= _MIN_GROUP_PAIRS]
+        if len(groups) >= 2:
+            # Confirm across worker groups: significant only if both agree, and the
+            # interval is the envelope of both, so process-to-process luck cannot pass
+            # for a difference between versions.
+            pooled, se, tau2, heterogeneity_p = stats.random_effects(
+                [stats.hodges_lehmann_one_sample(g, 0.5)[0] for g in groups],
+                [_group_se(g) for g in groups],
+            )
+            tau = math.sqrt(tau2)
+            p_value = max(p_value, stats.normal_two_sided_p(pooled / se) if se > 0 else 1.0)
+            low, high = min(low, pooled - z * se), max(high, pooled + z * se)
+            method += (
+                f", confirmed across {len(groups)} worker groups (random effects, "
+                f"between-group spread {tau:.2%})"
+            )
     se_log = (high - low) / (2 * z) if math.isfinite(high - low) else math.inf
     _u, unpaired_p = stats.mann_whitney_u(
         samples.times(reference, clock), samples.times(other, clock)
@@ -155,11 +167,25 @@ def compare_sides(
         "se_log": se_log,
         "p_value": p_value,
         "heterogeneity_p": heterogeneity_p,
+        "between_group_spread": tau,
         "mann_whitney_p": unpaired_p,
         "clock": clock,
         "ratio_of_medians": stats.median(samples.times(other, clock))
         / stats.median(samples.times(reference, clock)),
     }
+
+
+def _group_se(differences: list[float]) -> float:
+    """Standard error of one group's Hodges-Lehmann estimate, from its 95% interval."""
+    _estimate, low, high = stats.hodges_lehmann_one_sample(differences, 0.95)
+    if math.isfinite(high - low):
+        return max((high - low) / (2 * 1.96), 1e-6)
+    return max(
+        stats.median([abs(d - stats.median(differences)) for d in differences])
+        * 1.4826
+        / math.sqrt(len(differences)),
+        1e-6,
+    )
 
 
 def _exp(value: float) -> float:
@@ -199,9 +225,10 @@ def noise_warnings(
             )
     if comparison.get("heterogeneity_p", 1.0) < _HETEROGENEITY_P:
         warnings.append(
-            "worker groups disagree (Kruskal-Wallis p = "
-            f"{comparison['heterogeneity_p']:.2g}): process-to-process variance "
-            "dominates; more groups would help"
+            "worker groups disagree beyond their own noise (Cochran's Q p = "
+            f"{comparison['heterogeneity_p']:.2g}, spread "
+            f"{comparison.get('between_group_spread', 0):.1%}): process-to-process "
+            "variance is part of this figure; more groups would narrow it"
         )
     return warnings
 
@@ -224,7 +251,7 @@ def decide(
     band = (1 / (1 + equivalence), 1 + equivalence)
     for bench_id, pair in comparisons.items():
         result = decided.setdefault(bench_id, {})
-        ab, aa = pair["ab"], pair.get("aa")
+        ab, aa = pair["ab"], pair.get("aa") or {}
         control = ab if aa_run else aa
         result["mde"] = mde_from_aa(control, fdr) if control else None
         reasons: list[str] = []
@@ -232,7 +259,7 @@ def decide(
             result.update(verdict="too-noisy", reasons=[ab.get("reason", "not testable")])
             continue
         significant = result["q_ab"] <= fdr
-        aa_alarm = bool(aa and aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
+        aa_alarm = bool(aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
         if significant:
             verdict = "slower" if ab["ratio"] > 1 else "faster"
             reasons.append(f"q = {result['q_ab']:.2g} <= {fdr:g}")

@@ -29,6 +29,7 @@ from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.specs import ONESHOT_KINDS, RANKED_KINDS, spec_for_side
 
 _TIMING = "torchcanary.measure.timing"
+_START_TIMEOUT_S = 180.0
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -49,10 +50,11 @@ class SideWorker:
         self.configured: dict[str, Any] | None = None
 
     def start(self) -> CallResult:
+        # Importing torch on a busy machine can outlast a short benchmark timeout.
         result = self._worker.call(
             f"{_TIMING}:configure",
             {"threads": self._settings.threads, "cpus": list(self._settings.cpus) or None},
-            self._settings.timeout_s,
+            max(self._settings.timeout_s, _START_TIMEOUT_S),
         )
         if result.ok:
             self.configured = result.value
@@ -253,9 +255,19 @@ class Interleaver:
         if samples.stopped:
             self._release(workers, bench_id)
             return
-        # One inner-loop count for every side and group: calibrated once, on the slowest.
+        # One inner-loop count and batch size for every side and group, fixed once: the
+        # count from the slowest side's calibration, the batch so that slow benchmarks
+        # still get many short rounds (pairs, not samples, carry the statistics).
         if samples.number is None:
             samples.number = max(numbers.values())
+            sample_s = samples.number * max(w[-1]["per_call_s"] for w in samples.warmups.values())
+            samples.batch_size = max(
+                1,
+                min(
+                    self.settings.samples_per_round,
+                    int(self.settings.max_batch_ms / 1000 / max(sample_s, 1e-9)),
+                ),
+            )
         measured = 0.0
         order: list[Side] = []
         for round_index in range(self.settings.rounds):
@@ -269,7 +281,7 @@ class Interleaver:
                     f"{_TIMING}:sample",
                     {
                         "bench_id": bench_id,
-                        "count": self.settings.samples_per_round,
+                        "count": samples.batch_size,
                         "number": samples.number,
                     },
                 )
@@ -335,6 +347,7 @@ class Interleaver:
                         "rounds": self.settings.rounds,
                         "samples": self.settings.samples_per_round,
                         "min_sample_s": self.settings.min_sample_ms / 1000,
+                        "budget_s": self.settings.group_budget_s / len(self.sides),
                         "timeout_s": self.settings.timeout_s * 0.9,
                     },
                     self.settings.timeout_s,

@@ -82,8 +82,12 @@ def forest(rows: list[ForestRow], equivalence: float, title: str = "") -> str:
             f"{row.ratio:.3f} {escape(row.verdict)}</text>"
         )
     axis_y = top + row_h * len(rows) + 14
-    for tick in (low, 1 / (1 + equivalence), 1.0, 1 + equivalence, high):
+    placed: list[float] = []
+    for tick in (1.0, low, high, 1 / (1 + equivalence), 1 + equivalence):
         x = label_w + _log_position(tick, low, high, plot_w)
+        if any(abs(x - other) < 34 for other in placed):
+            continue  # labels that would overlap say nothing
+        placed.append(x)
         parts.append(
             f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle" fill="#57606a">{tick:.2f}</text>'
         )
@@ -98,7 +102,7 @@ def forest(rows: list[ForestRow], equivalence: float, title: str = "") -> str:
 def distributions(
     sides: dict[str, dict[str, float | list[float]]], unit_s: float, unit: str
 ) -> str:
-    """Box (quartiles, 5-95% whiskers) and strip of sampled points for each side."""
+    """Box (quartiles, 5-95% whiskers) and strip of sampled points per side, log axis."""
     present = {name: s for name, s in sides.items() if s.get("n")}
     if not present:
         return ""
@@ -109,12 +113,14 @@ def distributions(
     label_w, plot_w, row_h = 110, 460, 34
     height = row_h * len(present) + 34
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 20}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 50}" '
         f'height="{height}" role="img" font-family="sans-serif" font-size="11">'
     ]
 
-    def x_of(value: float) -> float:
-        return label_w + (value - low) / (high - low) * plot_w
+    low, high = max(low, 1e-15), max(high, 1e-15)
+
+    def x_of(value: float) -> float:  # log scale: timing tails are long and one-sided
+        return label_w + _log_position(max(value, 1e-15), low, high, plot_w)
 
     for index, (name, side) in enumerate(present.items()):
         y = 8 + index * row_h
@@ -123,8 +129,8 @@ def distributions(
             f'<text x="{label_w - 6}" y="{y + 16}" text-anchor="end">{escape(name)}</text>'
         )
         q05, q25, q50, q75, q95 = (
-            float(side[k])
-            for k in ("q05_s", "q25_s", "median_s", "q75_s", "q95_s")  # type: ignore[arg-type]
+            float(side[k])  # type: ignore[arg-type]
+            for k in ("q05_s", "q25_s", "median_s", "q75_s", "q95_s")
         )
         parts.append(
             f'<line x1="{x_of(q05):.1f}" x2="{x_of(q95):.1f}" y1="{y + 12}" '
@@ -146,7 +152,7 @@ def distributions(
             )
     axis_y = row_h * len(present) + 24
     for fraction in (0.0, 0.5, 1.0):
-        value = low + (high - low) * fraction
+        value = math.exp(math.log(low) + (math.log(high) - math.log(low)) * fraction)
         parts.append(
             f'<text x="{x_of(value):.1f}" y="{axis_y}" text-anchor="middle" '
             f'fill="#57606a">{value / unit_s:.4g} {escape(unit)}</text>'

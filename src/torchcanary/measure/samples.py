@@ -48,7 +48,8 @@ class BenchmarkSamples:
     batches: dict[str, list[Batch]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # side -> why it could not run
     failed: dict[str, dict[str, str]] = field(default_factory=dict)  # side -> status, error
-    number: int | None = None
+    number: int | None = None  # calls per sample (the calibrated inner loop)
+    batch_size: int = 1  # samples per side and round
     warmups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     extras: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per-sample facts
     dispatch: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> ops

@@ -87,7 +87,7 @@ def run(ctx: RunContext) -> None:
             settings,
             sides,
             random.Random(seed),
-            progress=task.status,
+            progress=task.advance,
             on_stopped=commit_skipped,
         ).run(plan)
     finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
@@ -151,6 +151,7 @@ def _harness(
         "samples_per_round": settings.samples_per_round,
         "min_sample_ms": settings.min_sample_ms,
         "number": samples.number,
+        "batch_size": samples.batch_size,
         "seed": seed,
         "measure_s": samples.measure_s,
         "threads": settings.threads,
@@ -162,7 +163,7 @@ def _harness(
             device_note=measurements.device_note,
             affinity=sorted({c for w in started for c in w.get("affinity", [])}),
             clock=started[0].get("clock") if started else None,
-            torch_threads=sorted({w.get("threads") for w in started}),
+            torch_threads=sorted({int(w.get("threads") or 0) for w in started}),
         )
     return facts
 

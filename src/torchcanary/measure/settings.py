@@ -15,8 +15,9 @@ Top-level keys, defaults in brackets:
 - ``groups`` [3]: round groups, each with fresh worker processes for every side;
 - ``rounds`` [30] and ``group_budget_s`` [2.0]: interleaved rounds per group and benchmark,
   stopped early once that many seconds of samples are taken;
-- ``samples_per_round`` [5], ``min_sample_ms`` [1.0]: the batch each side takes per round,
-  and the least time one sample (a calibrated inner loop) may last;
+- ``samples_per_round`` [5], ``max_batch_ms`` [25], ``min_sample_ms`` [1.0]: the samples
+  each side takes per round (fewer when they would last longer than ``max_batch_ms``), and
+  the least time one sample (a calibrated inner loop) may last;
 - ``warmup_max_s`` [1.0]: the longest a warm-up may take before giving up on settling;
 - ``oneshot_samples`` [2]: fresh-interpreter samples per group and side (startup, compile);
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
@@ -34,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from torchcanary.errors import ConfigError
-from torchcanary.measure.specs import canonical_dtype
+from torchcanary.measure.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 
 FAMILIES = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "startup", "compile", "collectives")
 DEFAULT_FAMILIES = ("linear", "gemm", "sdpa", "startup", "collectives")
@@ -85,6 +86,7 @@ class BenchSettings:
     rounds: int = 30
     group_budget_s: float = 2.0
     samples_per_round: int = 5
+    max_batch_ms: float = 25.0
     min_sample_ms: float = 1.0
     warmup_max_s: float = 1.0
     oneshot_samples: int = 2
@@ -241,8 +243,6 @@ def _family(name: str, table: Any) -> dict[str, Any]:
 
 
 def _extra_benchmarks(value: Any) -> tuple[dict[str, Any], ...]:
-    from torchcanary.measure.specs import ALL_KINDS
-
     if not isinstance(value, list):
         raise _fail(
             "benchmarks",
@@ -256,6 +256,12 @@ def _extra_benchmarks(value: Any) -> tuple[dict[str, Any], ...]:
                 "benchmarks", f"{spec!r} has no known kind", f"set kind to one of {list(ALL_KINDS)}"
             )
         spec = dict(spec)
+        try:
+            benchmark_id(with_defaults(spec, "cpu"))
+        except KeyError as missing:
+            raise _fail(
+                "benchmarks", f"a {spec['kind']} benchmark needs {missing}", "add that field"
+            ) from None
         if "dtype" in spec:
             spec["dtype"] = _dtypes("benchmarks.dtype", [spec["dtype"]])[0]
         specs.append(spec)
@@ -268,6 +274,7 @@ _SCALARS: dict[str, tuple[type, float, float]] = {
     "rounds": (int, 1, 1000),
     "samples_per_round": (int, 1, 1000),
     "group_budget_s": (float, 0.01, 86_400),
+    "max_batch_ms": (float, 0.01, 86_400_000),
     "min_sample_ms": (float, 0.01, 10_000),
     "warmup_max_s": (float, 0, 600),
     "oneshot_samples": (int, 0, 100),
@@ -302,7 +309,8 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         elif key == "cpus":
             values[key] = tuple(_int_list(key, value)) if value else ()
         elif key == "families":
-            values[key] = tuple(_choices(key, value, FAMILIES))
+            # An empty list is fine: only the extra ``benchmarks`` run.
+            values[key] = tuple(_choices(key, value, FAMILIES)) if value != [] else ()
         elif key == "family_settings":
             values[key] = {name: _family(name, table) for name, table in value.items()}
         elif key == "benchmarks":

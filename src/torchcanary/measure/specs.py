@@ -131,6 +131,15 @@ def work_of(spec: dict[str, Any]) -> Work:
     return Work(0.0, 0.0, 0.0)
 
 
+def with_defaults(spec: dict[str, Any], device: str) -> dict[str, Any]:
+    """A user-written spec with what it may leave out filled in for ``device``."""
+    filled = {"device": device, **spec}
+    if filled["kind"] == "collective":
+        filled.setdefault("backend", "nccl" if filled["device"] == "cuda" else "gloo")
+        filled.setdefault("world_size", 2)
+    return filled
+
+
 def spec_for_side(spec: dict[str, Any], side: str) -> dict[str, Any]:
     """The spec one side runs: ``overrides`` lets the self-check make one side heavier."""
     overrides = spec.get("overrides", {}).get(side, {})

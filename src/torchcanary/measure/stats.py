@@ -259,25 +259,28 @@ def mann_whitney_u(first: Sequence[float], second: Sequence[float]) -> tuple[flo
     return u_first, normal_two_sided_p(max(z, 0.0))
 
 
-def kruskal_wallis(groups: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """Kruskal-Wallis H test that several groups share one distribution; (H, p)."""
-    sizes = [len(g) for g in groups if len(g)]
-    values = [v for g in groups for v in g]
-    n = len(values)
-    if len(sizes) < 2 or n < 3:
-        return 0.0, 1.0
-    rank_values, ties = ranks(values)
-    h, start = 0.0, 0
-    for size in sizes:
-        rank_sum = sum(rank_values[start : start + size])
-        h += rank_sum**2 / size
-        start += size
-    h = 12 / (n * (n + 1)) * h - 3 * (n + 1)
-    correction = 1 - sum(t**3 - t for t in ties) / (n**3 - n)
-    if correction <= 0:
-        return 0.0, 1.0
-    h /= correction
-    return h, chi_square_upper_p(h, len(sizes) - 1)
+def random_effects(
+    estimates: Sequence[float], standard_errors: Sequence[float]
+) -> tuple[float, float, float, float]:
+    """DerSimonian-Laird random-effects combination: (pooled, its SE, tau^2, Cochran's Q p).
+
+    Each estimate comes from one worker group. When groups agree within their own noise,
+    tau^2 is 0 and this is the precision-weighted mean; when they disagree (one process
+    was luckier than another), tau^2 grows and so does the pooled SE.
+    """
+    weights = [1 / max(se, 1e-12) ** 2 for se in standard_errors]
+    total = sum(weights)
+    fixed = sum(w * e for w, e in zip(weights, estimates, strict=True)) / total
+    q = sum(w * (e - fixed) ** 2 for w, e in zip(weights, estimates, strict=True))
+    df = len(estimates) - 1
+    spread = total - sum(w * w for w in weights) / total
+    tau2 = max(0.0, (q - df) / spread) if spread > 0 else 0.0
+    random_weights = [1 / (max(se, 1e-12) ** 2 + tau2) for se in standard_errors]
+    pooled = sum(w * e for w, e in zip(random_weights, estimates, strict=True)) / sum(
+        random_weights
+    )
+    q_p = chi_square_upper_p(q, df) if df > 0 else 1.0
+    return pooled, math.sqrt(1 / sum(random_weights)), tau2, q_p
 
 
 def one_sample_t(values: Sequence[float], confidence: float) -> tuple[float, float, float, float]:

@@ -10,7 +10,7 @@ import itertools
 from typing import Any
 
 from torchcanary.measure.settings import BenchSettings
-from torchcanary.measure.specs import benchmark_id
+from torchcanary.measure.specs import benchmark_id, with_defaults
 
 
 def _with_id(spec: dict[str, Any]) -> dict[str, Any]:
@@ -119,11 +119,7 @@ def expand(settings: BenchSettings, device: str) -> list[dict[str, Any]]:
         elif family == "collectives":
             specs += _collectives(table, device)
     for extra in settings.benchmarks:
-        spec = dict(extra)
-        spec.setdefault("device", device)
-        if spec["kind"] == "collective":
-            spec.setdefault("backend", "nccl" if spec["device"] == "cuda" else "gloo")
-            spec.setdefault("world_size", 2)
+        spec = with_defaults(extra, device)
         specs.append(_with_id(spec) if "id" not in spec else spec)
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:

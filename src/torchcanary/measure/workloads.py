@@ -86,7 +86,9 @@ def check_device(device: str) -> None:
 
 
 def _random(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
-    if dtype.is_floating_point and dtype.itemsize == 1:  # float8: no randn kernel for it
+    if not dtype.is_floating_point:
+        return torch.randint(-8, 8, shape, dtype=dtype, device=device)
+    if dtype.itemsize == 1:  # float8: no randn kernel for it
         return torch.randn(shape, device=device).to(dtype)
     return torch.randn(shape, dtype=dtype, device=device)
 

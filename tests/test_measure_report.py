@@ -1,0 +1,196 @@
+"""The bench report and policy over results stored in a real SQLite store."""
+
+from __future__ import annotations
+
+from torchcanary.measure import report, section
+from torchcanary.report.view import RunView
+from torchcanary.results import Manifest
+from torchcanary.store.sqlite import SectionResult, Store
+
+
+def _side(median: float) -> dict:
+    return {
+        "n": 30,
+        "median_s": median,
+        "q05_s": median * 0.9,
+        "q25_s": median * 0.95,
+        "q75_s": median * 1.05,
+        "q95_s": median * 1.1,
+        "min_s": median * 0.8,
+        "max_s": median * 1.3,
+        "robust_cv": 0.04,
+        "on_cpu": 0.97,
+        "plot_s": [median * (0.95 + i / 100) for i in range(10)],
+    }
+
+
+def _measured(ratio: float, low: float, high: float, q: float, **extra: object) -> dict:
+    payload = {
+        "kind": "linear",
+        "spec": {"kind": "linear", "device": "cpu"},
+        "aa": False,
+        "sides": {
+            "baseline": _side(1e-3),
+            "baseline-aa": _side(1e-3),
+            "candidate": _side(1e-3 * ratio),
+        },
+        "comparison": {
+            "method": "Wilcoxon signed-rank on 60 round-paired log ratios",
+            "p_value": q / 2,
+            "ratio_of_medians": ratio,
+            "mann_whitney_p": q,
+        },
+        "ratio": ratio,
+        "ci_low": low,
+        "ci_high": high,
+        "q_value": q,
+        "mde": 0.02,
+        "equivalence": 0.05,
+        "reasons": ["because"],
+        "noise_warnings": [],
+        "aa_control": {
+            "testable": True,
+            "ratio": 1.0,
+            "ci_low": 0.99,
+            "ci_high": 1.01,
+            "q_value": 0.8,
+        },
+        "roofline": {
+            "baseline": {
+                "limiter": "memory",
+                "fraction": 0.62,
+                "achieved_bytes_per_s": 5e9,
+                "achieved_flops_per_s": 1e9,
+            }
+        },
+        "confounds": {"blas": ["MKL", "OpenBLAS"]},
+        "dispatch_diff": {
+            "changed": True,
+            "changes": {
+                "ops": {
+                    "only_baseline": ["aten::mm"],
+                    "only_candidate": ["aten::gemv"],
+                    "count_changed": {},
+                }
+            },
+        },
+        "harness": {"measure_s": 4.0},
+    }
+    payload.update(extra)
+    return payload
+
+
+def _view(store: Store, results: list[SectionResult]) -> RunView:
+    run_id = store.create_run({})
+    for role, blas in (("baseline", "MKL"), ("candidate", "OpenBLAS")):
+        store.save_environment(
+            run_id, role, f"torch {role}", "/py", "2.x", 0.0, True, Manifest({"blas": blas})
+        )
+    for result in results:
+        store.save_section_result(run_id, result)
+    return RunView.load(store, run_id)
+
+
+def test_report_shows_confounds_first_escapes_names_and_plots_every_benchmark(store: Store) -> None:
+    view = _view(
+        store,
+        [
+            SectionResult(
+                "bench",
+                "linear/<script>x</script>",
+                "both",
+                "slower",
+                _measured(1.2, 1.1, 1.3, 1e-4),
+            ),
+            SectionResult("bench", "gemm/ok", "both", "same", _measured(1.0, 0.99, 1.01, 0.7)),
+            SectionResult(
+                "bench",
+                "gemm/huge",
+                "both",
+                "skipped",
+                {"kind": "gemm", "reason": "needs about 149GiB", "skipped": {}},
+            ),
+        ],
+    )
+    html = report.html(view)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert html.index("Not only the torch version differs") < html.index("<table class='bench'>")
+    assert html.count("<svg") >= 3  # forest plots plus a distribution per measured benchmark
+    assert "only candidate ran aten::gemv" in html
+    assert "needs about 149GiB" in html
+    assert "also differs: blas" in html
+    markdown = report.markdown(view)
+    assert "| gemm/ok | same |" in markdown and "blas MKL vs OpenBLAS" in markdown
+
+
+def test_junit_fails_a_slowdown_beyond_policy_and_does_not_pass_noise(store: Store) -> None:
+    view = _view(
+        store,
+        [
+            SectionResult("bench", "slow", "both", "slower", _measured(1.2, 1.1, 1.3, 1e-4)),
+            SectionResult("bench", "noisy", "both", "too-noisy", _measured(1.0, 0.7, 1.4, 0.9)),
+            SectionResult("bench", "fine", "both", "same", _measured(1.0, 0.99, 1.01, 0.9)),
+        ],
+    )
+    statuses = {case.name: case.status for case in report.junit_cases(view)}
+    assert statuses == {"slow": "failure", "noisy": "skipped", "fine": "passed"}
+
+
+def test_policy_blocks_significant_slowdowns_beyond_its_threshold(store: Store) -> None:
+    view = _view(
+        store,
+        [
+            SectionResult("bench", "a", "both", "slower", _measured(1.08, 1.06, 1.10, 1e-4)),
+            SectionResult("bench", "b", "both", "slower", _measured(1.03, 1.02, 1.04, 1e-4)),
+            SectionResult("bench", "c", "both", "too-noisy", _measured(1.5, 0.5, 3.0, 0.6)),
+        ],
+    )
+    reasons = section.blocking_reasons(view, {})
+    assert len(reasons) == 1 and reasons[0].startswith("a: +8.0% slower")
+    assert len(section.blocking_reasons(view, {"bench_max_slowdown": 0.02})) == 2
+
+
+def test_policy_blocks_a_benchmark_that_only_the_candidate_cannot_run(store: Store) -> None:
+    failure = {"status": "timeout", "error": "no answer within 60 s"}
+    view = _view(
+        store,
+        [
+            SectionResult(
+                "bench",
+                "hang",
+                "both",
+                "skipped",
+                {
+                    "kind": "gemm",
+                    "reason": "timeout",
+                    "skipped": {},
+                    "failed": {"candidate": failure},
+                },
+            ),
+            SectionResult(
+                "bench",
+                "both-fail",
+                "both",
+                "skipped",
+                {
+                    "kind": "gemm",
+                    "reason": "timeout",
+                    "skipped": {},
+                    "failed": {"candidate": failure, "baseline": failure},
+                },
+            ),
+        ],
+    )
+    reasons = section.blocking_reasons(view, {})
+    assert reasons == [
+        "hang: runs on the baseline but timeout on the candidate (no answer within 60 s)"
+    ]
+    assert section.blocking_reasons(view, {"bench_block_on_candidate_failure": False}) == []
+
+
+def test_an_aa_run_that_differs_from_itself_is_a_no_go_for_the_harness(store: Store) -> None:
+    view = _view(
+        store,
+        [SectionResult("bench", "x", "both", "slower", _measured(1.05, 1.03, 1.07, 1e-4, aa=True))],
+    )
+    assert "A/A run: x differs from itself" in section.blocking_reasons(view, {})[0]

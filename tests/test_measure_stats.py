@@ -1,0 +1,108 @@
+"""The bench statistics against answers worked out by hand or known from tables."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from torchcanary.measure import stats
+
+
+def test_mann_whitney_matches_a_hand_computed_case_without_ties() -> None:
+    # x = 1,2,3 below every y = 4..7: U = 0. Normal approximation: mean n1*n2/2 = 6,
+    # variance n1*n2*(N+1)/12 = 8, z = (6 - 0.5)/sqrt(8) = 1.9445, two-sided p = 0.0518.
+    u, p = stats.mann_whitney_u([1, 2, 3], [4, 5, 6, 7])
+    assert u == 0
+    assert p == pytest.approx(0.05183, abs=1e-4)
+
+
+def test_mann_whitney_corrects_its_variance_for_ties() -> None:
+    # Pooled 1,2,2,3 | 2,3,4,5: mid-ranks x = 1, 3, 3, 5.5 -> R1 = 12.5, U = 2.5. Ties of
+    # sizes 3 (the 2s) and 2 (the 3s): variance = 16/12 * (9 - (24 + 6)/56) = 11.286;
+    # z = (|2.5 - 8| - 0.5)/sqrt(11.286) = 1.4883, p = 0.1367.
+    u, p = stats.mann_whitney_u([1, 2, 2, 3], [2, 3, 4, 5])
+    assert u == pytest.approx(2.5)
+    assert p == pytest.approx(0.1367, abs=1e-3)
+
+
+def test_signed_rank_is_exact_for_small_samples() -> None:
+    # All five differences positive: W+ = 15, P = 2 * (1/32) = 0.0625.
+    assert stats.wilcoxon_signed_rank([1, 2, 3, 4, 5]) == (15.0, 0.0625)
+    # Ranks of |d|: the two negatives have ranks 1 and 2, so W- = 3; P(W- <= 3) for n = 8 is
+    # 5/256, two-sided 0.0390625.
+    w_plus, p = stats.wilcoxon_signed_rank([1.5, -0.5, 2.5, 3.5, -1.2, 4.1, 5.2, 2.2])
+    assert w_plus == 33 and p == pytest.approx(10 / 256)
+
+
+def test_signed_rank_drops_zeros_and_says_nothing_about_all_zero_input() -> None:
+    assert stats.wilcoxon_signed_rank([0.0, 0.0, 0.0]) == (0.0, 1.0)
+    assert stats.wilcoxon_signed_rank([0.0, 1, 2, 3, 4, 5])[1] == 0.0625
+
+
+def test_benjamini_hochberg_on_a_known_vector() -> None:
+    # Sorted p: 0.005, 0.01, 0.03, 0.04 with m = 4 -> p*m/rank = 0.02, 0.02, 0.04, 0.04.
+    assert stats.benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx(
+        [0.02, 0.04, 0.04, 0.02]
+    )
+    # Monotone step-up: a large p late in the order cannot lower earlier q-values.
+    assert stats.benjamini_hochberg([0.9, 0.001]) == pytest.approx([0.9, 0.002])
+
+
+def test_distribution_functions_match_their_tables() -> None:
+    assert stats.t_two_sided_p(2.0, 10) == pytest.approx(0.07339, abs=1e-4)
+    assert stats.t_quantile(0.975, 10) == pytest.approx(2.2281, abs=1e-3)
+    assert stats.chi_square_upper_p(3.841, 1) == pytest.approx(0.05, abs=1e-3)
+    assert stats.chi_square_upper_p(9.488, 4) == pytest.approx(0.05, abs=1e-3)
+
+
+def test_random_effects_pools_agreeing_groups_and_widens_for_disagreeing_ones() -> None:
+    # Equal SEs of 0.01 and identical estimates: tau^2 = 0, SE = 0.01/sqrt(3).
+    pooled, se, tau2, q_p = stats.random_effects([0.02, 0.02, 0.02], [0.01] * 3)
+    assert pooled == pytest.approx(0.02) and tau2 == 0 and q_p == pytest.approx(1.0)
+    assert se == pytest.approx(0.01 / math.sqrt(3))
+    # Estimates 0, 0.1, 0.2: weights 1e4 each, Q = 1e4 * 0.02 = 200, df 2, spread
+    # 3e4 - 3e8/3e4 = 2e4, tau^2 = (200 - 2)/2e4 = 0.0099; SE = sqrt((1e-4 + 0.0099)/3).
+    pooled, se, tau2, q_p = stats.random_effects([0.0, 0.1, 0.2], [0.01] * 3)
+    assert pooled == pytest.approx(0.1)
+    assert tau2 == pytest.approx(0.0099)
+    assert se == pytest.approx(math.sqrt(0.01 / 3))
+    assert q_p < 1e-10
+
+
+def test_hodges_lehmann_interval_covers_the_true_shift_as_often_as_it_promises() -> None:
+    rng = random.Random(7)
+    truth, trials, covered = math.log(1.03), 300, 0
+    for _ in range(trials):
+        # Heavy-tailed noise like a busy machine's: mostly tight, sometimes far off.
+        diffs = [
+            truth
+            + rng.gauss(0, 0.02)
+            + (rng.expovariate(5) if rng.random() < 0.1 else 0) * rng.choice((-1, 1))
+            for _ in range(40)
+        ]
+        _estimate, low, high = stats.hodges_lehmann_one_sample(diffs, 0.9)
+        covered += low <= truth <= high
+    assert 0.85 <= covered / trials <= 0.95
+
+
+def test_signed_rank_false_alarm_rate_is_near_its_level_under_the_null() -> None:
+    rng = random.Random(11)
+    trials = 400
+    alarms = sum(
+        stats.wilcoxon_signed_rank([rng.gauss(0, 1) for _ in range(30)])[1] <= 0.05
+        for _ in range(trials)
+    )
+    assert 0.02 <= alarms / trials <= 0.08
+
+
+def test_hodges_lehmann_interval_is_unbounded_when_too_few_values_for_the_level() -> None:
+    estimate, low, high = stats.hodges_lehmann_one_sample([0.1, 0.2, 0.3], 0.99)
+    assert estimate == pytest.approx(0.2)
+    assert (low, high) == (-math.inf, math.inf)
+
+
+def test_robust_spread_ignores_one_wild_value() -> None:
+    steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
+    assert stats.robust_cv([*steady, 50.0]) < 0.05
