@@ -14,9 +14,9 @@ from torchcanary.errors import ConfigError
 def test_pyproject_table_is_read_and_flags_win(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.torchcanary]\nbaseline = "torch==2.13.0"\nprobes = ["c10d.*"]\n'
-        'sections = ["claims"]\nstore = "results/db.sqlite"\n')
-    settings = load_settings(None, {"candidate": "torch==2.14.1 numpy", "probes": None},
-                             tmp_path)
+        'sections = ["claims"]\nstore = "results/db.sqlite"\n'
+    )
+    settings = load_settings(None, {"candidate": "torch==2.14.1 numpy", "probes": None}, tmp_path)
     assert settings.plan.baseline == "torch==2.13.0"
     assert settings.plan.candidate == "torch==2.14.1 numpy"
     assert settings.plan.probes == ("c10d.*",)
@@ -33,8 +33,7 @@ def test_canary_toml_takes_precedence_over_pyproject(tmp_path: Path):
 
 def test_policy_file_overrides_defaults_and_rejects_bad_types(tmp_path: Path):
     (tmp_path / "policy.toml").write_text('fail_on_claims = ["regressed", "not reproduced"]\n')
-    settings = load_settings(None, {"policy_file": "policy.toml", "sections": ["claims"]},
-                             tmp_path)
+    settings = load_settings(None, {"policy_file": "policy.toml", "sections": ["claims"]}, tmp_path)
     assert settings.plan.policy["fail_on_claims"] == ["regressed", "not reproduced"]
     (tmp_path / "policy.toml").write_text('fail_on_claims = "regressed"\n')
     with pytest.raises(ConfigError, match="must be a list"):

@@ -303,8 +303,9 @@ def run_flight_recorder(context: ProbeContext) -> Outcome:
         return absent("no backend-neutral Flight Recorder dump (_dump_fr_trace_json)", ranks=values)
     wanted = ["all_reduce", "broadcast", "all_gather", "barrier"]
     names = [str(n) for n in first["names"]]
-    found = [next((n for n in names if n.endswith(w)), None) for w in wanted]
-    in_order = all(found) and [names.index(f) for f in found] == sorted(
+    matches = [next((n for n in names if n.endswith(w)), None) for w in wanted]
+    found = [n for n in matches if n is not None]
+    in_order = len(found) == len(wanted) and [names.index(f) for f in found] == sorted(
         names.index(f) for f in found
     )
     pairs = zip(names, first["input_sizes"], strict=True)
