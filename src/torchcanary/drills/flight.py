@@ -99,7 +99,7 @@ def analyse(json_dir: Path, world: int, target: int | None) -> dict[str, Any]:
         "stalled_seq": stalled,
         "collective": collective,
         "suspects": suspects,
-        "named_culprit": target is not None and suspects == [target],
+        "named_culprit": None if target is None else suspects == [target],
         "finding": "; ".join(parts),
     }
 

@@ -62,8 +62,22 @@ def _flight(payload: dict[str, Any]) -> str:
     fr = payload.get("flight_recorder") or {}
     if not fr:
         return "–"
-    named = "named the culprit" if fr.get("named_culprit") else "did not name the culprit"
-    return f"{named}: {fr.get('finding', '')}"
+    named = {
+        True: "named the culprit",
+        False: "did not name the culprit",
+        None: "no rank at fault",
+    }[fr.get("named_culprit")]
+    text = f"{named}: {fr.get('finding', '')}"
+    analyser = fr.get("torch_analyser") or {}
+    if analyser.get("ran") and analyser.get("exit_code") == 0:
+        ranks = analyser.get("named_ranks") or []
+        text += (
+            f"; torch fr_trace names rank {ranks}" if ranks else "; torch fr_trace names no rank"
+        )
+    elif analyser.get("ran"):
+        last = (analyser.get("output_tail") or "").splitlines()[-1:] or [""]
+        text += f"; torch fr_trace failed: {last[0][:120]}"
+    return text
 
 
 def _cells(result: Any) -> list[str]:
@@ -211,6 +225,11 @@ def html(view: Any) -> str:
             if role in rows[key]
         ]
         out.append("<div>" + "".join(plots) + "</div>")
+    out.append(
+        "<p>Timelines: one line per rank and launch (step against seconds; hover for "
+        "names); red dashed line: the fault; dots: red error, green launch, blue "
+        "recovery, black done; grey ticks: checkpoints.</p>"
+    )
     out.append("</section>")
     return "".join(out)
 

@@ -268,12 +268,15 @@ class DrillRunner:
         losses = sorted({float(e["final_loss"]) for e in done})
         errors = [e for e in events if e["ev"] == "error"]
         unsupported = [e for e in events if e["ev"] == "unsupported"]
-        fr_target = None if spec.fault == "store-kill" else injector.struck_rank
-        fr_dir = area.flight / "attempt0"
-        flight_result = flight.analyse(fr_dir / "json", spec.ranks, fr_target)
-        flight_result["torch_analyser"] = flight.run_torch_analyser(
-            self.python, fr_dir / "pickle", spec.ranks
-        )
+        flight_result: dict[str, Any] = {}
+        if injector.fault_t is not None:
+            # The store's host is no rank: there is no culprit for the recorder to name.
+            fr_target = None if spec.fault == "store-kill" else injector.struck_rank
+            fr_dir = area.flight / "attempt0"
+            flight_result = flight.analyse(fr_dir / "json", spec.ranks, fr_target)
+            flight_result["torch_analyser"] = flight.run_torch_analyser(
+                self.python, fr_dir / "pickle", spec.ranks
+            )
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
             "injected": injector.detail,
