@@ -202,7 +202,7 @@ def test_bad_settings_are_one_clear_config_error(table, words):
 
 def test_defaults_are_the_short_drill_set():
     settings = section.parse_settings({})
-    assert settings["faults"] == ["kill:restart", "hang:timeout"]
+    assert settings["faults"] == ["kill:restart-unshared", "kill:reconfigure", "hang:timeout"]
     assert section.parse_settings({"faults": "all"})["faults"][0] == "kill:restart"
 
 

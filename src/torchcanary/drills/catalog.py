@@ -45,7 +45,9 @@ DEFAULT_RECOVERY = {
     "store-kill": "restart",
 }
 
-DEFAULT_DRILLS = ("kill:restart", "hang:timeout")
+# The default avoids torchrun's shared rendezvous store, whose restarts fail about half the
+# time on gloo in both versions (pytorch/pytorch#135712); "all" includes the plain restart.
+DEFAULT_DRILLS = ("kill:restart-unshared", "kill:reconfigure", "hang:timeout")
 FULL_DRILLS = tuple(
     f"{fault}:{recovery}" for fault, recoveries in VALID.items() for recovery in recoveries
 )

@@ -7,7 +7,8 @@ fault-free runs the drills were compared against are stored as ``reference:<mode
 
 Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
 - ``faults``: drill names, ``"fault"`` or ``"fault:recovery"``, or ``"all"``
-  [``["kill:restart", "hang:timeout"]``: one to two minutes per environment on 2 cores];
+  [``["kill:restart-unshared", "kill:reconfigure", "hang:timeout"]``: about two minutes
+  per environment on 2 cores];
 - ``ranks`` [2], 2 to 4; ``steps`` [30]; ``at_step`` [12], the step after which the fault
   strikes; ``target_rank`` [1]; ``timeout_s`` [10], the process-group timeout;
   ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" for the torchrun drills;
