@@ -1,29 +1,42 @@
-"""Ties a worker-side process to the orchestrator that started it (Linux).
+"""Ties a worker-side process to the orchestrator that started it.
 
-A run killed with SIGKILL cannot clean up, so each worker and rank asks the kernel to kill
-it when its parent dies; nothing a hung probe started outlives the run.
+A run killed with SIGKILL cannot clean up, so each worker and rank watches its parent and
+exits when it is gone; nothing a hung probe started outlives the run. A polling thread is
+used rather than PR_SET_PDEATHSIG because the kernel fires that signal when the parent
+*thread* that spawned the child exits, and the orchestrator starts workers from threads.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import os
-import signal
 import sys
+import threading
+import time
 
-_PR_SET_PDEATHSIG = 1
+_POLL_S = 0.5
+
+
+def _exit_orphaned(parent: int) -> None:
+    # The reader of stderr is usually the dead parent: a failed write must not stop the exit.
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"torchcanary: parent {parent} is gone; exiting\n")
+    os._exit(1)
+
+
+def _watch(parent: int) -> None:
+    while True:
+        time.sleep(_POLL_S)
+        if os.getppid() != parent:
+            _exit_orphaned(parent)
 
 
 def die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    expected_parent = os.environ.get("TORCHCANARY_PARENT_PID")
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    except (OSError, AttributeError):
-        return
-    if expected_parent and os.getppid() != int(expected_parent):
-        # The parent died before the lifeline was tied, or the variable leaked from a parent
-        # of a parent: either way nobody is listening for this process's answers.
-        sys.stderr.write(f"torchcanary: parent {expected_parent} is gone; exiting\n")
-        os._exit(1)
+    """Exit as soon as the process that started this one is gone."""
+    expected = os.environ.get("TORCHCANARY_PARENT_PID")
+    parent = int(expected) if expected else os.getppid()
+    if os.getppid() != parent:
+        # The parent died before we got here, or the variable leaked from a grandparent:
+        # either way nobody is listening for this process's answers.
+        _exit_orphaned(parent)
+    threading.Thread(target=_watch, args=(parent,), name="canary-lifeline", daemon=True).start()
