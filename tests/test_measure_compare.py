@@ -144,3 +144,38 @@ def test_bh_spreads_the_false_discovery_budget_over_the_run() -> None:
     assert decided["clear"]["verdict"] == "slower"
     assert decided["borderline"]["q_ab"] == pytest.approx(0.024)
     assert decided["borderline"]["verdict"] == "too-noisy"
+
+
+def test_overdispersed_aa_controls_calibrate_the_ab_p_values_down() -> None:
+    # Ten A/A controls all at p = 0.001 (z = 3.29): inflation 3.29**2 / 0.455 = 23.8, so an
+    # A/B p-value of 1e-4 (z = 3.89) becomes z = 0.80, p = 0.42, and its interval widens.
+    run = {
+        f"b{i}": {
+            "ab": _comparison(1.0, 0.99, 1.01, 0.5),
+            "aa": _comparison(1.01, 1.004, 1.016, 0.001),
+        }
+        for i in range(10)
+    }
+    run["x"] = {
+        "ab": _comparison(1.02, 1.01, 1.03, 1e-4),
+        "aa": _comparison(1.0, 0.99, 1.01, 0.001),
+    }
+    decided = compare.decide(run, 0.01, 0.05)
+    assert decided["x"]["calibration"] == pytest.approx(23.8, rel=0.01)
+    assert decided["x"]["ab"]["p_value"] == pytest.approx(0.42, abs=0.01)
+    assert decided["x"]["ab"]["uncalibrated_p_value"] == 1e-4
+    assert decided["x"]["ab"]["ci_high"] > 1.05
+    assert decided["x"]["verdict"] == "too-noisy"
+
+
+def test_aa_controls_that_look_null_leave_the_p_values_alone() -> None:
+    controls = [0.9, 0.7, 0.5, 0.3, 0.6, 0.8, 0.4]
+    run = {
+        f"b{i}": {"ab": _comparison(1.05, 1.03, 1.07, 1e-6), "aa": _comparison(1.0, 0.98, 1.02, p)}
+        for i, p in enumerate(controls)
+    }
+    decided = compare.decide(run, 0.01, 0.05)
+    assert decided["b0"]["calibration"] == 1.0
+    assert decided["b0"]["verdict"] == "slower"
+    # Fewer than five controls are too few to estimate an inflation from.
+    assert compare.calibration_factor([_comparison(1, 0.9, 1.1, 1e-9)] * 4) == 1.0

@@ -14,11 +14,14 @@ How one comparison is made (``compare_sides``):
 4. with fewer than 10 pairs (one-shot benchmarks) it is a t-test on ``d``, because a rank
    test cannot reach small p-values there.
 
-How the run decides (``decide``): Benjamini-Hochberg q-values over every A/B comparison of
-the run; significant (q <= fdr) means slower or faster; otherwise "same" when the interval
-fits within the equivalence band, else "too noisy to tell". The A/A control (the baseline
-measured twice by separate workers) gives each benchmark its minimum detectable effect
-and, when it is itself "significant", marks the benchmark untrustworthy here.
+How the run decides (``decide``): first the A/A controls (the baseline measured twice by
+separate workers, known nulls) calibrate the run: if their p-values are too small overall,
+every A/B p-value and interval is widened by that factor (``calibration_factor``). Then
+Benjamini-Hochberg q-values over every A/B comparison of the run; significant
+(q <= fdr) means slower or faster; otherwise "same" when the interval
+fits within the equivalence band, else "too noisy to tell". Each benchmark's A/A control
+also gives its minimum detectable effect and, when it is itself "significant" even after
+calibration, marks the benchmark untrustworthy here.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from torchcanary.measure.specs import STEADY_KINDS
 _MIN_RANK_PAIRS = 10
 _HETEROGENEITY_P = 0.01
 _MIN_GROUP_PAIRS = 6
+_MIN_CONTROLS = 5
+_NULL_MEDIAN_Z2 = 0.4549  # median of chi-square with 1 degree of freedom
 _POWER = 0.9
 _PLOT_POINTS = 120
 
@@ -233,6 +238,43 @@ def noise_warnings(
     return warnings
 
 
+def calibration_factor(controls: list[dict[str, Any]]) -> float:
+    """How much the run's A/A controls say its p-values overstate confidence (>= 1).
+
+    Every A/A control is a known null measured exactly like the A/B comparisons, so its
+    p-values should be uniform. Worker processes that are luckier than others (a few
+    percent, for a whole process lifetime) make them too small. The median of the controls'
+    z**2 over its null expectation (0.455) estimates that inflation, as genomic control does
+    for association tests; A/B z-scores are divided by its square root. Needs 5 controls.
+    """
+    usable = [c for c in controls if c.get("testable")]
+    if len(usable) < _MIN_CONTROLS:
+        return 1.0
+    squares = [_z_of(c["p_value"]) ** 2 for c in usable]
+    return max(1.0, stats.median(squares) / _NULL_MEDIAN_Z2)
+
+
+def _z_of(p_value: float) -> float:
+    return -stats.normal_quantile(max(p_value, 1e-300) / 2) if p_value < 1 else 0.0
+
+
+def calibrated(comparison: dict[str, Any] | None, inflation: float) -> dict[str, Any] | None:
+    """A comparison with its p-value and interval widened by the A/A inflation factor."""
+    if not comparison or not comparison.get("testable") or inflation <= 1.0:
+        return comparison
+    scale = math.sqrt(inflation)
+    centre = comparison["log_ratio"]
+    low, high = math.log(max(comparison["ci_low"], 1e-300)), math.log(comparison["ci_high"])
+    return {
+        **comparison,
+        "p_value": stats.normal_two_sided_p(_z_of(comparison["p_value"]) / scale),
+        "uncalibrated_p_value": comparison["p_value"],
+        "ci_low": _exp(centre - (centre - low) * scale),
+        "ci_high": _exp(centre + (high - centre) * scale),
+        "se_log": comparison["se_log"] * scale,
+    }
+
+
 def decide(
     comparisons: dict[str, dict[str, Any]], fdr: float, equivalence: float, aa_run: bool = False
 ) -> dict[str, dict[str, Any]]:
@@ -243,6 +285,20 @@ def decide(
     the A/A one and gives the MDE. Returns, per benchmark, verdict, q-values, MDE, reasons.
     """
     decided: dict[str, dict[str, Any]] = {}
+    inflation = (
+        1.0
+        if aa_run
+        else calibration_factor([pair["aa"] for pair in comparisons.values() if pair.get("aa")])
+    )
+    if inflation > 1.0:
+        comparisons = {
+            bench_id: {
+                **pair,
+                "ab": calibrated(pair["ab"], inflation),
+                "aa": calibrated(pair["aa"], inflation),
+            }
+            for bench_id, pair in comparisons.items()
+        }
     for role in ("ab", "aa"):
         ids = [b for b, c in comparisons.items() if c.get(role, {}).get("testable")]
         qs = stats.benjamini_hochberg([comparisons[b][role]["p_value"] for b in ids])
@@ -251,6 +307,8 @@ def decide(
     band = (1 / (1 + equivalence), 1 + equivalence)
     for bench_id, pair in comparisons.items():
         result = decided.setdefault(bench_id, {})
+        result["calibration"] = inflation
+        result["ab"], result["aa"] = pair["ab"], pair.get("aa")
         ab, aa = pair["ab"], pair.get("aa") or {}
         control = ab if aa_run else aa
         result["mde"] = mde_from_aa(control, fdr) if control else None

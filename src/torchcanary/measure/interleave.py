@@ -3,8 +3,9 @@
 For each of ``groups`` round groups every side gets a fresh worker process (so process-level
 luck, such as memory layout or which core the scheduler favoured, varies between groups and
 hits both sides alike); then, benchmark by benchmark, each side warms up and calibrates, and
-``rounds`` rounds visit every side once in an order shuffled per round. Drift in the
-machine's speed is therefore shared by the two sides of a round. One-shot benchmarks (import
+``rounds`` rounds visit every side once, in a random order that the next round reverses.
+Drift in the machine's speed is therefore shared by the sides of a round, and going first
+or last favours no side. One-shot benchmarks (import
 time, cold compile) take one fresh interpreter per sample; collectives take one fresh set of
 ranks per group and side.
 
@@ -122,7 +123,10 @@ class Interleaver:
 
     # workers ----------------------------------------------------------------------------
     def _start_group(self, group: int) -> dict[str, SideWorker]:
-        workers = {side.name: SideWorker(self.ctx, side, self.settings) for side in self.sides}
+        # Started in a random order: which process is spawned first must not be a property
+        # of one side (the first of several concurrent starts can land on fresher memory).
+        order = self.rng.sample(self.sides, len(self.sides))
+        workers = {side.name: SideWorker(self.ctx, side, self.settings) for side in order}
         outcomes: dict[str, CallResult] = {}
 
         def start(name: str) -> None:
@@ -183,7 +187,8 @@ class Interleaver:
             | {
                 s["dtype"]
                 for s in specs
-                if s["kind"] in ("gemm", "linear", "sdpa") and s.get("device") == device
+                if s["kind"] in ("gemm", "scaled_gemm", "linear", "sdpa")
+                and s.get("device") == device
             }
         )
         if not any(s["kind"] in ROOFLINE_KINDS for s in specs):

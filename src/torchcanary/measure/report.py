@@ -176,6 +176,12 @@ def _details_html(result: SectionResult) -> str:
             f"{comparison['ratio_of_medians']:.3f}; unpaired Mann-Whitney p = "
             f"{comparison['mann_whitney_p']:.2g}.</p>"
         )
+    if payload.get("calibration", 1.0) > 1.0:
+        body.append(
+            f"<p>Calibrated: the run's A/A controls showed p-values too small by a factor "
+            f"{payload['calibration']:.2f} in z², so this p-value and interval were widened "
+            f"accordingly (uncalibrated p = {comparison.get('uncalibrated_p_value', 0):.2g}).</p>"
+        )
     control = payload.get("aa_control")
     if control and control.get("testable"):
         body.append(

@@ -201,7 +201,7 @@ def _payload(
     seed: int,
     confounds: dict[str, Any],
 ) -> dict[str, Any]:
-    ab, aa = pair["ab"], pair.get("aa")
+    ab, aa = decided["ab"], decided.get("aa")  # as calibrated against the A/A controls
     clock = ab.get("clock", "wall")
     summaries = {side.store_role: compare.summary(samples, side.name, clock) for side in sides}
     spec = samples.spec
@@ -232,6 +232,7 @@ def _payload(
         "mde": decided["mde"],
         "aa_control": ({**aa, "q_value": decided.get("q_aa")} if aa else None),
         "reasons": decided["reasons"],
+        "calibration": decided["calibration"],
         "noise_warnings": compare.noise_warnings(samples, summaries, ab, settings.noise_cv),
         "roofline": roofline,
         "machine_roofline": measurements.roofline,

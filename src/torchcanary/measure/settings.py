@@ -12,8 +12,8 @@ Top-level keys, defaults in brackets:
 - ``device`` [auto: cuda when both environments see a GPU, else cpu];
 - ``clock`` [auto: process CPU time for single-threaded CPU compute, else wall time];
 - ``threads`` [1], ``cpus`` [[]: the last ``threads`` CPUs the process may use];
-- ``groups`` [3]: round groups, each with fresh worker processes for every side;
-- ``rounds`` [30] and ``group_budget_s`` [2.0]: interleaved rounds per group and benchmark,
+- ``groups`` [4]: round groups, each with fresh worker processes for every side;
+- ``rounds`` [30] and ``group_budget_s`` [1.5]: interleaved rounds per group and benchmark,
   stopped early once that many seconds of samples are taken;
 - ``samples_per_round`` [5], ``max_batch_ms`` [25], ``min_sample_ms`` [1.0]: the samples
   each side takes per round (fewer when they would last longer than ``max_batch_ms``), and
@@ -82,9 +82,9 @@ class BenchSettings:
     clock: str = "auto"
     threads: int = 1
     cpus: tuple[int, ...] = ()
-    groups: int = 3
+    groups: int = 4
     rounds: int = 30
-    group_budget_s: float = 2.0
+    group_budget_s: float = 1.5
     samples_per_round: int = 5
     max_batch_ms: float = 25.0
     min_sample_ms: float = 1.0
