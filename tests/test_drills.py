@@ -110,7 +110,8 @@ def test_killed_rank_is_restarted_from_checkpoint_with_the_same_result(
     assert 0 < payload["detect_s"] < payload["resume_s"]
     assert payload["final_loss"] == payload["reference_loss"]
     assert payload["params_identical"] is True
-    assert payload["flight_recorder"]["missing_ranks"] == [1]
+    # The killed rank never dumps; whether rank 0 dumped before torchrun tore it down is timing.
+    assert 1 in payload["flight_recorder"]["missing_ranks"]
     assert payload["orphans_after_cleanup"] == []
 
 
