@@ -307,14 +307,20 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
+def _existing_store(text: str) -> Path:
+    """Reading commands never create a store: a wrong path is a usage error."""
+    path = Path(text)
+    if not path.is_file():
+        raise CanaryError(f"no store at {path}; pass --store PATH")
+    return path
+
+
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.render import write_outputs
     from torchcanary.report.view import RunView
     from torchcanary.store.sqlite import Store
 
-    store_path = Path(args.store)
-    if not store_path.is_file():
-        raise CanaryError(f"no store at {store_path}; pass --store PATH")
+    store_path = _existing_store(args.store)
     with Store(store_path) as store:
         run_id = args.run_id
         if run_id == "latest":
@@ -331,9 +337,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.sqlite import Store
 
-    store_path = Path(args.store)
-    if not store_path.is_file():
-        raise CanaryError(f"no store at {store_path}; pass --store PATH")
+    store_path = _existing_store(args.store)
     with Store(store_path) as store:
         rows = store.runs()
     table = Table(title=str(store_path))
