@@ -13,7 +13,7 @@ from torchcanary.measure.samples import Batch, BenchmarkSamples
 
 def _samples(
     shifts: dict[str, float],
-    groups: int = 3,
+    groups: int = 6,
     rounds: int = 20,
     seed: int = 1,
     group_offsets: dict[str, list[float]] | None = None,
@@ -51,10 +51,10 @@ def test_drift_shared_by_both_sides_cancels_in_the_paired_ratio() -> None:
 
 def test_groups_that_disagree_widen_the_interval_instead_of_faking_a_difference() -> None:
     # Worker-process luck: the candidate's second process is 20% slower, the others not.
-    samples = _samples({"A": 0.0, "B": 0.0}, group_offsets={"B": [0.0, 0.2, 0.0]})
+    samples = _samples({"A": 0.0, "B": 0.0}, group_offsets={"B": [0.0, 0.2, 0.0, 0, 0, 0]})
     result = compare.compare_sides(samples, "A", "B", 0.99)
     assert result["heterogeneity_p"] < 0.01 and result["between_group_spread"] > 0.05
-    assert "confirmed across 3 worker groups" in result["method"]
+    assert "confirmed across 6 worker groups" in result["method"]
     assert result["p_value"] > 0.01  # one odd process is not evidence of a slowdown
     assert result["ci_low"] < 1 < result["ci_high"]
 
@@ -64,6 +64,12 @@ def test_groups_that_agree_keep_the_round_level_power() -> None:
     result = compare.compare_sides(samples, "A", "B", 0.99)
     assert result["between_group_spread"] == pytest.approx(0, abs=0.005)
     assert result["p_value"] < 1e-6 and result["ci_low"] > 1.02
+
+
+def test_one_worker_group_cannot_make_a_difference_significant() -> None:
+    result = compare.compare_sides(_samples({"A": 0.0, "B": 0.2}, groups=1), "A", "B", 0.99)
+    assert result["p_value"] == 1.0 and result["ci_low"] > 1.2
+    assert "one worker group" in result["method"]
 
 
 def test_too_few_pairs_is_not_testable_and_few_pairs_use_the_t_test() -> None:
