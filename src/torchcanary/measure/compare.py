@@ -292,13 +292,18 @@ def calibrated(comparison: dict[str, Any] | None, inflation: float) -> dict[str,
 
 
 def decide(
-    comparisons: dict[str, dict[str, Any]], fdr: float, equivalence: float, aa_run: bool = False
+    comparisons: dict[str, dict[str, Any]],
+    fdr: float,
+    equivalence: float,
+    aa_run: bool = False,
+    min_effect: float = 0.01,
 ) -> dict[str, dict[str, Any]]:
     """Verdicts for all benchmarks of a run, with BH control over the run's comparisons.
 
     ``comparisons[bench_id]`` holds ``ab`` (the comparison that is judged) and optionally
     ``aa`` (the A/A control). In an A/A run (``aa_run``) the judged comparison is itself
-    the A/A one and gives the MDE. Returns, per benchmark, verdict, q-values, MDE, reasons.
+    the A/A one and gives the MDE. A significant change under ``min_effect`` is "same".
+    Returns, per benchmark, verdict, q-values, MDE, calibration, reasons.
     """
     decided: dict[str, dict[str, Any]] = {}
     inflation = (
@@ -334,7 +339,15 @@ def decide(
             continue
         significant = result["q_ab"] <= fdr
         aa_alarm = bool(aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
-        if significant:
+        if significant and abs(math.log(ab["ratio"])) < math.log1p(min_effect):
+            # Worker processes alone differ by about this much; a "difference" this small
+            # is more likely process luck than the versions.
+            verdict = "same"
+            reasons.append(
+                f"q = {result['q_ab']:.2g}, but the change is under the "
+                f"{min_effect:.1%} floor worker-process luck alone can produce"
+            )
+        elif significant:
             verdict = "slower" if ab["ratio"] > 1 else "faster"
             reasons.append(f"q = {result['q_ab']:.2g} <= {fdr:g}")
             if aa_alarm and abs(ab["log_ratio"]) < 3 * abs(aa["log_ratio"]):

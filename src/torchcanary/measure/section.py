@@ -102,7 +102,9 @@ def run(ctx: RunContext) -> None:
                 samples, BASELINE.name, control.name, confidence, clock
             )
         comparisons[bench_id] = pair
-    decided = compare.decide(comparisons, settings.fdr, settings.equivalence, aa_run=settings.aa)
+    decided = compare.decide(
+        comparisons, settings.fdr, settings.equivalence, settings.aa, settings.min_effect
+    )
     for bench_id, samples in finished.items():
         payload = _payload(
             samples,

@@ -24,6 +24,8 @@ Top-level keys, defaults in brackets:
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
 - ``fdr`` [0.01]: Benjamini-Hochberg false discovery rate over the run's benchmarks;
 - ``equivalence`` [0.05]: the half-width an interval must fit in for "same";
+- ``min_effect`` [0.01]: a significant change smaller than this is still "same" (worker
+  processes of one environment differ by about 1% on CPUs; see the self-check);
 - ``noise_cv`` [0.10]: the spread (robust CV) above which a noise warning is given;
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;
 - one table per family (``[tool.torchcanary.bench.linear]`` ...) and ``benchmarks``: extra
@@ -94,6 +96,7 @@ class BenchSettings:
     timeout_s: float = 180.0
     fdr: float = 0.01
     equivalence: float = 0.05
+    min_effect: float = 0.01
     noise_cv: float = 0.10
     seed: int = 0
     families: tuple[str, ...] = DEFAULT_FAMILIES
@@ -282,6 +285,7 @@ _SCALARS: dict[str, tuple[type, float, float]] = {
     "timeout_s": (float, 1, 86_400),
     "fdr": (float, 1e-6, 0.5),
     "equivalence": (float, 0.001, 1),
+    "min_effect": (float, 0.0, 1),
     "noise_cv": (float, 0.001, 10),
     "seed": (int, 0, 2**63),
 }
