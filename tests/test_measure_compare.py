@@ -13,7 +13,7 @@ from torchcanary.measure.samples import Batch, BenchmarkSamples
 
 def _samples(
     shifts: dict[str, float],
-    groups: int = 3,
+    groups: int = 6,
     rounds: int = 20,
     seed: int = 1,
     group_offsets: dict[str, list[float]] | None = None,
@@ -49,14 +49,31 @@ def test_drift_shared_by_both_sides_cancels_in_the_paired_ratio() -> None:
     assert result["ci_low"] > 0.99 and result["ci_high"] < 1.01
 
 
-def test_groups_that_disagree_widen_the_interval_instead_of_faking_a_difference() -> None:
+def test_one_odd_worker_process_neither_fakes_nor_hides_a_difference() -> None:
     # Worker-process luck: the candidate's second process is 20% slower, the others not.
-    samples = _samples({"A": 0.0, "B": 0.0}, group_offsets={"B": [0.0, 0.2, 0.0]})
-    result = compare.compare_sides(samples, "A", "B", 0.99)
-    assert result["heterogeneity_p"] < 0.01 and result["between_group_spread"] > 0.05
-    assert "confirmed across 3 worker groups" in result["method"]
-    assert result["p_value"] > 0.01  # one odd process is not evidence of a slowdown
-    assert result["ci_low"] < 1 < result["ci_high"]
+    odd = {"B": [0.0, 0.2, 0.0, 0.0, 0.0, 0.0]}
+    null = compare.compare_sides(_samples({"A": 0.0, "B": 0.0}, group_offsets=odd), "A", "B", 0.99)
+    assert null["heterogeneity_p"] < 0.01  # the groups do disagree
+    assert "confirmed across 6 worker groups" in null["method"]
+    assert null["p_value"] > 0.01 and null["ci_low"] < 1 < null["ci_high"]
+    shifted = compare.compare_sides(
+        _samples({"A": 0.0, "B": math.log(1.05)}, group_offsets=odd), "A", "B", 0.99
+    )
+    assert shifted["p_value"] < 1e-3 and shifted["ratio"] == pytest.approx(1.05, abs=0.01)
+
+
+def test_processes_that_disagree_throughout_widen_the_interval() -> None:
+    spread = {"B": [0.0, 0.04, -0.03, 0.05, -0.04, 0.01]}
+    result = compare.compare_sides(
+        _samples({"A": 0.0, "B": 0.0}, group_offsets=spread), "A", "B", 0.99
+    )
+    assert result["between_group_spread"] > 0.02
+    assert result["p_value"] > 0.01 and result["ci_high"] / result["ci_low"] > 1.05
+
+
+def test_a_significant_change_under_the_floor_is_same() -> None:
+    assert _decide(_comparison(1.004, 1.002, 1.006, 1e-9))["verdict"] == "same"
+    assert _decide(_comparison(1.004, 1.002, 1.006, 1e-9), min_effect=0.0)["verdict"] == "slower"
 
 
 def test_groups_that_agree_keep_the_round_level_power() -> None:
@@ -64,6 +81,12 @@ def test_groups_that_agree_keep_the_round_level_power() -> None:
     result = compare.compare_sides(samples, "A", "B", 0.99)
     assert result["between_group_spread"] == pytest.approx(0, abs=0.005)
     assert result["p_value"] < 1e-6 and result["ci_low"] > 1.02
+
+
+def test_one_worker_group_cannot_make_a_difference_significant() -> None:
+    result = compare.compare_sides(_samples({"A": 0.0, "B": 0.2}, groups=1), "A", "B", 0.99)
+    assert result["p_value"] == 1.0 and result["ci_low"] > 1.2
+    assert "one worker group" in result["method"]
 
 
 def test_too_few_pairs_is_not_testable_and_few_pairs_use_the_t_test() -> None:

@@ -147,6 +147,7 @@ def test_policy_blocks_significant_slowdowns_beyond_its_threshold(store: Store) 
     )
     reasons = section.blocking_reasons(view, {})
     assert len(reasons) == 1 and reasons[0].startswith("a: +8.0% slower")
+    assert reasons[0].endswith("not only torch differs: blas MKL vs OpenBLAS")
     assert len(section.blocking_reasons(view, {"bench_max_slowdown": 0.02})) == 2
 
 

@@ -106,3 +106,11 @@ def test_hodges_lehmann_interval_is_unbounded_when_too_few_values_for_the_level(
 def test_robust_spread_ignores_one_wild_value() -> None:
     steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
     assert stats.robust_cv([*steady, 50.0]) < 0.05
+
+
+def test_random_effects_pulls_one_wild_group_in_but_still_reports_the_disagreement() -> None:
+    # Median 0 and MAD 0, so the spread is the groups' own SE (0.01): the wild 1.0 is
+    # pulled in to 2.5 * 0.01 before pooling, while Q on the raw values flags the group.
+    pooled, _se, _tau2, q_p = stats.random_effects([0, 0, 0, 0, 0, 1.0], [0.01] * 6)
+    assert 0 < pooled < 0.01
+    assert q_p < 1e-10

@@ -8,9 +8,11 @@ How one comparison is made (``compare_sides``):
    averages, a robust centre), its interval Tukey's distribution-free one, and the test
    the Wilcoxon signed-rank test, which that interval inverts;
 3. the round groups (separate worker processes) must agree: each group's estimate is
-   combined in a DerSimonian-Laird random-effects model, whose between-group spread widens
-   the interval when one process was luckier than another; the verdict takes the larger
-   p-value and the envelope of both intervals, so it stands only if both views agree;
+   combined in a DerSimonian-Laird random-effects model (tested with Student's t on
+   groups - 1 degrees of freedom), whose between-group spread widens the interval when one
+   process was luckier than another; the verdict takes the larger p-value and the envelope
+   of both intervals, so it stands only if both views agree. With a single group nothing
+   can be significant: one process per side cannot separate its luck from a difference;
 4. with fewer than 10 pairs (one-shot benchmarks) it is a t-test on ``d``, because a rank
    test cannot reach small p-values there.
 
@@ -144,17 +146,31 @@ def compare_sides(
         if len(groups) >= 2:
             # Confirm across worker groups: significant only if both agree, and the
             # interval is the envelope of both, so process-to-process luck cannot pass
-            # for a difference between versions.
+            # for a difference between versions. With few groups the between-group
+            # spread is itself uncertain, hence Student's t with groups - 1 degrees.
             pooled, se, tau2, heterogeneity_p = stats.random_effects(
                 [stats.hodges_lehmann_one_sample(g, 0.5)[0] for g in groups],
                 [_group_se(g) for g in groups],
             )
             tau = math.sqrt(tau2)
-            p_value = max(p_value, stats.normal_two_sided_p(pooled / se) if se > 0 else 1.0)
-            low, high = min(low, pooled - z * se), max(high, pooled + z * se)
+            df = len(groups) - 1
+            group_p = stats.t_two_sided_p(pooled / se, df) if se > 0 else 1.0
+            p_value = max(p_value, group_p)
+            half = stats.t_quantile(1 - (1 - confidence) / 2, df) * se
+            low, high = min(low, pooled - half), max(high, pooled + half)
             method += (
                 f", confirmed across {len(groups)} worker groups (random effects, "
                 f"between-group spread {tau:.2%})"
+            )
+        else:
+            # One process per side: its luck and the versions' difference are the same
+            # number, so the test cannot be passed (the interval still says how close).
+            p_value = 1.0
+            method += (
+                "; one worker group cannot tell process luck from a difference"
+                if len(by_group) < 2
+                else f"; fewer than two groups with {_MIN_GROUP_PAIRS}+ rounds, too few "
+                "to tell process luck from a difference"
             )
     se_log = (high - low) / (2 * z) if math.isfinite(high - low) else math.inf
     _u, unpaired_p = stats.mann_whitney_u(
@@ -276,13 +292,18 @@ def calibrated(comparison: dict[str, Any] | None, inflation: float) -> dict[str,
 
 
 def decide(
-    comparisons: dict[str, dict[str, Any]], fdr: float, equivalence: float, aa_run: bool = False
+    comparisons: dict[str, dict[str, Any]],
+    fdr: float,
+    equivalence: float,
+    aa_run: bool = False,
+    min_effect: float = 0.01,
 ) -> dict[str, dict[str, Any]]:
     """Verdicts for all benchmarks of a run, with BH control over the run's comparisons.
 
     ``comparisons[bench_id]`` holds ``ab`` (the comparison that is judged) and optionally
     ``aa`` (the A/A control). In an A/A run (``aa_run``) the judged comparison is itself
-    the A/A one and gives the MDE. Returns, per benchmark, verdict, q-values, MDE, reasons.
+    the A/A one and gives the MDE. A significant change under ``min_effect`` is "same".
+    Returns, per benchmark, verdict, q-values, MDE, calibration, reasons.
     """
     decided: dict[str, dict[str, Any]] = {}
     inflation = (
@@ -318,7 +339,15 @@ def decide(
             continue
         significant = result["q_ab"] <= fdr
         aa_alarm = bool(aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
-        if significant:
+        if significant and abs(math.log(ab["ratio"])) < math.log1p(min_effect):
+            # Worker processes alone differ by about this much; a "difference" this small
+            # is more likely process luck than the versions.
+            verdict = "same"
+            reasons.append(
+                f"q = {result['q_ab']:.2g}, but the change is under the "
+                f"{min_effect:.1%} floor worker-process luck alone can produce"
+            )
+        elif significant:
             verdict = "slower" if ab["ratio"] > 1 else "faster"
             reasons.append(f"q = {result['q_ab']:.2g} <= {fdr:g}")
             if aa_alarm and abs(ab["log_ratio"]) < 3 * abs(aa["log_ratio"]):

@@ -102,7 +102,9 @@ def run(ctx: RunContext) -> None:
                 samples, BASELINE.name, control.name, confidence, clock
             )
         comparisons[bench_id] = pair
-    decided = compare.decide(comparisons, settings.fdr, settings.equivalence, aa_run=settings.aa)
+    decided = compare.decide(
+        comparisons, settings.fdr, settings.equivalence, settings.aa, settings.min_effect
+    )
     for bench_id, samples in finished.items():
         payload = _payload(
             samples,
@@ -162,7 +164,7 @@ def _harness(
             device=measurements.device,
             device_note=measurements.device_note,
             affinity=sorted({c for w in started for c in w.get("affinity", [])}),
-            clock=started[0].get("clock") if started else None,
+            timer=started[0].get("clock") if started else None,
             torch_threads=sorted({int(w.get("threads") or 0) for w in started}),
         )
     return facts
@@ -270,6 +272,15 @@ def _oneshot_facts(samples: BenchmarkSamples, sides: list[Side]) -> dict[str, An
     return facts
 
 
+def _confound_note(payload: dict[str, Any]) -> str:
+    found = payload.get("confounds") or {}
+    if not found:
+        return ""
+    return "; not only torch differs: " + ", ".join(
+        f"{key} {values[0]} vs {values[1]}" for key, values in sorted(found.items())
+    )
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
     rules = {**DEFAULT_POLICY, **(policy or {})}
@@ -289,7 +300,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
                 f"{result.key}: {payload['ratio'] - 1:+.1%} slower "
                 f"(interval {payload['ci_low']:.3f}-{payload['ci_high']:.3f}, "
                 f"q = {payload['q_value']:.2g}), beyond the "
-                f"{rules['bench_max_slowdown']:.0%} allowed"
+                f"{rules['bench_max_slowdown']:.0%} allowed" + _confound_note(payload)
             )
         failed = payload.get("failed") or {}
         if (

@@ -12,17 +12,20 @@ Top-level keys, defaults in brackets:
 - ``device`` [auto: cuda when both environments see a GPU, else cpu];
 - ``clock`` [auto: process CPU time for single-threaded CPU compute, else wall time];
 - ``threads`` [1], ``cpus`` [[]: the last ``threads`` CPUs the process may use];
-- ``groups`` [4]: round groups, each with fresh worker processes for every side;
-- ``rounds`` [30] and ``group_budget_s`` [1.5]: interleaved rounds per group and benchmark,
+- ``groups`` [6]: round groups, each with fresh worker processes for every side (fewer
+  than 4 can rarely confirm a difference: process luck needs several processes to average);
+- ``rounds`` [30] and ``group_budget_s`` [1.0]: interleaved rounds per group and benchmark,
   stopped early once that many seconds of samples are taken;
 - ``samples_per_round`` [5], ``max_batch_ms`` [25], ``min_sample_ms`` [1.0]: the samples
   each side takes per round (fewer when they would last longer than ``max_batch_ms``), and
   the least time one sample (a calibrated inner loop) may last;
 - ``warmup_max_s`` [1.0]: the longest a warm-up may take before giving up on settling;
-- ``oneshot_samples`` [2]: fresh-interpreter samples per group and side (startup, compile);
+- ``oneshot_samples`` [1]: fresh-interpreter samples per group and side (startup, compile);
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
 - ``fdr`` [0.01]: Benjamini-Hochberg false discovery rate over the run's benchmarks;
 - ``equivalence`` [0.05]: the half-width an interval must fit in for "same";
+- ``min_effect`` [0.01]: a significant change smaller than this is still "same" (worker
+  processes of one environment differ by about 1% on CPUs; see the self-check);
 - ``noise_cv`` [0.10]: the spread (robust CV) above which a noise warning is given;
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;
 - one table per family (``[tool.torchcanary.bench.linear]`` ...) and ``benchmarks``: extra
@@ -82,17 +85,18 @@ class BenchSettings:
     clock: str = "auto"
     threads: int = 1
     cpus: tuple[int, ...] = ()
-    groups: int = 4
+    groups: int = 6
     rounds: int = 30
-    group_budget_s: float = 1.5
+    group_budget_s: float = 1.0
     samples_per_round: int = 5
     max_batch_ms: float = 25.0
     min_sample_ms: float = 1.0
     warmup_max_s: float = 1.0
-    oneshot_samples: int = 2
+    oneshot_samples: int = 1
     timeout_s: float = 180.0
     fdr: float = 0.01
     equivalence: float = 0.05
+    min_effect: float = 0.01
     noise_cv: float = 0.10
     seed: int = 0
     families: tuple[str, ...] = DEFAULT_FAMILIES
@@ -281,6 +285,7 @@ _SCALARS: dict[str, tuple[type, float, float]] = {
     "timeout_s": (float, 1, 86_400),
     "fdr": (float, 1e-6, 0.5),
     "equivalence": (float, 0.001, 1),
+    "min_effect": (float, 0.0, 1),
     "noise_cv": (float, 0.001, 10),
     "seed": (int, 0, 2**63),
 }

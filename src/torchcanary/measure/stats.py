@@ -260,26 +260,35 @@ def mann_whitney_u(first: Sequence[float], second: Sequence[float]) -> tuple[flo
 
 
 def random_effects(
-    estimates: Sequence[float], standard_errors: Sequence[float]
+    estimates: Sequence[float], standard_errors: Sequence[float], clamp: float = 2.5
 ) -> tuple[float, float, float, float]:
     """DerSimonian-Laird random-effects combination: (pooled, its SE, tau^2, Cochran's Q p).
 
     Each estimate comes from one worker group. When groups agree within their own noise,
     tau^2 is 0 and this is the precision-weighted mean; when they disagree (one process
-    was luckier than another), tau^2 grows and so does the pooled SE.
+    was luckier than another), tau^2 grows and so does the pooled SE. Estimates are first
+    pulled in to ``clamp`` robust spreads of their median (Huber-style winsorising), so
+    one process that ran 25% slow counts as an unusually slow one, not as all of the spread;
+    Cochran's Q p-value is computed on the raw estimates and says whether groups disagree.
     """
+    centre = median(estimates)
+    scale = max(1.4826 * median([abs(e - centre) for e in estimates]), median(standard_errors))
+    raw = list(estimates)
+    estimates = [min(max(e, centre - clamp * scale), centre + clamp * scale) for e in raw]
     weights = [1 / max(se, 1e-12) ** 2 for se in standard_errors]
     total = sum(weights)
     fixed = sum(w * e for w, e in zip(weights, estimates, strict=True)) / total
     q = sum(w * (e - fixed) ** 2 for w, e in zip(weights, estimates, strict=True))
     df = len(estimates) - 1
-    spread = total - sum(w * w for w in weights) / total
-    tau2 = max(0.0, (q - df) / spread) if spread > 0 else 0.0
+    weight_spread = total - sum(w * w for w in weights) / total
+    tau2 = max(0.0, (q - df) / weight_spread) if weight_spread > 0 else 0.0
     random_weights = [1 / (max(se, 1e-12) ** 2 + tau2) for se in standard_errors]
     pooled = sum(w * e for w, e in zip(random_weights, estimates, strict=True)) / sum(
         random_weights
     )
-    q_p = chi_square_upper_p(q, df) if df > 0 else 1.0
+    raw_fixed = sum(w * e for w, e in zip(weights, raw, strict=True)) / total
+    raw_q = sum(w * (e - raw_fixed) ** 2 for w, e in zip(weights, raw, strict=True))
+    q_p = chi_square_upper_p(raw_q, df) if df > 0 else 1.0
     return pooled, math.sqrt(1 / sum(random_weights)), tau2, q_p
 
 
