@@ -333,6 +333,19 @@ class Interleaver:
         for worker in workers.values():
             worker.call(f"{_TIMING}:release", {"bench_id": bench_id})
 
+    def _refused(
+        self, samples: BenchmarkSamples, side: str, outcome: CallResult, answer: dict[str, Any]
+    ) -> bool:
+        """Record a broken call, or an answer that says failed or skipped; True if no sample."""
+        if not outcome.ok:
+            self._fail(samples, side, outcome)
+            return True
+        for refusal in ("failed", "skipped"):
+            if refusal in answer:
+                getattr(samples, refusal)[side] = answer[refusal]
+                return True
+        return False
+
     def _collectives(
         self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
     ) -> None:
@@ -359,15 +372,8 @@ class Interleaver:
                 )
                 for spec in entries:
                     samples = self.result.benchmarks[spec["id"]]
-                    if not outcome.ok:
-                        self._fail(samples, side.name, outcome)
-                        continue
-                    answer = outcome.value[spec["id"]]
-                    if "failed" in answer:
-                        samples.failed[side.name] = answer["failed"]
-                        continue
-                    if "skipped" in answer:
-                        samples.skipped[side.name] = answer["skipped"]
+                    answer = outcome.value[spec["id"]] if outcome.ok else {}
+                    if self._refused(samples, side.name, outcome, answer):
                         continue
                     for round_index, times in enumerate(answer["batches"]):
                         samples.add(side.name, Batch(group, round_index, slot, tuple(times)))
@@ -406,15 +412,8 @@ class Interleaver:
                         samples = self.result.benchmarks[spec["id"]]
                         if samples.stopped:
                             continue
-                        if not outcome.ok:
-                            self._fail(samples, side.name, outcome)
-                            continue
-                        value = outcome.value
-                        if "failed" in value:
-                            samples.failed[side.name] = value["failed"]
-                            continue
-                        if "skipped" in value:
-                            samples.skipped[side.name] = value["skipped"]
+                        value = outcome.value if outcome.ok else {}
+                        if self._refused(samples, side.name, outcome, value):
                             continue
                         key = spec["measure"] if kind == "startup" else spec["phase"]
                         samples.add(
