@@ -191,6 +191,17 @@ def test_overdispersed_aa_controls_calibrate_the_ab_p_values_down() -> None:
     assert decided["x"]["verdict"] == "too-noisy"
 
 
+def test_a_fixed_calibration_judges_one_benchmark_as_its_run_would() -> None:
+    # Alone, one control cannot calibrate (5 are needed); the run's inflation of 23.8 given
+    # from outside turns p = 1e-4 into 0.42 exactly as in the run above.
+    pair = {"ab": _comparison(1.02, 1.01, 1.03, 1e-4), "aa": _comparison(1.0, 0.99, 1.01, 0.001)}
+    assert compare.decide({"x": pair}, 0.01, 0.05)["x"]["verdict"] == "slower"
+    alone = compare.decide({"x": pair}, 0.01, 0.05, inflation=23.8)["x"]
+    assert alone["calibration"] == 23.8
+    assert alone["ab"]["p_value"] == pytest.approx(0.42, abs=0.01)
+    assert alone["verdict"] == "too-noisy"
+
+
 def test_aa_controls_that_look_null_leave_the_p_values_alone() -> None:
     controls = [0.9, 0.7, 0.5, 0.3, 0.6, 0.8, 0.4]
     run = {

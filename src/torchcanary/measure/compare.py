@@ -297,20 +297,24 @@ def decide(
     equivalence: float,
     aa_run: bool = False,
     min_effect: float = 0.01,
+    inflation: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Verdicts for all benchmarks of a run, with BH control over the run's comparisons.
 
     ``comparisons[bench_id]`` holds ``ab`` (the comparison that is judged) and optionally
     ``aa`` (the A/A control). In an A/A run (``aa_run``) the judged comparison is itself
     the A/A one and gives the MDE. A significant change under ``min_effect`` is "same".
+    ``inflation`` fixes the calibration instead of taking it from these controls, so one
+    benchmark can be judged alone (BH over one test: its worst case) as a larger run would.
     Returns, per benchmark, verdict, q-values, MDE, calibration, reasons.
     """
     decided: dict[str, dict[str, Any]] = {}
-    inflation = (
-        1.0
-        if aa_run
-        else calibration_factor([pair["aa"] for pair in comparisons.values() if pair.get("aa")])
-    )
+    if inflation is None:
+        inflation = (
+            1.0
+            if aa_run
+            else calibration_factor([pair["aa"] for pair in comparisons.values() if pair.get("aa")])
+        )
     if inflation > 1.0:
         comparisons = {
             bench_id: {
