@@ -46,7 +46,7 @@ from typing import Any
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.envs.worker_process import default_import_root
+from torchcanary.envs.worker_process import import_root_for
 from torchcanary.measure import compare, stats
 from torchcanary.measure.interleave import Interleaver
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Side
@@ -168,7 +168,7 @@ def _measure(
         store=store,
         plan=plan,
         environments={"baseline": env, "candidate": env},
-        import_root=default_import_root(),
+        import_root=import_root_for(("torchcanary",), scratch / "import-root"),
         work_dir=scratch,
         progress=Progress(quiet=True),
     )
