@@ -14,6 +14,8 @@ side made k% heavier (B). So:
 "torchcanary, judged alone" is the same rule with BH over a family of one benchmark
 (the run's calibration kept): the loosest threshold any run, whatever its other
 benchmarks, could give a null, so its false-alarm rate bounds every family's.
+"torchcanary, 1 change in N" judges it at FDR / N instead: what BH does to the only real
+change in a run of N benchmarks, the hardest case for detection.
 
 On the same samples it also applies three other tools' decision rules, written from their
 documentation and source:
@@ -26,6 +28,7 @@ documentation and source:
   (``_Row.color_segment``); ``has_warnings`` (IQR above 10% of the median) is reported.
 
 Usage: python benchmarks/harness_selfcheck.py [--nulls 16] [--per-k 8] [--ks 2,3,5,10]
+                                                [--family 18] [--dump F | --reanalyse F]
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
 from torchcanary.measure import compare, stats
-from torchcanary.measure.interleave import Interleaver
-from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Side
+from torchcanary.measure.interleave import Interleaver, Measurements
+from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import parse_settings
 from torchcanary.measure.specs import benchmark_id
 from torchcanary.plan import RunPlan
@@ -187,20 +190,46 @@ def _measure(
     return measured, time.monotonic() - started
 
 
-def _dump(path: Path, measured: Any) -> None:
+def _dump(path: Path, measured: Any, wall: float) -> None:
     path.write_text(
         json.dumps(
             {
-                bench_id: {
-                    side: [
-                        [b.group, b.round, b.slot, list(b.times_s), list(b.cpu_s)] for b in batches
-                    ]
-                    for side, batches in samples.batches.items()
-                }
-                for bench_id, samples in measured.benchmarks.items()
+                "wall_s": wall,
+                "benchmarks": {
+                    bench_id: {
+                        "measure_s": samples.measure_s,
+                        "batches": {
+                            side: [
+                                [b.group, b.round, b.slot, list(b.times_s), list(b.cpu_s)]
+                                for b in batches
+                            ]
+                            for side, batches in samples.batches.items()
+                        },
+                    }
+                    for bench_id, samples in measured.benchmarks.items()
+                },
             }
         )
     )
+
+
+def _load(path: Path, specs: list[dict[str, Any]]) -> tuple[Measurements, float]:
+    """A dump read back, for the same design flags it was measured with."""
+    dumped = json.loads(path.read_text())
+    measured = Measurements()
+    for spec in specs:
+        if spec["id"] not in dumped["benchmarks"]:
+            raise SystemExit(
+                f"{path} has no benchmark {spec['id']}: pass the --nulls, --per-k, --ks and "
+                "--workloads it was measured with"
+            )
+        entry = dumped["benchmarks"][spec["id"]]
+        samples = BenchmarkSamples(spec["id"], spec, measure_s=entry["measure_s"])
+        for side, batches in entry["batches"].items():
+            for group, round_index, slot, times, cpu in batches:
+                samples.add(side, Batch(group, round_index, slot, tuple(times), tuple(cpu)))
+        measured.benchmarks[spec["id"]] = samples
+    return measured, dumped["wall_s"]
 
 
 def _rows(
@@ -227,12 +256,8 @@ def _rows(
                 "k": spec["slowdown_pct"],
                 "workload": spec["op"],
                 "torchcanary": result["verdict"],
-                ALONE: compare.decide(
-                    {spec["id"]: comparisons[spec["id"]]},
-                    args.fdr,
-                    0.05,
-                    inflation=result["calibration"],
-                )[spec["id"]]["verdict"],
+                family_rule(args): _alone(comparisons, spec["id"], args.fdr / args.family, result),
+                ALONE: _alone(comparisons, spec["id"], args.fdr, result),
                 "asv": asv_verdict(a, b),
                 "pyperf": student_t_verdict(a, b),
                 "aa_raw_alarm": raw <= args.fdr,
@@ -243,6 +268,24 @@ def _rows(
     for row, verdict in zip(rows, torch_verdicts(env.python, pairs), strict=True):
         row["torch.utils.benchmark"] = verdict
     return rows, decided
+
+
+def family_rule(args: argparse.Namespace) -> str:
+    return f"torchcanary, 1 change in {args.family}"
+
+
+def _alone(
+    comparisons: dict[str, dict[str, Any]], bench_id: str, fdr: float, run: dict[str, Any]
+) -> str:
+    """The verdict for one benchmark judged by itself at ``fdr``, the run's calibration kept.
+
+    At the run's FDR this is BH's loosest case. At FDR / N it is the case of a run of N
+    where this is the only real change: BH then multiplies its p-value by N.
+    """
+    judged = compare.decide(
+        {bench_id: comparisons[bench_id]}, fdr, 0.05, inflation=run["calibration"]
+    )
+    return str(judged[bench_id]["verdict"])
 
 
 def _share(hits: int, total: int, digits: int = 0) -> str:
@@ -256,7 +299,7 @@ def _report(
     clock: str,
     rows: list[dict[str, Any]],
 ) -> None:
-    rules = ("torchcanary", ALONE, "asv", "pyperf", "torch.utils.benchmark")
+    rules = ("torchcanary", family_rule(args), ALONE, "asv", "pyperf", "torch.utils.benchmark")
     print(
         f"\nclock: {clock}"
         + (" (process CPU time, what clock = auto uses here)" if clock == "cpu" else "")
@@ -280,17 +323,17 @@ def _report(
         print(line)
     nulls = [r for r in rows if r["k"] == 0]
     bounds = []
-    for rule in ("torchcanary", ALONE):
+    for rule in ("torchcanary", family_rule(args), ALONE):
         alarms = sum(r[rule] in ("slower", "faster") for r in nulls)
         bounds.append(f"{rule} {wilson_upper(alarms, len(nulls)):.2%}")
     print("  false alarms, 95% upper bound: " + "; ".join(bounds))
     for k in ks:
         shifted = [r for r in rows if r["k"] == k]
-        found = sum(r["torchcanary"] == "slower" for r in shifted)
-        print(
-            f"  {k:g}% detected by torchcanary, 95% lower bound: "
-            f"{1 - wilson_upper(len(shifted) - found, len(shifted)):.1%}"
-        )
+        bounds = []
+        for rule in ("torchcanary", family_rule(args), ALONE):
+            missed = sum(r[rule] != "slower" for r in shifted)
+            bounds.append(f"{rule} {1 - wilson_upper(missed, len(shifted)):.1%}")
+        print(f"  {k:g}% detected, 95% lower bound: " + "; ".join(bounds))
     print(
         "  too noisy to tell: "
         + ", ".join(
@@ -330,7 +373,20 @@ def main() -> None:
     parser.add_argument("--fdr", type=float, default=0.01)
     parser.add_argument("--workloads", default="busy,matmul")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--family",
+        type=int,
+        default=18,
+        help="also judge each benchmark as the only change in a run of this many "
+        "(18: a default CPU run)",
+    )
     parser.add_argument("--dump", type=Path, help="write every batch here as JSON, to dig in")
+    parser.add_argument(
+        "--reanalyse",
+        type=Path,
+        metavar="DUMP",
+        help="judge a --dump again instead of measuring (same design flags)",
+    )
     parser.add_argument("--baseline", default="torch==2.13.0 numpy")
     args = parser.parse_args()
     ks = [float(k) for k in args.ks.split(",")]
@@ -340,14 +396,22 @@ def main() -> None:
     for spec in specs:
         spec["id"] = benchmark_id(spec)
     env = ensure_environment("baseline", parse_env_spec(args.baseline))
-    seed = args.seed or random.SystemRandom().randrange(1, 2**31)
-    measured, wall = _measure(args, env, specs, seed)
+    seed = args.seed = args.seed or random.SystemRandom().randrange(1, 2**31)
+    if args.reanalyse:
+        measured, wall = _load(args.reanalyse, specs)
+    else:
+        measured, wall = _measure(args, env, specs, seed)
     if args.dump:
-        _dump(args.dump, measured)
+        _dump(args.dump, measured, wall)
 
+    source = (
+        f"re-judged from {args.reanalyse}"
+        if args.reanalyse
+        else f"load average {os.getloadavg()[0]:.1f} at the end"
+    )
     print(
-        f"torchcanary bench harness self-check: {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f} at the end, torch {env.torch_version}, seed {seed}"
+        f"torchcanary bench harness self-check: {os.cpu_count()} CPUs, {source}, "
+        f"torch {env.torch_version}, seed {seed}"
     )
     print(
         f"design: {args.groups} worker groups x up to {args.rounds} rounds "
@@ -359,6 +423,10 @@ def main() -> None:
     for clock in ("cpu", "wall"):
         rows, _decided = _rows(args, env, specs, measured, clock)
         _report(args, kinds, ks, clock, rows)
+    _report_time(specs, measured, wall)
+
+
+def _report_time(specs: list[dict[str, Any]], measured: Measurements, wall: float) -> None:
     per_bench = [measured.benchmarks[s["id"]].measure_s for s in specs]
     print("\ntime to a verdict per benchmark")
     print(
