@@ -53,7 +53,7 @@ from torchcanary.envs.worker_process import import_root_for
 from torchcanary.measure import compare, stats
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
-from torchcanary.measure.settings import parse_settings
+from torchcanary.measure.settings import BenchSettings, parse_settings
 from torchcanary.measure.specs import benchmark_id
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
@@ -360,17 +360,21 @@ def main() -> None:
     parser.add_argument("--nulls", type=int, default=16, help="benchmarks with k = 0")
     parser.add_argument("--per-k", type=int, default=8, help="benchmarks per k > 0")
     parser.add_argument("--ks", default="2,3,5,10", help="slowdowns in percent")
-    parser.add_argument("--groups", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=60, help="most rounds per group")
+    # The design defaults are a run's own, so the figures describe what `bench` does.
+    run = BenchSettings()
+    parser.add_argument("--groups", type=int, default=run.groups)
+    parser.add_argument("--rounds", type=int, default=run.rounds, help="most rounds per group")
     parser.add_argument(
         "--group-budget-s",
         type=float,
-        default=1.5,
+        default=run.group_budget_s,
         help="seconds of samples per benchmark and group, all sides",
     )
-    parser.add_argument("--samples", type=int, default=5, help="samples per round and side")
-    parser.add_argument("--min-sample-ms", type=float, default=1.0)
-    parser.add_argument("--fdr", type=float, default=0.01)
+    parser.add_argument(
+        "--samples", type=int, default=run.samples_per_round, help="samples per round and side"
+    )
+    parser.add_argument("--min-sample-ms", type=float, default=run.min_sample_ms)
+    parser.add_argument("--fdr", type=float, default=run.fdr)
     parser.add_argument("--workloads", default="busy,matmul")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

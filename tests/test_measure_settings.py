@@ -12,7 +12,7 @@ from torchcanary.measure.suite import expand
 
 def test_defaults_are_filled_and_survive_a_json_round_trip() -> None:
     settings = parse_settings({})
-    assert settings.groups == 6 and settings.fdr == 0.01 and not settings.aa
+    assert settings.groups == 12 and settings.fdr == 0.01 and not settings.aa
     again = BenchSettings.from_json(
         section.parse_settings({"rounds": 8, "linear": {"batch": [1, 8], "dtypes": ["bf16"]}})
     )
