@@ -256,7 +256,7 @@ def _rows(
                 "k": spec["slowdown_pct"],
                 "workload": spec["op"],
                 "torchcanary": result["verdict"],
-                family_rule(args): _alone(comparisons, spec["id"], args.fdr / args.family, result),
+                _family_rule(args): _alone(comparisons, spec["id"], args.fdr / args.family, result),
                 ALONE: _alone(comparisons, spec["id"], args.fdr, result),
                 "asv": asv_verdict(a, b),
                 "pyperf": student_t_verdict(a, b),
@@ -270,7 +270,7 @@ def _rows(
     return rows, decided
 
 
-def family_rule(args: argparse.Namespace) -> str:
+def _family_rule(args: argparse.Namespace) -> str:
     return f"torchcanary, 1 change in {args.family}"
 
 
@@ -299,7 +299,7 @@ def _report(
     clock: str,
     rows: list[dict[str, Any]],
 ) -> None:
-    rules = ("torchcanary", family_rule(args), ALONE, "asv", "pyperf", "torch.utils.benchmark")
+    rules = ("torchcanary", _family_rule(args), ALONE, "asv", "pyperf", "torch.utils.benchmark")
     print(
         f"\nclock: {clock}"
         + (" (process CPU time, what clock = auto uses here)" if clock == "cpu" else "")
@@ -323,14 +323,14 @@ def _report(
         print(line)
     nulls = [r for r in rows if r["k"] == 0]
     bounds = []
-    for rule in ("torchcanary", family_rule(args), ALONE):
+    for rule in ("torchcanary", _family_rule(args), ALONE):
         alarms = sum(r[rule] in ("slower", "faster") for r in nulls)
         bounds.append(f"{rule} {wilson_upper(alarms, len(nulls)):.2%}")
     print("  false alarms, 95% upper bound: " + "; ".join(bounds))
     for k in ks:
         shifted = [r for r in rows if r["k"] == k]
         bounds = []
-        for rule in ("torchcanary", family_rule(args), ALONE):
+        for rule in ("torchcanary", _family_rule(args), ALONE):
             missed = sum(r[rule] != "slower" for r in shifted)
             bounds.append(f"{rule} {1 - wilson_upper(missed, len(shifted)):.1%}")
         print(f"  {k:g}% detected, 95% lower bound: " + "; ".join(bounds))
@@ -400,7 +400,7 @@ def main() -> None:
     for spec in specs:
         spec["id"] = benchmark_id(spec)
     env = ensure_environment("baseline", parse_env_spec(args.baseline))
-    seed = args.seed = args.seed or random.SystemRandom().randrange(1, 2**31)
+    seed = args.seed or random.SystemRandom().randrange(1, 2**31)
     if args.reanalyse:
         measured, wall = _load(args.reanalyse, specs)
     else:
@@ -411,11 +411,11 @@ def main() -> None:
     source = (
         f"re-judged from {args.reanalyse}"
         if args.reanalyse
-        else f"load average {os.getloadavg()[0]:.1f} at the end"
+        else f"load average {os.getloadavg()[0]:.1f} at the end, seed {seed}"
     )
     print(
         f"torchcanary bench harness self-check: {os.cpu_count()} CPUs, {source}, "
-        f"torch {env.torch_version}, seed {seed}"
+        f"torch {env.torch_version}"
     )
     print(
         f"design: {args.groups} worker groups x up to {args.rounds} rounds "
