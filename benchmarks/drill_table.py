@@ -18,10 +18,10 @@ from torchcanary.context import RunContext
 from torchcanary.drills import report, section
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
+from torchcanary.runner import import_root
 from torchcanary.store.sqlite import Store
 
 
@@ -54,7 +54,7 @@ def main() -> int:
             store=store,
             plan=plan,
             environments=environments,
-            import_root=import_root_for(("torchcanary",), Path(scratch) / "import-root"),
+            import_root=import_root(plan, Path(scratch)),
             work_dir=Path(scratch),
             progress=Progress(),
         )

@@ -49,14 +49,15 @@ from typing import Any
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.envs.worker_process import import_root_for
 from torchcanary.measure import compare, stats
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings, parse_settings
 from torchcanary.measure.specs import benchmark_id
+from torchcanary.measure.suite import expand
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
+from torchcanary.runner import import_root
 from torchcanary.store.sqlite import Store
 
 HEAVIER = Side("B", "candidate", "candidate")
@@ -171,7 +172,7 @@ def _measure(
         store=store,
         plan=plan,
         environments={"baseline": env, "candidate": env},
-        import_root=import_root_for(("torchcanary",), scratch / "import-root"),
+        import_root=import_root(plan, scratch),
         work_dir=scratch,
         progress=Progress(quiet=True),
     )
@@ -256,8 +257,10 @@ def _rows(
                 "k": spec["slowdown_pct"],
                 "workload": spec["op"],
                 "torchcanary": result["verdict"],
-                _family_rule(args): _alone(comparisons, spec["id"], args.fdr / args.family, result),
-                ALONE: _alone(comparisons, spec["id"], args.fdr, result),
+                _family_rule(args): _alone(
+                    comparisons, spec["id"], args.fdr / args.family, result["calibration"]
+                ),
+                ALONE: _alone(comparisons, spec["id"], args.fdr, result["calibration"]),
                 "asv": asv_verdict(a, b),
                 "pyperf": student_t_verdict(a, b),
                 "aa_raw_alarm": raw <= args.fdr,
@@ -275,16 +278,14 @@ def _family_rule(args: argparse.Namespace) -> str:
 
 
 def _alone(
-    comparisons: dict[str, dict[str, Any]], bench_id: str, fdr: float, run: dict[str, Any]
+    comparisons: dict[str, dict[str, Any]], bench_id: str, fdr: float, calibration: float
 ) -> str:
     """The verdict for one benchmark judged by itself at ``fdr``, the run's calibration kept.
 
     At the run's FDR this is BH's loosest case. At FDR / N it is the case of a run of N
     where this is the only real change: BH then multiplies its p-value by N.
     """
-    judged = compare.decide(
-        {bench_id: comparisons[bench_id]}, fdr, 0.05, inflation=run["calibration"]
-    )
+    judged = compare.decide({bench_id: comparisons[bench_id]}, fdr, 0.05, inflation=calibration)
     return str(judged[bench_id]["verdict"])
 
 
@@ -380,9 +381,9 @@ def main() -> None:
     parser.add_argument(
         "--family",
         type=int,
-        default=18,
+        default=len(expand(run, "cpu")),
         help="also judge each benchmark as the only change in a run of this many "
-        "(18: a default CPU run)",
+        "(default: as many as a default CPU run has)",
     )
     parser.add_argument("--dump", type=Path, help="write every batch here as JSON, to dig in")
     parser.add_argument(

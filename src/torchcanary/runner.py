@@ -72,7 +72,7 @@ def _record_manifests(ctx: RunContext) -> None:
         )
 
 
-def _import_root(plan: RunPlan, work_dir: Path) -> Path:
+def import_root(plan: RunPlan, work_dir: Path) -> Path:
     """torchcanary plus the top-level packages of any extra probe modules."""
     packages = {"torchcanary"} | {m.split(".")[0] for m in plan.probe_modules}
     return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
@@ -100,7 +100,7 @@ def execute(
         store=store,
         plan=plan,
         environments=environments,
-        import_root=_import_root(plan, work_dir),
+        import_root=import_root(plan, work_dir),
         work_dir=work_dir,
         progress=progress,
         resume=resume_run_id is not None,
