@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
+from torchcanary.cli import build_parser, flags_from_args
 from torchcanary.config import load_settings
 from torchcanary.errors import ConfigError
 
@@ -47,3 +48,29 @@ def test_help_teaches_the_commands_and_exit_codes(tmp_path: Path):
         assert word in result.stdout
     bare = run_canary(cwd=tmp_path)
     assert bare.returncode == 2
+
+
+def test_stack_flags_reach_the_stack_settings_and_win_over_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)  # --cwd is relative to where the command is typed
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "canary.toml").write_text(
+        '[stack]\nenv = { FROM_CONFIG = "1" }\nreruns = 5\ntimeout_s = 100.0\n'
+    )
+    flags = ["--env", "A=1", "--env", "B=x=y", "--cwd", "proj"]
+    flags += ["--reruns", "0", "--command-timeout", "30"]
+    args = build_parser().parse_args(["stack", "pytest -q", *flags])
+    stack = load_settings(None, flags_from_args(args), tmp_path).plan.settings["stack"]
+    assert stack["env"] == {"A": "1", "B": "x=y"}
+    assert (stack["reruns"], stack["timeout_s"]) == (0, 30.0)
+    assert Path(stack["cwd"]) == (tmp_path / "proj").resolve()
+    untouched = build_parser().parse_args(["stack", "pytest -q"])
+    stack = load_settings(None, flags_from_args(untouched), tmp_path).plan.settings["stack"]
+    assert (stack["env"], stack["reruns"], stack["timeout_s"]) == ({"FROM_CONFIG": "1"}, 5, 100.0)
+
+
+def test_stack_env_flag_without_equals_is_a_usage_error(tmp_path: Path):
+    result = run_canary("stack", "pytest", "--env", "OMP_NUM_THREADS", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "'OMP_NUM_THREADS' is not KEY=VALUE" in result.stderr

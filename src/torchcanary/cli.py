@@ -97,6 +97,39 @@ def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
         metavar="FILE",
         help="requirements file to install into both",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        dest="stack_env",
+        type=_env_assignment,
+        metavar="KEY=VALUE",
+        help="environment variable for your command in both versions (repeatable; "
+        "replaces stack.env from the config)",
+    )
+    parser.add_argument(
+        "--cwd", dest="stack_cwd", metavar="DIR", help="directory to run your command in"
+    )
+    parser.add_argument(
+        "--reruns",
+        type=int,
+        dest="stack_reruns",
+        metavar="N",
+        help="re-runs in both versions of each new failure, to tell flaky from broken (default 3)",
+    )
+    parser.add_argument(
+        "--command-timeout",
+        type=float,
+        dest="stack_timeout_s",
+        metavar="SECONDS",
+        help="seconds your command may run in each version (default 3600)",
+    )
+
+
+def _env_assignment(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. --env OMP_NUM_THREADS=4")
+    return key.strip(), value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,6 +221,15 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         overrides["stack"]["with"] = args.stack_with
     if getattr(args, "stack_requirements", None):
         overrides["stack"]["requirements"] = args.stack_requirements
+    if getattr(args, "stack_env", None):
+        overrides["stack"]["env"] = dict(args.stack_env)
+    for flag, key in (
+        ("stack_cwd", "cwd"),
+        ("stack_reruns", "reruns"),
+        ("stack_timeout_s", "timeout_s"),
+    ):
+        if getattr(args, flag, None) is not None:
+            overrides["stack"][key] = getattr(args, flag)
     if getattr(args, "aa", False):
         overrides["bench"]["aa"] = True
     if getattr(args, "faults", None):
@@ -201,7 +243,8 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 _SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack"]}
 
 
-def _flags(args: argparse.Namespace) -> dict[str, Any]:
+def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
     sections = _SUBCOMMAND_SECTIONS.get(args.command) or _sections_from(args)
     if args.command == "run" and args.stack and sections and "stack" not in sections:
         sections = [*sections, "stack"]
@@ -227,7 +270,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.runner import execute
     from torchcanary.store.sqlite import Store
 
-    settings = load_settings(args.config, _flags(args), Path.cwd())
+    settings = load_settings(args.config, flags_from_args(args), Path.cwd())
     progress = Progress(quiet=args.quiet)
     with Store(settings.store) as store:
         plan, resume_id = settings.plan, None
