@@ -173,3 +173,61 @@ def test_candidate_hang_times_out_and_leftover_children_are_reaped(tmp_path, mak
     change = rows[("command", "both")]
     assert change.verdict == "newly-erroring" and change.payload["deterministic"] is True
     assert change.payload["reruns"]["candidate"] == ["error"]
+
+
+_BAD_TESTS_IN_CANDIDATE = """
+import os
+import time
+
+import torch
+
+CANDIDATE = torch.__version__.startswith("2.14")
+
+
+def test_a_runs_first():
+    pass
+
+
+def test_b_hangs_in_candidate():
+    if CANDIDATE:
+        time.sleep(600)
+
+
+def test_c_crashes_in_candidate():
+    if CANDIDATE:
+        os.abort()
+
+
+def test_d_runs_after_both():
+    pass
+"""
+
+
+def test_hung_and_crashing_tests_are_stopped_and_the_tests_after_them_still_run(
+    tmp_path, make_context
+):
+    project = tmp_path / "suite"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_bad.py").write_text(_BAD_TESTS_IN_CANDIDATE)
+    ctx = _context(make_context, project, command="pytest -q", test_timeout_s=5, reruns=1)
+    started = time.monotonic()
+    section.run(ctx)
+    assert time.monotonic() - started < 300  # the 600 s sleep was cut short
+    rows = _rows(ctx)
+    test = "tests/test_bad.py::"
+    hung, crashed = (
+        rows[(test + "test_b_hangs_in_candidate", "both")],
+        rows[(test + "test_c_crashes_in_candidate", "both")],
+    )
+    assert hung.verdict == crashed.verdict == "newly-erroring"
+    assert hung.payload["candidate"]["outcome"] == "timeout"
+    assert "5 s test timeout" in hung.payload["candidate"]["message"]
+    assert crashed.payload["candidate"]["outcome"] == "crashed"
+    assert hung.payload["deterministic"] is True and crashed.payload["deterministic"] is True
+    assert hung.payload["reruns"]["candidate"] == ["timeout"]
+    candidate = rows[(SUMMARY_KEY, "candidate")]
+    assert candidate.verdict == "timeout"
+    assert candidate.payload["outcomes"] == {"crashed": 1, "passed": 2, "timeout": 1}
+    assert "started 2 more time(s)" in candidate.payload["detail"]
+    assert (test + "test_d_runs_after_both", "both") not in rows  # passed in both: unchanged
+    assert rows[(SUMMARY_KEY, "baseline")].payload["outcomes"] == {"passed": 4}

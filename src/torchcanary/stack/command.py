@@ -18,7 +18,7 @@ from pathlib import Path
 
 from torchcanary.numerics import DIR_VAR
 from torchcanary.stack.overlay import Overlay
-from torchcanary.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR
+from torchcanary.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR, TEST_TIMEOUT_VAR
 
 PLUGIN = "torchcanary.stack.pytest_plugin"
 SEED_VAR = "TORCHCANARY_SEED"
@@ -32,6 +32,7 @@ _DROPPED = (
     "CONDA_PREFIX",
     EVENTS_VAR,
     SELECT_VAR,
+    TEST_TIMEOUT_VAR,
     DIR_VAR,
 )
 
@@ -80,6 +81,7 @@ def command_env(
     run_dir: Path,
     seed: int,
     threads: int,
+    test_timeout_s: float,
     extra: dict[str, str],
 ) -> dict[str, str]:
     """The environment variables of one run; ``extra`` (the user's) wins over ours."""
@@ -104,6 +106,7 @@ def command_env(
             "TMPDIR": str(scratch),
             DIR_VAR: str(run_dir / "numerics"),
             EVENTS_VAR: str(run_dir / "events.jsonl"),
+            TEST_TIMEOUT_VAR: str(test_timeout_s),
         }
     )
     env.update(extra)

@@ -27,6 +27,7 @@ class SuiteEvents:
     tests: dict[str, TestRecord]
     exitstatus: int | None  # None: the session never finished
     unfinished: str | None  # the key of the test running when the events stop
+    collected: tuple[str, ...] = ()  # every test the session meant to run, in order
 
 
 def read_events(path: Path, command: CommandOutcome) -> SuiteEvents:
@@ -35,6 +36,7 @@ def read_events(path: Path, command: CommandOutcome) -> SuiteEvents:
     warnings: dict[str, list[WarningRecord]] = {}
     started: dict[str, None] = {}
     exitstatus = None
+    collected: tuple[str, ...] = ()
     lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
     for line in lines:
         try:
@@ -58,6 +60,8 @@ def read_events(path: Path, command: CommandOutcome) -> SuiteEvents:
                     event["category"], event["kind"], event["message"], event.get("location", "")
                 )
             )
+        elif kind == "collected":
+            collected = tuple(event["keys"])
         elif kind == "end":
             exitstatus = int(event["exitstatus"])
     unfinished = next(reversed(started), None) if started else None
@@ -71,7 +75,7 @@ def read_events(path: Path, command: CommandOutcome) -> SuiteEvents:
             )
         else:  # collection-time and session-wide warnings
             tests[key] = TestRecord(NOT_A_TEST, 0.0, warnings=tuple(found))
-    return SuiteEvents(tests, exitstatus, unfinished)
+    return SuiteEvents(tests, exitstatus, unfinished, collected)
 
 
 def _blame(command: CommandOutcome) -> TestRecord:

@@ -1,10 +1,11 @@
 """One environment's side of a stack run: its overlay, the install, the main run, re-runs.
 
 Everything for a role lives under ``<work_dir>/stack/<role>/``: the overlay venv, the
-install log, and per run (``main``, ``rerun-1-1``, ...) the output log, the plugin's events
-and the numerics directory. The two roles never share a directory, only the project's
-working directory, and their runs happen one after the other so they do not compete for
-the machine.
+install log, and per run (``main``, ``rerun-1``, and ``main-2``, ``rerun-1-2``, ... when a
+crashing or hung test stopped pytest and it was started again for the tests after it) the
+output log, the plugin's events and the numerics directory. The two roles never share a
+directory, only the project's working directory, and their runs happen one after the other
+so they do not compete for the machine.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import dataclasses
 import json
 import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from torchcanary.envs.cache import Environment
+from torchcanary.numerics import DIR_VAR
 from torchcanary.stack.command import UserCommand, command_env
 from torchcanary.stack.diff import COMMAND_KEY
-from torchcanary.stack.events import command_warnings, read_events
+from torchcanary.stack.events import SuiteEvents, command_warnings, read_events
 from torchcanary.stack.overlay import Overlay, OverlayError, create_overlay, install
-from torchcanary.stack.pytest_plugin import SELECT_VAR
+from torchcanary.stack.pytest_plugin import SELECT_VAR, TEST_TIMEOUT_EXIT
 from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord
 from torchcanary.stack.runner import CommandOutcome, run_command
 from torchcanary.stack.settings import StackSettings
@@ -79,7 +82,11 @@ class RoleRunner:
         )
 
     def _invoke(
-        self, name: str, timeout_s: float, select: list[str] | None
+        self,
+        name: str,
+        timeout_s: float,
+        select: list[str] | None,
+        numerics_dir: Path | None = None,
     ) -> tuple[CommandOutcome, Path]:
         assert self.overlay is not None, "prepare() first"
         run_dir = self.root / name
@@ -92,11 +99,14 @@ class RoleRunner:
             run_dir=run_dir,
             seed=self.settings.seed,
             threads=self.settings.threads,
+            test_timeout_s=self.settings.test_timeout_s,
             extra=extra,
         )
         if select is not None:
             (run_dir / "select.json").write_text(json.dumps(select))
             env[SELECT_VAR] = str(run_dir / "select.json")
+        if numerics_dir is not None:  # a continuation records beside the run it continues
+            env[DIR_VAR] = str(numerics_dir)
         outcome = run_command(
             self.command.argv_in(self.overlay),
             cwd=Path(self.settings.cwd),
@@ -146,60 +156,94 @@ class RoleRunner:
             )
         suite = read_events(run_dir / "events.jsonl", outcome)
         status = _pytest_status(outcome, suite.exitstatus)
+        tests, outcomes = self._continue(
+            "main", suite, list(suite.collected), self.settings.timeout_s - outcome.duration_s
+        )
+        combined = dataclasses.replace(
+            outcome,
+            duration_s=outcome.duration_s + sum(o.duration_s for o in outcomes),
+            stragglers=outcome.stragglers + [p for o in outcomes for p in o.stragglers],
+        )
         run = EnvRun(
             self.role,
             torch_version,
             status,
             "",
             installed,
-            outcome,
+            combined,
             True,
-            suite.tests,
+            tests,
             (),
             numerics_dir,
             volatile,
         )
-        return dataclasses.replace(run, detail=_pytest_detail(run, outcome))
+        return dataclasses.replace(run, detail=_pytest_detail(run, outcome, len(outcomes)))
+
+    def _continue(
+        self, name: str, suite: SuiteEvents, wanted: list[str], budget_s: float
+    ) -> tuple[dict[str, TestRecord], list[CommandOutcome]]:
+        """After a run stopped by a crashing or hung test, pytest again for the tests after it.
+
+        Returns every test's record (a test keeps the first record it got) and the
+        continuations' outcomes.
+        It stops when all of ``wanted`` have an outcome, a session ends normally, a
+        continuation reaches no test, or ``budget_s`` is spent.
+        """
+        tests = dict(suite.tests)
+        outcomes: list[CommandOutcome] = []
+        deadline = time.monotonic() + budget_s
+        numerics_dir = self.root / name / "numerics"
+        ended = suite.exitstatus is not None
+        while not ended:
+            remaining = [key for key in wanted if key not in tests]
+            left_s = deadline - time.monotonic()
+            if not remaining or left_s < 1:
+                break
+            self.note(
+                f"stack: {self.role}: pytest stopped early; again for {len(remaining)} test(s)"
+            )
+            outcome, run_dir = self._invoke(
+                f"{name}-{len(outcomes) + 2}", left_s, remaining, numerics_dir
+            )
+            outcomes.append(outcome)
+            again = read_events(run_dir / "events.jsonl", outcome)
+            reached = {key: again.tests[key] for key in remaining if key in again.tests}
+            for key, record in again.tests.items():
+                tests.setdefault(key, record)
+            ended = again.exitstatus is not None or not reached or outcome.status == "timeout"
+        return tests, outcomes
 
     def rerun(self, keys: list[str], timeout_s: float, round_no: int) -> dict[str, TestRecord]:
         """Run only ``keys`` again; for a plain command, the whole command (key ``command``).
 
-        A re-run that crashes is started again for the keys it did not reach, so one crashing
-        test cannot hide the others' outcomes.
+        A re-run that crashes or hangs is continued for the keys it did not reach, so one
+        bad test cannot hide the others' outcomes.
         """
         if self.overlay is None:
             installed = self.prepare()
             if not installed.ok:
                 return {}
-        results: dict[str, TestRecord] = {}
-        remaining = list(keys)
-        for attempt in range(1, len(keys) + 1):
-            name = f"rerun-{round_no}-{attempt}"
-            outcome, run_dir = self._invoke(
-                name, timeout_s, remaining if self.command.is_pytest else None
+        name = f"rerun-{round_no}"
+        outcome, run_dir = self._invoke(name, timeout_s, keys if self.command.is_pytest else None)
+        if not self.command.is_pytest:
+            word = (
+                "passed"
+                if outcome.succeeded
+                else "failed"
+                if outcome.status == "exited"
+                else "error"
             )
-            if not self.command.is_pytest:
-                word = (
-                    "passed"
-                    if outcome.succeeded
-                    else "failed"
-                    if outcome.status == "exited"
-                    else "error"
-                )
-                return {COMMAND_KEY: TestRecord(word, outcome.duration_s, outcome.describe())}
-            suite = read_events(run_dir / "events.jsonl", outcome)
-            reached = {key: suite.tests[key] for key in remaining if key in suite.tests}
-            results.update(reached)
-            remaining = [key for key in remaining if key not in reached]
-            ended = _pytest_status(outcome, suite.exitstatus) in _PYTEST_ENDS.values()
-            if not remaining or ended or not reached:
-                break
-        return results
+            return {COMMAND_KEY: TestRecord(word, outcome.duration_s, outcome.describe())}
+        suite = read_events(run_dir / "events.jsonl", outcome)
+        tests, _ = self._continue(name, suite, keys, timeout_s - outcome.duration_s)
+        return {key: tests[key] for key in keys if key in tests}
 
 
 def _pytest_status(outcome: CommandOutcome, exitstatus: int | None) -> str:
     if outcome.status == "timeout":
         return "timeout"
+    if exitstatus is None and outcome.exit_code == TEST_TIMEOUT_EXIT:
+        return "timeout"  # our watchdog stopped a hung test
     if outcome.status == "not-found":
         return "not-found"
     if outcome.status == "signalled" or exitstatus is None:
@@ -207,9 +251,16 @@ def _pytest_status(outcome: CommandOutcome, exitstatus: int | None) -> str:
     return _PYTEST_ENDS.get(outcome.exit_code or 0, "pytest-error")
 
 
-def _pytest_detail(run: EnvRun, outcome: CommandOutcome) -> str:
+def _pytest_detail(run: EnvRun, outcome: CommandOutcome, continuations: int) -> str:
     counts = ", ".join(f"{n} {word}" for word, n in run.outcome_counts().items()) or "no tests"
-    text = f"{outcome.describe()}: {counts}"
+    how = (
+        "stopped a test at its timeout"
+        if outcome.exit_code == TEST_TIMEOUT_EXIT and run.status == "timeout"
+        else outcome.describe()
+    )
+    text = f"{how}: {counts}"
+    if continuations:
+        text += f"; pytest was started {continuations} more time(s) for the tests after it"
     if run.status in ("pytest-error", "no-tests", "crashed"):
         lines = [
             line

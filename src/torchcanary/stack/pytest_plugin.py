@@ -2,8 +2,12 @@
 
 It writes one JSON line per event to the file named by ``TORCHCANARY_STACK_EVENTS``, flushed
 at once, so a run that crashes or is killed mid-test still tells which tests finished and
-which one was running. Events: ``session``, ``start`` (a test began), ``test`` (its outcome,
-duration and failure text), ``warning`` (category and message, per test) and ``end``.
+which one was running. Events: ``session``, ``collected`` (the keys that will run), ``start``
+(a test began), ``test`` (its outcome, duration and failure text), ``warning`` (category and
+message, per test) and ``end``. With ``TORCHCANARY_STACK_TEST_TIMEOUT`` set, a test still
+running after that many seconds is recorded as ``timeout`` with every thread's stack, and the
+process exits at once with ``TEST_TIMEOUT_EXIT``: a hung test cannot be unwound safely, so
+the orchestrator starts pytest again for the tests not reached.
 ``TORCHCANARY_STACK_SELECT`` names a JSON list of test keys; only those run (the re-runs
 that tell a deterministic break from a flaky one go through the user's own command line,
 conftest files and options this way). A test's key is its node id, except that a file under
@@ -14,9 +18,12 @@ inside the user's environment: standard library and pytest only.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -24,6 +31,8 @@ from typing import IO, Any
 
 EVENTS_VAR = "TORCHCANARY_STACK_EVENTS"
 SELECT_VAR = "TORCHCANARY_STACK_SELECT"
+TEST_TIMEOUT_VAR = "TORCHCANARY_STACK_TEST_TIMEOUT"
+TEST_TIMEOUT_EXIT = 86  # pytest's own codes stop at 5; 86 says "our watchdog stopped it"
 SESSION_KEY = "(session)"
 _MAX_TEXT = 4000
 
@@ -40,7 +49,13 @@ def warning_kind(category: type[Warning]) -> str:
 class _Recorder:
     """Turns pytest's hooks into events; registered once per session by pytest_configure."""
 
-    def __init__(self, config: Any, events_path: str | None, selected: set[str] | None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        events_path: str | None,
+        selected: set[str] | None,
+        test_timeout_s: float = 0.0,
+    ) -> None:
         self._root = Path(str(getattr(config, "rootpath", None) or config.rootdir))
         self._sites = sorted(
             {os.path.normpath(p) for p in sys.path if p.rstrip(os.sep).endswith("site-packages")},
@@ -52,6 +67,9 @@ class _Recorder:
             self._file = open(events_path, "a", encoding="utf-8")  # noqa: SIM115 - unconfigure
         self._selected = selected
         self._tests: dict[str, dict[str, Any]] = {}
+        self._test_timeout_s = test_timeout_s
+        self._watchdog: threading.Timer | None = None
+        self._lock = threading.Lock()  # the watchdog thread writes events too
 
     def key(self, nodeid: str) -> str:
         path_part, sep, rest = nodeid.partition("::")
@@ -64,9 +82,33 @@ class _Recorder:
         return nodeid
 
     def _emit(self, event: dict[str, Any]) -> None:
-        if self._file is not None:
-            self._file.write(json.dumps(event, default=str) + "\n")
-            self._file.flush()
+        with self._lock:
+            if self._file is not None:
+                self._file.write(json.dumps(event, default=str) + "\n")
+                self._file.flush()
+
+    def _expire(self, nodeid: str) -> None:
+        """The watchdog: record the hung test with every thread's stack, then stop the process."""
+        with tempfile.TemporaryFile("w+") as stacks:
+            faulthandler.dump_traceback(stacks, all_threads=True)
+            stacks.seek(0)
+            where = stacks.read()[-_MAX_TEXT:]
+        self._emit(
+            {
+                "event": "test",
+                "key": self.key(nodeid),
+                "nodeid": nodeid,
+                "phase": "run",
+                "outcome": "timeout",
+                "duration_s": self._test_timeout_s,
+                "message": f"still running after the {self._test_timeout_s:g} s test timeout; "
+                "the test process was stopped and the tests after it run in a new one",
+                "longrepr": where,
+            }
+        )
+        sys.stderr.write(f"torchcanary: {nodeid} timed out; stacks:\n{where}\n")
+        sys.stderr.flush()
+        os._exit(TEST_TIMEOUT_EXIT)
 
     def pytest_sessionstart(self, session: Any) -> None:
         import pytest
@@ -88,6 +130,10 @@ class _Recorder:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        keys = [self.key(item.nodeid) for item in session.items]
+        self._emit({"event": "collected", "keys": keys})
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed or report.skipped:
@@ -112,6 +158,10 @@ class _Recorder:
             "longrepr": "",
         }
         self._emit({"event": "start", "key": self.key(nodeid)})
+        if self._test_timeout_s > 0:
+            self._watchdog = threading.Timer(self._test_timeout_s, self._expire, (nodeid,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         state = self._tests.setdefault(
@@ -136,6 +186,9 @@ class _Recorder:
             state["longrepr"] = _text(report)
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         state = self._tests.pop(nodeid, None)
         if state is not None:
             self._emit(
@@ -202,6 +255,7 @@ def pytest_configure(config: Any) -> None:
     # xdist workers only filter; their reports reach the controller, which records them.
     if hasattr(config, "workerinput"):
         events_path = None
+    timeout_s = float(os.environ.get(TEST_TIMEOUT_VAR) or 0)
     config.pluginmanager.register(
-        _Recorder(config, events_path, selected), "torchcanary-stack-recorder"
+        _Recorder(config, events_path, selected, timeout_s), "torchcanary-stack-recorder"
     )

@@ -9,6 +9,8 @@ Keys (defaults in ``StackSettings``):
   cwd               the working directory for installs and the command (default ".")
   env               extra environment variables for the command
   timeout_s         deadline per command run; install_timeout_s per install
+  test_timeout_s    deadline per pytest test (0: none); pytest starts again after a hung
+                    or crashing test, for the tests it had not reached
   reruns            re-runs per environment of what broke (and of timing suspects)
   seed, threads     TORCHCANARY_SEED and OMP/MKL thread counts, the same in both
   slower_ratio, timing_min_s, timing_max_tests   what counts as slower or faster
@@ -39,6 +41,7 @@ class StackSettings:
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 3600.0
+    test_timeout_s: float = 600.0
     install_timeout_s: float = 900.0
     reruns: int = 3
     seed: int = 0
@@ -70,6 +73,7 @@ class StackSettings:
 _NUMBERS: dict[str, tuple[type, float | None]] = {
     # name: (type, smallest allowed value)
     "timeout_s": (float, 1.0),
+    "test_timeout_s": (float, 0.0),
     "install_timeout_s": (float, 1.0),
     "reruns": (int, 0),
     "seed": (int, None),
