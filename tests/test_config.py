@@ -59,11 +59,11 @@ def test_stack_flags_reach_the_stack_settings_and_win_over_the_config(
         '[stack]\nenv = { FROM_CONFIG = "1" }\nreruns = 5\ntimeout_s = 100.0\n'
     )
     flags = ["--env", "A=1", "--env", "B=x=y", "--cwd", "proj"]
-    flags += ["--reruns", "0", "--command-timeout", "30"]
+    flags += ["--reruns", "0", "--command-timeout", "30", "--test-timeout", "0"]
     args = build_parser().parse_args(["stack", "pytest -q", *flags])
     stack = load_settings(None, flags_from_args(args), tmp_path).plan.settings["stack"]
     assert stack["env"] == {"A": "1", "B": "x=y"}
-    assert (stack["reruns"], stack["timeout_s"]) == (0, 30.0)
+    assert (stack["reruns"], stack["timeout_s"], stack["test_timeout_s"]) == (0, 30.0, 0.0)
     assert Path(stack["cwd"]) == (tmp_path / "proj").resolve()
     untouched = build_parser().parse_args(["stack", "pytest -q"])
     stack = load_settings(None, flags_from_args(untouched), tmp_path).plan.settings["stack"]

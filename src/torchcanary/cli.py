@@ -123,6 +123,14 @@ def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
         metavar="SECONDS",
         help="seconds your command may run in each version (default 3600)",
     )
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        dest="stack_test_timeout_s",
+        metavar="SECONDS",
+        help="seconds one pytest test may run; after a hang pytest goes on with the rest "
+        "(default 600, 0 for none)",
+    )
 
 
 def _env_assignment(text: str) -> tuple[str, str]:
@@ -227,6 +235,7 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         ("stack_cwd", "cwd"),
         ("stack_reruns", "reruns"),
         ("stack_timeout_s", "timeout_s"),
+        ("stack_test_timeout_s", "test_timeout_s"),
     ):
         if getattr(args, flag, None) is not None:
             overrides["stack"][key] = getattr(args, flag)
