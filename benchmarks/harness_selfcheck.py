@@ -28,7 +28,10 @@ documentation and source:
   (``_Row.color_segment``); ``has_warnings`` (IQR above 10% of the median) is reported.
 
 Usage: python benchmarks/harness_selfcheck.py [--nulls 16] [--per-k 8] [--ks 2,3,5,10]
-                                                [--family 18] [--dump F | --reanalyse F]
+                                                [--family 18] [--dump F | --reanalyse F ...]
+
+Several dumps given to ``--reanalyse`` are judged each as its own run (its own BH family and
+calibration) and their counts pooled: a long measurement can be taken in pieces.
 """
 
 from __future__ import annotations
@@ -235,7 +238,7 @@ def _load(path: Path, specs: list[dict[str, Any]]) -> tuple[Measurements, float]
 
 def _rows(
     args: argparse.Namespace, env: Any, specs: list[dict[str, Any]], measured: Any, clock: str
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+) -> list[dict[str, Any]]:
     """One row per A/B comparison, with each rule's verdict on the same samples."""
     comparisons = {}
     for spec in specs:
@@ -270,7 +273,7 @@ def _rows(
         )
     for row, verdict in zip(rows, torch_verdicts(env.python, pairs), strict=True):
         row["torch.utils.benchmark"] = verdict
-    return rows, decided
+    return rows
 
 
 def _family_rule(args: argparse.Namespace) -> str:
@@ -344,10 +347,11 @@ def _report(
     )
     raw_aa = sum(r["aa_raw_alarm"] for r in rows)
     mdes = [r["mde"] for r in rows if r["mde"] is not None]
+    low, high = (f(r["calibration"] for r in rows) for f in (min, max))
+    factor = f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f} to {high:.2f}"
     print(
         f"  A/A controls (A vs A2, before calibration) with p <= {args.fdr:g}: "
-        f"{_share(raw_aa, len(rows), 1)}; calibration factor from them "
-        f"{rows[0]['calibration']:.2f}"
+        f"{_share(raw_aa, len(rows), 1)}; calibration factor from them {factor}"
     )
     if mdes:
         print(
@@ -389,12 +393,14 @@ def main() -> None:
     parser.add_argument(
         "--reanalyse",
         type=Path,
+        nargs="+",
         metavar="DUMP",
-        help="judge a --dump again instead of measuring (same design flags)",
+        help="judge --dump files again instead of measuring (same design flags); "
+        "several are judged as separate runs and pooled",
     )
     parser.add_argument("--baseline", default="torch==2.13.0 numpy")
     args = parser.parse_args()
-    ks = [float(k) for k in args.ks.split(",")]
+    ks = [float(k) for k in args.ks.split(",")] if args.per_k else []
     kinds = args.workloads.split(",")
     specs = [workload(kinds[i % len(kinds)], 0.0, i) for i in range(args.nulls)]
     specs += [workload(kinds[i % len(kinds)], k, i) for k in ks for i in range(args.per_k)]
@@ -402,15 +408,18 @@ def main() -> None:
         spec["id"] = benchmark_id(spec)
     env = ensure_environment("baseline", parse_env_spec(args.baseline))
     seed = args.seed or random.SystemRandom().randrange(1, 2**31)
+    if args.reanalyse and args.dump:
+        parser.error("--dump keeps what is measured, and --reanalyse measures nothing")
     if args.reanalyse:
-        measured, wall = _load(args.reanalyse, specs)
+        runs = [_load(path, specs) for path in args.reanalyse]
     else:
-        measured, wall = _measure(args, env, specs, seed)
+        runs = [_measure(args, env, specs, seed)]
     if args.dump:
-        _dump(args.dump, measured, wall)
+        _dump(args.dump, *runs[0])
 
     source = (
-        f"re-judged from {args.reanalyse}"
+        f"re-judged from {', '.join(map(str, args.reanalyse))}"
+        + (" (each its own run, counts pooled)" if len(runs) > 1 else "")
         if args.reanalyse
         else f"load average {os.getloadavg()[0]:.1f} at the end, seed {seed}"
     )
@@ -423,16 +432,20 @@ def main() -> None:
         f"({args.group_budget_s:g} s of samples per group) x {args.samples} samples of >= "
         f"{args.min_sample_ms:g} ms per side; sides A, A2 (A/A control), B (k% heavier); "
         f"workloads {', '.join(kinds)}; {args.nulls} benchmarks at k = 0, {args.per_k} per "
-        f"other k; FDR {args.fdr:g}"
+        f"other k"
+        + (f", in each of {len(runs)} runs" if len(runs) > 1 else "")
+        + f"; FDR {args.fdr:g}"
     )
     for clock in ("cpu", "wall"):
-        rows, _decided = _rows(args, env, specs, measured, clock)
+        rows = [row for measured, _ in runs for row in _rows(args, env, specs, measured, clock)]
         _report(args, kinds, ks, clock, rows)
-    _report_time(specs, measured, wall)
+    _report_time(specs, runs)
 
 
-def _report_time(specs: list[dict[str, Any]], measured: Measurements, wall: float) -> None:
-    per_bench = [measured.benchmarks[s["id"]].measure_s for s in specs]
+def _report_time(specs: list[dict[str, Any]], runs: list[tuple[Measurements, float]]) -> None:
+    per_bench = [measured.benchmarks[s["id"]].measure_s for measured, _ in runs for s in specs]
+    wall = sum(seconds for _, seconds in runs)
+    count = len(per_bench)
     print("\ntime to a verdict per benchmark")
     print(
         f"  timed samples, all three sides: median {statistics.median(per_bench):.1f} s, "
@@ -440,7 +453,7 @@ def _report_time(specs: list[dict[str, Any]], measured: Measurements, wall: floa
     )
     print(
         f"  wall for the whole run incl. worker starts and calibration: {wall:.0f} s for "
-        f"{len(specs)} benchmarks = {wall / len(specs):.1f} s each"
+        f"{count} benchmarks = {wall / count:.1f} s each"
     )
 
 
