@@ -185,9 +185,8 @@ class RoleRunner:
         """After a run stopped by a crashing or hung test, pytest again for the tests after it.
 
         Returns every test's record (a test keeps the first record it got) and the
-        continuations' outcomes.
-        It stops when all of ``wanted`` have an outcome, a session ends normally, a
-        continuation reaches no test, or ``budget_s`` is spent.
+        continuations' outcomes. It stops when all of ``wanted`` have an outcome, a session
+        ends normally, a continuation reaches no test, or ``budget_s`` is spent.
         """
         tests = dict(suite.tests)
         outcomes: list[CommandOutcome] = []
@@ -207,7 +206,7 @@ class RoleRunner:
             )
             outcomes.append(outcome)
             again = read_events(run_dir / "events.jsonl", outcome)
-            reached = {key: again.tests[key] for key in remaining if key in again.tests}
+            reached = any(key in again.tests for key in remaining)
             for key, record in again.tests.items():
                 tests.setdefault(key, record)
             ended = again.exitstatus is not None or not reached or outcome.status == "timeout"
