@@ -79,6 +79,7 @@ def command_env(
     *,
     import_root: Path,
     run_dir: Path,
+    numerics_dir: Path,
     seed: int,
     threads: int,
     test_timeout_s: float,
@@ -104,7 +105,7 @@ def command_env(
             "OPENBLAS_NUM_THREADS": str(threads),
             "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
             "TMPDIR": str(scratch),
-            DIR_VAR: str(run_dir / "numerics"),
+            DIR_VAR: str(numerics_dir),
             EVENTS_VAR: str(run_dir / "events.jsonl"),
             TEST_TIMEOUT_VAR: str(test_timeout_s),
         }

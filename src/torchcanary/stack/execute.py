@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchcanary.envs.cache import Environment
-from torchcanary.numerics import DIR_VAR
 from torchcanary.stack.command import UserCommand, command_env
 from torchcanary.stack.diff import COMMAND_KEY
 from torchcanary.stack.events import SuiteEvents, command_warnings, read_events
@@ -97,6 +96,8 @@ class RoleRunner:
             self.overlay,
             import_root=self.import_root,
             run_dir=run_dir,
+            # a continuation records beside the run it continues
+            numerics_dir=numerics_dir or run_dir / "numerics",
             seed=self.settings.seed,
             threads=self.settings.threads,
             test_timeout_s=self.settings.test_timeout_s,
@@ -105,8 +106,6 @@ class RoleRunner:
         if select is not None:
             (run_dir / "select.json").write_text(json.dumps(select))
             env[SELECT_VAR] = str(run_dir / "select.json")
-        if numerics_dir is not None:  # a continuation records beside the run it continues
-            env[DIR_VAR] = str(numerics_dir)
         outcome = run_command(
             self.command.argv_in(self.overlay),
             cwd=Path(self.settings.cwd),
