@@ -74,3 +74,38 @@ def make_context(
     yield build
     for context in contexts:
         context.close_workers()
+
+
+# PostgreSQL --------------------------------------------------------------------------------
+# One throwaway server per session (see pg_cluster.py), a fresh database per test. Where no
+# server can be made the PostgreSQL tests are skipped as "not checked", never passed.
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    from pg_cluster import ClusterUnavailable, PostgresCluster
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("not checked: psycopg is not installed (pip install -e '.[dev]')")
+    try:
+        cluster = PostgresCluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"not checked: no PostgreSQL server could be started here: {exc}")
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster) -> str:
+    """A URL (password included) of an empty database of its own on the session's server."""
+    return postgres_cluster.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where an empty store goes, once per engine: a SQLite path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "canary-results" / "canary.db")
+    return str(request.getfixturevalue("postgres_url"))

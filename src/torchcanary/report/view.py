@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
-from torchcanary.store.sqlite import EnvironmentRow, RunRow, SectionResult, Store
+from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
 
@@ -41,7 +42,7 @@ class RunView:
     sections: dict[str, list[SectionResult]]
 
     @classmethod
-    def load(cls, store: Store, run_id: str) -> RunView:
+    def load(cls, store: ResultStore, run_id: str) -> RunView:
         run = store.run(run_id)
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))

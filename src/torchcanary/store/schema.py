@@ -73,3 +73,56 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# Every table of the latest schema: its columns in order and its primary key. `store copy`
+# moves rows column by column; PostgreSQL needs the keys to say what an upsert replaces.
+PRIMARY_KEYS = {
+    "runs": ("run_id",),
+    "environments": ("run_id", "role"),
+    "probe_results": ("run_id", "env_role", "probe_id"),
+    "measurements": ("run_id", "env_role", "source", "series"),
+    "artifacts": ("run_id", "name"),
+    "section_results": ("run_id", "section", "key", "env_role"),
+}
+TABLE_COLUMNS = {
+    "runs": (
+        "run_id",
+        "created_at",
+        "finished_at",
+        "status",
+        "plan_json",
+        "decision",
+        "decision_json",
+    ),
+    "environments": (
+        "run_id",
+        "role",
+        "spec",
+        "python",
+        "torch_version",
+        "build_seconds",
+        "reused",
+        "manifest_json",
+    ),
+    "probe_results": (
+        "run_id",
+        "env_role",
+        "probe_id",
+        "verdict",
+        "summary",
+        "evidence_json",
+        "duration_s",
+        "started_at",
+    ),
+    "measurements": ("run_id", "env_role", "source", "series", "values_json"),
+    "artifacts": ("run_id", "name", "media_type", "content"),
+    "section_results": (
+        "run_id",
+        "section",
+        "key",
+        "env_role",
+        "verdict",
+        "payload_json",
+        "created_at",
+    ),
+}

@@ -7,45 +7,14 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from torchcanary.errors import StoreError
 from torchcanary.results import Manifest, Outcome, ProbeResult
-from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION
-
-
-@dataclass(frozen=True)
-class RunRow:
-    run_id: str
-    created_at: float
-    finished_at: float | None
-    status: str
-    plan: dict[str, Any]
-    decision: str | None
-    decision_detail: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class EnvironmentRow:
-    role: str
-    spec: str
-    python: str
-    torch_version: str
-    build_seconds: float
-    reused: bool
-    manifest: Manifest
-
-
-@dataclass(frozen=True)
-class SectionResult:
-    section: str
-    key: str
-    env_role: str
-    verdict: str
-    payload: dict[str, Any]
+from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
+from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 
 
 class Store:
@@ -58,6 +27,11 @@ class Store:
         self._migrate()  # first: a store we refuse must be left byte-for-byte as it was
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
+
+    @property
+    def location(self) -> str:
+        """Where the store is, fit to print."""
+        return str(self.path)
 
     def close(self) -> None:
         self._db.close()
@@ -301,3 +275,22 @@ class Store:
                 (run_id, section),
             )
         )
+
+    # raw rows: history, compare and copy ------------------------------------------------
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query written with ``?`` placeholders."""
+        return self._db.execute(sql, tuple(params)).fetchall()
+
+    def insert_rows(self, table: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Add ``rows`` (all of ``table``'s columns, in order) as they are, in one transaction."""
+        marks = ", ".join("?" * len(TABLE_COLUMNS[table]))
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = self._db.executemany(
+                f"INSERT OR REPLACE INTO {table} VALUES ({marks})", (tuple(r) for r in rows)
+            )
+            self._db.execute("COMMIT")
+        except Exception:
+            self._db.execute("ROLLBACK")
+            raise
+        return cursor.rowcount
