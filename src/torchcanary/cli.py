@@ -20,8 +20,11 @@ from rich.table import Table
 
 from torchcanary import __version__
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
+from torchcanary.history import commands as history_commands
 from torchcanary.plan import ALL_SECTIONS
 from torchcanary.sections import report_module
+from torchcanary.store.base import ResultStore
+from torchcanary.store.location import is_postgres_url
 
 EPILOG = """\
 examples:
@@ -69,7 +72,10 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
     parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
-    parser.add_argument("--store", help="SQLite file (default canary-results/canary.db)")
+    parser.add_argument(
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB (default canary-results/canary.db)",
+    )
     parser.add_argument("--output", help="directory for reports (default canary-results)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -204,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in a store")
     runs.add_argument("--store", default="canary-results/canary.db")
+    HISTORY_COMMANDS.update(history_commands.register(commands))  # history, compare, store
     return parser
 
 
@@ -277,11 +284,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.runner import execute
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
     progress = Progress(quiet=args.quiet)
-    with Store(settings.store) as store:
+    with open_store(settings.store) as store:
         plan, resume_id = settings.plan, None
         if getattr(args, "resume", None):
             previous = (
@@ -291,11 +298,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             )
             if previous is None:
                 raise CanaryError(
-                    f"nothing to resume in {settings.store}; start a run without --resume"
+                    f"nothing to resume in {store.location}; start a run without --resume"
                 )
             plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
         outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
-    _print_summary(console, settings.store, outcome.run_id)
+        _print_summary(console, store, outcome.run_id)
     for kind, path in outcome.outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     if outcome.section_failures:
@@ -303,12 +310,10 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO if outcome.decision.go else EXIT_NO_GO
 
 
-def _print_summary(console: Console, store_path: Path, run_id: str) -> None:
+def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
 
-    with Store(store_path) as store:
-        view = RunView.load(store, run_id)
+    view = RunView.load(store, run_id)
     table = Table(title=f"claims, run {run_id}")
     for column in ("probe", "baseline", "candidate", "upgrade"):
         table.add_column(column)
@@ -359,8 +364,10 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
-def _existing_store(text: str) -> Path:
+def _existing_store(text: str) -> Path | str:
     """Reading commands never create a store: a wrong path is a usage error."""
+    if is_postgres_url(text):
+        return text  # open_store(create=False) refuses a database without a store
     path = Path(text)
     if not path.is_file():
         raise CanaryError(f"no store at {path}; pass --store PATH")
@@ -370,15 +377,15 @@ def _existing_store(text: str) -> Path:
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.render import write_outputs
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     store_path = _existing_store(args.store)
-    with Store(store_path) as store:
+    with open_store(store_path, create=False) as store:
         run_id = args.run_id
         if run_id == "latest":
             latest = store.latest_run()
             if latest is None:
-                raise CanaryError(f"{store_path} holds no runs yet")
+                raise CanaryError(f"{store.location} holds no runs yet")
             run_id = latest.run_id
         outputs = write_outputs(RunView.load(store, run_id), Path(args.output))
     for kind, path in outputs.items():
@@ -387,12 +394,13 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     store_path = _existing_store(args.store)
-    with Store(store_path) as store:
+    with open_store(store_path, create=False) as store:
         rows = store.runs()
-    table = Table(title=str(store_path))
+        title = store.location
+    table = Table(title=title)
     for column in ("run", "status", "decision", "baseline", "candidate", "sections"):
         table.add_column(column)
     for row in rows:
@@ -407,6 +415,8 @@ def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     return EXIT_GO
 
+
+HISTORY_COMMANDS: dict[str, history_commands.Handler] = {}
 
 COMMANDS = {
     "run": _cmd_run,
@@ -427,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     console = Console()
     try:
-        return COMMANDS[args.command](args, console)
+        return (COMMANDS | HISTORY_COMMANDS)[args.command](args, console)
     except CanaryError as exc:
         print(f"torchcanary: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -16,6 +16,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import ALL_SECTIONS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import section_module
+from torchcanary.store.location import is_postgres_url
 
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
@@ -41,7 +42,7 @@ class Settings:
     """A validated configuration: the plan plus where results go."""
 
     plan: RunPlan
-    store: Path
+    store: Path | str  # a SQLite file, or a postgresql:// URL (which may hold a password)
     output: Path
     source: str = "defaults"
 
@@ -129,7 +130,8 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
     )
-    store = (cwd / merged.get("store", "canary-results/canary.db")).expanduser()
+    store_text = merged.get("store", "canary-results/canary.db")
+    store = store_text if is_postgres_url(store_text) else (cwd / store_text).expanduser()
     output = (cwd / merged.get("output", "canary-results")).expanduser()
     return Settings(plan, store, output, source)
 

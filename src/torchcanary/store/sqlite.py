@@ -284,13 +284,12 @@ class Store:
     def insert_rows(self, table: str, rows: Iterable[Sequence[Any]]) -> int:
         """Add ``rows`` (all of ``table``'s columns, in order) as they are, in one transaction."""
         marks = ", ".join("?" * len(TABLE_COLUMNS[table]))
+        values = [tuple(row) for row in rows]
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            cursor = self._db.executemany(
-                f"INSERT OR REPLACE INTO {table} VALUES ({marks})", (tuple(r) for r in rows)
-            )
+            self._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", values)
             self._db.execute("COMMIT")
         except Exception:
             self._db.execute("ROLLBACK")
             raise
-        return cursor.rowcount
+        return len(values)
