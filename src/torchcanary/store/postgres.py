@@ -133,18 +133,23 @@ class PostgresStore:
             )
         if version == SCHEMA_VERSION:
             return
-        with self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            version = self._read_version()  # another run may have migrated meanwhile
-            self._refuse_newer(version)
-            if version == 0:
-                self._db.execute(f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)")
-                self._db.execute(f"INSERT INTO {VERSION_TABLE} VALUES (0)")
-            for number in range(version, SCHEMA_VERSION):
-                for statement in MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        self._db.execute(postgres_schema(statement))
-                self._db.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (number + 1,))
+        # A session lock taken before the transaction starts, so that everything the
+        # transaction reads comes after any other run's migration has committed.
+        self._db.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            with self._db.transaction():
+                version = self._read_version()  # another run may have migrated meanwhile
+                self._refuse_newer(version)
+                if version == 0:
+                    self._db.execute(f"CREATE TABLE {VERSION_TABLE} (version INTEGER NOT NULL)")
+                    self._db.execute(f"INSERT INTO {VERSION_TABLE} VALUES (0)")
+                for number in range(version, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[number].split(";"):
+                        if statement.strip():
+                            self._db.execute(postgres_schema(statement))
+                    self._db.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (number + 1,))
+        finally:
+            self._db.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
