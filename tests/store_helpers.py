@@ -80,7 +80,7 @@ def fill_run(
             run_id, SectionResult("drill", "kill:restart", role, drill_verdict, {"steps": 30})
         )
     store.save_measurement(run_id, "baseline", "matmul.fp32", "wall_s", [0.5, 0.25, 0.125])
-    store.save_artifact(run_id, "catalog.json", "application/json", b'{"x": 1}\x00\xff')
+    store.save_artifact(run_id, "dump.bin", "application/octet-stream", b'{"x": 1}\x00\xff')
     store.finish_run(run_id, "no-go" if bench_verdict == "slower" else "go", {"reasons": ["r"]})
     return run_id
 

@@ -108,7 +108,7 @@ def test_what_a_run_stores_is_read_back_the_same(store_location):
             ("baseline", "wall_s"): [0.5, 0.25, 0.125]
         }
         assert list(store.artifacts(run_id)) == [
-            ("catalog.json", "application/json", b'{"x": 1}\x00\xff')
+            ("dump.bin", "application/octet-stream", b'{"x": 1}\x00\xff')
         ]
         assert [r.run_id for r in store.runs()] == [run_id]
         assert store.latest_run("finished").run_id == run_id

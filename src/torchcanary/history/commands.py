@@ -93,7 +93,7 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
         return EXIT_GO
     table = Table(title=f"{args.item} ({section}) in {location}: {len(entries)} runs")
     for column in ("run", "when (UTC)", "baseline", "candidate", "verdict", "ratio [interval]"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for entry in entries:
         table.add_row(
             entry.run_id,

@@ -70,6 +70,7 @@ class PostgresStore:
         self._psycopg = psycopg
         self._url = url
         self.location = redact(url)
+        self._lost: StoreError | None = None
         try:
             self._db = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
@@ -96,14 +97,19 @@ class PostgresStore:
     @contextmanager
     def _guard(self, doing: str) -> Iterator[None]:
         """Driver errors as one ``StoreError`` line; the connection lost says what is kept."""
+        if self._lost is not None:
+            raise self._lost  # later writes (the run's status) repeat the first, true cause
         try:
             yield
         except self._psycopg.OperationalError as exc:
-            raise StoreError(
+            lost = StoreError(
                 f"lost the store at {self.location} while trying to {doing}: "
                 f"{scrub(str(exc), self._url)}; everything committed before is kept: once "
                 "the server is back, carry on with `torchcanary run --resume`"
-            ) from None
+            )
+            if self._db.broken or self._db.closed:
+                self._lost = lost
+            raise lost from None
         except self._psycopg.Error as exc:
             raise StoreError(
                 f"the store at {self.location} refused to {doing}: {scrub(str(exc), self._url)}"
