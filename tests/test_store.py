@@ -10,6 +10,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,29 @@ def test_a_password_in_a_store_url_is_redacted():
     )
     assert redact("postgresql://ci@db/canary") == "postgresql://ci@db/canary"
     assert redact("/tmp/canary.db") == "/tmp/canary.db"
+
+
+OPEN_AT_ONCE = """
+import sys, time
+from torchcanary.store.location import open_store
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+with open_store(sys.argv[1]) as store:
+    print(store.schema_version)
+"""
+
+
+def test_runs_opening_a_new_store_at_the_same_instant_all_get_it_migrated(store_location):
+    start_at = time.time() + 3  # every process imported and waiting by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AT_ONCE, store_location, str(start_at)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.strip() == str(SCHEMA_VERSION)

@@ -52,6 +52,9 @@ class Store:
         for number in range(version, SCHEMA_VERSION):
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                if self._db.execute("PRAGMA user_version").fetchone()[0] > number:
+                    self._db.execute("COMMIT")  # another run opening it migrated this step
+                    continue
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
                         self._db.execute(statement)
