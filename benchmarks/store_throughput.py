@@ -166,24 +166,40 @@ def _fresh(url: str, name: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + database
 
 
+def _analyze(url: str) -> None:
+    """Table statistics, as autovacuum would gather them soon after a bulk load."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("ANALYZE")
+
+
 def report(locations: dict, args: argparse.Namespace) -> None:
     figures: dict[str, dict[str, float]] = {}
     for engine, make in locations.items():
         one = throughput(make("one"), 1, args.results)
         many = throughput(make("many"), args.writers, args.results)
-        with open_store(make("history")) as store:
+        location = make("history")
+        with open_store(location) as store:
             began = time.perf_counter()
             populate(store, args.runs)
             filled = time.perf_counter() - began
+            if engine == "postgresql":
+                _analyze(location)
             figures[engine] = {
-                f"write, 1 run ({args.results} results)": one,
-                f"write, {args.writers} runs at once": many,
+                "write, 1 run (results/s)": one,
+                f"write, {args.writers} runs at once (results/s)": many,
                 f"fill {args.runs} runs (s)": filled,
-            } | {f"history {k} (ms)": v * 1000 for k, v in history_seconds(store).items()}
+            } | {f"history, {k} (ms)": v * 1000 for k, v in history_seconds(store).items()}
+    print(f"{'':42}{'sqlite':>12}{'postgresql':>12}")
     for name in figures["sqlite"]:
-        unit = "" if "(" in name and name.endswith(")") and "results" not in name else " /s"
-        cells = "".join(f"{figures[e][name]:>14.1f}" for e in figures)
-        print(f"{name + unit:34}{cells}")
+        cells = "".join(f"{figures[e][name]:>12.1f}" for e in figures)
+        print(f"{name:42}{cells}")
+    print(
+        f"({args.results} results per run, each committed at once; history over "
+        f"{args.runs} runs x {BENCHES_PER_RUN} benchmarks x {PROBES_PER_RUN} claims x 2 "
+        "environments, median of 7)"
+    )
 
 
 if __name__ == "__main__":

@@ -111,3 +111,12 @@ def test_history_of_an_unknown_id_is_a_usage_error(three_runs, tmp_path):
     db, _ = three_runs
     line = _one_line_error(run_canary("history", "no.such.bench", "--store", db, cwd=tmp_path))
     assert "no claim, benchmark or drill" in line
+
+
+def test_a_postgresql_url_in_the_config_is_kept_as_a_url(tmp_path, postgres_url):
+    from torchcanary.config import load_settings
+
+    (tmp_path / "canary.toml").write_text(f'store = "{postgres_url}"\n')
+    assert load_settings(None, {}, tmp_path).store == postgres_url
+    flagged = load_settings(None, {"store": "elsewhere.db"}, tmp_path)
+    assert flagged.store == tmp_path / "elsewhere.db"  # a flag wins, and a path stays a path

@@ -70,6 +70,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, section, key, env_role)
     );
     """,
+    # 3: indexes for questions across runs (`torchcanary history`): one item's results in
+    # every run, and runs by date. The primary keys start with run_id, so without these a
+    # history reads every result ever stored.
+    """
+    CREATE INDEX probe_results_by_probe ON probe_results (probe_id);
+    CREATE INDEX section_results_by_key ON section_results (section, key);
+    CREATE INDEX runs_by_date ON runs (created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
