@@ -120,3 +120,22 @@ def test_a_postgresql_url_in_the_config_is_kept_as_a_url(tmp_path, postgres_url)
     assert load_settings(None, {}, tmp_path).store == postgres_url
     flagged = load_settings(None, {"store": "elsewhere.db"}, tmp_path)
     assert flagged.store == tmp_path / "elsewhere.db"  # a flag wins, and a path stays a path
+
+
+def test_a_benchmark_in_the_html_report_shows_its_recent_history_from_the_store(
+    store_location, tmp_path
+):
+    from torchcanary.measure import report
+    from torchcanary.report.view import RunView
+
+    with open_store(store_location) as store:
+        first = fill_run(store, "2.14.0", 1.00, "same", created_at=time.time() - 2 * DAY)
+        second = fill_run(store, "2.14.1", 1.25, "slower", created_at=time.time() - DAY)
+        later = fill_run(store, "2.15.0", 1.50, "slower")
+        alone, with_history = (report.html(RunView.load(store, r)) for r in (first, second))
+        view = RunView.load(store, second)
+    assert "Recent history" not in alone  # nothing before the first run
+    assert "Recent history in this store (2 runs, this one last)" in with_history
+    assert "2.14.0 vs 2.13.0" in with_history and "2.14.1 vs 2.13.0" in with_history
+    assert [e.run_id for e in view.bench_history["matmul.fp32"]] == [first, second]
+    assert later not in with_history  # a report rendered again later shows the same

@@ -14,6 +14,7 @@ from typing import Any
 from torchcanary.errors import CanaryError
 from torchcanary.results import Verdict, compare_claim
 from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import RunRow
 
 SECTIONS = ("claims", "bench", "drill")
 
@@ -163,3 +164,14 @@ def _claim_verdict(verdicts: dict[str, str]) -> str:
             return "?"
         return compare_claim(*pair).value
     return "incomplete"
+
+
+def bench_history(
+    store: ResultStore, run: RunRow, bench_ids: list[str], runs: int = 10
+) -> dict[str, list[HistoryEntry]]:
+    """Each benchmark's last ``runs`` results up to and including ``run`` (for its report).
+
+    Runs stored later are left out, so the report rendered again later shows the same.
+    """
+    up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs)
+    return {bench_id: history(store, bench_id, "bench", up_to) for bench_id in bench_ids}

@@ -71,3 +71,13 @@ def _strip(item: str, entries: list[HistoryEntry]) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def recent_html(item: str, entries: list[HistoryEntry], run_id: str) -> str:
+    """A benchmark's recent history for its report, when the store has runs before this."""
+    if not any(entry.run_id != run_id for entry in entries):
+        return ""
+    return (
+        f"<h5>Recent history in this store ({len(entries)} runs, this one last)</h5>"
+        f"<figure>{plot(item, 'bench', entries)}</figure>"
+    )

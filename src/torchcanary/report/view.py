@@ -7,9 +7,10 @@ store directly, so a report rendered again later shows exactly what the run stor
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from torchcanary.history.query import HistoryEntry, bench_history
 from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
@@ -40,6 +41,8 @@ class RunView:
     catalog: dict[str, dict[str, Any]]
     probe_results: list[ProbeResult]
     sections: dict[str, list[SectionResult]]
+    # each benchmark's results in this run and the store's runs before it (most recent 10)
+    bench_history: dict[str, list[HistoryEntry]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, store: ResultStore, run_id: str) -> RunView:
@@ -49,7 +52,14 @@ class RunView:
         sections = {
             name: store.section_results(run_id, name) for name in ("bench", "drill", "stack")
         }
-        return cls(run, store.environments(run_id), catalog, store.probe_results(run_id), sections)
+        return cls(
+            run,
+            store.environments(run_id),
+            catalog,
+            store.probe_results(run_id),
+            sections,
+            bench_history(store, run, [r.key for r in sections["bench"]]),
+        )
 
     def claim_rows(self) -> list[ClaimRow]:
         by_key = {(r.probe_id, r.env_role): r for r in self.probe_results}
