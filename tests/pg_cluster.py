@@ -52,7 +52,7 @@ def _run_as() -> tuple[list[str], str | None]:
     raise ClusterUnavailable("running as root and neither a 'postgres' nor a 'nobody' user")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -71,7 +71,7 @@ class PostgresCluster:
         self.prefix, user = _run_as()
         self.root = Path(tempfile.mkdtemp(prefix="canary-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.fsync = fsync
         if user is not None:
             entry = pwd.getpwnam(user)
