@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from torchcanary.measure.plots import ForestRow, distributions, forest
+from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import DEFAULT_POLICY, SECTION, VERDICTS
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.sqlite import SectionResult
@@ -46,10 +47,11 @@ def _percent(value: float | None) -> str:
 
 
 def _roofline_text(payload: dict[str, Any]) -> str:
-    parts = []
-    for role, placed in (payload.get("roofline") or {}).items():
-        if "fraction" in placed:
-            parts.append(f"{role}: {placed['fraction']:.0%} of {placed['limiter']} bound")
+    parts = [
+        f"{role}: {describe(placed)}"
+        for role, placed in (payload.get("roofline") or {}).items()
+        if "fraction" in placed
+    ]
     return "; ".join(parts) or "–"
 
 
@@ -198,19 +200,10 @@ def _details_html(result: SectionResult) -> str:
             [f"{k}: {v[0]} vs {v[1]}" for k, v in (payload.get("confounds") or {}).items()],
         )
     )
-    roofline = []
-    for role, placed in (payload.get("roofline") or {}).items():
-        if "fraction" in placed:
-            note = placed.get("note", "")
-            if placed["fraction"] > 1:
-                note = "above the measured DRAM bound: the working set fits in cache"
-            roofline.append(
-                f"{role}: {placed['fraction']:.1%} of the {placed['limiter']} "
-                f"bound ({placed['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
-                f"{placed['achieved_flops_per_s'] / 1e9:.3g} GFLOP/s) {note}"
-            )
-        else:
-            roofline.append(f"{role}: {placed.get('note', '')}")
+    roofline = [
+        f"{role}: {describe(placed, detail=True)}"
+        for role, placed in (payload.get("roofline") or {}).items()
+    ]
     body.append(_list_html("Roofline", roofline))
     bandwidth = [
         f"{role}: algbw {bw['algbw_bytes_per_s'] / 1e9:.3g} GB/s, busbw "
