@@ -130,6 +130,20 @@ def test_a_working_set_measured_at_its_own_size_is_held_to_that_rate() -> None:
     assert "fits in L3, 260MiB as the OS reports it" in describe(placed, detail=True)
 
 
+def test_a_size_the_os_puts_in_cache_but_that_streams_at_dram_speed_counts_as_dram() -> None:
+    # This VM's OS reports a 260 MiB L3, yet 64 MiB streams at the DRAM rate: the L3 is
+    # shared with the host's other tenants. The measurement, not the label, decides.
+    working_set = int(work_of(DECODE_LINEAR).memory_bytes)
+    probe = _dram_only_probe()
+    probe["bandwidth"]["by_size"] = [
+        {"requested": working_set, "bytes": working_set, "bytes_per_s": 15e9, "level": "L3"}
+    ]
+    placed = fraction(DECODE_LINEAR, _median_at(DECODE_LINEAR, 12e9), probe)
+    assert placed is not None and placed["memory_level"] == "DRAM"
+    assert placed["fraction"] == pytest.approx(0.8)
+    assert "no faster than DRAM here" in describe(placed, detail=True)
+
+
 def test_a_kernel_that_beats_the_rate_measured_at_its_size_says_so() -> None:
     working_set = int(work_of(DECODE_LINEAR).memory_bytes)
     probe = _dram_only_probe()

@@ -21,6 +21,8 @@ from torchcanary.measure.specs import busbw_factor, human_bytes, work_of
 
 ROOFLINE_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy")
 _MATMUL_KINDS = ("gemm", "scaled_gemm", "linear", "sdpa")
+# A size that streams at least this much faster than the DRAM buffer is served by a cache.
+_CACHE_SPEEDUP = 1.2
 
 
 def cache_level(size_bytes: float, caches: list[dict[str, Any]]) -> str:
@@ -53,12 +55,21 @@ def _memory_bound(working_set: float, bandwidth: dict[str, Any]) -> dict[str, An
     dram_bytes = bandwidth.get("dram_buffer_bytes") or 0
     for measured in bandwidth.get("by_size") or []:
         if measured.get("requested") == int(working_set):
-            level = measured.get("level") or cache_level(measured["bytes"], caches)
+            reported = measured.get("level") or cache_level(measured["bytes"], caches)
+            speedup = measured["bytes_per_s"] / bandwidth["bytes_per_s"]
+            # The OS names the cache the size fits in; the rate says whether it acts like
+            # one (a VM's share of a shared L3 can be far smaller than the L3 reported).
+            level = reported if speedup >= _CACHE_SPEEDUP else "DRAM"
+            basis = (
+                f"streamed at this working set's size ({human_bytes(measured['bytes'])}: "
+                f"{speedup:.2g}x the DRAM rate; {_level_text(reported, caches)})"
+            )
+            if level != reported:
+                basis += ", yet no faster than DRAM here, so it counts as DRAM"
             return {
                 "bandwidth_bytes_per_s": measured["bytes_per_s"],
                 "memory_level": level,
-                "bandwidth_basis": f"streamed at this working set's size "
-                f"({human_bytes(measured['bytes'])}, {_level_text(level, caches)})",
+                "bandwidth_basis": basis,
             }
     if dram_bytes and working_set >= dram_bytes:
         return {
