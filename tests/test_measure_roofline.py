@@ -127,7 +127,7 @@ def test_a_working_set_measured_at_its_own_size_is_held_to_that_rate() -> None:
     assert placed["memory_level"] == "L3" and placed["bandwidth_bytes_per_s"] == 25e9
     assert placed["fraction"] == pytest.approx(0.8) and "above_bound" not in placed
     assert describe(placed) == "80% of the memory bound (L3)"
-    assert "fits in L3, 260MiB as the OS reports it" in describe(placed, detail=True)
+    assert "fits in L3, 260MiB as reported by the OS or driver" in describe(placed, detail=True)
 
 
 def test_a_size_the_os_puts_in_cache_but_that_streams_at_dram_speed_counts_as_dram() -> None:

@@ -90,7 +90,7 @@ def _memory_bound(working_set: float, bandwidth: dict[str, Any]) -> dict[str, An
 def _level_text(level: str, caches: list[dict[str, Any]]) -> str:
     sizes = {entry["name"]: entry["bytes"] for entry in caches}
     if level in sizes:
-        return f"fits in {level}, {human_bytes(sizes[level])} as the OS reports it"
+        return f"fits in {level}, {human_bytes(sizes[level])} as reported by the OS or driver"
     if level == "DRAM" and caches:
         return "larger than every reported cache: DRAM"
     return f"level {level}"
@@ -127,7 +127,7 @@ def _above_bound_reason(placed: dict[str, Any], peak_method: str, probe: dict[st
         where = (
             _level_text(level, caches)
             if level not in ("DRAM", "unknown")
-            else "may still sit in a cache the OS does not report"
+            else "may still sit in a cache nobody reported"
         )
         return (
             f"working set {working_set} {where}, but only DRAM bandwidth was measured; "
@@ -191,7 +191,8 @@ def _short_reason(placed: dict[str, Any]) -> str:
     working_set = human_bytes(placed["working_set_bytes"])
     level = placed.get("memory_level", "unknown")
     if placed.get("dram_only"):
-        return f"working set {working_set} in {level}, only DRAM bandwidth measured"
+        where = "" if level == "unknown" else f" in {level}"
+        return f"working set {working_set}{where}, only DRAM bandwidth measured"
     return f"working set {working_set} ({level}) beat the rate measured at its size"
 
 
