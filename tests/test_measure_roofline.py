@@ -141,7 +141,19 @@ def test_a_size_the_os_puts_in_cache_but_that_streams_at_dram_speed_counts_as_dr
     placed = fraction(DECODE_LINEAR, _median_at(DECODE_LINEAR, 12e9), probe)
     assert placed is not None and placed["memory_level"] == "DRAM"
     assert placed["fraction"] == pytest.approx(0.8)
-    assert "no faster than DRAM here" in describe(placed, detail=True)
+    assert "under 1.2x the DRAM rate here: counted as DRAM" in describe(placed, detail=True)
+
+
+def test_a_working_set_is_never_held_to_less_than_the_dram_rate() -> None:
+    # Measured under a burst of contention, the rate at its size came out below DRAM's.
+    working_set = int(work_of(DECODE_LINEAR).memory_bytes)
+    probe = _dram_only_probe()
+    probe["bandwidth"]["by_size"] = [
+        {"requested": working_set, "bytes": working_set, "bytes_per_s": 12e9, "level": "L3"}
+    ]
+    placed = fraction(DECODE_LINEAR, _median_at(DECODE_LINEAR, 13e9), probe)
+    assert placed is not None and placed["bandwidth_bytes_per_s"] == DRAM_BYTES_PER_S
+    assert placed["fraction"] < 1 and "above_bound" not in placed
 
 
 def test_a_kernel_that_beats_the_rate_measured_at_its_size_says_so() -> None:
