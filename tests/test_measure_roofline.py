@@ -164,7 +164,7 @@ def test_a_kernel_that_beats_the_rate_measured_at_its_size_says_so() -> None:
     ]
     placed = fraction(DECODE_LINEAR, _median_at(DECODE_LINEAR, 21e9), probe)
     assert placed is not None and placed["fraction"] > 1
-    assert "faster than the 18 GB/s the probe reached at that size" in placed["above_bound"]
+    assert "faster than the 18 GB/s the bandwidth probe reached" in placed["above_bound"]
     assert not OVER_100_PERCENT.search(describe(placed, detail=True))
 
 

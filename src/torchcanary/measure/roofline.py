@@ -137,9 +137,9 @@ def _above_bound_reason(placed: dict[str, Any], peak_method: str, probe: dict[st
     return (
         f"working set {working_set} ({level}) streamed at "
         f"{placed['achieved_bytes_per_s'] / 1e9:.3g} GB/s, faster than the "
-        f"{placed['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s the probe reached at that size "
-        "(its kernel reads memory better than sum, copy and matrix-vector did, or the probe "
-        "met more contention); bound not applicable"
+        f"{placed['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s the bandwidth probe reached at "
+        "that size or from DRAM (its kernel reads memory better than sum, copy and "
+        "matrix-vector did, or the probe met more contention); bound not applicable"
     )
 
 
