@@ -1,8 +1,11 @@
 """The go / no-go decision: each section states its objections under one policy.
 
-The policy is a flat table of thresholds. Each section module declares the keys it reads
-in ``POLICY_DEFAULTS``; a policy file (TOML, keys at the top level or under ``[policy]``)
-overrides them, and an unknown key is a configuration error rather than a silent no-op.
+The policy is a flat table of thresholds. Each section module declares the keys it reads,
+with their defaults, in ``POLICY_DEFAULTS`` (the one spelling; its docstring documents the
+same keys). A policy file (TOML, keys at the top level or under ``[policy]``) overrides
+them. An unknown key is a configuration error rather than a silent no-op; a key of a
+section that this run leaves out is accepted, so one team policy file serves every
+subcommand.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
+from torchcanary.plan import ALL_SECTIONS
 from torchcanary.report.view import RunView
 from torchcanary.sections import section_module
 
@@ -31,26 +35,32 @@ class Decision:
 
 
 def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
+    """The policy keys ``sections`` read, with their defaults."""
     defaults: dict[str, Any] = {}
     for section in sections:
-        defaults.update(getattr(section_module(section), "POLICY_DEFAULTS", {}))
+        defaults.update(section_module(section).POLICY_DEFAULTS)
     return defaults
 
 
 def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
-    """Defaults with ``overrides`` applied; unknown keys and wrong types are refused."""
-    defaults = policy_defaults(sections)
+    """The policy of a run over ``sections``: defaults with ``overrides`` applied.
+
+    Keys unknown to every section and values of the wrong type are refused; overrides for
+    sections this run leaves out are checked the same way, then left out.
+    """
+    known = policy_defaults(ALL_SECTIONS)
+    resolved = policy_defaults(sections)
     for key, value in overrides.items():
-        if key not in defaults:
-            raise ConfigError(
-                f"unknown policy key {key!r}; known keys: {', '.join(sorted(defaults))}"
-            )
-        expected = type(defaults[key])
+        if key not in known:
+            raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
+        expected = type(known[key])
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, expected):
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(f"policy key {key!r} must be a {expected.__name__}, not {value!r}")
-    return defaults | overrides
+        if key in resolved:
+            resolved[key] = value
+    return resolved
 
 
 def load_policy_file(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.roofline import describe
-from torchcanary.measure.section import DEFAULT_POLICY, SECTION, VERDICTS
+from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.sqlite import SectionResult
 
@@ -299,9 +299,10 @@ def markdown(view: Any) -> str:
 
 
 def junit_cases(view: Any) -> list[JUnitCase]:
-    """Slower beyond the default policy fails; too noisy or skipped is skipped, not passed."""
+    """Slower beyond the run's own policy fails; too noisy or skipped is skipped, not passed."""
     cases = []
-    limit = DEFAULT_POLICY["bench_max_slowdown"]
+    rules = policy_rules(view.run.plan.get("policy"))  # as resolved and stored with the run
+    limit = rules["bench_max_slowdown"]
     for result in _results(view):
         payload = result.payload
         seconds = float((payload.get("harness") or {}).get("measure_s") or 0.0)
@@ -310,7 +311,11 @@ def junit_cases(view: Any) -> list[JUnitCase]:
         )
         if result.verdict == "slower" and not payload.get("aa") and payload["ratio"] - 1 > limit:
             status, message = "failure", f"{payload['ratio'] - 1:+.1%} slower {_interval(payload)}"
-        elif result.verdict in ("slower", "faster") and payload.get("aa"):
+        elif (
+            result.verdict in ("slower", "faster")
+            and payload.get("aa")
+            and rules["bench_block_on_aa_alarm"]
+        ):
             status, message = "failure", "A/A run: differs from itself"
         elif result.verdict == "skipped":
             failed = payload.get("failed") or {}
