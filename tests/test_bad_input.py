@@ -143,3 +143,34 @@ def test_a_store_path_that_cannot_be_created_is_a_usage_error(tmp_path):
             run_canary("run", "--only", "claims", "--store", path, cwd=tmp_path, timeout=120)
         )
         assert path in line and "--store" in line
+
+
+def _no_environment_built(cache) -> bool:
+    envs = cache / "envs"
+    return not envs.exists() or not any(envs.iterdir())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stack", ""],
+        ["stack", "  "],
+        ["run", "--stack", ""],
+        ["run", "--only", "claims,stack"],
+    ],
+)
+def test_a_named_section_without_its_command_is_refused_before_building(tmp_path, argv):
+    cache = tmp_path / "cache"
+    result = run_canary(*argv, cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
+    line = _one_line_error(result)
+    assert "stack" in line and "command" in line and "pytest" in line
+    assert _no_environment_built(cache)
+    assert not (tmp_path / "canary-results").exists()
+
+
+def test_a_stack_named_in_the_config_without_a_command_is_refused(tmp_path):
+    (tmp_path / "canary.toml").write_text('sections = ["stack"]\n[stack]\ncommand = ""\n')
+    cache = tmp_path / "cache"
+    result = run_canary("run", cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
+    assert "command" in _one_line_error(result)
+    assert _no_environment_built(cache)

@@ -74,3 +74,26 @@ def test_stack_env_flag_without_equals_is_a_usage_error(tmp_path: Path):
     result = run_canary("stack", "pytest", "--env", "OMP_NUM_THREADS", cwd=tmp_path)
     assert result.returncode == 2
     assert "'OMP_NUM_THREADS' is not KEY=VALUE" in result.stderr
+
+
+def test_a_default_run_leaves_out_a_stack_it_has_no_command_for(tmp_path: Path):
+    plan = load_settings(None, flags_from_args(build_parser().parse_args(["run"])), tmp_path).plan
+    assert "stack" not in plan.sections and "claims" in plan.sections
+    (tmp_path / "canary.toml").write_text('[stack]\ncommand = "pytest -q"\n')
+    plan = load_settings(None, flags_from_args(build_parser().parse_args(["run"])), tmp_path).plan
+    assert "stack" in plan.sections
+
+
+def test_decision_is_never_go_when_an_asked_for_section_stored_nothing(tmp_path: Path):
+    from torchcanary.plan import RunPlan
+    from torchcanary.policy import decide
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("stack",))
+    with Store(tmp_path / "canary.db") as store:
+        view = RunView.load(store, store.create_run(plan.to_json()))
+    decision = decide(view, plan.policy, plan.sections, {})
+    assert not decision.go
+    assert any("stack" in reason for reason in decision.reasons)
+

@@ -223,7 +223,7 @@ def _sections_from(args: argparse.Namespace) -> list[str] | None:
 
 def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}}
-    if getattr(args, "stack", None):
+    if getattr(args, "stack", None) is not None:  # given empty is refused, not ignored
         overrides["stack"]["command"] = args.stack
     if getattr(args, "stack_with", None):
         overrides["stack"]["with"] = args.stack_with
@@ -255,8 +255,13 @@ _SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
     sections = _SUBCOMMAND_SECTIONS.get(args.command) or _sections_from(args)
-    if args.command == "run" and args.stack and sections and "stack" not in sections:
-        sections = [*sections, "stack"]
+    named = list(
+        _SUBCOMMAND_SECTIONS.get(args.command) or _split(getattr(args, "only", None)) or []
+    )
+    if args.command == "run" and args.stack is not None:
+        named.append("stack")
+        if sections and "stack" not in sections:
+            sections = [*sections, "stack"]
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
@@ -268,6 +273,7 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "store": args.store,
         "output": args.output,
         "sections": sections,
+        "named_sections": named,
         "section_overrides": _section_overrides(args),
     }
 
@@ -281,6 +287,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
     progress = Progress(quiet=args.quiet)
+    if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
+        for section, why in settings.left_out.items():
+            progress.note(f"{section}: left out of this run: {why}")
     with Store(settings.store) as store:
         plan, resume_id = settings.plan, None
         if getattr(args, "resume", None):

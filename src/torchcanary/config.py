@@ -6,7 +6,7 @@ one ConfigError naming the file, the key and the fix. Flags win over files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,28 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
 
 @dataclass(frozen=True)
 class Settings:
-    """A validated configuration: the plan plus where results go."""
+    """A validated configuration: the plan plus where results go.
+
+    ``left_out`` holds the default sections that cannot run as configured (a stack without
+    a command), with why; the plan does not list them, so the decision never counts them.
+    """
 
     plan: RunPlan
     store: Path
     output: Path
     source: str = "defaults"
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def _missing_input(section: str, settings: dict[str, Any]) -> str | None:
+    """What ``section`` cannot run without and the settings lack, as the fix to make."""
+    if section == "stack" and not str(settings.get("command", "")).strip():
+        return (
+            "the stack section has no command to run; give one, e.g. "
+            "`torchcanary stack 'pytest tests/'`, `--stack 'pytest tests/'` or "
+            'command = "pytest tests/" under [stack]'
+        )
+    return None
 
 
 def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -107,14 +123,29 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     installer = merged.get("installer", "pip")
     if installer not in ("pip", "uv"):
         raise ConfigError(f"installer must be 'pip' or 'uv', not {installer!r}")
+    # Named: on the command line (subcommand, --only, --stack) or in the file's `sections`.
+    named = set(flags.get("named_sections", ()))
+    if "sections" not in flags:
+        named |= set(table.get("sections", ()))
+    section_settings, left_out = {}, {}
+    for name in sections:
+        raw = section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
+        parsed = section_module(name).parse_settings(dict(raw))
+        missing = _missing_input(name, parsed)
+        if missing and name in named:
+            raise ConfigError(missing)
+        if missing:
+            left_out[name] = missing
+        else:
+            section_settings[name] = parsed
+    sections = tuple(name for name in sections if name not in left_out)
+    if not sections:
+        fallback = f"no section to run; choose from {', '.join(ALL_SECTIONS)} with --only"
+        raise ConfigError(next(iter(left_out.values()), fallback))
     policy_overrides: dict[str, Any] = {}
     if "policy_file" in merged:
         policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())
     policy_overrides |= dict(table.get("policy", {}))
-    section_settings = {}
-    for name in sections:
-        raw = section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
-        section_settings[name] = section_module(name).parse_settings(dict(raw))
     timeout = merged.get("probe_timeout_s")
     if timeout is not None and timeout <= 0:
         raise ConfigError(f"probe_timeout_s must be positive, not {timeout}")
@@ -131,7 +162,7 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     )
     store = (cwd / merged.get("store", "canary-results/canary.db")).expanduser()
     output = (cwd / merged.get("output", "canary-results")).expanduser()
-    return Settings(plan, store, output, source)
+    return Settings(plan, store, output, source, left_out)
 
 
 def with_sections(settings: Settings, sections: tuple[str, ...]) -> Settings:

@@ -76,16 +76,26 @@ def load_policy_file(path: Path) -> dict[str, Any]:
     return dict(table)
 
 
+def _stored_anything(view: RunView, section: str) -> bool:
+    if section == "claims":
+        return bool(view.probe_results)
+    return bool(view.sections.get(section))
+
+
 def decide(
     view: RunView,
     policy: dict[str, Any],
     sections: tuple[str, ...],
     section_failures: dict[str, str],
 ) -> Decision:
+    """Go only when every asked-for section ran and none objects under ``policy``."""
     reasons: list[str] = []
     for section in sections:
         if section in section_failures:
             reasons.append(f"section {section} could not finish: {section_failures[section]}")
+            continue
+        if not _stored_anything(view, section):  # nothing judged is not the same as no objection
+            reasons.append(f"section {section} was asked for but stored no results")
             continue
         reasons += section_module(section).blocking_reasons(view, policy)
     return Decision(not reasons, tuple(reasons))
