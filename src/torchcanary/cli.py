@@ -199,12 +199,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="render a stored run's outputs again")
     report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")
-    report.add_argument("--store", default="canary-results/canary.db")
-    report.add_argument("--output", default="canary-results")
+    _add_result_flags(report, outputs=True)
 
     runs = commands.add_parser("runs", help="list the runs in a store")
-    runs.add_argument("--store", default="canary-results/canary.db")
+    _add_result_flags(runs, outputs=False)
     return parser
+
+
+def _add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
+    """Where stored results are: flags, else the config file's store/output, else defaults."""
+    parser.add_argument("--config", type=Path, help="config file whose store (and output) to use")
+    parser.add_argument(
+        "--store", help="SQLite file (default: the config's, else canary-results/canary.db)"
+    )
+    if outputs:
+        parser.add_argument(
+            "--output", help="directory for reports (default: the config's, else canary-results)"
+        )
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -368,12 +379,15 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
-def _existing_store(text: str) -> Path:
-    """Reading commands never create a store: a wrong path is a usage error."""
-    path = Path(text)
-    if not path.is_file():
-        raise CanaryError(f"no store at {path}; pass --store PATH")
-    return path
+def _existing_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The store and report directory to read; reading commands never create a store."""
+    from torchcanary.config import result_paths
+
+    flags = {"store": args.store, "output": getattr(args, "output", None)}
+    store, output = result_paths(args.config, flags, Path.cwd())
+    if not store.is_file():
+        raise CanaryError(f"no store at {store}; pass --store PATH")
+    return store, output
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -381,7 +395,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.view import RunView
     from torchcanary.store.sqlite import Store
 
-    store_path = _existing_store(args.store)
+    store_path, output = _existing_paths(args)
     with Store(store_path) as store:
         run_id = args.run_id
         if run_id == "latest":
@@ -389,7 +403,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
             if latest is None:
                 raise CanaryError(f"{store_path} holds no runs yet")
             run_id = latest.run_id
-        outputs = write_outputs(RunView.load(store, run_id), Path(args.output))
+        outputs = write_outputs(RunView.load(store, run_id), output)
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     return EXIT_GO
@@ -398,7 +412,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.sqlite import Store
 
-    store_path = _existing_store(args.store)
+    store_path, _ = _existing_paths(args)
     with Store(store_path) as store:
         rows = store.runs()
     table = Table(title=str(store_path))

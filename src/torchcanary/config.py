@@ -20,6 +20,8 @@ from torchcanary.sections import section_module
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
+DEFAULT_STORE = "canary-results/canary.db"
+DEFAULT_OUTPUT = "canary-results"
 
 _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "baseline": str,
@@ -84,19 +86,42 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> Settings:
-    """Merge the config file (explicit path, or found in ``cwd``) with CLI ``flags``."""
+def _config_table(config_path: Path | None, cwd: Path) -> tuple[str, dict[str, Any]]:
+    """The config file's table and where it came from (explicit path, or found in ``cwd``)."""
     if config_path is not None:
         if not config_path.is_file():
             raise ConfigError(f"config file {config_path} does not exist; check --config")
         table = _read_toml(config_path)
         if config_path.name == "pyproject.toml":
             table = table.get("tool", {}).get("torchcanary", {})
-        source = str(config_path)
-    else:
-        found = find_config_file(cwd)
-        source, table = (str(found[0]), found[1]) if found else ("defaults", {})
+        return str(config_path), table
+    found = find_config_file(cwd)
+    return (str(found[0]), found[1]) if found else ("defaults", {})
+
+
+def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> Settings:
+    """Merge the config file (explicit path, or found in ``cwd``) with CLI ``flags``."""
+    source, table = _config_table(config_path, cwd)
     return _build(table, {k: v for k, v in flags.items() if v is not None}, source, cwd)
+
+
+def result_paths(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> tuple[Path, Path]:
+    """The store and the report directory for commands that read results (runs, report).
+
+    Flags win over the config file's ``store`` and ``output``. Only those two keys are
+    checked here, so a config being edited for the next run does not hide the last one.
+    """
+    source, table = _config_table(config_path, cwd)
+    for key in ("store", "output"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"{source}: key {key!r} has the wrong type ({table[key]!r})")
+    return _locations(table | {k: v for k, v in flags.items() if v is not None}, cwd)
+
+
+def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path, Path]:
+    store = (cwd / merged.get("store", DEFAULT_STORE)).expanduser()
+    output = (cwd / merged.get("output", DEFAULT_OUTPUT)).expanduser()
+    return store, output
 
 
 def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path) -> Settings:
@@ -160,8 +185,7 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
     )
-    store = (cwd / merged.get("store", "canary-results/canary.db")).expanduser()
-    output = (cwd / merged.get("output", "canary-results")).expanduser()
+    store, output = _locations(merged, cwd)
     return Settings(plan, store, output, source, left_out)
 
 
