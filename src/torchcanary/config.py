@@ -53,13 +53,15 @@ class Settings:
     left_out: dict[str, str] = field(default_factory=dict)
 
 
-def _missing_input(section: str, settings: dict[str, Any]) -> str | None:
-    """What ``section`` cannot run without and the settings lack, as the fix to make."""
+def _missing_input(section: str, settings: dict[str, Any]) -> tuple[str, str] | None:
+    """What ``section`` cannot run without and its settings lack: the usage error if the
+    user named the section, and the short note if it was only a default."""
     if section == "stack" and not str(settings.get("command", "")).strip():
         return (
             "the stack section has no command to run; give one, e.g. "
             "`torchcanary stack 'pytest tests/'`, `--stack 'pytest tests/'` or "
-            'command = "pytest tests/" under [stack]'
+            'command = "pytest tests/" under [stack]',
+            "no command to run (add one with --stack 'pytest tests/')",
         )
     return None
 
@@ -158,15 +160,17 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         parsed = section_module(name).parse_settings(dict(raw))
         missing = _missing_input(name, parsed)
         if missing and name in named:
-            raise ConfigError(missing)
+            raise ConfigError(missing[0])
         if missing:
-            left_out[name] = missing
+            left_out[name] = missing[1]
         else:
             section_settings[name] = parsed
     sections = tuple(name for name in sections if name not in left_out)
     if not sections:
-        fallback = f"no section to run; choose from {', '.join(ALL_SECTIONS)} with --only"
-        raise ConfigError(next(iter(left_out.values()), fallback))
+        why = "".join(f" ({name}: {note})" for name, note in left_out.items())
+        raise ConfigError(
+            f"no section left to run{why}; choose from {', '.join(ALL_SECTIONS)} with --only"
+        )
     policy_overrides: dict[str, Any] = {}
     if "policy_file" in merged:
         policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())

@@ -48,8 +48,9 @@ def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict
     Keys unknown to every section and values of the wrong type are refused; overrides for
     sections this run leaves out are checked the same way, then left out.
     """
-    known = policy_defaults(ALL_SECTIONS)
     resolved = policy_defaults(sections)
+    # Other sections are imported only when the file names keys beyond this run's.
+    known = resolved | (policy_defaults(ALL_SECTIONS) if set(overrides) - set(resolved) else {})
     for key, value in overrides.items():
         if key not in known:
             raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
