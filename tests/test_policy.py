@@ -124,3 +124,15 @@ def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> N
         assert ("<failure" in junit) is (expected == "failure"), junit
         decision = decide(view, plan.policy, plan.sections, {})
         assert decision.go is (expected == "passed")
+
+
+def test_junit_carries_the_runs_decision_with_every_reason(store: Store) -> None:
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench", "stack"))
+    run_id = store.create_run(plan.to_json())
+    store.save_section_result(run_id, _bench_slower(1.08))
+    decision = decide(RunView.load(store, run_id), plan.policy, plan.sections, {})
+    store.finish_run(run_id, decision.label, decision.to_json())
+    junit = render_junit(RunView.load(store, run_id), plan.sections)
+    assert not decision.go
+    assert '<testcase classname="torchcanary" name="decision"' in junit
+    assert "no-go: linear/x" in junit and "section stack was asked for" in junit
