@@ -126,6 +126,32 @@ def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path, Path]:
     return store, output
 
 
+def _section_settings(
+    raw_tables: dict[str, dict[str, Any]], named: set[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each section's validated settings, in run order, and the default sections left out.
+
+    A section that lacks what it needs is a usage error when the user named it, and is
+    left out with a note when it was only a default; a plan with nothing left is refused.
+    """
+    settings, left_out = {}, {}
+    for name, raw in raw_tables.items():
+        parsed = section_module(name).parse_settings(dict(raw))
+        missing = _missing_input(name, parsed)
+        if missing and name in named:
+            raise ConfigError(missing[0])
+        if missing:
+            left_out[name] = missing[1]
+        else:
+            settings[name] = parsed
+    if not settings:
+        why = "".join(f" ({name}: {note})" for name, note in left_out.items())
+        raise ConfigError(
+            f"no section left to run{why}; choose from {', '.join(ALL_SECTIONS)} with --only"
+        )
+    return settings, left_out
+
+
 def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path) -> Settings:
     section_tables = {name: table.get(name, {}) for name in ALL_SECTIONS}
     for key, value in table.items():
@@ -154,23 +180,12 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     named = set(flags.get("named_sections", ()))
     if "sections" not in flags:
         named |= set(table.get("sections", ()))
-    section_settings, left_out = {}, {}
-    for name in sections:
-        raw = section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
-        parsed = section_module(name).parse_settings(dict(raw))
-        missing = _missing_input(name, parsed)
-        if missing and name in named:
-            raise ConfigError(missing[0])
-        if missing:
-            left_out[name] = missing[1]
-        else:
-            section_settings[name] = parsed
-    sections = tuple(name for name in sections if name not in left_out)
-    if not sections:
-        why = "".join(f" ({name}: {note})" for name, note in left_out.items())
-        raise ConfigError(
-            f"no section left to run{why}; choose from {', '.join(ALL_SECTIONS)} with --only"
-        )
+    raw_tables = {
+        name: section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
+        for name in sections
+    }
+    section_settings, left_out = _section_settings(raw_tables, named)
+    sections = tuple(section_settings)
     policy_overrides: dict[str, Any] = {}
     if "policy_file" in merged:
         policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())
