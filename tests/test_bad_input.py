@@ -111,3 +111,66 @@ def test_report_for_unknown_run_points_to_runs(tmp_path):
     Store(tmp_path / "canary.db").close()
     line = _one_line_error(run_canary("report", "nope", "--store", "canary.db", cwd=tmp_path))
     assert "torchcanary runs" in line
+
+
+@pytest.mark.parametrize("command", ["runs", "report latest", "run --only claims"])
+def test_a_file_that_is_not_a_store_is_refused_and_left_untouched(tmp_path, command):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    before = notes.read_bytes()
+    line = _one_line_error(run_canary(*command.split(), "--store", str(notes), cwd=tmp_path))
+    assert str(notes) in line and "not a torchcanary store" in line and "--store" in line
+    assert notes.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no journal, no WAL
+
+
+def test_another_programs_sqlite_database_is_refused_and_left_untouched(tmp_path):
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE accounts (name TEXT)")
+    connection.close()
+    before = db.read_bytes()
+    line = _one_line_error(run_canary("runs", "--store", str(db), cwd=tmp_path))
+    assert str(db) in line and "not a torchcanary store" in line
+    assert db.read_bytes() == before
+
+
+def test_a_store_path_that_cannot_be_created_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("")
+    for path in ("/proc/x/y.db", str(blocker / "y.db"), str(tmp_path)):
+        line = _one_line_error(
+            run_canary("run", "--only", "claims", "--store", path, cwd=tmp_path, timeout=120)
+        )
+        assert path in line and "--store" in line
+
+
+def _no_environment_built(cache) -> bool:
+    envs = cache / "envs"
+    return not envs.exists() or not any(envs.iterdir())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stack", ""],
+        ["stack", "  "],
+        ["run", "--stack", ""],
+        ["run", "--only", "claims,stack"],
+    ],
+)
+def test_a_named_section_without_its_command_is_refused_before_building(tmp_path, argv):
+    cache = tmp_path / "cache"
+    result = run_canary(*argv, cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
+    line = _one_line_error(result)
+    assert "stack" in line and "command" in line and "pytest" in line
+    assert _no_environment_built(cache)
+    assert not (tmp_path / "canary-results").exists()
+
+
+def test_a_stack_named_in_the_config_without_a_command_is_refused(tmp_path):
+    (tmp_path / "canary.toml").write_text('sections = ["stack"]\n[stack]\ncommand = ""\n')
+    cache = tmp_path / "cache"
+    result = run_canary("run", cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
+    assert "command" in _one_line_error(result)
+    assert _no_environment_built(cache)

@@ -74,3 +74,56 @@ def test_stack_env_flag_without_equals_is_a_usage_error(tmp_path: Path):
     result = run_canary("stack", "pytest", "--env", "OMP_NUM_THREADS", cwd=tmp_path)
     assert result.returncode == 2
     assert "'OMP_NUM_THREADS' is not KEY=VALUE" in result.stderr
+
+
+def test_a_default_run_leaves_out_a_stack_it_has_no_command_for(tmp_path: Path):
+    plan = load_settings(None, flags_from_args(build_parser().parse_args(["run"])), tmp_path).plan
+    assert "stack" not in plan.sections and "claims" in plan.sections
+    (tmp_path / "canary.toml").write_text('[stack]\ncommand = "pytest -q"\n')
+    plan = load_settings(None, flags_from_args(build_parser().parse_args(["run"])), tmp_path).plan
+    assert "stack" in plan.sections
+
+
+def test_decision_is_never_go_when_an_asked_for_section_stored_nothing(tmp_path: Path):
+    from torchcanary.plan import RunPlan
+    from torchcanary.policy import decide
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("stack",))
+    with Store(tmp_path / "canary.db") as store:
+        view = RunView.load(store, store.create_run(plan.to_json()))
+    decision = decide(view, plan.policy, plan.sections, {})
+    assert not decision.go
+    assert any("stack" in reason for reason in decision.reasons)
+
+
+@pytest.mark.parametrize("where", ["canary.toml", "pyproject.toml", "--config"])
+def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: Path, where: str):
+    from torchcanary.plan import RunPlan
+    from torchcanary.policy import decide
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    table = 'store = "elsewhere/team.db"\noutput = "elsewhere/reports"\n'
+    config_args: list[str] = []
+    if where == "pyproject.toml":
+        (tmp_path / where).write_text("[tool.torchcanary]\n" + table)
+    elif where == "canary.toml":
+        (tmp_path / where).write_text(table)
+    else:
+        (tmp_path / "team.toml").write_text(table)
+        config_args = ["--config", "team.toml"]
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("claims",))
+    with Store(tmp_path / "elsewhere" / "team.db") as store:
+        run_id = store.create_run(plan.to_json())
+        view = RunView.load(store, run_id)
+        decision = decide(view, plan.policy, plan.sections, {})
+        store.finish_run(run_id, decision.label, decision.to_json())
+    listed = run_canary("runs", *config_args, cwd=tmp_path, COLUMNS="200")
+    assert listed.returncode == 0, listed.stderr
+    assert run_id in listed.stdout
+    rendered = run_canary("report", "latest", *config_args, cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert (tmp_path / "elsewhere" / "reports").is_dir()
+    assert not (tmp_path / "canary-results").exists()

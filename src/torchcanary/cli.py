@@ -205,13 +205,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="render a stored run's outputs again")
     report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")
-    report.add_argument("--store", default="canary-results/canary.db")
-    report.add_argument("--output", default="canary-results")
+    _add_result_flags(report, outputs=True)
 
     runs = commands.add_parser("runs", help="list the runs in a store")
-    runs.add_argument("--store", default="canary-results/canary.db")
+    _add_result_flags(runs, outputs=False)
     HISTORY_COMMANDS.update(history_commands.register(commands))  # history, compare, store
     return parser
+
+
+def _add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
+    """Where stored results are: flags, else the config file's store/output, else defaults."""
+    parser.add_argument("--config", type=Path, help="config file whose store (and output) to use")
+    parser.add_argument(
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB "
+        "(default: the config's, else canary-results/canary.db)",
+    )
+    if outputs:
+        parser.add_argument(
+            "--output", help="directory for reports (default: the config's, else canary-results)"
+        )
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -230,7 +243,7 @@ def _sections_from(args: argparse.Namespace) -> list[str] | None:
 
 def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}}
-    if getattr(args, "stack", None):
+    if getattr(args, "stack", None) is not None:  # given empty is refused, not ignored
         overrides["stack"]["command"] = args.stack
     if getattr(args, "stack_with", None):
         overrides["stack"]["with"] = args.stack_with
@@ -262,8 +275,13 @@ _SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
     sections = _SUBCOMMAND_SECTIONS.get(args.command) or _sections_from(args)
-    if args.command == "run" and args.stack and sections and "stack" not in sections:
-        sections = [*sections, "stack"]
+    named = list(
+        _SUBCOMMAND_SECTIONS.get(args.command) or _split(getattr(args, "only", None)) or []
+    )
+    if args.command == "run" and args.stack is not None:
+        named.append("stack")
+        if sections and "stack" not in sections:
+            sections = [*sections, "stack"]
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
@@ -275,6 +293,7 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "store": args.store,
         "output": args.output,
         "sections": sections,
+        "named_sections": named,
         "section_overrides": _section_overrides(args),
     }
 
@@ -288,6 +307,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
     progress = Progress(quiet=args.quiet)
+    if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
+        for section, why in settings.left_out.items():
+            progress.note(f"{section}: left out of this run: {why}")
     with open_store(settings.store) as store:
         plan, resume_id = settings.plan, None
         if getattr(args, "resume", None):
@@ -364,14 +386,15 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
-def _existing_store(text: str) -> Path | str:
-    """Reading commands never create a store: a wrong path is a usage error."""
-    if is_postgres_url(text):
-        return text  # open_store(create=False) refuses a database without a store
-    path = Path(text)
-    if not path.is_file():
-        raise CanaryError(f"no store at {path}; pass --store PATH")
-    return path
+def _existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
+    """The store and report directory to read; reading commands never create a store."""
+    from torchcanary.config import result_paths
+
+    flags = {"store": args.store, "output": getattr(args, "output", None)}
+    store, output = result_paths(args.config, flags, Path.cwd())
+    if not is_postgres_url(store) and not Path(store).is_file():
+        raise CanaryError(f"no store at {store}; pass --store PATH")
+    return store, output
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -379,7 +402,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.view import RunView
     from torchcanary.store.location import open_store
 
-    store_path = _existing_store(args.store)
+    store_path, output = _existing_paths(args)
     with open_store(store_path, create=False) as store:
         run_id = args.run_id
         if run_id == "latest":
@@ -387,7 +410,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
             if latest is None:
                 raise CanaryError(f"{store.location} holds no runs yet")
             run_id = latest.run_id
-        outputs = write_outputs(RunView.load(store, run_id), Path(args.output))
+        outputs = write_outputs(RunView.load(store, run_id), output)
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     return EXIT_GO
@@ -396,7 +419,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.location import open_store
 
-    store_path = _existing_store(args.store)
+    store_path, _ = _existing_paths(args)
     with open_store(store_path, create=False) as store:
         rows = store.runs()
         title = store.location

@@ -6,7 +6,7 @@ one ConfigError naming the file, the key and the fix. Flags win over files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from torchcanary.store.location import is_postgres_url
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
+DEFAULT_STORE = "canary-results/canary.db"
+DEFAULT_OUTPUT = "canary-results"
 
 _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "baseline": str,
@@ -39,12 +41,30 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
 
 @dataclass(frozen=True)
 class Settings:
-    """A validated configuration: the plan plus where results go."""
+    """A validated configuration: the plan plus where results go.
+
+    ``left_out`` holds the default sections that cannot run as configured (a stack without
+    a command), with why; the plan does not list them, so the decision never counts them.
+    """
 
     plan: RunPlan
     store: Path | str  # a SQLite file, or a postgresql:// URL (which may hold a password)
     output: Path
     source: str = "defaults"
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def _missing_input(section: str, settings: dict[str, Any]) -> tuple[str, str] | None:
+    """What ``section`` cannot run without and its settings lack: the usage error if the
+    user named the section, and the short note if it was only a default."""
+    if section == "stack" and not str(settings.get("command", "")).strip():
+        return (
+            "the stack section has no command to run; give one, e.g. "
+            "`torchcanary stack 'pytest tests/'`, `--stack 'pytest tests/'` or "
+            'command = "pytest tests/" under [stack]',
+            "no command to run (add one with --stack 'pytest tests/')",
+        )
+    return None
 
 
 def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -69,19 +89,72 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> Settings:
-    """Merge the config file (explicit path, or found in ``cwd``) with CLI ``flags``."""
+def _config_table(config_path: Path | None, cwd: Path) -> tuple[str, dict[str, Any]]:
+    """The config file's table and where it came from (explicit path, or found in ``cwd``)."""
     if config_path is not None:
         if not config_path.is_file():
             raise ConfigError(f"config file {config_path} does not exist; check --config")
         table = _read_toml(config_path)
         if config_path.name == "pyproject.toml":
             table = table.get("tool", {}).get("torchcanary", {})
-        source = str(config_path)
-    else:
-        found = find_config_file(cwd)
-        source, table = (str(found[0]), found[1]) if found else ("defaults", {})
+        return str(config_path), table
+    found = find_config_file(cwd)
+    return (str(found[0]), found[1]) if found else ("defaults", {})
+
+
+def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> Settings:
+    """Merge the config file (explicit path, or found in ``cwd``) with CLI ``flags``."""
+    source, table = _config_table(config_path, cwd)
     return _build(table, {k: v for k, v in flags.items() if v is not None}, source, cwd)
+
+
+def result_paths(
+    config_path: Path | None, flags: dict[str, Any], cwd: Path
+) -> tuple[Path | str, Path]:
+    """The store and the report directory for commands that read results (runs, report).
+
+    Flags win over the config file's ``store`` and ``output``. Only those two keys are
+    checked here, so a config being edited for the next run does not hide the last one.
+    """
+    source, table = _config_table(config_path, cwd)
+    for key in ("store", "output"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"{source}: key {key!r} has the wrong type ({table[key]!r})")
+    return _locations(table | {k: v for k, v in flags.items() if v is not None}, cwd)
+
+
+def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path | str, Path]:
+    """A store path is relative to ``cwd``; a postgresql:// URL is kept as it is."""
+    store_text = merged.get("store", DEFAULT_STORE)
+    store = store_text if is_postgres_url(store_text) else (cwd / store_text).expanduser()
+    output = (cwd / merged.get("output", DEFAULT_OUTPUT)).expanduser()
+    return store, output
+
+
+def _section_settings(
+    raw_tables: dict[str, dict[str, Any]], named: set[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each section's validated settings, in run order, and the default sections left out.
+
+    A section that lacks what it needs is a usage error when the user named it, and is
+    left out with a note when it was only a default; a plan with nothing left is refused.
+    """
+    settings, left_out = {}, {}
+    for name, raw in raw_tables.items():
+        parsed = section_module(name).parse_settings(dict(raw))
+        missing = _missing_input(name, parsed)
+        if missing and name in named:
+            raise ConfigError(missing[0])
+        if missing:
+            left_out[name] = missing[1]
+        else:
+            settings[name] = parsed
+    if not settings:
+        why = "".join(f" ({name}: {note})" for name, note in left_out.items())
+        raise ConfigError(
+            f"no section left to run{why}; choose from {', '.join(ALL_SECTIONS)} with --only"
+        )
+    return settings, left_out
 
 
 def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path) -> Settings:
@@ -108,14 +181,20 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     installer = merged.get("installer", "pip")
     if installer not in ("pip", "uv"):
         raise ConfigError(f"installer must be 'pip' or 'uv', not {installer!r}")
+    # Named: on the command line (subcommand, --only, --stack) or in the file's `sections`.
+    named = set(flags.get("named_sections", ()))
+    if "sections" not in flags:
+        named |= set(table.get("sections", ()))
+    raw_tables = {
+        name: section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
+        for name in sections
+    }
+    section_settings, left_out = _section_settings(raw_tables, named)
+    sections = tuple(section_settings)
     policy_overrides: dict[str, Any] = {}
     if "policy_file" in merged:
         policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())
     policy_overrides |= dict(table.get("policy", {}))
-    section_settings = {}
-    for name in sections:
-        raw = section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
-        section_settings[name] = section_module(name).parse_settings(dict(raw))
     timeout = merged.get("probe_timeout_s")
     if timeout is not None and timeout <= 0:
         raise ConfigError(f"probe_timeout_s must be positive, not {timeout}")
@@ -130,10 +209,8 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
     )
-    store_text = merged.get("store", "canary-results/canary.db")
-    store = store_text if is_postgres_url(store_text) else (cwd / store_text).expanduser()
-    output = (cwd / merged.get("output", "canary-results")).expanduser()
-    return Settings(plan, store, output, source)
+    store, output = _locations(merged, cwd)
+    return Settings(plan, store, output, source, left_out)
 
 
 def with_sections(settings: Settings, sections: tuple[str, ...]) -> Settings:

@@ -1,8 +1,11 @@
 """The go / no-go decision: each section states its objections under one policy.
 
-The policy is a flat table of thresholds. Each section module declares the keys it reads
-in ``POLICY_DEFAULTS``; a policy file (TOML, keys at the top level or under ``[policy]``)
-overrides them, and an unknown key is a configuration error rather than a silent no-op.
+The policy is a flat table of thresholds. Each section module declares the keys it reads,
+with their defaults, in ``POLICY_DEFAULTS`` (the one spelling; its docstring documents the
+same keys). A policy file (TOML, keys at the top level or under ``[policy]``) overrides
+them. An unknown key is a configuration error rather than a silent no-op; a key of a
+section that this run leaves out is accepted, so one team policy file serves every
+subcommand.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
+from torchcanary.plan import ALL_SECTIONS
 from torchcanary.report.view import RunView
 from torchcanary.sections import section_module
 
@@ -31,26 +35,33 @@ class Decision:
 
 
 def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
+    """The policy keys ``sections`` read, with their defaults."""
     defaults: dict[str, Any] = {}
     for section in sections:
-        defaults.update(getattr(section_module(section), "POLICY_DEFAULTS", {}))
+        defaults.update(section_module(section).POLICY_DEFAULTS)
     return defaults
 
 
 def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
-    """Defaults with ``overrides`` applied; unknown keys and wrong types are refused."""
-    defaults = policy_defaults(sections)
+    """The policy of a run over ``sections``: defaults with ``overrides`` applied.
+
+    Keys unknown to every section and values of the wrong type are refused; overrides for
+    sections this run leaves out are checked the same way, then left out.
+    """
+    resolved = policy_defaults(sections)
+    # Other sections are imported only when the file names keys beyond this run's.
+    known = resolved | (policy_defaults(ALL_SECTIONS) if set(overrides) - set(resolved) else {})
     for key, value in overrides.items():
-        if key not in defaults:
-            raise ConfigError(
-                f"unknown policy key {key!r}; known keys: {', '.join(sorted(defaults))}"
-            )
-        expected = type(defaults[key])
+        if key not in known:
+            raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
+        expected = type(known[key])
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, expected):
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(f"policy key {key!r} must be a {expected.__name__}, not {value!r}")
-    return defaults | overrides
+        if key in resolved:
+            resolved[key] = value
+    return resolved
 
 
 def load_policy_file(path: Path) -> dict[str, Any]:
@@ -66,16 +77,26 @@ def load_policy_file(path: Path) -> dict[str, Any]:
     return dict(table)
 
 
+def _stored_anything(view: RunView, section: str) -> bool:
+    if section == "claims":
+        return bool(view.probe_results)
+    return bool(view.sections.get(section))
+
+
 def decide(
     view: RunView,
     policy: dict[str, Any],
     sections: tuple[str, ...],
     section_failures: dict[str, str],
 ) -> Decision:
+    """Go only when every asked-for section ran and none objects under ``policy``."""
     reasons: list[str] = []
     for section in sections:
         if section in section_failures:
             reasons.append(f"section {section} could not finish: {section_failures[section]}")
+            continue
+        if not _stored_anything(view, section):  # nothing judged is not the same as no objection
+            reasons.append(f"section {section} was asked for but stored no results")
             continue
         reasons += section_module(section).blocking_reasons(view, policy)
     return Decision(not reasons, tuple(reasons))

@@ -7,7 +7,9 @@ Each section is a package with the same three-part shape, so a reader knows wher
 - ``<package>.report``: ``html(view) -> str``, ``markdown(view) -> str`` and
   ``junit_cases(view) -> list[JUnitCase]`` over a :class:`~torchcanary.report.view.RunView`;
 - ``<package>.section.blocking_reasons(view, policy) -> list[str]``: why this section says
-  no-go under ``policy`` (empty when it has no objection).
+  no-go under ``policy`` (empty when it has no objection);
+- ``<package>.section.POLICY_DEFAULTS``: every policy key ``blocking_reasons`` reads, with
+  its default, the same keys the module docstring documents (tests/test_policy.py checks).
 Modules are imported lazily, so ``torchcanary --help`` stays fast and one broken section
 cannot stop the others.
 """

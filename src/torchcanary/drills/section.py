@@ -45,6 +45,15 @@ from torchcanary.store.sqlite import SectionResult
 SECTION = "drill"
 MAX_RANKS = 4
 
+POLICY_DEFAULTS: dict[str, Any] = {
+    "drill_block_on_regression": True,
+    "drill_block_on_wrong_result": True,
+    "drill_loss_rtol": 1e-4,
+    "drill_max_slowdown": 3.0,
+    "drill_slowdown_floor_s": 5.0,
+    "drill_block_on_flight_recorder": False,
+}
+
 _DEFAULTS = {f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")}
 _NUMBERS = ("timeout_s", "step_pad_s", "drill_timeout_s")
 _INTEGERS = ("ranks", "steps", "at_step", "target_rank", "ckpt_every", "seed")
@@ -190,9 +199,10 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
     """Why the drills say no-go under ``policy`` (keys and defaults: module docstring)."""
     results = [r for r in view.sections.get(SECTION, []) if not r.key.startswith("reference:")]
     by_key = {(r.key, r.env_role): r for r in results}
-    rtol = float(policy.get("drill_loss_rtol", 1e-4))
-    factor = float(policy.get("drill_max_slowdown", 3.0))
-    floor_s = float(policy.get("drill_slowdown_floor_s", 5.0))
+    rules = {**POLICY_DEFAULTS, **policy}
+    rtol = float(rules["drill_loss_rtol"])
+    factor = float(rules["drill_max_slowdown"])
+    floor_s = float(rules["drill_slowdown_floor_s"])
     reasons: list[str] = []
     for key in sorted({r.key for r in results}):
         base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
@@ -200,7 +210,7 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
             continue
         payload = cand.payload
         if (
-            policy.get("drill_block_on_regression", True)
+            rules["drill_block_on_regression"]
             and base is not None
             and base.verdict == "passed"
             and cand.verdict != "passed"
@@ -209,7 +219,7 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                 f"drill {key} passed in the baseline but is {cand.verdict} in the "
                 f"candidate: {payload.get('reason', '')}"
             )
-        if policy.get("drill_block_on_wrong_result", True):
+        if rules["drill_block_on_wrong_result"]:
             loss, ref = _number(payload.get("final_loss")), _number(payload.get("reference_loss"))
             if payload.get("params_identical") is False:
                 reasons.append(
@@ -234,7 +244,7 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                     f"drill {key}: {metric} {after:.1f} s in the candidate against "
                     f"{before:.1f} s in the baseline"
                 )
-        if policy.get("drill_block_on_flight_recorder", False):
+        if rules["drill_block_on_flight_recorder"]:
             named = [
                 (r.payload.get("flight_recorder") or {}).get("named_culprit") for r in (base, cand)
             ]

@@ -68,15 +68,9 @@ def _date(text: str) -> float:
 
 def default_store(given: str | None, cwd: Path) -> str:
     """``--store``, else the config file's ``store``, else the embedded default."""
-    if given:
-        return given
-    from torchcanary.config import find_config_file
+    from torchcanary.config import result_paths
 
-    found = find_config_file(cwd)
-    configured = found[1].get("store") if found else None
-    if isinstance(configured, str):
-        return configured if is_postgres_url(configured) else str(cwd / configured)
-    return str(cwd / "canary-results" / "canary.db")
+    return str(result_paths(None, {"store": given}, cwd)[0])
 
 
 def _cmd_history(args: argparse.Namespace, console: Console) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
-from torchcanary.measure.roofline import ROOFLINE_KINDS
+from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.specs import ONESHOT_KINDS, RANKED_KINDS, spec_for_side
@@ -182,21 +182,11 @@ class Interleaver:
         specs = plan(device)
         for spec in specs:
             self.result.benchmarks[spec["id"]] = BenchmarkSamples(spec["id"], spec)
-        dtypes = sorted(
-            {"float32"}
-            | {
-                s["dtype"]
-                for s in specs
-                if s["kind"] in ("gemm", "scaled_gemm", "linear", "sdpa")
-                and s.get("device") == device
-            }
-        )
         if not any(s["kind"] in ROOFLINE_KINDS for s in specs):
             return specs
+        request = probe_request(specs, device)
         for worker in self._one_per_role(workers):
-            probe = worker.call(
-                "torchcanary.measure.roofline_probe:measure", {"device": device, "dtypes": dtypes}
-            )
+            probe = worker.call("torchcanary.measure.roofline_probe:measure", request)
             self.result.roofline[worker.side.role] = (
                 probe.value if probe.ok else {"error": f"{probe.status}: {probe.error}"}
             )

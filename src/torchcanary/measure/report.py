@@ -13,7 +13,8 @@ from typing import Any
 
 from torchcanary.history.render import recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
-from torchcanary.measure.section import DEFAULT_POLICY, SECTION, VERDICTS
+from torchcanary.measure.roofline import describe
+from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.sqlite import SectionResult
 
@@ -47,10 +48,11 @@ def _percent(value: float | None) -> str:
 
 
 def _roofline_text(payload: dict[str, Any]) -> str:
-    parts = []
-    for role, placed in (payload.get("roofline") or {}).items():
-        if "fraction" in placed:
-            parts.append(f"{role}: {placed['fraction']:.0%} of {placed['limiter']} bound")
+    parts = [
+        f"{role}: {describe(placed)}"
+        for role, placed in (payload.get("roofline") or {}).items()
+        if "fraction" in placed
+    ]
     return "; ".join(parts) or "–"
 
 
@@ -199,19 +201,10 @@ def _details_html(result: SectionResult, view: Any) -> str:
             [f"{k}: {v[0]} vs {v[1]}" for k, v in (payload.get("confounds") or {}).items()],
         )
     )
-    roofline = []
-    for role, placed in (payload.get("roofline") or {}).items():
-        if "fraction" in placed:
-            note = placed.get("note", "")
-            if placed["fraction"] > 1:
-                note = "above the measured DRAM bound: the working set fits in cache"
-            roofline.append(
-                f"{role}: {placed['fraction']:.1%} of the {placed['limiter']} "
-                f"bound ({placed['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
-                f"{placed['achieved_flops_per_s'] / 1e9:.3g} GFLOP/s) {note}"
-            )
-        else:
-            roofline.append(f"{role}: {placed.get('note', '')}")
+    roofline = [
+        f"{role}: {describe(placed, detail=True)}"
+        for role, placed in (payload.get("roofline") or {}).items()
+    ]
     body.append(_list_html("Roofline", roofline))
     bandwidth = [
         f"{role}: algbw {bw['algbw_bytes_per_s'] / 1e9:.3g} GB/s, busbw "
@@ -309,9 +302,10 @@ def markdown(view: Any) -> str:
 
 
 def junit_cases(view: Any) -> list[JUnitCase]:
-    """Slower beyond the default policy fails; too noisy or skipped is skipped, not passed."""
+    """Slower beyond the run's own policy fails; too noisy or skipped is skipped, not passed."""
     cases = []
-    limit = DEFAULT_POLICY["bench_max_slowdown"]
+    rules = policy_rules(view.run.plan.get("policy"))  # as resolved and stored with the run
+    limit = rules["bench_max_slowdown"]
     for result in _results(view):
         payload = result.payload
         seconds = float((payload.get("harness") or {}).get("measure_s") or 0.0)
@@ -320,7 +314,11 @@ def junit_cases(view: Any) -> list[JUnitCase]:
         )
         if result.verdict == "slower" and not payload.get("aa") and payload["ratio"] - 1 > limit:
             status, message = "failure", f"{payload['ratio'] - 1:+.1%} slower {_interval(payload)}"
-        elif result.verdict in ("slower", "faster") and payload.get("aa"):
+        elif (
+            result.verdict in ("slower", "faster")
+            and payload.get("aa")
+            and rules["bench_block_on_aa_alarm"]
+        ):
             status, message = "failure", "A/A run: differs from itself"
         elif result.verdict == "skipped":
             failed = payload.get("failed") or {}

@@ -33,7 +33,7 @@ from torchcanary.store.sqlite import SectionResult
 
 SECTION = "bench"
 VERDICTS = ("faster", "slower", "same", "too-noisy", "skipped")
-DEFAULT_POLICY: dict[str, Any] = {
+POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
     "bench_block_on_candidate_failure": True,
     "bench_block_on_aa_alarm": True,
@@ -281,9 +281,14 @@ def _confound_note(payload: dict[str, Any]) -> str:
     )
 
 
+def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
+    """The bench keys of ``policy``, defaults filled in: one reading for gate and JUnit."""
+    return {**POLICY_DEFAULTS, **(policy or {})}
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
-    rules = {**DEFAULT_POLICY, **(policy or {})}
+    rules = policy_rules(policy)
     reasons = []
     for result in view.sections.get(SECTION, []):
         payload = result.payload

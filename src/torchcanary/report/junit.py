@@ -22,9 +22,21 @@ class JUnitCase:
     text: str = ""
 
 
+def _decision_case(view: RunView) -> JUnitCase:
+    """The run's go / no-go as one case, so CI fails exactly when the exit status says no-go,
+    for every reason the policy gave (a section that did not run included)."""
+    reasons = "\n".join((view.run.decision_detail or {}).get("reasons", []))
+    if view.run.decision is None:
+        return JUnitCase("torchcanary", "decision", "skipped", message="the run did not finish")
+    if view.run.decision == "go":
+        return JUnitCase("torchcanary", "decision", "passed", message="go")
+    first = reasons.splitlines()[0] if reasons else ""
+    return JUnitCase("torchcanary", "decision", "failure", message=f"no-go: {first}", text=reasons)
+
+
 def render_junit(view: RunView, sections: tuple[str, ...]) -> str:
     root = ElementTree.Element("testsuites", name=f"torchcanary {view.run.run_id}")
-    cases: list[JUnitCase] = []
+    cases = [_decision_case(view)]
     for section in sections:
         cases += report_module(section).junit_cases(view)
     suites: dict[str, list[JUnitCase]] = {}

@@ -16,17 +16,62 @@ from torchcanary.results import Manifest, Outcome, ProbeResult
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_STORE_FIX = "pass --store with a new file or an existing torchcanary store"
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """A file that is not SQLite is refused before SQLite touches it (it would write a
+    journal or, on first write, a schema into someone else's file)."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a store; pass --store {path}/canary.db")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there yet: _make_parent says why it cannot be created, if so
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc.strerror}; {_STORE_FIX}") from None
+    if header and header != _SQLITE_HEADER:  # an empty file is an empty database
+        raise StoreError(f"{path} is not a torchcanary store (not SQLite); {_STORE_FIX}")
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        raise StoreError(
+            f"cannot create the store {path}: {why}; pass --store with a path in a "
+            "directory you can write"
+        ) from None
+
 
 class Store:
-    """The results database at ``path``, created and migrated on open."""
+    """The results database at ``path``, created and migrated on open.
+
+    Opening refuses (StoreError, a usage error) a path that cannot be created, a file that
+    is not SQLite, another program's database and a newer store, and leaves each untouched.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._migrate()  # first: a store we refuse must be left byte-for-byte as it was
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        _refuse_foreign_file(self.path)
+        _make_parent(self.path)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store {self.path}: {exc}; {_STORE_FIX}") from None
+        try:
+            self._migrate()  # first: a store we refuse must be left byte-for-byte as it was
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise StoreError(f"cannot use the store {self.path}: {exc}; {_STORE_FIX}") from None
+        except BaseException:
+            self._db.close()
+            raise
 
     @property
     def location(self) -> str:
@@ -44,6 +89,12 @@ class Store:
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master")}
+        if tables and "runs" not in tables:
+            raise StoreError(
+                f"{self.path} is an SQLite database but not a torchcanary store "
+                f"(it has no runs table); {_STORE_FIX}"
+            )
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has schema version {version}, newer than this "

@@ -1,0 +1,138 @@
+"""The policy: every documented key loads and is used, and every output judges by it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchcanary.config import load_settings
+from torchcanary.plan import ALL_SECTIONS, RunPlan
+from torchcanary.policy import decide, policy_defaults
+from torchcanary.report.junit import render_junit
+from torchcanary.report.view import RunView
+from torchcanary.sections import section_module
+from torchcanary.store.sqlite import SectionResult, Store
+
+
+def _documented_policy_keys(section: str) -> set[str]:
+    """The keys a section's docstring names after its "Policy keys" heading."""
+    doc = section_module(section).__doc__ or ""
+    assert "Policy keys" in doc, f"{section} documents no policy keys"
+    part = doc[doc.index("Policy keys") :]
+    named = set(re.findall(r"``(\w+)``", part)) | set(re.findall(r"^\s+(\w+) =", part, re.M))
+    return named - {"blocking_reasons"}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)  # numbers, strings and lists of strings read the same in TOML
+
+
+@pytest.mark.parametrize("section", ALL_SECTIONS)
+def test_every_documented_policy_key_is_declared_with_one_spelling(section: str) -> None:
+    declared = getattr(section_module(section), "POLICY_DEFAULTS", None)
+    assert declared is not None, f"{section} declares no POLICY_DEFAULTS"
+    assert _documented_policy_keys(section) == set(declared)
+
+
+def test_no_policy_key_is_claimed_by_two_sections() -> None:
+    keys = [key for s in ALL_SECTIONS for key in section_module(s).POLICY_DEFAULTS]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_policy_file_with_every_documented_key_loads_for_every_subcommand(
+    tmp_path: Path,
+) -> None:
+    everything = {key: value for s in ALL_SECTIONS for key, value in policy_defaults((s,)).items()}
+    lines = [f"{key} = {_toml_value(value)}" for key, value in everything.items()]
+    (tmp_path / "policy.toml").write_text("[policy]\n" + "\n".join(lines) + "\n")
+    for sections in [list(ALL_SECTIONS), *([s] for s in ALL_SECTIONS)]:
+        stack = {"stack": {"command": "pytest -q"}}  # a stack without a command is left out
+        flags = {"policy_file": "policy.toml", "sections": sections, "section_overrides": stack}
+        policy = load_settings(None, flags, tmp_path).plan.policy
+        assert policy == policy_defaults(tuple(sections))
+
+
+def _bench_slower(ratio: float) -> SectionResult:
+    payload = {
+        "kind": "linear",
+        "aa": False,
+        "ratio": ratio,
+        "ci_low": ratio - 0.01,
+        "ci_high": ratio + 0.01,
+        "q_value": 1e-4,
+        "reasons": [],
+        "harness": {"measure_s": 1.0},
+    }
+    return SectionResult("bench", "linear/x", "both", "slower", payload)
+
+
+def _drill(role: str, detect_s: float) -> SectionResult:
+    payload = {"detect_s": detect_s, "resume_s": 1.0, "reason": ""}
+    return SectionResult("drill", "hang:timeout", role, "passed", payload)
+
+
+def _stored_view(store: Store, plan: RunPlan, results: list[SectionResult]) -> RunView:
+    run_id = store.create_run(plan.to_json())
+    for result in results:
+        store.save_section_result(run_id, result)
+    return RunView.load(store, run_id)
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "results", "blocks_by_default", "blocks_with_file"),
+    [
+        ("bench", "bench_max_slowdown = 0.1", [_bench_slower(1.08)], True, False),
+        (
+            "drill",
+            "drill_max_slowdown = 2.0",
+            [_drill("baseline", 4.0), _drill("candidate", 10.0)],
+            False,
+            True,
+        ),
+    ],
+)
+def test_a_threshold_from_the_policy_file_decides_the_run(
+    tmp_path: Path,
+    store: Store,
+    section: str,
+    line: str,
+    results: list[SectionResult],
+    blocks_by_default: bool,
+    blocks_with_file: bool,
+) -> None:
+    (tmp_path / "policy.toml").write_text(line + "\n")
+    flags: dict[str, Any] = {"sections": [section]}
+    default_plan = load_settings(None, flags, tmp_path).plan
+    filed_plan = load_settings(None, flags | {"policy_file": "policy.toml"}, tmp_path).plan
+    for plan, blocks in ((default_plan, blocks_by_default), (filed_plan, blocks_with_file)):
+        view = _stored_view(store, plan, results)
+        assert decide(view, plan.policy, plan.sections, {}).go is not blocks, plan.policy
+
+
+def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> None:
+    for allowed, expected in ((0.10, "passed"), (0.05, "failure")):
+        policy = {"bench_max_slowdown": allowed}
+        plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",), policy=policy)
+        view = _stored_view(store, plan, [_bench_slower(1.08)])
+        junit = render_junit(view, ("bench",))
+        assert ("<failure" in junit) is (expected == "failure"), junit
+        decision = decide(view, plan.policy, plan.sections, {})
+        assert decision.go is (expected == "passed")
+
+
+def test_junit_carries_the_runs_decision_with_every_reason(store: Store) -> None:
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench", "stack"))
+    run_id = store.create_run(plan.to_json())
+    store.save_section_result(run_id, _bench_slower(1.08))
+    decision = decide(RunView.load(store, run_id), plan.policy, plan.sections, {})
+    store.finish_run(run_id, decision.label, decision.to_json())
+    junit = render_junit(RunView.load(store, run_id), plan.sections)
+    assert not decision.go
+    assert '<testcase classname="torchcanary" name="decision"' in junit
+    assert "no-go: linear/x" in junit and "section stack was asked for" in junit
