@@ -80,6 +80,9 @@ def test_copy_to_postgresql_then_history_and_compare_read_the_shared_store(
     assert "copied 3 runs" in copied.stdout and PASSWORD not in copied.stdout
 
     (tmp_path / "canary.toml").write_text(f'store = "{postgres_url}"\n')  # the config's store
+    listed = run_canary("runs", cwd=tmp_path, COLUMNS="200")
+    assert listed.returncode == 0, listed.stderr
+    assert all(run_id in listed.stdout for run_id in ids) and PASSWORD not in listed.stdout
     shown = run_canary("history", "matmul.fp32", "--candidate", "2.14", "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     entries = json.loads(shown.stdout)
