@@ -195,14 +195,7 @@ def ensure_environment(
     with _locked(envs_dir / f"{key}.lock"):
         python = final / "bin" / "python"
         if (final / MARKER).is_file():
-            try:
-                repaired = relocate(final)
-            except OSError as exc:  # a read-only cache: torch still works, its tools may not
-                progress(f"cannot repair the console scripts of {final}: {exc}")
-            else:
-                if repaired:
-                    progress(f"repaired console scripts of {final}: {', '.join(repaired)}")
-            torch_version = verify(str(python), spec)
+            torch_version = _reuse(final, spec, progress)
             if torch_version is not None:
                 return Environment(role, spec, str(python), str(final), torch_version, True, 0.0)
             progress(f"cached environment {final} is broken; rebuilding")
@@ -212,21 +205,7 @@ def ensure_environment(
         log = envs_dir / f"{key}.log"
         log.write_text("")
         try:
-            for command in _install_commands(final, base, spec, installer):
-                _run_step(command, progress, log)
-            torch_version = verify(str(python), spec)
-            if torch_version is None:
-                raise EnvBuildError(
-                    f"environment for {spec.text!r} installed but does not import "
-                    f"the requested torch; see {log}"
-                )
-            stale = stale_scripts(final)
-            if stale:
-                raise EnvBuildError(
-                    f"environment for {spec.text!r} installed console scripts that start "
-                    f"another interpreter ({stale[0].path.name}: {stale[0].interpreter}); "
-                    f"see {log}"
-                )
+            torch_version = _build(final, base, spec, installer, progress, log)
         except BaseException:
             shutil.rmtree(final, ignore_errors=True)  # never leave a half-built venv
             raise
@@ -236,3 +215,36 @@ def ensure_environment(
     return Environment(
         role, spec, str(python), str(final), torch_version, False, time.monotonic() - started
     )
+
+
+def _reuse(venv: Path, spec: EnvSpec, progress: Progress) -> str | None:
+    """The torch version of a cached ``venv``, its console scripts repaired; None if broken."""
+    try:
+        repaired = relocate(venv)
+    except OSError as exc:  # a read-only cache: torch still works, its tools may not
+        progress(f"cannot repair the console scripts of {venv}: {exc}")
+    else:
+        if repaired:
+            progress(f"repaired console scripts of {venv}: {', '.join(repaired)}")
+    return verify(str(venv / "bin" / "python"), spec)
+
+
+def _build(
+    venv: Path, base: str, spec: EnvSpec, installer: str, progress: Progress, log: Path
+) -> str:
+    """Install ``spec`` into a new ``venv`` at its final path; the torch version it imports."""
+    for command in _install_commands(venv, base, spec, installer):
+        _run_step(command, progress, log)
+    torch_version = verify(str(venv / "bin" / "python"), spec)
+    if torch_version is None:
+        raise EnvBuildError(
+            f"environment for {spec.text!r} installed but does not import "
+            f"the requested torch; see {log}"
+        )
+    stale = stale_scripts(venv)
+    if stale:
+        raise EnvBuildError(
+            f"environment for {spec.text!r} installed console scripts that start another "
+            f"interpreter ({stale[0].path.name}: {stale[0].interpreter}); see {log}"
+        )
+    return torch_version
