@@ -201,10 +201,17 @@ def _getattr_names(cls: type) -> list[str]:
 
 
 def _flag_names(obj: Any) -> list[str]:
-    names = {n for n in dir(obj) if not n.startswith("_")}
+    # A module replaced by a PropModule keeps its flags on its class and the rest on the
+    # wrapped module (``.m``); ``dir`` of a module instance shows neither.
+    names = set(dir(obj))
+    if type(obj) is not types.ModuleType:
+        names.update(dir(type(obj)))
+    wrapped = vars(obj).get("m") if hasattr(obj, "__dict__") else None
+    if isinstance(wrapped, types.ModuleType):
+        names.update(dir(wrapped))
     if "__getattr__" in vars(type(obj)):
         names.update(_getattr_names(type(obj)))
-    return sorted(names)
+    return sorted(n for n in names if not n.startswith("_") and n != "TYPE_CHECKING")
 
 
 def _backend_flags(
