@@ -12,14 +12,23 @@ from typing import Any
 
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.sqlite import SectionResult
-from torchcanary.surface.assess import IN_USE_RELIED_DEFAULT, IN_USE_REMOVED
+from torchcanary.surface.assess import (
+    IN_USE_OTHER,
+    IN_USE_OVERRIDDEN,
+    IN_USE_RELIED_DEFAULT,
+    IN_USE_REMOVED,
+    IN_USE_SIGNATURE,
+)
 from torchcanary.surface.changes import ChangeKind
 from torchcanary.surface.section import SECTION, SUMMARY_KEY
 
 _TITLE = "What changed that the notes don't say"
 _NOT_RUN = "The surface diff was not run."
-_MARKDOWN_LIMIT = 40
+_MARKDOWN_LIMIT = 30
 _BLOCKING_BY_DEFAULT = (IN_USE_REMOVED, IN_USE_RELIED_DEFAULT)
+_IN_USE_ORDER = (IN_USE_REMOVED, IN_USE_RELIED_DEFAULT, IN_USE_SIGNATURE, IN_USE_OVERRIDDEN)
+_ONLY_IN_CANDIDATE = ("config-added", "api-added", "env-var-added")
+_ONLY_IN_BASELINE = ("config-removed", "api-removed", "env-var-removed")
 
 
 def _rows(view: Any) -> tuple[SectionResult | None, list[SectionResult]]:
@@ -40,7 +49,12 @@ def _order(row: SectionResult) -> tuple[bool, bool, int, str]:
 
 
 def _in_use(changes: list[SectionResult]) -> list[SectionResult]:
-    return sorted((r for r in changes if r.payload.get("in_use")), key=_order)
+    """Changes the code meets, worst use first."""
+    ranks = {use: rank for rank, use in enumerate((*_IN_USE_ORDER, IN_USE_OTHER))}
+    return sorted(
+        (r for r in changes if r.payload.get("in_use")),
+        key=lambda r: (ranks.get(r.payload["in_use"], len(ranks)), _order(r)),
+    )
 
 
 def _leading(changes: list[SectionResult]) -> list[SectionResult]:
@@ -79,8 +93,19 @@ def _scan_line(summary: SectionResult) -> str:
 
 
 def _value(value: Any) -> str:
-    text = "absent" if value is None else repr(value)
+    text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _sides(row: SectionResult) -> tuple[str, str]:
+    """Both values as text; the side a name is missing from says so."""
+    baseline = (
+        "absent" if row.verdict in _ONLY_IN_CANDIDATE else _value(row.payload.get("baseline"))
+    )
+    candidate = (
+        "absent" if row.verdict in _ONLY_IN_BASELINE else _value(row.payload.get("candidate"))
+    )
+    return baseline, candidate
 
 
 def _hit_lines(row: SectionResult) -> list[str]:
@@ -153,10 +178,11 @@ def html(view: Any) -> str:
         )
         for row in rows:
             kind, symbol, detail, notes = _change_cells(row)
+            baseline, candidate = _sides(row)
             parts.append(
                 f"<tr><td>{escape(kind)}</td><td><code>{escape(symbol)}</code></td>"
-                f"<td>{escape(_value(row.payload.get('baseline')))}</td>"
-                f"<td>{escape(_value(row.payload.get('candidate')))}</td>"
+                f"<td><code>{escape(baseline)}</code></td>"
+                f"<td><code>{escape(candidate)}</code></td>"
                 f"<td>{escape(detail)}</td><td>{escape(notes)}</td></tr>"
             )
         parts.append("</tbody></table></details>")
@@ -173,6 +199,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:200]
 
 
+def _text_cell(text: str) -> str:
+    """A cell outside backticks: angle brackets of reprs must not read as HTML tags."""
+    return _cell(text).replace("<", "&lt;")
+
+
 def markdown(view: Any) -> str:
     summary, changes = _rows(view)
     out = [f"## {_TITLE}", ""]
@@ -187,7 +218,10 @@ def markdown(view: Any) -> str:
         out += ["### Where your code meets a change", ""]
         for row in used:
             kind, symbol, detail, notes = _change_cells(row)
-            out.append(f"- **{row.payload.get('in_use')}**: `{symbol}` ({kind}, {notes}): {detail}")
+            out.append(
+                f"- **{row.payload.get('in_use')}**: `{symbol}` ({kind}, {notes}): "
+                + _text_cell(detail)
+            )
             out += [f"  - `{_cell(line)}`" for line in _hit_lines(row)]
         out.append("")
     out += ["| Kind | All | Unannounced |", "|---|---|---|"]
@@ -203,9 +237,10 @@ def markdown(view: Any) -> str:
         ]
         for row in leading[:_MARKDOWN_LIMIT]:
             kind, symbol, detail, _ = _change_cells(row)
+            baseline, candidate = _sides(row)
             out.append(
-                f"| {kind} | `{_cell(symbol)}` | {_cell(_value(row.payload.get('baseline')))} "
-                f"| {_cell(_value(row.payload.get('candidate')))} | {_cell(detail)} |"
+                f"| {kind} | `{_cell(symbol)}` | `{_cell(baseline)}` | `{_cell(candidate)}` "
+                f"| {_text_cell(detail)} |"
             )
         if len(leading) > _MARKDOWN_LIMIT:
             out.append(f"\n{len(leading) - _MARKDOWN_LIMIT} more in the JSON output.")
