@@ -16,6 +16,7 @@ import pytest
 
 from cli_helpers import FIXTURES, run_canary
 from torchcanary.envs.worker_process import WorkerProcess
+from torchcanary.surface import section
 from torchcanary.surface.assess import assess, in_use
 from torchcanary.surface.changes import ChangeKind
 from torchcanary.surface.notes import ReleaseText
@@ -157,3 +158,26 @@ def test_diff_command_reports_in_all_four_formats_and_says_no_go(tmp_path):
     assert "relies-on-changed-default" in html and "use_lamba_guard_for_object_aliasing" in html
     junit = (out / "junit.xml").read_text()
     assert 'name="uses-removed: torch._inductor.config.cuda.nvgemm_max_profiling_configs"' in junit
+
+
+def test_resumed_section_reuses_stored_collections_and_scans_the_stack_project(
+    surfaces, make_context
+):
+    ctx = make_context(
+        sections=("diff", "stack"),
+        settings={"diff": {}, "stack": {"command": "pytest", "cwd": str(PROJECT)}},
+    )
+    for role, collection in surfaces.items():
+        ctx.store.save_artifact(
+            ctx.run_id, f"diff/{role}.json", "application/json", json.dumps(collection).encode()
+        )
+    ctx.resume = True  # an earlier attempt stored both collections, then stopped
+    section.run(ctx)
+    assert ctx._workers == []  # nothing collected again
+    rows = {r.key: r for r in ctx.store.section_results(ctx.run_id, "diff")}
+    summary = rows.pop("__summary__")
+    assert summary.payload["scan"]["root"] == str(PROJECT)  # the stack's project by default
+    assert summary.payload["total"] == len(rows)
+    removed = rows["config-removed:torch._inductor.config.partitioned_scatter_memory_budget"]
+    assert removed.payload["in_use"] == "uses-removed"
+    assert removed.payload["hits"][0]["line"] == 25
