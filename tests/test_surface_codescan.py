@@ -22,6 +22,7 @@ NAMES = ChangedNames(
             "torch.compile",
             "torch.distributed.init_process_group",
             "torch.linalg.polar",
+            "torch.profiler.profile",
         }
     ),
     env_vars=frozenset({"TORCH_CUPTI_MONITOR_LIBCUPTI_PATH"}),
@@ -41,6 +42,7 @@ EXPECTED_HITS = {
     (DIST, 4, "torch.linalg.polar", "import"),
     (DIST, 12, "torch.distributed.init_process_group", "call"),
     (DIST, 17, "torch.linalg.polar", "call"),
+    ("trainer/profiling.py", 7, "torch.profiler.profile", "call"),
 }
 
 
@@ -51,7 +53,7 @@ def _hits(result) -> set[tuple[str, int, str, str]]:
 def test_every_import_style_resolves_to_the_changed_name_and_nothing_else_hits():
     result = scan_code(PROJECT, NAMES)
     assert _hits(result) == EXPECTED_HITS
-    assert result.files_scanned == 4 and result.errors == ()
+    assert result.files_scanned == 5 and result.errors == ()
 
 
 def test_comments_strings_docstrings_and_lookalike_names_never_hit():

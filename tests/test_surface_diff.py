@@ -97,6 +97,9 @@ def test_changes_that_really_happened_between_2_13_0_and_2_14_1_are_found(surfac
     ) in found
     assert (ChangeKind.API_ADDED, "torch.linalg.polar") in found
     assert (ChangeKind.ENV_VAR_ADDED, "TORCH_DIST_USE_NCCL2") in found
+    profile = found[(ChangeKind.SIGNATURE_CHANGED, "torch.profiler.profile")]
+    assert profile.detail == "parameter use_cuda removed"
+    assert (ChangeKind.API_REMOVED, "torch.return_types.qr") in found
     compile_change = found[(ChangeKind.SIGNATURE_CHANGED, "torch.compile")]
     assert compile_change.detail == "parameter shapes_spec renamed to dynamic_shapes"
     assert compile_change.alters_results
@@ -131,11 +134,12 @@ def test_fixture_project_hits_map_to_how_the_code_meets_each_change(surfaces):
         "torch._inductor.config.cuda.nvgemm_max_profiling_configs": "uses-removed",
         "torch._inductor.config.partitioned_scatter_memory_budget": "uses-removed",
         "torch.compile": "calls-changed-signature",
+        "torch.profiler.profile": "calls-changed-signature",
         "TORCH_CUPTI_MONITOR_LIBCUPTI_PATH": "uses",
         "torch.distributed.init_process_group": "uses",
         "torch.linalg.polar": "uses",
     }
-    assert len(diff.scan.hits) == 10
+    assert len(diff.scan.hits) == 11
 
 
 def test_diff_command_reports_in_all_four_formats_and_says_no_go(tmp_path):

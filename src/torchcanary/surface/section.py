@@ -121,7 +121,7 @@ def summary_payload(
         "announced": len(changes) - len(unannounced),
         "total": len(changes),
         "in_use": dict(sorted(in_use_counts.items())),
-        "hits": sum(len(c.hits) for c in changes),
+        "hits": len(diff.scan.hits) if diff.scan else 0,
         "scan": diff.scan.to_json() | {"hits": len(diff.scan.hits)} if diff.scan else None,
         "torch_versions": {r: c.get("torch_version") for r, c in collections.items()},
         "timings_s": {r: c.get("timings_s", {}) for r, c in collections.items()},

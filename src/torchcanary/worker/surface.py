@@ -8,7 +8,8 @@ the whole collection stops taking on new namespaces once ``budget_s`` is spent.
 
 Normalisation, so that only real changes differ between two environments:
 - paths under the environment (site-packages, prefix, home, temp) become ``<site>``,
-  ``<prefix>``, ``<home>``, ``<tmp>``;
+  ``<prefix>``, ``<home>``, ``<tmp>``; a value that is torch's own version becomes
+  ``<torch-version>``;
 - ``at 0x...`` addresses in reprs are dropped; functions and classes are named by
   ``module.qualname``;
 - sets are sorted; dict keys are sorted; non-finite floats become strings;
@@ -49,6 +50,9 @@ DEFAULT_NAMESPACES = (
     "torch.cuda",
 )
 TENSOR_NAMESPACE = "torch.Tensor"
+# Loaded torch.* modules that are not API namespaces: op registries that answer any name,
+# flags (collected as config), version strings, test helpers.
+_NOT_NAMESPACES = ("classes", "ops", "backends", "testing", "version", "torch_version")
 # Modules that use torch's config machinery say so in their source; these never ship to users.
 _CONFIG_MARKER = "install_config_module("
 _SKIPPED_SOURCE_DIRS = ("testing", "_vendor", "include", "share", "lib", "bin")
@@ -65,7 +69,9 @@ class _Normaliser:
     """Turns any Python value into JSON that is equal across environments when it means
     the same thing."""
 
-    def __init__(self, torch_dir: Path) -> None:
+    def __init__(self, torch_dir: Path, torch_version: str) -> None:
+        # A value that is the torch version itself (torch.onnx.producer_version) is not news.
+        self._versions = {torch_version, torch_version.split("+")[0]}
         prefixes = [
             (str(torch_dir.parent), "<site>"),
             (sys.prefix, "<prefix>"),
@@ -79,6 +85,8 @@ class _Normaliser:
         )
 
     def text(self, value: str) -> str:
+        if value in self._versions:
+            return "<torch-version>"
         for prefix, label in self._prefixes:
             value = value.replace(prefix, label)
         return _ADDRESS.sub("", value)
@@ -351,6 +359,20 @@ def _namespace_api(namespace: str, module: Any, norm: _Normaliser) -> dict[str, 
     return api
 
 
+def api_namespaces(torch: Any) -> list[str]:
+    """The main namespaces, then every other public ``torch.*`` module ``import torch``
+    already loaded (so discovering them imports nothing new)."""
+    loaded = sorted(
+        value.__name__
+        for name, value in vars(torch).items()
+        if isinstance(value, types.ModuleType)
+        and not name.startswith("_")
+        and name not in _NOT_NAMESPACES
+        and value.__name__ == f"torch.{name}"
+    )
+    return [*DEFAULT_NAMESPACES, *(n for n in loaded if n not in DEFAULT_NAMESPACES)]
+
+
 def _tensor_api(torch: Any, norm: _Normaliser) -> dict[str, Any]:
     api = {}
     for name in sorted(dir(torch.Tensor)):
@@ -431,7 +453,7 @@ def collect(namespaces: list[str] | None = None, budget_s: float = 50.0) -> dict
     import torch
 
     torch_dir = Path(torch.__file__).parent
-    norm = _Normaliser(torch_dir)
+    norm = _Normaliser(torch_dir, torch.__version__)
     failures: dict[str, str] = {}
     mark = lap("import_torch", started)
     machinery, plain, env_vars = _scan_sources(torch_dir)
@@ -440,7 +462,7 @@ def collect(namespaces: list[str] | None = None, budget_s: float = 50.0) -> dict
     mark = lap("config", mark)
     api: dict[str, dict[str, Any]] = {}
     skipped: list[str] = []
-    for namespace in namespaces or DEFAULT_NAMESPACES:
+    for namespace in namespaces or api_namespaces(torch):
         if time.monotonic() - started > budget_s:
             skipped.append(namespace)
             continue
