@@ -185,3 +185,21 @@ def test_resumed_section_reuses_stored_collections_and_scans_the_stack_project(
     removed = rows["config-removed:torch._inductor.config.partitioned_scatter_memory_budget"]
     assert removed.payload["in_use"] == "uses-removed"
     assert removed.payload["hits"][0]["line"] == 25
+
+
+def test_failed_import_is_recorded_and_the_budget_stops_new_namespaces(baseline_env, import_root):
+    worker = WorkerProcess(baseline_env.python, import_root)
+    try:
+        wanted = ["torch.linalg", "torch.no_such_namespace"]
+        full = worker.call(COLLECT_FUNC, {"namespaces": wanted}, timeout_s=600)
+        rushed = worker.call(COLLECT_FUNC, {"namespaces": wanted, "budget_s": 1e-6}, 600)
+    finally:
+        worker.close()
+    assert full.ok and rushed.ok, full.error + rushed.error
+    assert set(full.value["api"]) == {"torch.linalg", "torch.Tensor"}
+    assert full.value["import_failures"]["torch.no_such_namespace"].startswith(
+        "ModuleNotFoundError"
+    )
+    assert rushed.value["api"] == {}
+    assert rushed.value["skipped_namespaces"] == [*wanted, "torch.Tensor"]
+    assert rushed.value["config"]  # configuration is always collected
