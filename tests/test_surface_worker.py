@@ -1,25 +1,29 @@
-"""The worker's normalisation: what differs per environment but means the same is equal.
+"""The worker's normalisation: what differs per environment but means the same is equal;
+and each side imports only what its process may.
 
 These parts of ``torchcanary.worker.surface`` need no torch, so they run here directly.
 """
 
 from __future__ import annotations
 
+import ast
 import enum
 import sys
 from pathlib import Path
 
-from torchcanary.worker.surface import _import, _Normaliser
+from torchcanary.worker.surface.imports import guarded_import
+from torchcanary.worker.surface.normalise import Normaliser
 
 SITE = Path(sys.prefix) / "lib" / "python3.11" / "site-packages"
+SOURCE = Path(__file__).parents[1] / "src" / "torchcanary"
 
 
 class _Mode(enum.Enum):
     FAST = 1
 
 
-def _normaliser() -> _Normaliser:
-    return _Normaliser(SITE / "torch", "2.14.1+cu130")
+def _normaliser() -> Normaliser:
+    return Normaliser(SITE / "torch", "2.14.1+cu130")
 
 
 def test_environment_paths_become_placeholders():
@@ -55,5 +59,32 @@ def test_functions_are_named_by_module_and_qualified_name():
 
 def test_module_that_fails_to_import_is_recorded_not_raised():
     failures: dict[str, str] = {}
-    assert _import("torchcanary_no_such_module", failures) is None
+    assert guarded_import("torchcanary_no_such_module", failures) is None
     assert failures["torchcanary_no_such_module"].startswith("ModuleNotFoundError")
+
+
+def _imported_modules(package: Path) -> set[str]:
+    names = set()
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+    return names
+
+
+def test_worker_side_imports_only_the_standard_library_torch_and_itself():
+    for name in _imported_modules(SOURCE / "worker" / "surface"):
+        top = name.split(".")[0]
+        assert (
+            top in sys.stdlib_module_names
+            or top == "torch"
+            or name.startswith("torchcanary.worker.")
+        ), name
+
+
+def test_orchestrator_side_never_imports_torch():
+    assert not {
+        name for name in _imported_modules(SOURCE / "surface") if name.split(".")[0] == "torch"
+    }
