@@ -35,6 +35,9 @@ NOT_CHECKED = (
     "package's Python sources, not its shared libraries.",
     "Tensor methods called on a value (x.qr()): without types they cannot be told from other "
     "objects' methods; only torch.Tensor.name spellings hit.",
+    "Deprecations announced only by a warning inside a function body: only __deprecated__ "
+    "markers are read, so a deprecation turned into an error shows as a signature or "
+    "removal change, or not at all.",
     "Defaults reached only indirectly (every torch.compile call runs on all Inductor "
     "defaults) do not count as relied on; only keys the code reads do.",
 )
