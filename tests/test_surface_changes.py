@@ -125,3 +125,12 @@ def test_policy_blocks_on_removed_and_relied_defaults_by_default_and_can_be_rela
     assert blocking_reasons(view, relaxed) == []
     strict = {"diff_block_on_signature": True, "diff_block_on_unannounced": True}
     assert len(blocking_reasons(view, strict)) == 4
+
+
+def test_a_diff_that_could_not_be_compared_says_no_go_whatever_the_policy():
+    reason = "candidate: crashed: worker killed by SIGKILL"
+    view = _View(
+        {"diff": [SectionResult("diff", SUMMARY_KEY, "both", "not-compared", {"reason": reason})]}
+    )
+    relaxed = {key: False for key in ("diff_block_on_removed", "diff_block_on_relied_default")}
+    assert blocking_reasons(view, relaxed) == [f"diff: not compared: {reason}"]

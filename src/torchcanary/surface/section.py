@@ -15,6 +15,8 @@ Rows (section ``diff``, env_role ``both``):
     values, detail, alters_results, announced (with the matching words), hits (file, line,
     use) and ``in_use`` (``assess.IN_USE_*``).
 
+A diff that could not be compared (a worker failed) always says no-go.
+
 Policy keys for ``blocking_reasons`` (defaults):
   diff_block_on_removed = True          the code uses a removed function, class or config key
   diff_block_on_relied_default = True   the code reads a changed default it never sets
@@ -202,6 +204,8 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     summary = next((r for r in rows if r.key == SUMMARY_KEY), None)
     if summary is None:
         return ["diff: the comparison did not finish; run again with --resume"]
+    if summary.verdict == "not-compared":  # a build whose surface could not be read
+        return [f"diff: not compared: {summary.payload.get('reason', '')}"]
     changes = [r for r in rows if r.key != SUMMARY_KEY]
     reasons = []
     for use, rule, words in (
