@@ -147,6 +147,44 @@ def test_project_that_does_not_install_in_the_candidate_keeps_baseline_results(
     assert "candidate did not run (install-failed)" in reason
 
 
+_ALLREDUCE = """\
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import stackdemo  # the user's project: only the overlay's interpreter has it
+
+assert os.path.samefile(sys.prefix, os.environ["VIRTUAL_ENV"]), (sys.prefix, os.environ)
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_starts_the_users_job_under_the_env_under_test(tmp_path, make_context):
+    """As in a venv the user built: `torchrun` is the env's, and its workers see the project."""
+    project = _project(tmp_path)
+    (project / "allreduce.py").write_text(_ALLREDUCE)
+    ctx = _context(
+        make_context,
+        project,
+        command="torchrun --standalone --nproc-per-node 2 allreduce.py",
+        **{"with": ["-e ."]},
+    )
+    section.run(ctx)
+    rows = _rows(ctx)
+    for role in ("baseline", "candidate"):
+        side = rows[(SUMMARY_KEY, role)]
+        assert side.verdict == "passed", side.payload.get("detail")
+        output = (ctx.work_dir / "stack" / role / "main" / "output.log").read_text()
+        assert "rank 0 of 2: sum 3" in output and "rank 1 of 2: sum 3" in output
+    assert rows[(SUMMARY_KEY, "both")].verdict == "no-changes"
+
+
 def test_missing_command_is_reported_for_both_environments(tmp_path, make_context):
     ctx = _context(make_context, tmp_path, command="no-such-tool-xyz --version")
     section.run(ctx)

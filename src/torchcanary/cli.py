@@ -139,6 +139,22 @@ def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
     )
 
 
+def _add_diff_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--code",
+        dest="diff_code",
+        metavar="PATH",
+        help="your Python sources to scan for changed names (default: the stack's project)",
+    )
+    parser.add_argument(
+        "--notes",
+        action="append",
+        dest="diff_notes",
+        metavar="FILE",
+        help="release-notes text that counts as announcing a change (repeatable)",
+    )
+
+
 def _env_assignment(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -176,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="carry on an interrupted run (default: the latest unfinished one)",
     )
     _add_stack_flags(run, positional=False)
+    _add_diff_flags(run)
 
     bench = commands.add_parser("bench", help="performance A/B only (interleaved, with CIs)")
     _add_run_flags(bench)
@@ -198,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     stack = commands.add_parser("stack", help="your own test suite or script under both versions")
     _add_run_flags(stack)
     _add_stack_flags(stack, positional=True)
+
+    diff = commands.add_parser(
+        "diff",
+        help="what changed in the build that the notes don't say, and where your code meets it",
+    )
+    _add_run_flags(diff)
+    _add_diff_flags(diff)
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
@@ -242,7 +266,7 @@ def _sections_from(args: argparse.Namespace) -> list[str] | None:
 
 
 def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}}
+    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}, "diff": {}}
     if getattr(args, "stack", None) is not None:  # given empty is refused, not ignored
         overrides["stack"]["command"] = args.stack
     if getattr(args, "stack_with", None):
@@ -259,6 +283,10 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     ):
         if getattr(args, flag, None) is not None:
             overrides["stack"][key] = getattr(args, flag)
+    if getattr(args, "diff_code", None):
+        overrides["diff"]["code"] = args.diff_code
+    if getattr(args, "diff_notes", None):
+        overrides["diff"]["notes"] = args.diff_notes
     if getattr(args, "aa", False):
         overrides["bench"]["aa"] = True
     if getattr(args, "faults", None):
@@ -269,7 +297,12 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return overrides
 
 
-_SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack"]}
+_SUBCOMMAND_SECTIONS = {
+    "bench": ["bench"],
+    "drill": ["drill"],
+    "stack": ["stack"],
+    "diff": ["diff"],
+}
 
 
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -446,6 +479,7 @@ COMMANDS = {
     "bench": _cmd_run,
     "drill": _cmd_run,
     "stack": _cmd_run,
+    "diff": _cmd_run,
     "probes": _cmd_probes,
     "report": _cmd_report,
     "runs": _cmd_runs,

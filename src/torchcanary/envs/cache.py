@@ -1,9 +1,15 @@
 """Builds, verifies and reuses one virtual environment per (spec, Python, installer).
 
-A venv is built in a temporary directory and renamed into place only once it verifies, so a
-half-built environment is never seen as ready; a cached one that no longer verifies is
-rebuilt. pip runs as the user configured it (pip.conf, PIP_* variables: mirrors,
-find-links), and uv gets the same index settings translated into its flags.
+A venv is built at the path it is used from, because pip and uv write that path into every
+console script (``bin/torchrun``, ``bin/pip``); a venv built elsewhere and renamed keeps
+scripts that start a missing interpreter. It counts as ready only once the marker file is
+written, after it verified, so a half-built one is never reused; all of this happens under
+a per-environment file lock, so concurrent runs wait for one build. A cached environment
+whose console scripts point elsewhere (built by an older torchcanary in ``<key>.building``
+and renamed, or moved) is repaired in place by rewriting their first lines, which costs
+milliseconds where a rebuild costs gigabytes; one that still does not verify is rebuilt.
+pip runs as the user configured it (pip.conf, PIP_* variables: mirrors, find-links), and uv
+gets the same index settings translated into its flags.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchcanary.envs.scripts import relocate, stale_scripts
 from torchcanary.envs.spec import EnvSpec
 from torchcanary.errors import EnvBuildError
 
@@ -188,32 +195,56 @@ def ensure_environment(
     with _locked(envs_dir / f"{key}.lock"):
         python = final / "bin" / "python"
         if (final / MARKER).is_file():
-            torch_version = verify(str(python), spec)
+            torch_version = _reuse(final, spec, progress)
             if torch_version is not None:
                 return Environment(role, spec, str(python), str(final), torch_version, True, 0.0)
             progress(f"cached environment {final} is broken; rebuilding")
+        # Left behind by an older torchcanary, which built there and renamed.
+        shutil.rmtree(envs_dir / f"{key}.building", ignore_errors=True)
         shutil.rmtree(final, ignore_errors=True)
-        building = envs_dir / f"{key}.building"
-        shutil.rmtree(building, ignore_errors=True)
         log = envs_dir / f"{key}.log"
         log.write_text("")
         try:
-            for command in _install_commands(building, base, spec, installer):
-                _run_step(command, progress, log)
+            torch_version = _build(final, base, spec, installer, progress, log)
         except BaseException:
-            shutil.rmtree(building, ignore_errors=True)  # never leave a half-built venv
+            shutil.rmtree(final, ignore_errors=True)  # never leave a half-built venv
             raise
-        torch_version = verify(str(building / "bin" / "python"), spec)
-        if torch_version is None:
-            shutil.rmtree(building, ignore_errors=True)
-            raise EnvBuildError(
-                f"environment for {spec.text!r} installed but does not import "
-                f"the requested torch; see {log}"
-            )
-        (building / MARKER).write_text(
+        (final / MARKER).write_text(
             json.dumps({"spec": spec.text, "torch": torch_version, "installer": installer})
         )
-        building.rename(final)
     return Environment(
         role, spec, str(python), str(final), torch_version, False, time.monotonic() - started
     )
+
+
+def _reuse(venv: Path, spec: EnvSpec, progress: Progress) -> str | None:
+    """The torch version of a cached ``venv``, its console scripts repaired; None if broken."""
+    try:
+        repaired = relocate(venv)
+    except OSError as exc:  # a read-only cache: torch still works, its tools may not
+        progress(f"cannot repair the console scripts of {venv}: {exc}")
+    else:
+        if repaired:
+            progress(f"repaired console scripts of {venv}: {', '.join(repaired)}")
+    return verify(str(venv / "bin" / "python"), spec)
+
+
+def _build(
+    venv: Path, base: str, spec: EnvSpec, installer: str, progress: Progress, log: Path
+) -> str:
+    """Install ``spec`` into a new ``venv`` at its final path; the torch version it imports."""
+    for command in _install_commands(venv, base, spec, installer):
+        _run_step(command, progress, log)
+    torch_version = verify(str(venv / "bin" / "python"), spec)
+    if torch_version is None:
+        raise EnvBuildError(
+            f"environment for {spec.text!r} installed but does not import "
+            f"the requested torch; see {log}"
+        )
+    stale = stale_scripts(venv)
+    if stale:
+        raise EnvBuildError(
+            f"environment for {spec.text!r} installed console scripts that start another "
+            f"interpreter ({stale[0].path.name}: {stale[0].interpreter}); see {log}"
+        )
+    return torch_version

@@ -50,7 +50,8 @@ class RunView:
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
         sections = {
-            name: store.section_results(run_id, name) for name in ("bench", "drill", "stack")
+            name: store.section_results(run_id, name)
+            for name in ("bench", "drill", "stack", "diff")
         }
         return cls(
             run,

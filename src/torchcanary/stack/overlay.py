@@ -9,6 +9,11 @@ prefix and refuses to uninstall what lies outside it. A constraint pins torch to
 cached version, so requirements that would replace torch fail to install with pip's own
 message instead of silently testing another torch; a check after the install confirms
 torch still comes from the cached environment. pip runs with the user's own configuration.
+
+The base environment's console scripts (``torchrun``, ``torchfrtrace``, ``pip``) get a copy
+in the overlay's ``bin`` that starts the overlay's interpreter, as in a venv the user built
+themselves: ``torchrun`` spawns its workers with its own interpreter, and only the overlay's
+sees the user's project. A script the install puts in the overlay replaces its copy.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchcanary.envs.scripts import console_scripts, header, write_atomically
 from torchcanary.stack.records import InstallOutcome
 from torchcanary.stack.runner import run_command
 
@@ -76,7 +82,19 @@ def create_overlay(role: str, base_python: str, base_path: str, target: Path) ->
     own_sites = _json_out(python, _SITE_PATHS)
     lines = "".join(f"import site; site.addsitedir({site!r})\n" for site in base_sites)
     (Path(own_sites[0]) / "_torchcanary_base.pth").write_text(lines)
+    _bind_base_scripts(Path(base_path) / "bin", target / "bin", python)
     return Overlay(role, target, python, Path(base_path), base_sites)
+
+
+def _bind_base_scripts(base_bin: Path, own_bin: Path, python: str) -> None:
+    """Copies of the base's Python console scripts, started by the overlay's ``python``."""
+    for script in console_scripts(base_bin):
+        target = own_bin / script.path.name
+        if target.exists() or script.path.name.startswith(("python", "activate")):
+            continue
+        if Path(script.interpreter).exists() and not script.runs_under(base_bin):
+            continue  # another interpreter's tool that happens to live there
+        write_atomically(target, header(python) + script.body, 0o755)
 
 
 def install(

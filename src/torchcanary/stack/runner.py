@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -132,6 +133,19 @@ class _BoundedLog:
             self._file.close()
 
 
+def _why_not_started(exc: OSError, program: str, env: dict[str, str]) -> str:
+    """The reason in words; a script whose interpreter is missing also raises "not found"."""
+    if not isinstance(exc, FileNotFoundError):
+        return f"cannot start ({exc})"
+    found = shutil.which(program, path=env.get("PATH"))
+    try:
+        with open(found or "", "rb") as script:
+            first_line = script.readline(512).decode(errors="replace").strip()
+    except OSError:
+        return "was not found"
+    return f"is at {found} but cannot start: the interpreter it names is missing ({first_line})"
+
+
 def run_command(
     argv: list[str],
     *,
@@ -157,7 +171,7 @@ def run_command(
             start_new_session=True,
         )
     except OSError as exc:  # missing program, not executable
-        reason = "was not found" if isinstance(exc, FileNotFoundError) else f"cannot start ({exc})"
+        reason = _why_not_started(exc, argv[0], env)
         log_path.write_text(f"{argv[0]} {reason}\n")
         return CommandOutcome(
             argv,
