@@ -2,8 +2,9 @@
 
 Keys (defaults in ``StackSettings``):
   command           the command to run in both environments, e.g. "pytest tests/" (required
-                    when the stack is asked for by name); ``pytest``/``python -m pytest`` gets per-test
-                    results, anything else is compared by exit code, time and output
+                    when the stack is asked for by name); ``pytest``/``python -m pytest``
+                    gets per-test results, anything else is compared by exit code, time
+                    and output
   with              extra requirements for both environments, e.g. ["-e .", "pytest-xdist"]
   requirements      requirements files (relative to ``cwd``)
   cwd               the working directory for installs and the command (default ".")
