@@ -155,12 +155,31 @@ def test_cut_link_in_a_namespace_surfaces_as_timeout_and_namespaces_are_removed(
     assert "timeout" in outcome.payload["error_kinds"]
 
 
+@pytest.mark.torch_envs
+def test_fsdp2_job_is_recovered_in_place_as_fsdp2_from_its_last_checkpoint(
+    candidate_env, import_root, tmp_path
+):
+    runner = DrillRunner(candidate_env.python, import_root, tmp_path)
+    # A longer group timeout: the replacement's first collective, on a busy machine.
+    outcome = runner.run(spec("kill", "reconfigure", parallel="fsdp", timeout_s=10.0))
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["parallel"] == "fsdp" and "under fsdp" in payload["reason"]
+    assert payload["reference"]["parallel"] == "fsdp"
+    # The killed rank's shards existed only in the checkpoint after step 3: steps 4-6 redone.
+    assert payload["restored"].endswith("checkpoint of step 3")
+    assert payload["steps_lost"] == 3 and payload["resume_step"] == 4
+    assert payload["step_check"]["first_differing_step"] is None
+    assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
+    assert payload["params_identical"] is True
+
+
 # the section, end to end ---------------------------------------------------------------
 @pytest.mark.torch_envs
 def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed(
     make_context, store
 ):
-    settings = section.parse_settings({"faults": ["kill:reconfigure"], **SHORT})
+    settings = section.parse_settings({"faults": ["kill:reconfigure"], **SHORT, "timeout_s": 10.0})
     ctx = make_context(sections=("drill",), settings={"drill": settings})
     section.run(ctx)
     results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
@@ -172,6 +191,7 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     # The user's mode (DDP, the default) ran in place, and is what the result records.
     assert candidate.payload["parallel"] == "ddp"
     assert candidate.payload["restored"].startswith("DDP wrapped again")
+    assert candidate.payload["old_wrapper_freed"] is True  # no stale reducer left reducing
     assert results[("reference:ddp", "candidate")].verdict == "passed"
     check = candidate.payload["step_check"]
     assert check["steps_compared"] == SHORT["steps"] and check["first_differing_step"] is None

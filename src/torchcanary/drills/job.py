@@ -29,6 +29,7 @@ import gc
 import os
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ class Replicas:
         self.mode = mode
         self.device = device
         self.module: torch.nn.Module = model
+        self.old_wrapper_freed: bool | None = None
 
     @property
     def state_survives_rank_loss(self) -> bool:
@@ -114,8 +116,11 @@ class Replicas:
         if self.mode == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
+            old = weakref.ref(self.module) if self.module is not self.model else None
             self.module = self.model
             gc.collect()  # the old reducer's gradient hooks go with it
+            # A reducer still alive would go on reducing every backward: say if one is.
+            self.old_wrapper_freed = None if old is None else old() is None
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.module = DistributedDataParallel(self.model, device_ids=ids)
             return
@@ -449,6 +454,7 @@ class Job:
             path=self.args.recovery,
             parallel=self.args.parallel,
             restored=restored,
+            old_wrapper_freed=self.replicas.old_wrapper_freed,
             dead=dead,
             world=self.membership.world,
             generation=self.membership.generation,

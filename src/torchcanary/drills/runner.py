@@ -280,12 +280,13 @@ class DrillRunner:
             flight_result["torch_analyser"] = flight.run_torch_analyser(
                 self.python, fr_dir / "pickle", spec.ranks
             )
-        restored = [e.get("restored") for e in events if e["ev"] == "recovered"]
+        recovered = [e for e in events if e["ev"] == "recovered"]
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
             # What ran, as the job's processes said: the drill's row names it, not the spec.
             "parallel": _modes_run(events),
-            "restored": restored[0] if restored else None,
+            "restored": recovered[0].get("restored") if recovered else None,
+            "old_wrapper_freed": recovered[0].get("old_wrapper_freed") if recovered else None,
             "injected": injector.detail,
             "struck_rank": injector.struck_rank,
             "detect_s": figures.detect_s,
@@ -375,8 +376,10 @@ class DrillRunner:
             else "ran on through the fault"
             if spec.recovery == "none"
             else f"{spec.recovery} done"
-        )
+        ) + f" under {payload['parallel']}"
+        if payload.get("restored"):
+            how += f" ({payload['restored']})"
         return "passed", (
-            f"{how} under {payload['parallel']}; {trajectory.describe(check)}; final loss "
-            f"{loss:.6f} matches (|diff| {abs(loss - ref):.2e})"
+            f"{how}; {trajectory.describe(check)}; final loss {loss:.6f} matches "
+            f"(|diff| {abs(loss - ref):.2e})"
         )
