@@ -186,6 +186,7 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     baseline = results[("kill:reconfigure", "baseline")]
     candidate = results[("kill:reconfigure", "candidate")]
     assert baseline.verdict == "absent" and "_reconfigure" in baseline.payload["reason"]
+    assert baseline.payload["parallel"] == "ddp"  # what was tried, and found no path
     assert candidate.verdict == "passed", candidate.payload["reason"]
     assert candidate.payload["steps_lost"] == 0
     # The user's mode (DDP, the default) ran in place, and is what the result records.
