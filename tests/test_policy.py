@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from torchcanary.config import load_settings
-from torchcanary.plan import ALL_SECTIONS, RunPlan
+from torchcanary.plan import RunPlan
 from torchcanary.policy import decide, policy_defaults
 from torchcanary.report.junit import render_junit
 from torchcanary.report.view import RunView
-from torchcanary.sections import section_module
+from torchcanary.sections import get_section, section_names
 from torchcanary.store.sqlite import SectionResult, Store
+
+ALL_SECTIONS = section_names()
+
+
+def _section_module(section: str) -> ModuleType:
+    """A built-in section's ``section`` module, where its policy keys are documented."""
+    return importlib.import_module(get_section(section).package + ".section")
 
 
 def _documented_policy_keys(section: str) -> set[str]:
     """The keys a section's docstring names after its "Policy keys" heading."""
-    doc = section_module(section).__doc__ or ""
+    doc = _section_module(section).__doc__ or ""
     assert "Policy keys" in doc, f"{section} documents no policy keys"
     part = doc[doc.index("Policy keys") :]
     named = set(re.findall(r"``(\w+)``", part)) | set(re.findall(r"^\s+(\w+) =", part, re.M))
@@ -35,13 +44,14 @@ def _toml_value(value: Any) -> str:
 
 @pytest.mark.parametrize("section", ALL_SECTIONS)
 def test_every_documented_policy_key_is_declared_with_one_spelling(section: str) -> None:
-    declared = getattr(section_module(section), "POLICY_DEFAULTS", None)
+    declared = getattr(_section_module(section), "POLICY_DEFAULTS", None)
     assert declared is not None, f"{section} declares no POLICY_DEFAULTS"
     assert _documented_policy_keys(section) == set(declared)
+    assert dict(get_section(section).policy_defaults) == declared
 
 
 def test_no_policy_key_is_claimed_by_two_sections() -> None:
-    keys = [key for s in ALL_SECTIONS for key in section_module(s).POLICY_DEFAULTS]
+    keys = [key for s in ALL_SECTIONS for key in get_section(s).policy_defaults]
     assert len(keys) == len(set(keys))
 
 

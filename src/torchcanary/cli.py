@@ -21,8 +21,7 @@ from rich.table import Table
 from torchcanary import __version__
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
-from torchcanary.plan import ALL_SECTIONS
-from torchcanary.sections import report_module
+from torchcanary.sections import get_section, registered, section_names
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url
 
@@ -80,88 +79,6 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
-    if positional:
-        parser.add_argument("stack", metavar="COMMAND", help="e.g. 'pytest tests/'")
-    else:
-        parser.add_argument(
-            "--stack",
-            metavar="COMMAND",
-            help="also run your suite in both versions, e.g. 'pytest tests/'",
-        )
-    parser.add_argument(
-        "--with",
-        action="append",
-        dest="stack_with",
-        metavar="REQ",
-        help="install this into both environments first, e.g. '-e .'",
-    )
-    parser.add_argument(
-        "--requirements",
-        action="append",
-        dest="stack_requirements",
-        metavar="FILE",
-        help="requirements file to install into both",
-    )
-    parser.add_argument(
-        "--env",
-        action="append",
-        dest="stack_env",
-        type=_env_assignment,
-        metavar="KEY=VALUE",
-        help="environment variable for your command in both versions (repeatable; "
-        "replaces stack.env from the config)",
-    )
-    parser.add_argument(
-        "--cwd", dest="stack_cwd", metavar="DIR", help="directory to run your command in"
-    )
-    parser.add_argument(
-        "--reruns",
-        type=int,
-        dest="stack_reruns",
-        metavar="N",
-        help="re-runs in both versions of each new failure, to tell flaky from broken (default 3)",
-    )
-    parser.add_argument(
-        "--command-timeout",
-        type=float,
-        dest="stack_timeout_s",
-        metavar="SECONDS",
-        help="seconds your command may run in each version (default 3600)",
-    )
-    parser.add_argument(
-        "--test-timeout",
-        type=float,
-        dest="stack_test_timeout_s",
-        metavar="SECONDS",
-        help="seconds one pytest test may run; after a hang pytest goes on with the rest "
-        "(default 600, 0 for none)",
-    )
-
-
-def _add_diff_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--code",
-        dest="diff_code",
-        metavar="PATH",
-        help="your Python sources to scan for changed names (default: the stack's project)",
-    )
-    parser.add_argument(
-        "--notes",
-        action="append",
-        dest="diff_notes",
-        metavar="FILE",
-        help="release-notes text that counts as announcing a change (repeatable)",
-    )
-
-
-def _env_assignment(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. --env OMP_NUM_THREADS=4")
-    return key.strip(), value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchcanary",
@@ -182,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_flags(run)
-    run.add_argument("--only", help=f"comma-separated sections to run ({', '.join(ALL_SECTIONS)})")
+    names = ", ".join(section_names())
+    run.add_argument("--only", help=f"comma-separated sections to run ({names})")
     run.add_argument("--skip", help="comma-separated sections to leave out")
     run.add_argument(
         "--resume",
@@ -191,37 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_ID",
         help="carry on an interrupted run (default: the latest unfinished one)",
     )
-    _add_stack_flags(run, positional=False)
-    _add_diff_flags(run)
-
-    bench = commands.add_parser("bench", help="performance A/B only (interleaved, with CIs)")
-    _add_run_flags(bench)
-    bench.add_argument(
-        "--aa",
-        action="store_true",
-        help="A/A: the baseline against itself, "
-        "to measure the false-alarm rate and minimum detectable effect",
-    )
-
-    drill = commands.add_parser("drill", help="fault drills on a distributed training job only")
-    _add_run_flags(drill)
-    drill.add_argument(
-        "--faults", help="comma-separated drills, e.g. 'kill:restart,hang:timeout', or 'all'"
-    )
-    drill.add_argument("--ranks", type=int, help="ranks per job (2 to 4)")
-    drill.add_argument("--steps", type=int, help="training steps per job")
-    drill.add_argument("--at-step", type=int, dest="at_step", help="step at which to inject")
-
-    stack = commands.add_parser("stack", help="your own test suite or script under both versions")
-    _add_run_flags(stack)
-    _add_stack_flags(stack, positional=True)
-
-    diff = commands.add_parser(
-        "diff",
-        help="what changed in the build that the notes don't say, and where your code meets it",
-    )
-    _add_run_flags(diff)
-    _add_diff_flags(diff)
+    for section in registered().values():
+        section.add_flags(run, own_command=False)
+    for section in registered().values():  # each section with a subcommand of its own
+        if section.help is not None:
+            own = commands.add_parser(section.name, help=section.help)
+            _add_run_flags(own)
+            section.add_flags(own, own_command=True)
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
@@ -257,64 +151,34 @@ def _split(text: str | None) -> list[str] | None:
 
 def _sections_from(args: argparse.Namespace) -> list[str] | None:
     only, skip = _split(getattr(args, "only", None)), _split(getattr(args, "skip", None))
+    known = section_names()
     for name in (only or []) + (skip or []):
-        if name not in ALL_SECTIONS:
-            raise CanaryError(f"unknown section {name!r}; choose from {', '.join(ALL_SECTIONS)}")
+        if name not in known:
+            raise CanaryError(f"unknown section {name!r}; choose from {', '.join(known)}")
     if only is None and skip is None:
         return None
-    return [s for s in (only or ALL_SECTIONS) if s not in (skip or [])]
+    return [s for s in (only or known) if s not in (skip or [])]
 
 
 def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}, "diff": {}}
-    if getattr(args, "stack", None) is not None:  # given empty is refused, not ignored
-        overrides["stack"]["command"] = args.stack
-    if getattr(args, "stack_with", None):
-        overrides["stack"]["with"] = args.stack_with
-    if getattr(args, "stack_requirements", None):
-        overrides["stack"]["requirements"] = args.stack_requirements
-    if getattr(args, "stack_env", None):
-        overrides["stack"]["env"] = dict(args.stack_env)
-    for flag, key in (
-        ("stack_cwd", "cwd"),
-        ("stack_reruns", "reruns"),
-        ("stack_timeout_s", "timeout_s"),
-        ("stack_test_timeout_s", "test_timeout_s"),
-    ):
-        if getattr(args, flag, None) is not None:
-            overrides["stack"][key] = getattr(args, flag)
-    if getattr(args, "diff_code", None):
-        overrides["diff"]["code"] = args.diff_code
-    if getattr(args, "diff_notes", None):
-        overrides["diff"]["notes"] = args.diff_notes
-    if getattr(args, "aa", False):
-        overrides["bench"]["aa"] = True
-    if getattr(args, "faults", None):
-        overrides["drill"]["faults"] = "all" if args.faults == "all" else _split(args.faults)
-    for key in ("ranks", "steps", "at_step"):
-        if getattr(args, key, None) is not None:
-            overrides["drill"][key] = getattr(args, key)
-    return overrides
+    return {name: section.flag_settings(args) for name, section in registered().items()}
 
 
-_SUBCOMMAND_SECTIONS = {
-    "bench": ["bench"],
-    "drill": ["drill"],
-    "stack": ["stack"],
-    "diff": ["diff"],
-}
+def _own_command_sections(command: str) -> list[str] | None:
+    """A section's own subcommand runs that section alone."""
+    section = registered().get(command)
+    return [command] if section is not None and section.help is not None else None
 
 
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
-    sections = _SUBCOMMAND_SECTIONS.get(args.command) or _sections_from(args)
-    named = list(
-        _SUBCOMMAND_SECTIONS.get(args.command) or _split(getattr(args, "only", None)) or []
-    )
-    if args.command == "run" and args.stack is not None:
-        named.append("stack")
-        if sections and "stack" not in sections:
-            sections = [*sections, "stack"]
+    sections = _own_command_sections(args.command) or _sections_from(args)
+    named = list(_own_command_sections(args.command) or _split(getattr(args, "only", None)) or [])
+    for name, section in registered().items():  # e.g. `run --stack CMD` asks for stack
+        if section.named_by(args):
+            named.append(name)
+            if sections and name not in sections:
+                sections = [*sections, name]
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
@@ -387,7 +251,7 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
         console.print("claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common()))
     for section in view.run.plan.get("sections", ()):
         if section != "claims":
-            console.print(Markdown(report_module(section).markdown(view)))
+            console.print(Markdown(get_section(section).markdown(view)))
     confounds = view.confounds()
     if confounds:
         console.print(
@@ -476,10 +340,6 @@ HISTORY_COMMANDS: dict[str, history_commands.Handler] = {}
 
 COMMANDS = {
     "run": _cmd_run,
-    "bench": _cmd_run,
-    "drill": _cmd_run,
-    "stack": _cmd_run,
-    "diff": _cmd_run,
     "probes": _cmd_probes,
     "report": _cmd_report,
     "runs": _cmd_runs,
@@ -494,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     console = Console()
     try:
-        return (COMMANDS | HISTORY_COMMANDS)[args.command](args, console)
+        handler = (COMMANDS | HISTORY_COMMANDS).get(args.command, _cmd_run)  # else a section's
+        return handler(args, console)
     except CanaryError as exc:
         print(f"torchcanary: error: {exc}", file=sys.stderr)
         return exc.exit_code

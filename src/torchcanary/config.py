@@ -13,9 +13,9 @@ from typing import Any
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
-from torchcanary.plan import ALL_SECTIONS, RunPlan
+from torchcanary.plan import RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
-from torchcanary.sections import section_module
+from torchcanary.sections import get_section, section_names
 from torchcanary.store.location import is_postgres_url
 
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
@@ -52,19 +52,6 @@ class Settings:
     output: Path
     source: str = "defaults"
     left_out: dict[str, str] = field(default_factory=dict)
-
-
-def _missing_input(section: str, settings: dict[str, Any]) -> tuple[str, str] | None:
-    """What ``section`` cannot run without and its settings lack: the usage error if the
-    user named the section, and the short note if it was only a default."""
-    if section == "stack" and not str(settings.get("command", "")).strip():
-        return (
-            "the stack section has no command to run; give one, e.g. "
-            "`torchcanary stack 'pytest tests/'`, `--stack 'pytest tests/'` or "
-            'command = "pytest tests/" under [stack]',
-            "no command to run (add one with --stack 'pytest tests/')",
-        )
-    return None
 
 
 def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -141,8 +128,9 @@ def _section_settings(
     """
     settings, left_out = {}, {}
     for name, raw in raw_tables.items():
-        parsed = section_module(name).parse_settings(dict(raw))
-        missing = _missing_input(name, parsed)
+        section = get_section(name)
+        parsed = section.parse_settings(dict(raw))
+        missing = section.missing_input(parsed)
         if missing and name in named:
             raise ConfigError(missing[0])
         if missing:
@@ -152,32 +140,34 @@ def _section_settings(
     if not settings:
         why = "".join(f" ({name}: {note})" for name, note in left_out.items())
         raise ConfigError(
-            f"no section left to run{why}; choose from {', '.join(ALL_SECTIONS)} with --only"
+            f"no section left to run{why}; choose from {', '.join(section_names())} with --only"
         )
     return settings, left_out
 
 
 def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path) -> Settings:
-    section_tables = {name: table.get(name, {}) for name in ALL_SECTIONS}
+    known_sections = section_names()
+    section_tables = {name: table.get(name, {}) for name in known_sections}
     for key, value in table.items():
-        if key in ALL_SECTIONS:
+        if key in known_sections:
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table")
             continue
         if key not in _TOP_LEVEL_TYPES:
             raise ConfigError(
                 f"{source}: unknown key {key!r}; known keys: "
-                f"{', '.join(sorted([*_TOP_LEVEL_TYPES, *ALL_SECTIONS]))}"
+                f"{', '.join(sorted([*_TOP_LEVEL_TYPES, *known_sections]))}"
             )
         if not isinstance(value, _TOP_LEVEL_TYPES[key]):
             raise ConfigError(f"{source}: key {key!r} has the wrong type ({value!r})")
     merged = table | flags
     for role in ("baseline", "candidate"):
         parse_env_spec(str(merged.get(role, DEFAULTS_BY_ROLE[role])))  # refuse bad specs now
-    sections = tuple(merged.get("sections", ALL_SECTIONS))
-    unknown = [s for s in sections if s not in ALL_SECTIONS]
+    sections = tuple(merged.get("sections", known_sections))
+    unknown = [s for s in sections if s not in known_sections]
     if unknown:
-        raise ConfigError(f"unknown section {unknown[0]!r}; choose from {', '.join(ALL_SECTIONS)}")
+        choices = ", ".join(known_sections)
+        raise ConfigError(f"unknown section {unknown[0]!r}; choose from {choices}")
     installer = merged.get("installer", "pip")
     if installer not in ("pip", "uv"):
         raise ConfigError(f"installer must be 'pip' or 'uv', not {installer!r}")

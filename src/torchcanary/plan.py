@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ALL_SECTIONS = ("claims", "bench", "drill", "stack", "diff")
+from torchcanary.sections import section_names
 
 
 @dataclass(frozen=True)
 class RunPlan:
     baseline: str
     candidate: str
-    sections: tuple[str, ...] = ALL_SECTIONS
+    sections: tuple[str, ...] = field(default_factory=section_names)  # every registered one
     probes: tuple[str, ...] = ()  # glob patterns of probe ids; empty means all
     probe_modules: tuple[str, ...] = ()  # extra probe modules beyond the entry points
     installer: str = "pip"

@@ -1,11 +1,11 @@
 """The go / no-go decision: each section states its objections under one policy.
 
-The policy is a flat table of thresholds. Each section module declares the keys it reads,
-with their defaults, in ``POLICY_DEFAULTS`` (the one spelling; its docstring documents the
-same keys). A policy file (TOML, keys at the top level or under ``[policy]``) overrides
-them. An unknown key is a configuration error rather than a silent no-op; a key of a
-section that this run leaves out is accepted, so one team policy file serves every
-subcommand.
+The policy is a flat table of thresholds. Each registered section declares the keys it
+reads, with their defaults, as ``policy_defaults`` (built-in sections keep them in
+``POLICY_DEFAULTS`` of their ``section`` module, whose docstring documents the same
+keys). A policy file (TOML, keys at the top level or under ``[policy]``) overrides them.
+An unknown key is a configuration error rather than a silent no-op; a key of a section
+that this run leaves out is accepted, so one team policy file serves every subcommand.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
-from torchcanary.plan import ALL_SECTIONS
 from torchcanary.report.view import RunView
-from torchcanary.sections import section_module
+from torchcanary.sections import get_section, section_names
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
     """The policy keys ``sections`` read, with their defaults."""
     defaults: dict[str, Any] = {}
     for section in sections:
-        defaults.update(section_module(section).POLICY_DEFAULTS)
+        defaults.update(get_section(section).policy_defaults)
     return defaults
 
 
@@ -50,7 +49,7 @@ def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict
     """
     resolved = policy_defaults(sections)
     # Other sections are imported only when the file names keys beyond this run's.
-    known = resolved | (policy_defaults(ALL_SECTIONS) if set(overrides) - set(resolved) else {})
+    known = resolved | (policy_defaults(section_names()) if set(overrides) - set(resolved) else {})
     for key, value in overrides.items():
         if key not in known:
             raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
@@ -77,12 +76,6 @@ def load_policy_file(path: Path) -> dict[str, Any]:
     return dict(table)
 
 
-def _stored_anything(view: RunView, section: str) -> bool:
-    if section == "claims":
-        return bool(view.probe_results)
-    return bool(view.sections.get(section))
-
-
 def decide(
     view: RunView,
     policy: dict[str, Any],
@@ -95,8 +88,9 @@ def decide(
         if section in section_failures:
             reasons.append(f"section {section} could not finish: {section_failures[section]}")
             continue
-        if not _stored_anything(view, section):  # nothing judged is not the same as no objection
+        # nothing judged is not the same as no objection
+        if not get_section(section).has_results(view):
             reasons.append(f"section {section} was asked for but stored no results")
             continue
-        reasons += section_module(section).blocking_reasons(view, policy)
+        reasons += get_section(section).blocking_reasons(view, policy)
     return Decision(not reasons, tuple(reasons))

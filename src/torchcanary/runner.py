@@ -22,7 +22,7 @@ from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
-from torchcanary.sections import section_module
+from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
 
 SECTION_FAILURE_PREFIX = "section-failure:"
@@ -110,7 +110,7 @@ def execute(
         _record_manifests(ctx)
         for section in plan.sections:
             try:
-                section_module(section).run(ctx)
+                get_section(section).run(ctx)
             except CanaryError:
                 raise  # a user mistake: stop with its message, as at start-up
             except Exception as exc:  # one broken section must not take the run with it

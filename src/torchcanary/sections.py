@@ -1,36 +1,260 @@
-"""The sections of a run and where each lives.
+"""The section contract, and the registry that finds sections through entry points.
 
-Each section is a package with the same three-part shape, so a reader knows where to look:
-- ``<package>.section``: ``parse_settings(mapping) -> dict`` (validates its config table,
-  raising ConfigError) and ``run(ctx: RunContext) -> None`` (does the work, commits each
-  finished unit to the store, skips units already stored when resuming);
-- ``<package>.report``: ``html(view) -> str``, ``markdown(view) -> str`` and
-  ``junit_cases(view) -> list[JUnitCase]`` over a :class:`~torchcanary.report.view.RunView`;
-- ``<package>.section.blocking_reasons(view, policy) -> list[str]``: why this section says
-  no-go under ``policy`` (empty when it has no objection);
-- ``<package>.section.POLICY_DEFAULTS``: every policy key ``blocking_reasons`` reads, with
-  its default, the same keys the module docstring documents (tests/test_policy.py checks).
-Modules are imported lazily, so ``torchcanary --help`` stays fast and one broken section
-cannot stop the others.
+A section (claims, bench, drill, stack, diff, or one a third party ships) is one object that
+satisfies :class:`Section`. It is found through the ``torchcanary.sections`` entry-point
+group: an entry point names the object, e.g. ``drill = "torchcanary.drills.plugin:SECTION"``.
+The built-in sections are registered in our own ``pyproject.toml`` exactly so; the plan, the
+config, the CLI, the policy and every report derive their section lists from here, so a new
+section plugs in at this one place.
+
+Most sections are a package with ``section`` and ``report`` modules;
+:class:`PackageSection` adapts such a package to the protocol, importing the heavy modules
+only when they are used, so ``torchcanary --help`` stays fast.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-SECTION_PACKAGES = {
-    "claims": "torchcanary.claims",
-    "bench": "torchcanary.measure",
-    "drill": "torchcanary.drills",
-    "stack": "torchcanary.stack",
-    "diff": "torchcanary.surface",
-}
+if TYPE_CHECKING:
+    from torchcanary.context import RunContext
+    from torchcanary.report.junit import JUnitCase
+    from torchcanary.report.view import RunView
 
-
-def section_module(section: str) -> ModuleType:
-    return importlib.import_module(SECTION_PACKAGES[section] + ".section")
+ENTRY_POINT_GROUP = "torchcanary.sections"
+THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
 
 
-def report_module(section: str) -> ModuleType:
-    return importlib.import_module(SECTION_PACKAGES[section] + ".report")
+class SectionDiscoveryError(Exception):
+    """A section plugin could not be loaded or does not provide what the contract asks."""
+
+
+@runtime_checkable
+class Section(Protocol):
+    """What every section provides; :func:`contract_gaps` checks a section against it.
+
+    - ``name``: the config table, the ``--only`` word and the store's section column;
+      ``order`` places it in a run (lower first); ``help`` is its subcommand's one line
+      (``None``: no subcommand of its own, reached through ``run --only NAME``).
+    - ``policy_defaults``: every policy key ``blocking_reasons`` reads, with its default
+      (the value's type is the key's type).
+    - ``parse_settings(raw)``: the config table (file and flags merged) validated, with
+      defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
+    - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
+      configured (the error if the user named it, the note if it was only a default).
+    - ``add_flags(parser, own_command)`` and ``flag_settings(args)``: its command-line
+      flags (on its own subcommand when ``own_command``, else on ``run``) and what they
+      set in its settings; ``named_by(args)`` says the flags ask for the section itself.
+    - ``run(ctx)``: does the work, committing each finished unit to the store.
+    - ``has_results(view)`` and ``blocking_reasons(view, policy)``: for the decision.
+    - ``html``, ``markdown`` and ``junit_cases`` over a run view: its report parts.
+    """
+
+    name: str
+    order: int
+    help: str | None
+
+    @property
+    def policy_defaults(self) -> Mapping[str, Any]: ...
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None: ...
+
+    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None: ...
+
+    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]: ...
+
+    def named_by(self, args: argparse.Namespace) -> bool: ...
+
+    def run(self, ctx: RunContext) -> None: ...
+
+    def has_results(self, view: RunView) -> bool: ...
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]: ...
+
+    def html(self, view: RunView) -> str: ...
+
+    def markdown(self, view: RunView) -> str: ...
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]: ...
+
+
+@dataclass(frozen=True)
+class PackageSection:
+    """A section whose work lives in ``<package>.section`` and its report in ``<package>.report``.
+
+    ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
+    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``.
+    The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
+    """
+
+    name: str
+    package: str
+    order: int = THIRD_PARTY_ORDER
+    help: str | None = None
+    flags: Callable[[argparse.ArgumentParser, bool], None] | None = None
+    settings_from_flags: Callable[[argparse.Namespace], dict[str, Any]] | None = None
+    named_by_flags: Callable[[argparse.Namespace], bool] | None = None
+    input_check: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
+    _cache: dict[str, ModuleType] = field(default_factory=dict, compare=False, repr=False)
+
+    def _module(self, part: str) -> ModuleType:
+        if part not in self._cache:
+            self._cache[part] = importlib.import_module(f"{self.package}.{part}")
+        return self._cache[part]
+
+    @property
+    def policy_defaults(self) -> Mapping[str, Any]:
+        return dict(self._module("section").POLICY_DEFAULTS)
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        parsed: dict[str, Any] = self._module("section").parse_settings(dict(raw))
+        return parsed
+
+    def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None:
+        return self.input_check(settings) if self.input_check else None
+
+    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
+        if self.flags:
+            self.flags(parser, own_command)
+
+    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        return dict(self.settings_from_flags(args)) if self.settings_from_flags else {}
+
+    def named_by(self, args: argparse.Namespace) -> bool:
+        return bool(self.named_by_flags(args)) if self.named_by_flags else False
+
+    def run(self, ctx: RunContext) -> None:
+        self._module("section").run(ctx)
+
+    def has_results(self, view: RunView) -> bool:
+        return bool(view.sections.get(self.name))
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
+        return list(self._module("section").blocking_reasons(view, policy))
+
+    def html(self, view: RunView) -> str:
+        return str(self._module("report").html(view))
+
+    def markdown(self, view: RunView) -> str:
+        return str(self._module("report").markdown(view))
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]:
+        return list(self._module("report").junit_cases(view))
+
+
+_CONTRACT_METHODS = (
+    "parse_settings",
+    "missing_input",
+    "add_flags",
+    "flag_settings",
+    "named_by",
+    "run",
+    "has_results",
+    "blocking_reasons",
+    "html",
+    "markdown",
+    "junit_cases",
+)
+
+
+def contract_gaps(section: object) -> list[str]:
+    """What ``section`` lacks of the contract (empty when it is complete).
+
+    Beyond the protocol's names, the values are checked: a name that is a valid config
+    key, an int order, and policy defaults of a policy type.
+    """
+    gaps = [f"{a} is missing" for a in ("name", "order", "help") if not hasattr(section, a)]
+    gaps += [f"{m}() is missing" for m in _CONTRACT_METHODS if not callable(getattr(section, m, 0))]
+    name = getattr(section, "name", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        gaps.append(f"name must be a word, not {name!r}")
+    if not isinstance(getattr(section, "order", None), int):
+        gaps.append("order must be an int")
+    if not isinstance(getattr(section, "help", None), (str, type(None))):
+        gaps.append("help must be a string or None")
+    try:
+        defaults = section.policy_defaults  # type: ignore[attr-defined]
+    except Exception as exc:
+        return [*gaps, f"policy_defaults cannot be read: {type(exc).__name__}: {exc}"]
+    if not isinstance(defaults, Mapping):
+        gaps.append("policy_defaults must be a mapping")
+    else:
+        gaps += [
+            f"policy key {key!r} has a default of type {type(value).__name__}"
+            for key, value in defaults.items()
+            if not isinstance(value, (bool, int, float, str, list))
+        ]
+    return gaps
+
+
+def _source_tree_entry_points() -> list[EntryPoint]:
+    """Our own group as the source tree's pyproject.toml declares it.
+
+    Used only when the installed metadata has none of our sections (a source tree run
+    without installing, or an editable install made before the group existed), so the
+    list is still written in one place.
+    """
+    from torchcanary.config_toml import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    table = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {})
+    return [
+        EntryPoint(name, value, ENTRY_POINT_GROUP)
+        for name, value in table.get(ENTRY_POINT_GROUP, {}).items()
+    ]
+
+
+def _load(entry: EntryPoint) -> Section:
+    try:
+        section = entry.load()
+    except Exception as exc:  # a broken plugin names itself instead of a bare traceback
+        raise SectionDiscoveryError(
+            f"section plugin {entry.name!r} ({entry.value}) failed to load: {exc}"
+        ) from exc
+    gaps = contract_gaps(section)
+    if gaps:
+        raise SectionDiscoveryError(
+            f"section plugin {entry.name!r} ({entry.value}) breaks the contract: {'; '.join(gaps)}"
+        )
+    if section.name != entry.name:
+        raise SectionDiscoveryError(
+            f"section plugin {entry.name!r} ({entry.value}) is named {section.name!r}; "
+            "the entry point's name and the section's must agree"
+        )
+    return section  # type: ignore[no-any-return]
+
+
+@functools.cache
+def registered() -> dict[str, Section]:
+    """Every installed section by name, in run order."""
+    found = list(entry_points(group=ENTRY_POINT_GROUP))
+    if not any(ep.value.startswith("torchcanary.") for ep in found):
+        found += _source_tree_entry_points()
+    by_name: dict[str, Section] = {}
+    for entry in found:
+        if entry.name in by_name:
+            continue  # the same distribution seen twice on sys.path
+        by_name[entry.name] = _load(entry)
+    return dict(sorted(by_name.items(), key=lambda item: (item[1].order, item[0])))
+
+
+def section_names() -> tuple[str, ...]:
+    """Every registered section's name, in run order: what a run does by default."""
+    return tuple(registered())
+
+
+def get_section(name: str) -> Section:
+    """The registered section called ``name``; KeyError when there is none."""
+    return registered()[name]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from xml.etree import ElementTree
 
 from torchcanary.report.view import RunView
-from torchcanary.sections import report_module
+from torchcanary.sections import get_section
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def render_junit(view: RunView, sections: tuple[str, ...]) -> str:
     root = ElementTree.Element("testsuites", name=f"torchcanary {view.run.run_id}")
     cases = [_decision_case(view)]
     for section in sections:
-        cases += report_module(section).junit_cases(view)
+        cases += get_section(section).junit_cases(view)
     suites: dict[str, list[JUnitCase]] = {}
     for case in cases:
         suites.setdefault(case.suite, []).append(case)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchcanary.report.view import RunView
-from torchcanary.sections import report_module
+from torchcanary.sections import get_section
 
 
 def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
@@ -23,4 +23,4 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]
         lines += [f"- {key}: `{b}` vs `{c}`" for key, (b, c) in confounds.items()]
     lines.append("")
-    return "\n".join(lines) + "\n" + "\n".join(report_module(s).markdown(view) for s in sections)
+    return "\n".join(lines) + "\n" + "\n".join(get_section(s).markdown(view) for s in sections)

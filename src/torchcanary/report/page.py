@@ -6,7 +6,7 @@ import json
 from html import escape
 
 from torchcanary.report.view import RunView
-from torchcanary.sections import report_module
+from torchcanary.sections import get_section
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem;max-width:1400px;color:#222}
@@ -67,7 +67,7 @@ def render_html(view: RunView, sections: tuple[str, ...]) -> str:
     detail = run.decision_detail or {}
     decision = run.decision or "incomplete"
     reasons = "".join(f"<li>{escape(r)}</li>" for r in detail.get("reasons", []))
-    fragments = "".join(report_module(s).html(view) for s in sections)
+    fragments = "".join(get_section(s).html(view) for s in sections)
     failures = "".join(
         f"<li>section {escape(s)}: {escape(msg)}</li>"
         for s, msg in detail.get("section_failures", {}).items()

@@ -12,10 +12,12 @@ from typing import Any
 
 from torchcanary.history.query import HistoryEntry, bench_history
 from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
+from torchcanary.sections import section_names
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
+PROBE_RESULTS_SECTION = "claims"  # its results are probe results, kept in a table of their own
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,11 @@ class RunView:
         run = store.run(run_id)
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
+        names = [*section_names(), *run.plan.get("sections", ())]
         sections = {
             name: store.section_results(run_id, name)
-            for name in ("bench", "drill", "stack", "diff")
+            for name in dict.fromkeys(names)
+            if name != PROBE_RESULTS_SECTION
         }
         return cls(
             run,
@@ -59,7 +63,7 @@ class RunView:
             catalog,
             store.probe_results(run_id),
             sections,
-            bench_history(store, run, [r.key for r in sections["bench"]]),
+            bench_history(store, run, [r.key for r in sections.get("bench", [])]),
         )
 
     def claim_rows(self) -> list[ClaimRow]:

@@ -1,0 +1,42 @@
+"""The drill section's entry in the section contract (registered in pyproject.toml)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from torchcanary.sections import PackageSection
+
+
+def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
+    if not own_command:
+        return  # `run` takes the drills from the config's [drill] table
+    parser.add_argument(
+        "--faults", help="comma-separated drills, e.g. 'kill:restart,hang:timeout', or 'all'"
+    )
+    parser.add_argument("--ranks", type=int, help="ranks per job (2 to 4)")
+    parser.add_argument("--steps", type=int, help="training steps per job")
+    parser.add_argument("--at-step", type=int, dest="at_step", help="step at which to inject")
+
+
+def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    faults = getattr(args, "faults", None)
+    if faults:
+        settings["faults"] = (
+            "all" if faults == "all" else [p.strip() for p in faults.split(",") if p.strip()]
+        )
+    for key in ("ranks", "steps", "at_step"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    return settings
+
+
+SECTION = PackageSection(
+    name="drill",
+    package="torchcanary.drills",
+    order=30,
+    help="fault drills on a distributed training job only",
+    flags=add_flags,
+    settings_from_flags=flag_settings,
+)
