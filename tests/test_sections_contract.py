@@ -1,0 +1,125 @@
+"""The section contract: every registered section provides it, and a third party plugs in alone.
+
+The third-party section lives in ``tests/fixtures/third_party_section``: a package and its
+``*.dist-info`` with an ``entry_points.txt``, as pip would leave them. Putting that folder
+on the path is all it takes for it to appear in ``--help``, the config, the policy, ``run``
+and every report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_canary
+from torchcanary.cli import build_parser
+from torchcanary.config import load_settings
+from torchcanary.config_toml import tomllib
+from torchcanary.errors import ConfigError
+from torchcanary.policy import policy_defaults
+from torchcanary.sections import (
+    ENTRY_POINT_GROUP,
+    Section,
+    SectionDiscoveryError,
+    contract_gaps,
+    registered,
+    section_names,
+)
+
+THIRD_PARTY = Path(__file__).parent / "fixtures" / "third_party_section"
+PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
+BUILTIN = ("claims", "bench", "drill", "stack", "diff")
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry() -> Iterator[None]:
+    """The registry is read once per process; each test here changes what is installed."""
+    registered.cache_clear()
+    yield
+    registered.cache_clear()
+
+
+@pytest.fixture
+def third_party(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(THIRD_PARTY))
+
+
+def test_every_registered_section_provides_the_whole_contract(third_party: None) -> None:
+    sections = registered()
+    assert "footprint" in sections
+    for name, section in sections.items():
+        assert isinstance(section, Section), name
+        assert contract_gaps(section) == [], name
+        assert section.name == name
+
+
+def test_builtin_sections_are_registered_only_through_the_entry_point_group() -> None:
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
+    assert tuple(declared) == BUILTIN
+    assert section_names() == BUILTIN  # in run order, nothing else registered here
+    installed = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    assert installed in ({}, declared), "reinstall (pip install -e .) to refresh the metadata"
+
+
+def test_a_section_missing_part_of_the_contract_is_refused_naming_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "half_section.py").write_text(
+        "class Half:\n    name = 'half'\n    order = 5\n    help = None\n"
+        "    policy_defaults = {}\n\nSECTION = Half()\n"
+    )
+    info = tmp_path / "half_section-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: half-section\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nhalf = half_section:SECTION\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SectionDiscoveryError, match=r"'half'.*run\(\) is missing"):
+        registered()
+
+
+def test_third_party_section_gets_a_subcommand_a_config_table_and_policy_keys(
+    third_party: None, tmp_path: Path
+) -> None:
+    help_text = build_parser().format_help()
+    assert "footprint" in help_text and "how much disk each package takes" in help_text
+    assert section_names()[-1] == "footprint"  # a run does it by default, after the built-ins
+    assert policy_defaults(("footprint",)) == {"max_footprint_growth": 0.5}
+    (tmp_path / "canary.toml").write_text(
+        '[footprint]\npackages = ["torch", "numpy"]\n[policy]\nmax_footprint_growth = 0.1\n'
+    )
+    flags = {"sections": ["footprint"], "named_sections": ["footprint"]}
+    plan = load_settings(None, flags, tmp_path).plan
+    assert plan.settings["footprint"] == {"packages": ["torch", "numpy"]}
+    assert plan.policy["max_footprint_growth"] == 0.1
+
+
+def test_without_the_plugin_its_policy_key_and_table_are_unknown(tmp_path: Path) -> None:
+    (tmp_path / "canary.toml").write_text("[policy]\nmax_footprint_growth = 0.1\n")
+    with pytest.raises(ConfigError, match="unknown policy key 'max_footprint_growth'"):
+        load_settings(None, {"sections": ["claims"]}, tmp_path)
+
+
+@pytest.mark.torch_envs
+def test_third_party_section_runs_and_judges_in_every_report(tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text("max_footprint_growth = -1.0\n")  # any size is too big
+    result = run_canary(
+        "footprint",
+        "--policy",
+        "policy.toml",
+        "--quiet",
+        cwd=tmp_path,
+        PYTHONPATH=str(THIRD_PARTY),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = tmp_path / "canary-results" / "latest"
+    report = json.loads((out / "results.json").read_text())
+    (row,) = report["sections"]["footprint"]
+    assert row["key"] == "torch" and row["payload"]["baseline"] > 0
+    assert any("torch takes" in r for r in report["decision_detail"]["reasons"])
+    assert "## Footprint" in (out / "summary.md").read_text()
+    assert '<section id="footprint">' in (out / "report.html").read_text()
+    assert 'name="footprint: torch"' in (out / "junit.xml").read_text()
