@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchcanary.history.query import HistoryFilter, history
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.base import ResultStore
+from torchcanary.store.history import HistoryFilter, history
 from torchcanary.store.location import open_store, redact
 
 TESTS = Path(__file__).parents[1] / "tests"

@@ -20,7 +20,7 @@ from torchcanary.surface import section
 from torchcanary.surface.assess import assess, in_use
 from torchcanary.surface.changes import ChangeKind
 from torchcanary.surface.notes import ReleaseText
-from torchcanary.surface.section import COLLECT_FUNC
+from torchcanary.worker.calls import COLLECT_SURFACE
 
 pytestmark = pytest.mark.torch_envs
 
@@ -33,7 +33,7 @@ def surfaces(baseline_env, candidate_env, import_root) -> dict[str, dict]:
     def collect(env) -> dict:
         worker = WorkerProcess(env.python, import_root)
         try:
-            call = worker.call(COLLECT_FUNC, {}, timeout_s=600)
+            call = worker.call(COLLECT_SURFACE, {}, timeout_s=600)
         finally:
             worker.close()
         assert call.ok, call.error + call.traceback
@@ -191,8 +191,8 @@ def test_failed_import_is_recorded_and_the_budget_stops_new_namespaces(baseline_
     worker = WorkerProcess(baseline_env.python, import_root)
     try:
         wanted = ["torch.linalg", "torch.no_such_namespace"]
-        full = worker.call(COLLECT_FUNC, {"namespaces": wanted}, timeout_s=600)
-        rushed = worker.call(COLLECT_FUNC, {"namespaces": wanted, "budget_s": 1e-6}, 600)
+        full = worker.call(COLLECT_SURFACE, {"namespaces": wanted}, timeout_s=600)
+        rushed = worker.call(COLLECT_SURFACE, {"namespaces": wanted, "budget_s": 1e-6}, 600)
     finally:
         worker.close()
     assert full.ok and rushed.ok, full.error + rushed.error

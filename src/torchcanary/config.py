@@ -6,7 +6,7 @@ one ConfigError naming the file, the key and the fix. Flags win over files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +201,3 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     )
     store, output = _locations(merged, cwd)
     return Settings(plan, store, output, source, left_out)
-
-
-def with_sections(settings: Settings, sections: tuple[str, ...]) -> Settings:
-    return replace(settings, plan=replace(settings.plan, sections=sections))

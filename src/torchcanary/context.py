@@ -1,13 +1,12 @@
 """What every section of a run is handed: the run, its store, its environments, workers.
 
-Sections (claims, bench, drill, stack) are independent; each reads the plan, does its work
-through workers or subprocesses, and commits each finished unit to the store at once so
-``--resume`` can skip it.
+Sections (every registered one, see ``sections.py``) are independent; each reads the plan,
+does its work through workers or subprocesses, and commits each finished unit to the store
+at once so ``--resume`` can skip it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +45,3 @@ class RunContext:
         for worker in self._workers:
             worker.close()
         self._workers.clear()
-
-
-SectionRunner = Callable[[RunContext], None]

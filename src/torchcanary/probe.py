@@ -21,7 +21,7 @@ _PROBE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 class Needs:
     """What must be present for a probe's claim to be checkable at all.
 
-    ``devices`` is any-of (e.g. ``("cuda",)``); ``packages`` and ``attributes`` are all-of.
+    ``devices`` is any-of (e.g. ``("cuda",)``); ``packages`` is all-of.
     ``ranks`` is the smallest process-group size the probe spawns.
     """
 

@@ -9,7 +9,7 @@ that form does.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -164,16 +164,3 @@ class Manifest:
             for key in self.CONFOUND_KEYS
             if self.facts.get(key) != other.facts.get(key)
         }
-
-
-def json_ready(value: Any) -> Any:
-    """Turn dataclasses and enums into plain JSON values (for results built by hand)."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if hasattr(value, "__dataclass_fields__"):
-        return json_ready(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value

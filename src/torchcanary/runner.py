@@ -24,6 +24,7 @@ from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
 from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
+from torchcanary.worker.calls import COLLECT_MANIFEST
 
 SECTION_FAILURE_PREFIX = "section-failure:"
 
@@ -53,7 +54,7 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
 def _record_manifests(ctx: RunContext) -> None:
     for role, env in ctx.environments.items():
         worker = WorkerProcess(env.python, ctx.import_root)
-        call = worker.call("torchcanary.worker.manifest:collect", {}, timeout_s=300)
+        call = worker.call(COLLECT_MANIFEST, {}, timeout_s=300)
         worker.close()
         if not call.ok:
             raise EnvBuildError(

@@ -21,6 +21,7 @@ from pathlib import Path
 from torchcanary.drills.catalog import DrillSpec
 from torchcanary.drills.netns import RANK_IFNAME, RankNetwork
 from torchcanary.drills.procs import ProcessSet
+from torchcanary.worker.calls import DRILL_JOB, DRILL_STORE_HOST
 
 FR_BUFFER_ENTRIES = "20000"
 STORE_START_TIMEOUT_S = 90.0
@@ -80,7 +81,7 @@ class Launcher:
         spec, area = self.spec, self.area
         args = [
             "-m",
-            "torchcanary.drills.job",
+            DRILL_JOB,
             "--steps",
             str(spec.steps),
             "--events-dir",
@@ -178,7 +179,7 @@ class Launcher:
             [
                 self.python,
                 "-m",
-                "torchcanary.drills.store_host",
+                DRILL_STORE_HOST,
                 "--host",
                 host,
                 "--port-file",

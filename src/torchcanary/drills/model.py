@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from typing import Any
 
 import torch
 from torch import nn
@@ -130,10 +129,3 @@ def param_digest(tensors: list[torch.Tensor]) -> str:
         flat = tensor.detach().cpu().contiguous()
         digest.update(ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size()))
     return digest.hexdigest()[:16]
-
-
-def json_safe(value: Any) -> Any:
-    """Floats that JSON can carry (NaN and inf become strings)."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)
-    return value

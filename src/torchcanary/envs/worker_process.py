@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchcanary.worker.calls import WORKER_MAIN
 from torchcanary.worker.protocol import MAX_LINE_BYTES, ProtocolError, decode, encode
 
 STARTUP_TIMEOUT_S = 60.0
@@ -92,7 +93,7 @@ class WorkerProcess:
         env.pop("PYTHONHOME", None)
         started = time.monotonic()
         self._proc = subprocess.Popen(
-            [self.python, "-m", "torchcanary.worker"],
+            [self.python, "-m", WORKER_MAIN],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -74,8 +74,8 @@ def default_store(given: str | None, cwd: Path) -> str:
 
 
 def _cmd_history(args: argparse.Namespace, console: Console) -> int:
-    from torchcanary.history.query import HistoryFilter, find_section, history
     from torchcanary.history.render import plot, ratio_text, when
+    from torchcanary.store.history import HistoryFilter, find_section, history
 
     run_filter = HistoryFilter(args.baseline, args.candidate, args.since, args.until, args.last)
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:

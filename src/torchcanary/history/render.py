@@ -10,8 +10,8 @@ import math
 import time
 from html import escape
 
-from torchcanary.history.query import HistoryEntry
 from torchcanary.measure.plots import VERDICT_COLOURS, ForestRow, forest
+from torchcanary.store.history import HistoryEntry
 
 _OTHER_COLOURS = {
     "already in baseline": "#1a7f37",

@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.history.query import HistoryEntry, bench_history
-from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
+from torchcanary.results import ClaimComparison, ProbeResult, compare_claim
 from torchcanary.sections import section_names
 from torchcanary.store.base import ResultStore
+from torchcanary.store.history import HistoryEntry, bench_history
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
@@ -86,10 +86,3 @@ class RunView:
         return self.environments["baseline"].manifest.confounds_against(
             self.environments["candidate"].manifest
         )
-
-    def verdict_counts(self, role: str) -> dict[str, int]:
-        counts = {v.value: 0 for v in Verdict}
-        for result in self.probe_results:
-            if result.env_role == role:
-                counts[result.outcome.verdict.value] += 1
-        return counts

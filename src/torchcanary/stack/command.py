@@ -19,8 +19,9 @@ from pathlib import Path
 from torchcanary.numerics import DIR_VAR
 from torchcanary.stack.overlay import Overlay
 from torchcanary.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR, TEST_TIMEOUT_VAR
+from torchcanary.worker.calls import STACK_PYTEST_PLUGIN
 
-PLUGIN = "torchcanary.stack.pytest_plugin"
+PLUGIN = STACK_PYTEST_PLUGIN
 SEED_VAR = "TORCHCANARY_SEED"
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 # Variables that would point the command at another interpreter's packages.

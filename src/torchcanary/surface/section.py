@@ -52,11 +52,11 @@ from torchcanary.surface.assess import (
 from torchcanary.surface.changes import Change, counts_by_kind
 from torchcanary.surface.notes import ReleaseText, claims_pack_texts, read_notes
 from torchcanary.surface.settings import DiffSettings
+from torchcanary.worker.calls import COLLECT_SURFACE
 
 SECTION = "diff"
 SUMMARY_KEY = "__summary__"
 BOTH = "both"
-COLLECT_FUNC = "torchcanary.worker.surface:collect"
 POLICY_DEFAULTS: dict[str, Any] = {
     "diff_block_on_removed": True,
     "diff_block_on_relied_default": True,
@@ -88,7 +88,7 @@ def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
     workers = {role: ctx.new_worker(role) for role in ROLES}
     with ThreadPoolExecutor(len(ROLES)) as pool:
         futures = {
-            role: pool.submit(worker.call, COLLECT_FUNC, kwargs, settings.timeout_s)
+            role: pool.submit(worker.call, COLLECT_SURFACE, kwargs, settings.timeout_s)
             for role, worker in workers.items()
         }
         return {role: future.result() for role, future in futures.items()}

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchcanary.worker.calls import RANK_MAIN
+
 
 class RanksFailed(RuntimeError):
     """At least one rank crashed, raised, or missed the deadline; ``ranks`` tells which."""
@@ -77,7 +79,7 @@ def run_ranks(
             procs.append(
                 (
                     subprocess.Popen(
-                        [sys.executable, "-m", "torchcanary.worker.rank_main", spec],
+                        [sys.executable, "-m", RANK_MAIN, spec],
                         env=rank_env,
                         stdout=stderr,
                         stderr=stderr,

@@ -1,0 +1,59 @@
+"""Every way the orchestrator enters code inside a target environment, named in one place.
+
+The orchestrator never imports these modules (they import torch); it names them: a
+``"module:function"`` for a call through :class:`~torchcanary.envs.worker_process.WorkerProcess`,
+or a module it starts with ``python -m`` (or hands pytest as a plugin). Everything these
+reach by import is the in-environment side: stdlib and torch only, under other torch
+versions (tests/test_architecture.py checks both halves of that promise).
+"""
+
+from __future__ import annotations
+
+# Calls through a worker process: "module:function", the function takes keyword arguments
+# and returns JSON-ready data.
+COLLECT_MANIFEST = "torchcanary.worker.manifest:collect"
+AVAILABLE_DEVICES = "torchcanary.worker.devices:available_devices"
+RUN_PROBE = "torchcanary.worker.run_probe:run_probe"
+RUN_RANKS = "torchcanary.worker.multirank:run_ranks"
+COLLECT_SURFACE = "torchcanary.worker.surface:collect"
+BENCH_TIMING = "torchcanary.measure.timing"  # its configure/prepare/sample/release
+BENCH_TIMING_CALLS = tuple(
+    f"{BENCH_TIMING}:{name}" for name in ("configure", "prepare", "sample", "release")
+)
+BENCH_ROOFLINE = "torchcanary.measure.roofline_probe:measure"
+BENCH_DISPATCH = "torchcanary.measure.dispatch:profile"
+BENCH_COLLECTIVES = "torchcanary.measure.collectives:measure"
+BENCH_COLLECTIVES_RANK = "torchcanary.measure.collectives:rank_main"  # run by run_ranks
+BENCH_STARTUP = "torchcanary.measure.oneshot:startup_sample"
+BENCH_COMPILE = "torchcanary.measure.oneshot:compile_sample"
+
+WORKER_CALLS = (
+    COLLECT_MANIFEST,
+    AVAILABLE_DEVICES,
+    RUN_PROBE,
+    RUN_RANKS,
+    COLLECT_SURFACE,
+    *BENCH_TIMING_CALLS,
+    BENCH_ROOFLINE,
+    BENCH_DISPATCH,
+    BENCH_COLLECTIVES,
+    BENCH_COLLECTIVES_RANK,
+    BENCH_STARTUP,
+    BENCH_COMPILE,
+)
+
+# Modules started as processes of their own inside an environment.
+WORKER_MAIN = "torchcanary.worker"  # the worker process (line-JSON protocol)
+RANK_MAIN = "torchcanary.worker.rank_main"  # one rank of a multi-rank call
+ONESHOT_MAIN = "torchcanary.measure.oneshot"  # one cold-start sample
+DRILL_JOB = "torchcanary.drills.job"  # one rank of the drill training job (torchrun)
+DRILL_STORE_HOST = "torchcanary.drills.store_host"  # the job's rendezvous store
+STACK_PYTEST_PLUGIN = "torchcanary.stack.pytest_plugin"  # loaded by the user's pytest
+
+MODULE_MAINS = (WORKER_MAIN, RANK_MAIN, ONESHOT_MAIN, DRILL_JOB, DRILL_STORE_HOST)
+
+
+def in_environment_roots() -> tuple[str, ...]:
+    """The modules the in-environment side starts from (probes are found by the worker)."""
+    called = {call.split(":")[0] for call in WORKER_CALLS}
+    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN, "torchcanary.probes"}))
