@@ -140,4 +140,4 @@ _SELECTABLE = ("key", *(f.name for f in fields(HardwareProfile)))
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", text.casefold()).strip("-")
+    return re.sub(r"[^a-z0-9._]+", "-", text.casefold()).strip("-")

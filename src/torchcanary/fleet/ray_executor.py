@@ -49,7 +49,7 @@ def connect(
     if target is not None:
         _probe(address, target, timeout_s)
     init_kwargs: dict[str, Any] = {
-        "address": target or "auto",
+        "address": address,
         "log_to_driver": False,
         "logging_level": logging.WARNING,
     }
