@@ -1,0 +1,148 @@
+"""The fleet on a real local Ray cluster: three nodes on 127.0.0.1, one profile label each.
+
+One cluster serves the whole session (see ``ray_cluster`` in conftest.py); the test that
+kills a node adds its own node first, so it runs last and spoils nothing for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import FLEET_PROFILES
+
+from torchcanary.fleet import smoke
+from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.profile import FleetNode, NodeSelection
+from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+pytestmark = pytest.mark.ray
+
+
+def by_profile(nodes: list[FleetNode]) -> dict[str, FleetNode]:
+    return {node.profile.key: node for node in nodes}
+
+
+def test_every_node_reports_its_hardware_and_nodes_group_by_their_profile_label(fleet) -> None:
+    nodes = fleet.discover()
+    assert sorted(by_profile(nodes)) == sorted(FLEET_PROFILES)
+    for node in nodes:
+        # Read on the node itself: the facts are this machine's.
+        assert node.profile.cpu_cores == os.cpu_count()
+        assert node.profile.os and node.profile.arch
+    assert len(NodeSelection.parse().choose(nodes)) == 3
+    chosen = NodeSelection.parse("all", ["key=beta-box"]).choose(nodes)
+    assert [node.profile.key for node in chosen] == ["beta-box"]
+
+
+def raylet_pids(ray_cluster) -> dict[str, int]:
+    """Each node's raylet process, by node id: a Ray worker's parent."""
+    return {
+        node.node_id: node.all_processes["raylet"][0].process.pid
+        for node in [ray_cluster.head_node, *ray_cluster.worker_nodes]
+    }
+
+
+def test_each_result_streams_back_as_it_finishes_tagged_with_its_node_and_profile(
+    ray_cluster, fleet
+) -> None:
+    nodes = by_profile(fleet.discover())
+    # The slow unit is sent first; the fast ones must not wait for it.
+    assignments = [
+        Assignment(nodes["alpha-box"], WorkUnit("slow", smoke.WORKER, {"sleep_s": 4})),
+        Assignment(nodes["beta-box"], WorkUnit("fast-beta", smoke.WORKER, {"rounds": 10})),
+        Assignment(nodes["head-box"], WorkUnit("fast-head", smoke.WORKER, {"rounds": 10})),
+    ]
+    arrived: list[tuple[str, float]] = []
+    results = {}
+    started = time.monotonic()
+    for result in fleet.dispatch(assignments):
+        arrived.append((result.unit_id, time.monotonic() - started))
+        results[result.unit_id] = result
+    assert arrived[-1][0] == "slow"
+    assert {unit_id for unit_id, _ in arrived[:2]} == {"fast-beta", "fast-head"}
+    for assignment in assignments:
+        result = results[assignment.unit.unit_id]
+        assert result.status is UnitStatus.OK, result.error
+        assert (result.node_id, result.profile_key) == (
+            assignment.node.node_id,
+            assignment.node.profile.key,
+        )
+        # The node that ran it is the one assigned: the worker's parent is that node's raylet.
+        assert result.output is not None
+        assert result.output["parent_pid"] == raylet_pids(ray_cluster)[result.node_id]
+
+
+def test_a_unit_whose_work_raises_is_failed_and_the_others_go_on(fleet) -> None:
+    nodes = by_profile(fleet.discover())
+    results = {
+        result.unit_id: result
+        for result in fleet.dispatch(
+            [
+                Assignment(nodes["alpha-box"], WorkUnit("bad", smoke.WORKER, {"fail": "boom"})),
+                Assignment(nodes["alpha-box"], WorkUnit("good", smoke.WORKER, {})),
+            ]
+        )
+    }
+    assert results["bad"].status is UnitStatus.FAILED
+    assert results["bad"].error == "RuntimeError: boom"
+    assert results["good"].status is UnitStatus.OK
+
+
+def test_no_password_or_token_reaches_a_node(fleet) -> None:
+    nodes = by_profile(fleet.discover())
+    unit = WorkUnit(
+        "secrets",
+        smoke.WORKER,
+        payload={
+            "echo": {"store": "postgresql://canary:hunter2@db/runs", "api_token": "t0k"},
+            "env": ["HF_TOKEN", "CANARY_STORE", "CANARY_MODE"],
+        },
+        env={
+            "HF_TOKEN": "hf_secret",
+            "CANARY_STORE": "postgresql://canary:hunter2@db/runs",
+            "CANARY_MODE": "fleet",
+        },
+    )
+    [result] = fleet.dispatch([Assignment(nodes["beta-box"], unit)])
+    assert result.status is UnitStatus.OK, result.error
+    assert result.output == {
+        **result.output,
+        "echo": {"store": "postgresql://canary@db/runs"},
+        "env": [
+            ["HF_TOKEN", None],
+            ["CANARY_STORE", "postgresql://canary@db/runs"],
+            ["CANARY_MODE", "fleet"],
+        ],
+    }
+    assert "hunter2" not in result.to_json() and "hf_secret" not in result.to_json()
+
+
+def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, fleet) -> None:
+    doomed = ray_cluster.add_node(
+        num_cpus=1, node_ip_address="127.0.0.1", labels={"torchcanary.profile": "doomed-box"}
+    )
+    ray_cluster.wait_for_nodes()
+    doomed_pids = [info.process.pid for infos in doomed.all_processes.values() for info in infos]
+    nodes = by_profile(fleet.discover())
+    # The doomed node holds one CPU: one unit runs there, the other waits its turn.
+    assignments = [
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-running", smoke.WORKER, {"sleep_s": 60})),
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-queued", smoke.WORKER, {"sleep_s": 60})),
+        Assignment(nodes["alpha-box"], WorkUnit("survivor", smoke.WORKER, {"sleep_s": 1})),
+    ]
+    results = {}
+    for result in fleet.dispatch(assignments):
+        results[result.unit_id] = result
+        if result.unit_id == "survivor":
+            ray_cluster.remove_node(doomed, allow_graceful=False)
+    assert set(results) == {"doomed-running", "doomed-queued", "survivor"}
+    assert results["survivor"].status is UnitStatus.OK
+    for unit_id in ("doomed-running", "doomed-queued"):
+        assert results[unit_id].status is UnitStatus.LOST
+        assert results[unit_id].profile_key == "doomed-box"
+        assert "went away before the unit finished" in (results[unit_id].error or "")
+    assert not [pid for pid in doomed_pids if Path(f"/proc/{pid}").exists()]
+    assert "doomed-box" not in by_profile(fleet.discover())
