@@ -83,64 +83,15 @@ FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A real three-node Ray cluster on 127.0.0.1, shut down (every process) at the end."""
-    # Ray resolves 127.0.0.1 to the machine's outward address unless told to stay local;
-    # the test cluster must never listen beyond localhost.
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray_constants = pytest.importorskip("ray._private.ray_constants")
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    from ray.cluster_utils import Cluster
+    """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone."""
+    pytest.importorskip("ray")
+    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
 
-    def node_args(profile: str) -> dict[str, object]:
-        return {
-            "num_cpus": 1,
-            "node_ip_address": "127.0.0.1",
-            "labels": {"torchcanary.profile": profile},
-            "resources": {f"profile_{profile}": 1},
-        }
-
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            **node_args(FLEET_PROFILES[0]),
-            "include_dashboard": False,
-            # Notice a dead node within seconds, not the default quarter minute.
-            "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 5},
-        },
-    )
+    cluster = start_local_cluster(FLEET_PROFILES)
     try:
-        for profile in FLEET_PROFILES[1:]:
-            cluster.add_node(**node_args(profile))
-        cluster.wait_for_nodes()
         yield cluster
     finally:
-        started = [
-            info.process.pid
-            for node in [cluster.head_node, *cluster.worker_nodes]
-            if node is not None
-            for infos in node.all_processes.values()
-            for info in infos
-        ]
-        cluster.shutdown()
-        _assert_gone(started)
-
-
-def _assert_gone(pids: list[int], wait_s: float = 20.0) -> None:
-    import time
-
-    deadline = time.monotonic() + wait_s
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in alive if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
-        time.sleep(0.2)
-    assert not alive, f"Ray processes left behind: {alive}"
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
+        assert stop_local_cluster(cluster) == [], "Ray processes left behind"
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 from tests.conftest import FLEET_PROFILES
 
 from torchcanary.fleet import smoke
 from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
 from torchcanary.fleet.profile import FleetNode, NodeSelection
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
 
@@ -121,11 +121,9 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
 
 
 def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, fleet) -> None:
-    doomed = ray_cluster.add_node(
-        num_cpus=1, node_ip_address="127.0.0.1", labels={"torchcanary.profile": "doomed-box"}
-    )
+    doomed = ray_cluster.add_node(**local_node_args("doomed-box"))
     ray_cluster.wait_for_nodes()
-    doomed_pids = [info.process.pid for infos in doomed.all_processes.values() for info in infos]
+    doomed_pids = node_pids(doomed)
     nodes = by_profile(fleet.discover())
     # The doomed node holds one CPU: one unit runs there, the other waits its turn.
     assignments = [
@@ -144,5 +142,5 @@ def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, flee
         assert results[unit_id].status is UnitStatus.LOST
         assert results[unit_id].profile_key == "doomed-box"
         assert "went away before the unit finished" in (results[unit_id].error or "")
-    assert not [pid for pid in doomed_pids if Path(f"/proc/{pid}").exists()]
+    assert wait_gone(doomed_pids) == []
     assert "doomed-box" not in by_profile(fleet.discover())
