@@ -31,7 +31,7 @@ class Executor(Protocol):
         ...
 
     def dispatch(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
-        """Run every assignment; yield each result as it finishes, in finishing order.
+        """Send every assignment now; the iterator yields each result as it finishes.
 
         Every assignment yields exactly one result: a unit whose node died or vanished comes
         back LOST, never missing; the others go on.

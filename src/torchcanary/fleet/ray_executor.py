@@ -116,6 +116,7 @@ class RayExecutor:
     def dispatch(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
         """Run every unit on its node; yield each tagged result as soon as it finishes.
 
+        Every unit is sent before this returns (not when the iterator is first read).
         Secrets are stripped from each unit before it leaves and from each result before
         it is handed back. A unit whose node or worker process dies comes back LOST.
         """
@@ -131,6 +132,9 @@ class RayExecutor:
                 scheduling_strategy=self._pinned(assignment.node.node_id),
             ).remote(shippable.to_json())
             in_flight[ref] = assignment
+        return self._stream(in_flight)
+
+    def _stream(self, in_flight: dict[Any, Assignment]) -> Iterator[UnitResult]:
         while in_flight:
             done, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=_POLL_S)
             for ref in done:
