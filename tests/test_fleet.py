@@ -1,6 +1,7 @@
 """The fleet's plain parts, without a cluster: profiles, selection, units, secrets, connecting.
 
-The parts that need a running Ray cluster are in test_fleet_ray.py.
+The parts that need a running Ray cluster are in test_fleet_ray.py; the tests here that
+need Ray installed (connecting) carry the ``ray`` marker too, so ``-m "not ray"`` skips all.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.ray
 def test_an_address_nobody_listens_on_is_one_clear_line() -> None:
     pytest.importorskip("ray")
     port = _free_port()
@@ -179,6 +181,7 @@ def test_an_address_nobody_listens_on_is_one_clear_line() -> None:
     ]
 
 
+@pytest.mark.ray
 def test_a_port_that_accepts_but_never_answers_gives_up_within_the_deadline() -> None:
     pytest.importorskip("ray")
     with socket.socket() as silent:
@@ -193,6 +196,7 @@ def test_a_port_that_accepts_but_never_answers_gives_up_within_the_deadline() ->
     ]
 
 
+@pytest.mark.ray
 def test_a_malformed_address_says_how_to_write_one() -> None:
     pytest.importorskip("ray")
     done = _connect_in_a_fresh_process("head-without-port", timeout_s=3)
