@@ -83,11 +83,20 @@ FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone."""
+    """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone.
+
+    The head also serves Ray clients; ``cluster.client_address`` is its ``ray://`` address.
+    """
     pytest.importorskip("ray")
+    import socket
+
     from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
 
-    cluster = start_local_cluster(FLEET_PROFILES)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        client_port = probe.getsockname()[1]
+    cluster = start_local_cluster(FLEET_PROFILES, client_port=client_port)
+    cluster.client_address = f"ray://127.0.0.1:{client_port}"
     try:
         yield cluster
     finally:

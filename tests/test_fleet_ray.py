@@ -7,6 +7,8 @@ kills a node adds its own node first, so it runs last and spoils nothing for the
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -43,6 +45,25 @@ def raylet_pids(ray_cluster) -> dict[str, int]:
         node.node_id: node.all_processes["raylet"][0].process.pid
         for node in [ray_cluster.head_node, *ray_cluster.worker_nodes]
     }
+
+
+@pytest.mark.parametrize("how", ["ray-client", "auto"])
+def test_a_driver_connects_by_ray_client_address_or_by_auto_with_ray_address(
+    ray_cluster, how: str
+) -> None:
+    # A fresh process: one process holds one Ray connection, and the session's is taken.
+    address = ray_cluster.client_address if how == "ray-client" else "auto"
+    code = (
+        "from torchcanary.fleet.ray_executor import connect\n"
+        f"with connect({address!r}, timeout_s=60) as fleet:\n"
+        "    print(sorted(node.profile.key for node in fleet.discover()))\n"
+    )
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == str(sorted(FLEET_PROFILES))
 
 
 def test_each_result_streams_back_as_it_finishes_tagged_with_its_node_and_profile(

@@ -16,8 +16,13 @@ from typing import Any
 from torchcanary.fleet.profile import PROFILE_LABEL
 
 
-def start_local_cluster(profiles: Sequence[str], num_cpus: int = 1) -> Any:
-    """A ``ray.cluster_utils.Cluster`` with one node per profile name (the first is the head)."""
+def start_local_cluster(
+    profiles: Sequence[str], num_cpus: int = 1, client_port: int | None = None
+) -> Any:
+    """A ``ray.cluster_utils.Cluster`` with one node per profile name (the first is the head).
+
+    With ``client_port`` the head also serves Ray clients (``ray://127.0.0.1:PORT``).
+    """
     # Ray turns 127.0.0.1 into the machine's outward address unless told to stay local.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     from ray._private import ray_constants
@@ -32,6 +37,7 @@ def start_local_cluster(profiles: Sequence[str], num_cpus: int = 1) -> Any:
             "include_dashboard": False,
             # Notice a dead node within seconds, not the default quarter minute.
             "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 5},
+            **({"ray_client_server_port": client_port} if client_port else {}),
         },
     )
     try:

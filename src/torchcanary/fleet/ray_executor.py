@@ -16,12 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torchcanary
 from torchcanary.errors import FleetError
 from torchcanary.fleet import node_side
-from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
 from torchcanary.fleet.unit import UnitResult, UnitStatus
@@ -170,6 +170,11 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+if TYPE_CHECKING:
+    # mypy holds RayExecutor to the Executor protocol here, not at a user's desk.
+    _conforms: type[Executor] = RayExecutor
 
 
 def _import_ray() -> ModuleType:
