@@ -143,7 +143,8 @@ def test_hardware_facts_are_read_on_this_machine() -> None:
 def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
     code = (
         "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
-        "torchcanary.fleet.unit, torchcanary.fleet.node_side; print('ray' in sys.modules)"
+        "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
+        "torchcanary.fleet.local_cluster, torchcanary.fleet.smoke; print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -12,8 +12,8 @@ import sys
 import time
 
 import pytest
-from tests.conftest import FLEET_PROFILES
 
+from conftest import FLEET_PROFILES
 from torchcanary.fleet import smoke
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
@@ -165,3 +165,6 @@ def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, flee
         assert "went away before the unit finished" in (results[unit_id].error or "")
     assert wait_gone(doomed_pids) == []
     assert "doomed-box" not in by_profile(fleet.discover())
+    # Work sent to the node after its death (a stale node list) is lost too, not stuck.
+    [late] = fleet.dispatch([Assignment(nodes["doomed-box"], WorkUnit("late", smoke.WORKER))])
+    assert (late.unit_id, late.status) == ("late", UnitStatus.LOST)
