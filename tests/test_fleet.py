@@ -7,6 +7,7 @@ need Ray installed (connecting) carry the ``ray`` marker too, so ``-m "not ray"`
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -203,3 +204,26 @@ def test_a_malformed_address_says_how_to_write_one() -> None:
     done = _connect_in_a_fresh_process("head-without-port", timeout_s=3)
     assert done.returncode == 2
     assert "cannot read the Ray cluster address 'head-without-port'" in done.stdout
+
+
+NVIDIA_SMI = """#!/bin/sh
+# Answers as nvidia-smi 570 does on a two-GPU H200 node.
+if [ "$1" = "--query-gpu=name,driver_version" ]; then
+    printf 'NVIDIA H200, 570.124.06\\nNVIDIA H200, 570.124.06\\n'
+else
+    echo '+-----------------------------------------------------------------------------+'
+    echo '| NVIDIA-SMI 570.124.06   Driver Version: 570.124.06   CUDA Version: 12.8     |'
+fi
+"""
+
+
+def test_gpu_facts_come_from_nvidia_smi_when_the_node_has_it(tmp_path, monkeypatch) -> None:
+    # No GPU here: an executable that answers as nvidia-smi does stands in for the tool.
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(NVIDIA_SMI)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    profile = HardwareProfile.from_facts(json.loads(node_side.collect_hardware_facts()), {})
+    assert (profile.gpu_model, profile.gpu_count) == ("NVIDIA H200", 2)
+    assert (profile.gpu_driver, profile.cuda_version) == ("570.124.06", "12.8")
+    assert profile.key.startswith("2xnvidia-h200-")
