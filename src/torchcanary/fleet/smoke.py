@@ -14,7 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-WORKER = "torchcanary.fleet.smoke:smoke"
+from torchcanary.worker.calls import FLEET_SMOKE
+
+WORKER = FLEET_SMOKE
 
 
 def smoke(payload: Mapping[str, Any]) -> dict[str, Any]:

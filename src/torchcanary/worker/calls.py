@@ -26,6 +26,8 @@ BENCH_COLLECTIVES = "torchcanary.measure.collectives:measure"
 BENCH_COLLECTIVES_RANK = "torchcanary.measure.collectives:rank_main"  # run by run_ranks
 BENCH_STARTUP = "torchcanary.measure.oneshot:startup_sample"
 BENCH_COMPILE = "torchcanary.measure.oneshot:compile_sample"
+# A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
+FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -40,6 +42,7 @@ WORKER_CALLS = (
     BENCH_COLLECTIVES_RANK,
     BENCH_STARTUP,
     BENCH_COMPILE,
+    FLEET_SMOKE,
 )
 
 # Modules started as processes of their own inside an environment.
