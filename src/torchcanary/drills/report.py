@@ -11,6 +11,7 @@ import html as html_lib
 from typing import Any
 
 from torchcanary.drills.catalog import FAULTS, RECOVERIES
+from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.report.junit import JUnitCase
 
 SECTION = "drill"
@@ -294,11 +295,11 @@ def markdown(view: Any) -> str:
 
 def junit_cases(view: Any) -> list[JUnitCase]:
     status = {
-        "passed": "passed",
-        "failed": "failure",
-        "error": "error",
-        "absent": "skipped",
-        "not-checkable": "skipped",
+        DrillVerdict.PASSED: "passed",
+        DrillVerdict.FAILED: "failure",
+        DrillVerdict.ERROR: "error",
+        DrillVerdict.ABSENT: "skipped",
+        DrillVerdict.NOT_CHECKABLE: "skipped",
     }
     cases = []
     for result in view.sections.get(SECTION, []):

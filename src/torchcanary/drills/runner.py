@@ -33,6 +33,7 @@ from torchcanary.drills.launch import Area, Launcher, LaunchFailed, machine_capa
 from torchcanary.drills.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drills.netns import why_unavailable as network_unavailable
 from torchcanary.drills.procs import ProcessSet
+from torchcanary.drills.verdict import DrillVerdict
 
 POLL_S = 0.05
 MAX_RESTARTS = 2
@@ -40,7 +41,7 @@ MAX_RESTARTS = 2
 
 @dataclass(frozen=True)
 class DrillOutcome:
-    verdict: str
+    verdict: DrillVerdict
     payload: dict[str, Any]
 
 
@@ -135,12 +136,14 @@ class DrillRunner:
     def run(self, spec: DrillSpec) -> DrillOutcome:
         problem = machine_capacity_problem(spec.ranks)
         if problem:
-            return DrillOutcome("not-checkable", {"reason": problem, "spec": spec.to_json()})
+            return DrillOutcome(
+                DrillVerdict.NOT_CHECKABLE, {"reason": problem, "spec": spec.to_json()}
+            )
         if spec.fault in NETWORK_FAULTS:
             why = network_unavailable(need_tc=spec.fault == "net-slow")
             if why:
                 return DrillOutcome(
-                    "not-checkable",
+                    DrillVerdict.NOT_CHECKABLE,
                     {
                         "reason": f"network drills need Linux namespaces: {why}",
                         "spec": spec.to_json(),
@@ -156,11 +159,11 @@ class DrillRunner:
             run = self._drive(spec, area, procs, network)
         except NetworkUnavailable as exc:
             return DrillOutcome(
-                "not-checkable",
+                DrillVerdict.NOT_CHECKABLE,
                 {"reason": f"network drills need Linux namespaces: {exc}", "spec": spec.to_json()},
             )
         except LaunchFailed as exc:
-            return DrillOutcome("error", {"reason": str(exc), "spec": spec.to_json()})
+            return DrillOutcome(DrillVerdict.ERROR, {"reason": str(exc), "spec": spec.to_json()})
         finally:
             killed = procs.kill_all()
             if network is not None:
@@ -172,7 +175,11 @@ class DrillRunner:
         payload["orphans_after_cleanup"] = procs.alive()
         payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces() if procs.token in n]
         verdict, reason = self._judge(spec, run, payload)
-        if verdict == "failed" and spec.recovery == "restart" and _restart_could_not_connect(area):
+        if (
+            verdict is DrillVerdict.FAILED
+            and spec.recovery == "restart"
+            and _restart_could_not_connect(area)
+        ):
             reason += (
                 "; the restarted workers could not connect (gloo connectFullMesh), the "
                 "symptom of torchrun's shared rendezvous store (pytorch/pytorch#135712): "
@@ -332,44 +339,46 @@ class DrillRunner:
                 payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
         return payload
 
-    def _judge(self, spec: DrillSpec, run: _Run, payload: dict[str, Any]) -> tuple[str, str]:
+    def _judge(
+        self, spec: DrillSpec, run: _Run, payload: dict[str, Any]
+    ) -> tuple[DrillVerdict, str]:
         if payload["unsupported"]:
-            return "absent", payload["unsupported"]
+            return DrillVerdict.ABSENT, payload["unsupported"]
         if run.injector.fault_t is None:
             if not run.events:
                 tail = "; ".join(f"{name}: {text[-300:]}" for name, text in run.launch_logs.items())
-                return "error", f"the job never started {tail}".strip()
-            return "error", (
+                return DrillVerdict.ERROR, f"the job never started {tail}".strip()
+            return DrillVerdict.ERROR, (
                 f"the job never reached step {spec.at_step} on rank "
                 f"{spec.target_rank}, so no fault was injected"
             )
         detect = payload["detect_s"]
         if spec.recovery == "timeout":
             if detect is None:
-                return "failed", (
+                return DrillVerdict.FAILED, (
                     f"{spec.fault} never surfaced as an error within {spec.drill_timeout_s:g} s"
                 )
-            return "passed", (
+            return DrillVerdict.PASSED, (
                 f"surfaced as {', '.join(payload['error_kinds'])} error after "
                 f"{detect:.1f} s (timeout {spec.timeout_s:g} s)"
             )
         if payload["finished_ranks"] == 0:
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
-            return "failed", (
+            return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first "
                 f"error: {payload['first_error'] or 'none recorded'}"
             )
         reference = payload.get("reference") or {}
         if not reference.get("ok"):
-            return "error", f"no fault-free reference: {reference.get('reason')}"
+            return DrillVerdict.ERROR, f"no fault-free reference: {reference.get('reason')}"
         if not payload["params_identical"]:
-            return "failed", "replicas finished with different parameters"
+            return DrillVerdict.FAILED, "replicas finished with different parameters"
         loss, ref = payload["final_loss"], payload["reference_loss"]
         check = payload["step_check"]
         if check["first_difference"] is not None:
-            return "failed", trajectory.describe(check)
+            return DrillVerdict.FAILED, trajectory.describe(check)
         if trajectory.relative_difference(loss, ref) > trajectory.LOSS_RTOL:
-            return "failed", f"final loss {loss} differs from the fault-free {ref}"
+            return DrillVerdict.FAILED, f"final loss {loss} differs from the fault-free {ref}"
         how = (
             f"restarted {payload['restarts']}x"
             if spec.recovery in RESTARTS
@@ -379,7 +388,7 @@ class DrillRunner:
         ) + f" under {payload['parallel']}"
         if payload.get("restored"):
             how += f" ({payload['restored']})"
-        return "passed", (
+        return DrillVerdict.PASSED, (
             f"{how}; {trajectory.describe(check)}; final loss {loss:.6f} matches "
             f"(|diff| {abs(loss - ref):.2e})"
         )

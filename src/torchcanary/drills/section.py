@@ -42,6 +42,7 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
+from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.errors import ConfigError
 from torchcanary.store.sqlite import SectionResult
 
@@ -165,16 +166,20 @@ def run(ctx: RunContext) -> None:
                 outcome = _run_one(runners[role], spec)
                 ctx.store.save_section_result(
                     ctx.run_id,
-                    SectionResult(SECTION, spec.key, role, outcome.verdict, outcome.payload),
+                    SectionResult(SECTION, spec.key, role, outcome.verdict.value, outcome.payload),
                 )
-                task.advance(f"{role} {spec.key}: {outcome.verdict}")
+                task.advance(f"{role} {spec.key}: {outcome.verdict.value}")
     for role, runner in runners.items():
         for reference in runner.references():
-            verdict = "passed" if reference.get("ok") else "failed"
+            verdict = DrillVerdict.PASSED if reference.get("ok") else DrillVerdict.FAILED
             ctx.store.save_section_result(
                 ctx.run_id,
                 SectionResult(
-                    SECTION, f"reference:{reference.get('parallel')}", role, verdict, reference
+                    SECTION,
+                    f"reference:{reference.get('parallel')}",
+                    role,
+                    verdict.value,
+                    reference,
                 ),
             )
 
@@ -185,7 +190,7 @@ def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:
         return runner.run(spec)
     except Exception as exc:
         return DrillOutcome(
-            "error",
+            DrillVerdict.ERROR,
             {
                 "reason": f"drill harness raised {type(exc).__name__}: {exc}"[:600],
                 "traceback": traceback.format_exc()[-3000:],
@@ -215,8 +220,8 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         if (
             rules["drill_block_on_regression"]
             and base is not None
-            and base.verdict == "passed"
-            and cand.verdict != "passed"
+            and base.verdict == DrillVerdict.PASSED
+            and cand.verdict != DrillVerdict.PASSED
         ):
             reasons.append(
                 f"drill {key} passed in the baseline but is {cand.verdict} in the "

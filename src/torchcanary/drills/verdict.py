@@ -1,0 +1,15 @@
+"""The drill verdict vocabulary, defined once (its meaning is in ``drills/runner.py``)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class DrillVerdict(str, enum.Enum):
+    """One drill in one environment; stored by value (``"not-checkable"``, ...)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ABSENT = "absent"
+    NOT_CHECKABLE = "not-checkable"
+    ERROR = "error"
