@@ -8,6 +8,7 @@ whose candidate was a 2.14 release.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,12 @@ class HistoryEntry:
     ratio: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+
+    @property
+    def label(self) -> str:
+        """When the run was made and what it compared, as a plot row's label."""
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at))
+        return f"{when} {self.candidate} vs {self.baseline}"
 
 
 _RUNS_JOIN = """
