@@ -7,13 +7,14 @@ store directly, so a report rendered again later shows exactly what the run stor
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
 from torchcanary.store.sqlite import EnvironmentRow, RunRow, SectionResult, Store
 
 CATALOG_ARTIFACT = "catalog.json"
+PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class RunView:
     catalog: dict[str, dict[str, Any]]
     probe_results: list[ProbeResult]
     sections: dict[str, list[SectionResult]]
+    packs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def load(cls, store: Store, run_id: str) -> RunView:
@@ -48,7 +50,10 @@ class RunView:
         sections = {
             name: store.section_results(run_id, name) for name in ("bench", "drill", "stack")
         }
-        return cls(run, store.environments(run_id), catalog, store.probe_results(run_id), sections)
+        packs = json.loads(artifacts.get(PACKS_ARTIFACT, b"[]"))
+        return cls(
+            run, store.environments(run_id), catalog, store.probe_results(run_id), sections, packs
+        )
 
     def claim_rows(self) -> list[ClaimRow]:
         by_key = {(r.probe_id, r.env_role): r for r in self.probe_results}
