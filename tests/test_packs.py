@@ -192,7 +192,7 @@ def test_installed_pack_runs_as_a_regression_check_and_its_notes_are_covered(
         PYTHONPATH=str(site),
     )
     assert result.returncode == 0, result.stderr + result.stdout
-    report = json.loads((tmp_path / "canary-results" / "results.json").read_text())
+    report = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
     claims = {c["probe_id"]: c for c in report["claims"]}
     assert claims["demo.always"]["description"]["pack"] == "demo-9.9"
     assert claims["demo.always"]["candidate"]["outcome"]["verdict"] == "confirmed"

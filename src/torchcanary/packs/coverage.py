@@ -56,10 +56,15 @@ class ClaimCoverage:
 
 
 def _status(
-    probes: tuple[str, ...], results: dict[str, ProbeResult], catalog: dict[str, dict[str, Any]]
+    probes: tuple[str, ...],
+    results: dict[str, ProbeResult],
+    catalog: dict[str, dict[str, Any]],
+    needs: str,
 ) -> tuple[CoverageStatus, str]:
     if not probes:
-        return CoverageStatus.UNPROBED, "no probe covers this claim"
+        return CoverageStatus.UNPROBED, "no probe covers this claim" + (
+            f"; checking it needs {needs}" if needs else ""
+        )
     present = {pid: results[pid].outcome for pid in probes if pid in results}
     if not present:
         return CoverageStatus.NOT_RUN, "its probes were not selected or not finished"
@@ -72,10 +77,10 @@ def _status(
         return CoverageStatus.FAILED, ", ".join(f"{p} {verdicts[p].value}" for p in failed)
     unchecked = [pid for pid, v in verdicts.items() if v is Verdict.NOT_CHECKABLE]
     if unchecked:
-        needs = sorted({str(catalog.get(p, {}).get("needs", "")) for p in unchecked} - {""})
+        wanted = sorted({str(catalog.get(p, {}).get("needs", "")) for p in unchecked} - {""})
         confirmed = len(verdicts) - len(unchecked)
         partly = f"{confirmed} of {len(probes)} facets verified; " if confirmed else ""
-        return CoverageStatus.NOT_CHECKABLE, partly + "needs " + (" / ".join(needs) or "?")
+        return CoverageStatus.NOT_CHECKABLE, partly + "needs " + (" / ".join(wanted) or "?")
     if len(present) < len(probes):
         return CoverageStatus.NOT_RUN, f"{len(present)} of {len(probes)} probes ran"
     return CoverageStatus.VERIFIED, f"{len(probes)} probe(s) confirmed"
@@ -103,7 +108,9 @@ def claim_coverage(
     for pack in packs:
         for claim in pack.get("claims", ()):
             probes = tuple(claim["probes"]) if isinstance(claim["probes"], list) else ()
-            status, detail = _status(probes, by_role["candidate"], catalog)
+            status, detail = _status(
+                probes, by_role["candidate"], catalog, str(claim.get("needs", ""))
+            )
             baseline = [
                 by_role["baseline"][p].outcome.verdict for p in probes if p in by_role["baseline"]
             ]

@@ -34,15 +34,19 @@ class PackClaim:
     topic: str
     baseline_expected: str  # what the baseline should show: "absent", "confirmed" or "any"
     probes: tuple[str, ...] = ()
+    needs: str = ""  # for an unprobed claim: what checking it would take
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "quote": self.quote,
             "topic": self.topic,
             "baseline_expected": self.baseline_expected,
             "probes": list(self.probes) or UNPROBED,
         }
+        if self.needs:
+            data["needs"] = self.needs
+        return data
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ def _claim(raw: dict[str, Any], where: str) -> PackClaim:
             topic=str(raw.get("topic", "")),
             baseline_expected=str(raw.get("baseline_expected", "any")),
             probes=() if probes == UNPROBED else tuple(str(p) for p in probes),
+            needs=str(raw.get("needs", "")),
         )
     except (KeyError, TypeError) as exc:
         raise PackError(f"{where}: a claim lacks {exc}; each needs id and quote") from None
