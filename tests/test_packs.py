@@ -199,7 +199,7 @@ def test_installed_pack_runs_as_a_regression_check_and_its_notes_are_covered(
     coverage = {(row["pack"], row["claim_id"]): row for row in report["coverage"]}
     assert coverage["demo-9.9", "9.9-01"]["status"] == "verified"
     assert coverage["demo-9.9", "9.9-02"]["status"] == "not checkable here"
-    assert "cuda" in coverage["demo-9.9", "9.9-02"]["detail"]
+    assert "needs cuda" in coverage["demo-9.9", "9.9-02"]["detail"]
     assert coverage["demo-9.9", "9.9-03"]["status"] == "unprobed"
     # The candidate's own pack is there too, every claim accounted for (here: not run).
     assert sum(1 for pack, _ in coverage if pack == "pytorch-2.14") == 16

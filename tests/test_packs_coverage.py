@@ -17,7 +17,6 @@ PACK = {
         {"id": "f", "quote": "F.", "probes": ["p.boom"]},
     ],
 }
-CATALOG = {"p.gpu": {"needs": "device cuda"}}
 
 
 def _result(role: str, probe_id: str, verdict: Verdict) -> ProbeResult:
@@ -39,7 +38,7 @@ def _results() -> list[ProbeResult]:
 
 
 def test_every_claim_gets_a_row_and_its_status_follows_all_of_its_probes():
-    rows = {row.claim_id: row for row in claim_coverage([PACK], CATALOG, _results())}
+    rows = {row.claim_id: row for row in claim_coverage([PACK], _results())}
     assert [rows[c].status for c in "abcdef"] == [
         CoverageStatus.VERIFIED,
         CoverageStatus.REFUTED,
@@ -48,18 +47,18 @@ def test_every_claim_gets_a_row_and_its_status_follows_all_of_its_probes():
         CoverageStatus.NOT_RUN,
         CoverageStatus.FAILED,
     ]
-    assert "1 of 2 facets verified" in rows["c"].detail and "device cuda" in rows["c"].detail
+    assert "1 of 2 facets verified" in rows["c"].detail and "p.gpu said so" in rows["c"].detail
     assert "a cluster" in rows["d"].detail
 
 
 def test_a_baseline_that_already_shows_a_new_claim_is_flagged():
-    rows = {row.claim_id: row for row in claim_coverage([PACK], CATALOG, _results())}
+    rows = {row.claim_id: row for row in claim_coverage([PACK], _results())}
     assert rows["a"].baseline_as_expected is False  # p.ok2 confirmed before the release
     assert rows["c"].baseline_as_expected is None  # "any": nothing expected
 
 
 def test_the_coverage_line_counts_each_status_of_the_notes_claims():
-    (line,) = coverage_lines([PACK], claim_coverage([PACK], CATALOG, _results()))
+    (line,) = coverage_lines([PACK], claim_coverage([PACK], _results()))
     assert line == (
         "demo-9.9: of 6 claims in the notes.md notes: 1 verified, 1 refuted, "
         "1 not checkable here, 1 probe failed, 1 not run, 1 unprobed"

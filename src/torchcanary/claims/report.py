@@ -69,7 +69,7 @@ def _measurement_plot(row: ClaimRow) -> str:
 
 def coverage(view: RunView) -> list[ClaimCoverage]:
     """Every claim of the run's packs with its status (see ``torchcanary.packs.coverage``)."""
-    return claim_coverage(view.packs, view.catalog, view.probe_results)
+    return claim_coverage(view.packs, view.probe_results)
 
 
 def coverage_summary(view: RunView) -> list[str]:

@@ -58,7 +58,6 @@ class ClaimCoverage:
 def _status(
     probes: tuple[str, ...],
     results: dict[str, ProbeResult],
-    catalog: dict[str, dict[str, Any]],
     needs: str,
 ) -> tuple[CoverageStatus, str]:
     if not probes:
@@ -77,10 +76,12 @@ def _status(
         return CoverageStatus.FAILED, ", ".join(f"{p} {verdicts[p].value}" for p in failed)
     unchecked = [pid for pid, v in verdicts.items() if v is Verdict.NOT_CHECKABLE]
     if unchecked:
-        wanted = sorted({str(catalog.get(p, {}).get("needs", "")) for p in unchecked} - {""})
         confirmed = len(verdicts) - len(unchecked)
         partly = f"{confirmed} of {len(probes)} facets verified; " if confirmed else ""
-        return CoverageStatus.NOT_CHECKABLE, partly + "needs " + (" / ".join(wanted) or "?")
+        return CoverageStatus.NOT_CHECKABLE, partly + " / ".join(
+            # The probe's own words on what this machine lacks, e.g. "needs an NVIDIA GPU".
+            sorted({present[p].summary[:140] for p in unchecked})
+        )
     if len(present) < len(probes):
         return CoverageStatus.NOT_RUN, f"{len(present)} of {len(probes)} probes ran"
     return CoverageStatus.VERIFIED, f"{len(probes)} probe(s) confirmed"
@@ -96,9 +97,7 @@ def _baseline_as_expected(expected: str, outcomes: list[Verdict]) -> bool | None
 
 
 def claim_coverage(
-    packs: list[dict[str, Any]],
-    catalog: dict[str, dict[str, Any]],
-    probe_results: list[ProbeResult],
+    packs: list[dict[str, Any]], probe_results: list[ProbeResult]
 ) -> list[ClaimCoverage]:
     """A row per claim of every pack stored with the run, in pack order."""
     by_role: dict[str, dict[str, ProbeResult]] = {"baseline": {}, "candidate": {}}
@@ -108,9 +107,7 @@ def claim_coverage(
     for pack in packs:
         for claim in pack.get("claims", ()):
             probes = tuple(claim["probes"]) if isinstance(claim["probes"], list) else ()
-            status, detail = _status(
-                probes, by_role["candidate"], catalog, str(claim.get("needs", ""))
-            )
+            status, detail = _status(probes, by_role["candidate"], str(claim.get("needs", "")))
             baseline = [
                 by_role["baseline"][p].outcome.verdict for p in probes if p in by_role["baseline"]
             ]

@@ -48,9 +48,7 @@ def render_json(view: RunView) -> dict[str, Any]:
             for row in view.claim_rows()
         ],
         # One row per claim of every pack the run qualified against (release-packs addition).
-        "coverage": [
-            row.to_json() for row in claim_coverage(view.packs, view.catalog, view.probe_results)
-        ],
+        "coverage": [row.to_json() for row in claim_coverage(view.packs, view.probe_results)],
         "packs": view.packs,
         "sections": {
             name: [
