@@ -204,3 +204,26 @@ def test_installed_pack_runs_as_a_regression_check_and_its_notes_are_covered(
     # The candidate's own pack is there too, every claim accounted for (here: not run).
     assert sum(1 for pack, _ in coverage if pack == "pytorch-2.14") == 16
     assert "demo-9.9: of 3 claims in the notes.txt notes: 1 verified" in result.stdout
+
+
+@pytest.mark.torch_envs
+def test_the_2_13_pack_answers_whether_its_claims_still_hold_in_the_candidate(
+    tmp_path, baseline_env, candidate_env
+):
+    result = run_canary(
+        "run",
+        "--only",
+        "claims",
+        "--regression",
+        "2.13",
+        "--probes",
+        "ddp.*",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
+    rows = [row for row in report["coverage"] if row["pack"] == "pytorch-2.13"]
+    assert [row["claim_id"] for row in rows] == ["2.13-01", "2.13-02"]
+    assert all(row["status"] == "verified" for row in rows), rows
+    assert all(row["baseline_as_expected"] is True for row in rows), rows

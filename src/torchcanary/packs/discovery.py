@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "torchcanary.packs"
 # Found even from a source tree that was never installed (no entry points registered).
 BUILTIN_PACKS = {
     "sanity": "torchcanary.packs.builtin.sanity",
+    "pytorch-2.13": "torchcanary.packs.builtin.pytorch_2_13",
     "pytorch-2.14": "torchcanary.packs.builtin.pytorch_2_14",
 }
 
