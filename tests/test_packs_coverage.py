@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from torchcanary.packs.coverage import CoverageStatus, claim_coverage, coverage_lines
 from torchcanary.results import Outcome, ProbeResult, Verdict
 
@@ -63,3 +65,32 @@ def test_the_coverage_line_counts_each_status_of_the_notes_claims():
         "demo-9.9: of 6 claims in the notes.md notes: 1 verified, 1 refuted, "
         "1 not checkable here, 1 probe failed, 1 not run, 1 unprobed"
     )
+
+
+def _stored_claims_view(store, verdicts: dict[str, Verdict]):
+    """A run whose claims section stored the sanity pack and these candidate verdicts."""
+    from torchcanary.plan import RunPlan
+    from torchcanary.report.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, RunView
+
+    run_id = store.create_run(RunPlan("torch==2.13.0", "torch==2.14.1").to_json())
+    packs = [{"name": "sanity", "release": "*", "claims": []}]
+    catalog = {pid: {"id": pid, "pack": "sanity"} for pid in verdicts}
+    for name, content in ((CATALOG_ARTIFACT, catalog), (PACKS_ARTIFACT, packs)):
+        store.save_artifact(run_id, name, "application/json", json.dumps(content).encode())
+    for pid, verdict in verdicts.items():
+        for role in ("baseline", "candidate"):
+            store.save_probe_result(
+                ProbeResult(run_id, role, pid, Outcome(verdict, f"{pid} said so", {}), 0.1, 0)
+            )
+    return RunView.load(store, run_id)
+
+
+def test_a_sanity_check_the_candidate_refutes_is_no_go_even_if_the_baseline_agrees(store):
+    from torchcanary.claims.section import blocking_reasons
+
+    view = _stored_claims_view(
+        store, {"sanity.version-pin": Verdict.REFUTED, "sanity.gloo-init": Verdict.CONFIRMED}
+    )
+    (reason,) = blocking_reasons(view, {"fail_on_claims": ["regressed"], "fail_on_sanity": True})
+    assert "sanity.version-pin" in reason and "said so" in reason
+    assert blocking_reasons(view, {"fail_on_claims": ["regressed"], "fail_on_sanity": False}) == []

@@ -4,7 +4,8 @@ A probe that crashes, hangs or errors is recorded as such and a fresh worker tak
 each result is committed the moment it exists, so ``--resume`` redoes nothing finished.
 
 Policy keys: ``fail_on_claims`` (list of claim comparisons that mean no-go; default
-``["regressed"]``).
+``["regressed"]``); ``fail_on_sanity`` (a binary sanity check the candidate refutes means
+no-go, whatever the baseline showed; default true).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from torchcanary.claims.catalog import requested_torch, select_claims
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
+from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.report.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, RunView
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 
-POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"]}
+POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -101,4 +103,19 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
                 f"{row.baseline.outcome.verdict.value}, candidate "
                 f"{row.candidate.outcome.verdict.value} ({row.candidate.outcome.summary[:120]})"
             )
+    if policy.get("fail_on_sanity", POLICY_DEFAULTS["fail_on_sanity"]):
+        reasons += _sanity_failures(view)
     return reasons
+
+
+def _sanity_failures(view: RunView) -> list[str]:
+    """Release-independent checks the candidate refutes: the wheel is not what it says."""
+    sanity_packs = {pack["name"] for pack in view.packs if pack.get("release") == ANY_RELEASE}
+    return [
+        f"binary sanity {row.probe_id} {row.candidate.outcome.verdict.value} in the candidate: "
+        f"{row.candidate.outcome.summary[:160]}"
+        for row in view.claim_rows()
+        if row.description.get("pack") in sanity_packs
+        and row.candidate is not None
+        and row.candidate.outcome.verdict in (Verdict.REFUTED, Verdict.ABSENT)
+    ]
