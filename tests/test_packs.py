@@ -201,8 +201,12 @@ def test_installed_pack_runs_as_a_regression_check_and_its_notes_are_covered(
     assert coverage["demo-9.9", "9.9-02"]["status"] == "not checkable here"
     assert "needs cuda" in coverage["demo-9.9", "9.9-02"]["detail"]
     assert coverage["demo-9.9", "9.9-03"]["status"] == "unprobed"
-    # The candidate's own pack is there too, every claim accounted for (here: not run).
-    assert sum(1 for pack, _ in coverage if pack == "pytorch-2.14") == 16
+    # The candidate's own pack is chosen by default: every claim sentence of its notes has a row.
+    quotes = [row["quote"] for row in report["coverage"] if row["pack"] == "pytorch-2.14"]
+    assert quotes == [
+        s.text for s in sentences((BUILTIN_2_14 / "notes.txt").read_text()) if s.claim
+    ]
+    assert len(quotes) == 16
     assert "demo-9.9: of 3 claims in the notes.txt notes: 1 verified" in result.stdout
 
 
