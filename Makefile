@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint setup setup-dev browser clean
+.PHONY: run test lint setup setup-dev browser postgres clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium could not be installed: the browser test will say not checked"; }
 
+# PostgreSQL server binaries for the shared-store tests (Debian package; each test starts
+# its own throwaway cluster with initdb; skipped as "not checked" if unavailable).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) \
+	  || echo "postgresql could not be installed: the PostgreSQL store tests will say not checked"; }
+
 # The main job on its embedded default: qualify torch 2.14.1 against torch 2.13.0 here.
 run: setup
 	$(BIN)/torchcanary run --baseline "torch==2.13.0 numpy" --candidate "torch==2.14.1 numpy"
@@ -30,7 +37,7 @@ lint: setup-dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src
 
-test: setup-dev browser lint
+test: setup-dev browser postgres lint
 	$(BIN)/python -m pytest -q -ra
 
 clean:

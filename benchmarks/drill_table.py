@@ -1,9 +1,11 @@
 """Measure every fault drill in the baseline and the candidate and print the table.
 
-    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--html out.html]
+    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
+        [--html out.html]
 
 Runs the drill section for real (torchrun, gloo ranks, namespaces) into a scratch store and
-prints the section's Markdown; the figures are the drills' own measurements, one run each.
+prints the section's Markdown; the figures are the drills' own measurements, one run each,
+in the data-parallel mode given (every drill, the in-place ones too, runs that mode).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ def main() -> int:
     parser.add_argument("--baseline", default="torch==2.13.0 numpy")
     parser.add_argument("--candidate", default="torch==2.14.1 numpy")
     parser.add_argument("--faults", default="all", help="'all' or comma-separated drills")
+    parser.add_argument("--parallel", choices=("ddp", "fsdp"), default="ddp")
     parser.add_argument("--html", type=Path, default=None)
     args = parser.parse_args()
     faults = "all" if args.faults == "all" else args.faults.split(",")
-    settings = section.parse_settings({"faults": faults})
+    settings = section.parse_settings({"faults": faults, "parallel": args.parallel})
     environments = {
         role: ensure_environment(role, parse_env_spec(spec))
         for role, spec in (("baseline", args.baseline), ("candidate", args.candidate))

@@ -74,3 +74,74 @@ def make_context(
     yield build
     for context in contexts:
         context.close_workers()
+
+
+# PostgreSQL --------------------------------------------------------------------------------
+# One throwaway server per session (see pg_cluster.py), a fresh database per test. Where no
+# server can be made the PostgreSQL tests are skipped as "not checked", never passed.
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    from pg_cluster import ClusterUnavailable, PostgresCluster
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("not checked: psycopg is not installed (pip install -e '.[dev]')")
+    try:
+        cluster = PostgresCluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"not checked: no PostgreSQL server could be started here: {exc}")
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster) -> str:
+    """A URL (password included) of an empty database of its own on the session's server."""
+    return postgres_cluster.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where an empty store goes, once per engine: a SQLite path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "canary-results" / "canary.db")
+    return str(request.getfixturevalue("postgres_url"))
+
+
+# The fleet's tests share one real local Ray cluster: a head and two workers, each with its
+# own `torchcanary.profile` label (and a custom resource) standing for a hardware profile.
+FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone.
+
+    The head also serves Ray clients; ``cluster.client_address`` is its ``ray://`` address.
+    """
+    pytest.importorskip("ray")
+    import socket
+
+    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        client_port = probe.getsockname()[1]
+    cluster = start_local_cluster(FLEET_PROFILES, client_port=client_port)
+    cluster.client_address = f"ray://127.0.0.1:{client_port}"
+    try:
+        yield cluster
+    finally:
+        assert stop_local_cluster(cluster) == [], "Ray processes left behind"
+
+
+@pytest.fixture(scope="session")
+def fleet(ray_cluster):
+    """The Ray executor connected to the shared test cluster, closed at the end."""
+    from torchcanary.fleet.ray_executor import connect
+
+    with connect(ray_cluster.address, timeout_s=60) as executor:
+        yield executor

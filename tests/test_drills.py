@@ -24,6 +24,7 @@ from torchcanary.drills.launch import machine_capacity_problem
 from torchcanary.drills.procs import TOKEN_VARIABLE
 from torchcanary.drills.runner import DrillRunner
 from torchcanary.errors import ConfigError
+from torchcanary.report.json_out import render_json
 from torchcanary.report.view import RunView
 from torchcanary.store.sqlite import SectionResult
 
@@ -83,14 +84,19 @@ def test_fault_free_job_has_identical_replicas_and_repeats_its_loss(
     baseline_env, import_root, tmp_path
 ):
     runner = DrillRunner(baseline_env.python, import_root, tmp_path)
-    job = spec("none", "reconfigure", steps=8)  # in-place mode: plain ranks, explicit all-reduce
+    job = spec("none", "reconfigure", steps=8)
     first = runner._run_reference(job)
     second = runner._run_reference(job)
     assert first["ok"], first.get("reason")
+    assert first["parallel"] == "ddp"  # the mode the in-place drills are compared in
     assert first["params_identical"] and len(first["digests"]) == 1
     assert first["final_loss"] == second["final_loss"]
     assert first["digests"] == second["digests"]
     assert first["final_loss"] < first["first_step_loss"] - 0.2  # it learned: not a constant
+    # Every step's loss and gradient norm, to compare drills with step by step.
+    assert [row[0] for row in first["steps"]] == list(range(8))
+    assert first["steps"] == second["steps"]
+    assert all(row[2] > 0 for row in first["steps"])
 
 
 # faults and recovery -------------------------------------------------------------------
@@ -110,6 +116,11 @@ def test_killed_rank_is_restarted_from_checkpoint_with_the_same_result(
     assert 0 < payload["detect_s"] < payload["resume_s"]
     assert payload["final_loss"] == payload["reference_loss"]
     assert payload["params_identical"] is True
+    assert payload["parallel"] == "ddp"
+    # Steps 4-6 ran twice (before the kill and after the restart): each run is checked.
+    assert payload["step_check"]["first_differing_step"] is None
+    assert payload["step_check"]["steps_compared"] == SHORT["steps"]
+    assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
     # The killed rank never dumps; whether rank 0 dumped before torchrun tore it down is timing.
     assert 1 in payload["flight_recorder"]["missing_ranks"]
     assert payload["orphans_after_cleanup"] == []
@@ -144,21 +155,47 @@ def test_cut_link_in_a_namespace_surfaces_as_timeout_and_namespaces_are_removed(
     assert "timeout" in outcome.payload["error_kinds"]
 
 
+@pytest.mark.torch_envs
+def test_fsdp2_job_is_recovered_in_place_as_fsdp2_from_its_last_checkpoint(
+    candidate_env, import_root, tmp_path
+):
+    runner = DrillRunner(candidate_env.python, import_root, tmp_path)
+    # A longer group timeout: the replacement's first collective, on a busy machine.
+    outcome = runner.run(spec("kill", "reconfigure", parallel="fsdp", timeout_s=10.0))
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["parallel"] == "fsdp" and "under fsdp" in payload["reason"]
+    assert payload["reference"]["parallel"] == "fsdp"
+    # The killed rank's shards existed only in the checkpoint after step 3: steps 4-6 redone.
+    assert payload["restored"].endswith("checkpoint of step 3")
+    assert payload["steps_lost"] == 3 and payload["resume_step"] == 4
+    assert payload["step_check"]["first_differing_step"] is None
+    assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
+    assert payload["params_identical"] is True
+
+
 # the section, end to end ---------------------------------------------------------------
 @pytest.mark.torch_envs
 def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed(
     make_context, store
 ):
-    settings = section.parse_settings({"faults": ["kill:reconfigure"], **SHORT})
+    settings = section.parse_settings({"faults": ["kill:reconfigure"], **SHORT, "timeout_s": 10.0})
     ctx = make_context(sections=("drill",), settings={"drill": settings})
     section.run(ctx)
     results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
     baseline = results[("kill:reconfigure", "baseline")]
     candidate = results[("kill:reconfigure", "candidate")]
     assert baseline.verdict == "absent" and "_reconfigure" in baseline.payload["reason"]
+    assert baseline.payload["parallel"] == "ddp"  # what was tried, and found no path
     assert candidate.verdict == "passed", candidate.payload["reason"]
     assert candidate.payload["steps_lost"] == 0
-    assert results[("reference:allreduce", "candidate")].verdict == "passed"
+    # The user's mode (DDP, the default) ran in place, and is what the result records.
+    assert candidate.payload["parallel"] == "ddp"
+    assert candidate.payload["restored"].startswith("DDP wrapped again")
+    assert candidate.payload["old_wrapper_freed"] is True  # no stale reducer left reducing
+    assert results[("reference:ddp", "candidate")].verdict == "passed"
+    check = candidate.payload["step_check"]
+    assert check["steps_compared"] == SHORT["steps"] and check["first_differing_step"] is None
 
     view = RunView.load(store, ctx.run_id)
     page = report.html(view)
@@ -167,7 +204,14 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     assert len(svgs) == 2
     for svg in svgs:
         ElementTree.fromstring(svg)  # well-formed, so browsers draw it
-    assert "kill:reconfigure" in report.markdown(view)
+    assert "<td>ddp</td>" in page
+    rows = [line for line in report.markdown(view).splitlines() if "kill:reconfigure" in line]
+    assert any(line.startswith("| kill:reconfigure | candidate | ddp | passed |") for line in rows)
+    ran = {
+        (entry["key"], entry["env_role"]): entry["payload"].get("parallel")
+        for entry in render_json(view)["sections"]["drill"]
+    }
+    assert ran[("kill:reconfigure", "candidate")] == "ddp"
     statuses = {c.name: c.status for c in report.junit_cases(view)}
     assert statuses == {
         "kill:reconfigure [baseline]": "skipped",

@@ -20,8 +20,11 @@ from rich.table import Table
 
 from torchcanary import __version__
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
+from torchcanary.history import commands as history_commands
 from torchcanary.plan import ALL_SECTIONS
 from torchcanary.sections import report_module
+from torchcanary.store.base import ResultStore
+from torchcanary.store.location import is_postgres_url
 
 EPILOG = """\
 examples:
@@ -81,7 +84,10 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
     parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
-    parser.add_argument("--store", help="SQLite file (default canary-results/canary.db)")
+    parser.add_argument(
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB (default canary-results/canary.db)",
+    )
     parser.add_argument("--output", help="directory for reports (default canary-results)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -145,6 +151,22 @@ def _add_stack_flags(parser: argparse.ArgumentParser, positional: bool) -> None:
     )
 
 
+def _add_diff_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--code",
+        dest="diff_code",
+        metavar="PATH",
+        help="your Python sources to scan for changed names (default: the stack's project)",
+    )
+    parser.add_argument(
+        "--notes",
+        action="append",
+        dest="diff_notes",
+        metavar="FILE",
+        help="release-notes text that counts as announcing a change (repeatable)",
+    )
+
+
 def _env_assignment(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -182,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="carry on an interrupted run (default: the latest unfinished one)",
     )
     _add_stack_flags(run, positional=False)
+    _add_diff_flags(run)
 
     bench = commands.add_parser("bench", help="performance A/B only (interleaved, with CIs)")
     _add_run_flags(bench)
@@ -204,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     stack = commands.add_parser("stack", help="your own test suite or script under both versions")
     _add_run_flags(stack)
     _add_stack_flags(stack, positional=True)
+
+    diff = commands.add_parser(
+        "diff",
+        help="what changed in the build that the notes don't say, and where your code meets it",
+    )
+    _add_run_flags(diff)
+    _add_diff_flags(diff)
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
@@ -231,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in a store")
     _add_result_flags(runs, outputs=False)
+    HISTORY_COMMANDS.update(history_commands.register(commands))  # history, compare, store
     return parser
 
 
@@ -238,7 +269,9 @@ def _add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
     """Where stored results are: flags, else the config file's store/output, else defaults."""
     parser.add_argument("--config", type=Path, help="config file whose store (and output) to use")
     parser.add_argument(
-        "--store", help="SQLite file (default: the config's, else canary-results/canary.db)"
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB "
+        "(default: the config's, else canary-results/canary.db)",
     )
     if outputs:
         parser.add_argument(
@@ -261,7 +294,7 @@ def _sections_from(args: argparse.Namespace) -> list[str] | None:
 
 
 def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}}
+    overrides: dict[str, dict[str, Any]] = {"stack": {}, "bench": {}, "drill": {}, "diff": {}}
     if getattr(args, "stack", None) is not None:  # given empty is refused, not ignored
         overrides["stack"]["command"] = args.stack
     if getattr(args, "stack_with", None):
@@ -278,6 +311,10 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     ):
         if getattr(args, flag, None) is not None:
             overrides["stack"][key] = getattr(args, flag)
+    if getattr(args, "diff_code", None):
+        overrides["diff"]["code"] = args.diff_code
+    if getattr(args, "diff_notes", None):
+        overrides["diff"]["notes"] = args.diff_notes
     if getattr(args, "aa", False):
         overrides["bench"]["aa"] = True
     if getattr(args, "faults", None):
@@ -288,7 +325,12 @@ def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return overrides
 
 
-_SUBCOMMAND_SECTIONS = {"bench": ["bench"], "drill": ["drill"], "stack": ["stack"]}
+_SUBCOMMAND_SECTIONS = {
+    "bench": ["bench"],
+    "drill": ["drill"],
+    "stack": ["stack"],
+    "diff": ["diff"],
+}
 
 
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -324,14 +366,14 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.runner import execute
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
     progress = Progress(quiet=args.quiet)
     if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
         for section, why in settings.left_out.items():
             progress.note(f"{section}: left out of this run: {why}")
-    with Store(settings.store) as store:
+    with open_store(settings.store) as store:
         plan, resume_id = settings.plan, None
         if getattr(args, "resume", None):
             previous = (
@@ -341,11 +383,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             )
             if previous is None:
                 raise CanaryError(
-                    f"nothing to resume in {settings.store}; start a run without --resume"
+                    f"nothing to resume in {store.location}; start a run without --resume"
                 )
             plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
         outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
-    _print_summary(console, settings.store, outcome.run_id)
+        _print_summary(console, store, outcome.run_id)
     for kind, path in outcome.outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     if outcome.section_failures:
@@ -353,13 +395,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO if outcome.decision.go else EXIT_NO_GO
 
 
-def _print_summary(console: Console, store_path: Path, run_id: str) -> None:
+def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
     from torchcanary.claims import report as claims_report
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
 
-    with Store(store_path) as store:
-        view = RunView.load(store, run_id)
+    view = RunView.load(store, run_id)
     table = Table(title=f"claims, run {run_id}")
     for column in ("pack", "probe", "baseline", "candidate", "upgrade"):
         table.add_column(column)
@@ -462,13 +502,13 @@ def _cmd_claims(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
-def _existing_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+def _existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
     """The store and report directory to read; reading commands never create a store."""
     from torchcanary.config import result_paths
 
     flags = {"store": args.store, "output": getattr(args, "output", None)}
     store, output = result_paths(args.config, flags, Path.cwd())
-    if not store.is_file():
+    if not is_postgres_url(store) and not Path(store).is_file():
         raise CanaryError(f"no store at {store}; pass --store PATH")
     return store, output
 
@@ -476,15 +516,15 @@ def _existing_paths(args: argparse.Namespace) -> tuple[Path, Path]:
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.render import write_outputs
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     store_path, output = _existing_paths(args)
-    with Store(store_path) as store:
+    with open_store(store_path, create=False) as store:
         run_id = args.run_id
         if run_id == "latest":
             latest = store.latest_run()
             if latest is None:
-                raise CanaryError(f"{store_path} holds no runs yet")
+                raise CanaryError(f"{store.location} holds no runs yet")
             run_id = latest.run_id
         outputs = write_outputs(RunView.load(store, run_id), output)
     for kind, path in outputs.items():
@@ -493,12 +533,13 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.location import open_store
 
     store_path, _ = _existing_paths(args)
-    with Store(store_path) as store:
+    with open_store(store_path, create=False) as store:
         rows = store.runs()
-    table = Table(title=str(store_path))
+        title = store.location
+    table = Table(title=title)
     for column in ("run", "status", "decision", "baseline", "candidate", "sections"):
         table.add_column(column)
     for row in rows:
@@ -514,11 +555,14 @@ def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO
 
 
+HISTORY_COMMANDS: dict[str, history_commands.Handler] = {}
+
 COMMANDS = {
     "run": _cmd_run,
     "bench": _cmd_run,
     "drill": _cmd_run,
     "stack": _cmd_run,
+    "diff": _cmd_run,
     "probes": _cmd_probes,
     "packs": _cmd_packs,
     "claims": _cmd_claims,
@@ -535,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     console = Console()
     try:
-        return COMMANDS[args.command](args, console)
+        return (COMMANDS | HISTORY_COMMANDS)[args.command](args, console)
     except CanaryError as exc:
         print(f"torchcanary: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -17,6 +17,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import ALL_SECTIONS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import section_module
+from torchcanary.store.location import is_postgres_url
 
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
@@ -50,7 +51,7 @@ class Settings:
     """
 
     plan: RunPlan
-    store: Path
+    store: Path | str  # a SQLite file, or a postgresql:// URL (which may hold a password)
     output: Path
     source: str = "defaults"
     left_out: dict[str, str] = field(default_factory=dict)
@@ -110,7 +111,9 @@ def load_settings(config_path: Path | None, flags: dict[str, Any], cwd: Path) ->
     return _build(table, {k: v for k, v in flags.items() if v is not None}, source, cwd)
 
 
-def result_paths(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> tuple[Path, Path]:
+def result_paths(
+    config_path: Path | None, flags: dict[str, Any], cwd: Path
+) -> tuple[Path | str, Path]:
     """The store and the report directory for commands that read results (runs, report).
 
     Flags win over the config file's ``store`` and ``output``. Only those two keys are
@@ -123,8 +126,10 @@ def result_paths(config_path: Path | None, flags: dict[str, Any], cwd: Path) -> 
     return _locations(table | {k: v for k, v in flags.items() if v is not None}, cwd)
 
 
-def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path, Path]:
-    store = (cwd / merged.get("store", DEFAULT_STORE)).expanduser()
+def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path | str, Path]:
+    """A store path is relative to ``cwd``; a postgresql:// URL is kept as it is."""
+    store_text = merged.get("store", DEFAULT_STORE)
+    store = store_text if is_postgres_url(store_text) else (cwd / store_text).expanduser()
     output = (cwd / merged.get("output", DEFAULT_OUTPUT)).expanduser()
     return store, output
 

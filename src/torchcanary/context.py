@@ -15,7 +15,7 @@ from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.store.sqlite import Store
+from torchcanary.store.base import ResultStore
 
 ROLES = ("baseline", "candidate")
 
@@ -23,7 +23,7 @@ ROLES = ("baseline", "candidate")
 @dataclass
 class RunContext:
     run_id: str
-    store: Store
+    store: ResultStore
     plan: RunPlan
     environments: dict[str, Environment]
     import_root: Path

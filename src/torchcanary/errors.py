@@ -28,3 +28,7 @@ class EnvBuildError(CanaryError):
 
 class StoreError(CanaryError):
     """The results store is missing, newer than this torchcanary, or has no such run."""
+
+
+class FleetError(CanaryError):
+    """The fleet (``--fleet``) cannot be reached or used: address, Ray install, no nodes."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ALL_SECTIONS = ("claims", "bench", "drill", "stack")
+ALL_SECTIONS = ("claims", "bench", "drill", "stack", "diff")
 
 
 @dataclass(frozen=True)

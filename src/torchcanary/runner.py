@@ -24,7 +24,7 @@ from torchcanary.report.render import write_outputs
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
 from torchcanary.sections import section_module
-from torchcanary.store.sqlite import Store
+from torchcanary.store.base import ResultStore
 
 SECTION_FAILURE_PREFIX = "section-failure:"
 
@@ -81,7 +81,7 @@ def import_root(plan: RunPlan, work_dir: Path) -> Path:
 
 def execute(
     plan: RunPlan,
-    store: Store,
+    store: ResultStore,
     output_dir: Path,
     progress: Progress,
     resume_run_id: str | None = None,
@@ -93,7 +93,7 @@ def execute(
     else:
         run_id = resume_run_id
         store.set_run_status(run_id, "running")
-    progress.note(f"run {run_id} -> {store.path}")
+    progress.note(f"run {run_id} -> {store.location}")
     work_dir = output_dir / "work" / run_id
     work_dir.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(

@@ -24,6 +24,7 @@ SECTION_PACKAGES = {
     "bench": "torchcanary.measure",
     "drill": "torchcanary.drills",
     "stack": "torchcanary.stack",
+    "diff": "torchcanary.surface",
 }
 
 

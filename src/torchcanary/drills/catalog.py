@@ -22,9 +22,11 @@ RECOVERIES = {
     "restart": "torchrun's elastic agent restarts all workers from the last checkpoint",
     "restart-unshared": "as restart, with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, so each "
     "rendezvous round gets a fresh store for the workers",
-    "shrink": "survivors call torch.distributed.shrink_group and go on with fewer ranks",
+    "shrink": "survivors call torch.distributed.shrink_group and go on with fewer ranks, "
+    "the model wrapped again in the job's mode (DDP or FSDP2)",
     "reconfigure": "survivors and a replacement rank rebuild the group in place "
-    "(init_process_group(enable_reconfigure=True), _reconfigure)",
+    "(init_process_group(enable_reconfigure=True), _reconfigure), then wrap the model again "
+    "in the job's mode: DDP takes a survivor's replica, FSDP2 the last checkpoint",
     "timeout": "no recovery: does the fault surface as an error, and after how long",
     "none": "no recovery: the job is left to run on through the fault",
 }
@@ -53,7 +55,6 @@ FULL_DRILLS = tuple(
 )
 
 NETWORK_FAULTS = ("net-down", "net-slow")
-IN_PLACE = ("shrink", "reconfigure")
 RESTARTS = ("restart", "restart-unshared")
 
 
@@ -85,7 +86,7 @@ class DrillSpec:
     target_rank: int = 1
     timeout_s: float = 10.0
     ckpt_every: int = 5
-    parallel: str = "ddp"
+    parallel: str = "ddp"  # the user's mode, run by every path (in place too)
     step_pad_s: float = 0.05
     net_rate: str = "20mbit"
     drill_timeout_s: float = 180.0
@@ -94,11 +95,6 @@ class DrillSpec:
     @property
     def key(self) -> str:
         return f"{self.fault}:{self.recovery}"
-
-    @property
-    def job_parallel(self) -> str:
-        """In-place paths own their gradient all-reduce (see drills.job.Replicas)."""
-        return "allreduce" if self.recovery in IN_PLACE else self.parallel
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

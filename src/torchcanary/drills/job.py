@@ -9,8 +9,13 @@ many::
 or, for the in-place recovery paths (where torchrun's restart-everything would hide what is
 being tested), as plain processes with RANK/WORLD_SIZE set and ``--store host:port``.
 
-Each process appends JSON events (start, step, checkpoint, error, recovery, done) to its own
-log in ``--events-dir``; the drill reads them to inject faults at a step and to measure.
+Every path runs the data-parallel mode asked for (``--parallel ddp|fsdp``): the in-place
+ones rebuild the group, wrap the model again in that mode and restore the state (see
+:class:`Replicas`), so a drill says whether *that* mode recovers in place.
+
+Each process appends JSON events (start, step with its global loss and gradient norm,
+checkpoint, error, recovery, done) to its own log in ``--events-dir``; the drill reads them
+to inject faults at a step, to measure, and to compare every step with a fault-free run.
 On a failed collective the job dumps the Flight Recorder buffer, then either exits for the
 elastic agent to restart it from the last checkpoint, or recovers in place.
 """
@@ -39,6 +44,7 @@ from torchcanary.drills.model import (
     param_digest,
     shard_of_step,
 )
+from torchcanary.drills.replicas import Replicas
 
 EXIT_RECOVERY_UNSUPPORTED = 3
 
@@ -52,7 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fr-dir", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--global-batch", type=int, default=12)
-    parser.add_argument("--parallel", choices=("ddp", "fsdp", "allreduce"), default="ddp")
+    parser.add_argument("--parallel", choices=("ddp", "fsdp"), default="ddp")
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--timeout-s", type=float, default=10.0)
     parser.add_argument(
@@ -81,55 +87,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--heartbeat-window-s", type=float, default=1.5)
     return parser.parse_args(argv)
-
-
-class Replicas:
-    """How the gradient is combined: DDP, FSDP2 (fully_shard), or an explicit all-reduce.
-
-    The in-place paths use the explicit all-reduce: a DDP reducer caught mid-backward by a
-    failed collective cannot be trusted afterwards, so torchft-style recovery owns the
-    gradient exchange itself.
-    """
-
-    def __init__(self, model: torch.nn.Module, mode: str, device: torch.device) -> None:
-        self.model = model
-        self.mode = mode
-        if mode == "ddp":
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [device.index] if device.type == "cuda" else None
-            self.module: torch.nn.Module = DistributedDataParallel(model, device_ids=ids)
-        elif mode == "fsdp":
-            try:
-                from torch.distributed.fsdp import fully_shard
-            except ImportError as exc:
-                raise recovery.RecoveryUnsupported(f"no FSDP2 fully_shard: {exc}") from exc
-            for block in model.blocks:  # type: ignore[attr-defined]
-                fully_shard(block)
-            fully_shard(model)
-            self.module = model
-        else:
-            self.module = model
-
-    def sync_gradients(self) -> None:
-        if self.mode != "allreduce":
-            return  # DDP and FSDP reduce inside backward
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)
-        flat /= dist.get_world_size()
-        offset = 0
-        for grad in grads:
-            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
-
-    def full_parameters(self) -> list[torch.Tensor]:
-        """Whole parameter tensors in a fixed order (FSDP shards are gathered)."""
-        params = []
-        for param in self.model.parameters():
-            full = param.full_tensor() if hasattr(param, "full_tensor") else param
-            params.append(full.detach())
-        return params
 
 
 class Checkpointer:
@@ -245,6 +202,9 @@ class Job:
         self.store: dist.Store | None = None
         self.membership = recovery.Membership(self.rank, self.world, args.join_generation or 0)
         self.heartbeat: recovery.Heartbeat | None = None
+        self.model: torch.nn.Module
+        self.replicas: Replicas
+        self.optimizer: torch.optim.Optimizer
 
     # group ------------------------------------------------------------------------------
     def join_group(self) -> None:
@@ -277,6 +237,18 @@ class Job:
             )
 
     # the run ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        """A fresh model at the seed's step-0 state, not yet wrapped."""
+        self.model = build_model(self.args.seed).to(self.device)
+        self.replicas = Replicas(self.model, self.args.parallel, self.device)
+
+    def _wrap(self, new_optimizer: bool) -> None:
+        """Wrap over the current group; a new optimizer is built after wrapping, because
+        FSDP2 swaps the parameters for sharded ones."""
+        self.replicas.wrap()
+        if new_optimizer:
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-3)
+
     def run(self) -> int:
         args = self.args
         torch.set_num_threads(1)
@@ -289,48 +261,53 @@ class Job:
             joining=args.join_generation,
             node=os.environ.get("TORCHCANARY_NODE"),
         )
+        # Local work first: a replacement joining a running group must not spend its peers'
+        # collective timeout building data and a model.
+        corpus = SyntheticCorpus(args.seed, args.steps * args.global_batch + 16)
+        checkpoints = Checkpointer(args.ckpt_dir, args.ckpt_every)
+        self._build()
         try:
             self.join_group()
         except recovery.RecoveryUnsupported as exc:
             self.log.emit("unsupported", path=args.recovery, reason=str(exc))
             return EXIT_RECOVERY_UNSUPPORTED
-        corpus = SyntheticCorpus(args.seed, args.steps * args.global_batch + 16)
-        model = build_model(args.seed).to(self.device)
+        step = 0
+        resumed = checkpoints.latest_step()
         try:
-            replicas = Replicas(model, args.parallel, self.device)
+            if args.join_generation is not None:
+                step = self._restore(checkpoints, completed=-1, joining=True)[0] + 1
+            else:
+                self._wrap(new_optimizer=True)
+                if resumed is not None:
+                    checkpoints.load(resumed, self.replicas.module, self.optimizer)
+                    step = resumed + 1
         except recovery.RecoveryUnsupported as exc:
             self.log.emit("unsupported", path=args.parallel, reason=str(exc))
             return EXIT_RECOVERY_UNSUPPORTED
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        checkpoints = Checkpointer(args.ckpt_dir, args.ckpt_every)
-        step = 0
-        resumed = checkpoints.latest_step()
-        if args.join_generation is not None:
-            step = self._receive_state(model, optimizer, completed=-1) + 1
-        elif resumed is not None:
-            checkpoints.load(resumed, replicas.module, optimizer)
-            step = resumed + 1
         self.log.emit(
             "start", step=step, resumed_from=resumed if step else None, world=self.membership.world
         )
         while step < args.steps:
             time.sleep(args.step_pad_s)
             started = time.time()
+            failed = False
             try:
-                loss = self._train_step(step, replicas, optimizer, corpus)
+                loss, grad_norm = self._train_step(step, corpus)
                 self.log.emit(
                     "step",
                     step=step,
                     loss=loss,
+                    grad_norm=grad_norm,
                     dt=time.time() - started,
                     world=self.membership.world,
                 )
                 saved_at = time.time()
-                if checkpoints.save(step, replicas.module, optimizer, self.membership.rank):
+                if checkpoints.save(
+                    step, self.replicas.module, self.optimizer, self.membership.rank
+                ):
                     self.log.emit("ckpt", step=step, dur=time.time() - saved_at)
-            except recovery.RecoveryUnsupported:
-                raise
             except Exception as exc:
+                failed = True
                 self.log.emit(
                     "error",
                     step=step,
@@ -338,22 +315,25 @@ class Job:
                     error=f"{type(exc).__name__}: {exc}"[:600],
                     after_s=time.time() - started,
                 )
-                self.log.emit(
-                    "fr_dump", **dump_flight_recorder(args.fr_dir, self.rank, self.attempt)
-                )
-                if args.recovery == "exit":
-                    return 1
-                try:
-                    step = self._recover(model, optimizer, completed=step - 1) + 1
-                except recovery.RecoveryUnsupported as exc2:
-                    self.log.emit(
-                        "unsupported", path=args.recovery, reason=f"on {args.backend}: {exc2}"
-                    )
-                    return EXIT_RECOVERY_UNSUPPORTED
+            # Recovery runs outside the except block, so the failed step's frames (and the
+            # old wrapper they hold) are gone before the model is wrapped again.
+            if not failed:
+                step += 1
                 continue
-            step += 1
-        final = eval_loss(replicas.module, corpus)
-        digest = param_digest(replicas.full_parameters())
+            self.log.emit("fr_dump", **dump_flight_recorder(args.fr_dir, self.rank, self.attempt))
+            if args.recovery == "exit":
+                return 1
+            try:
+                step = self._recover(checkpoints, completed=step - 1) + 1
+            except recovery.RecoveryUnsupported as exc2:
+                self.log.emit(
+                    "unsupported",
+                    path=args.recovery,
+                    reason=f"on {args.backend} with {args.parallel}: {exc2}",
+                )
+                return EXIT_RECOVERY_UNSUPPORTED
+        final = eval_loss(self.replicas.module, corpus)
+        digest = param_digest(self.replicas.full_parameters())
         self.log.emit(
             "done",
             final_loss=final,
@@ -368,31 +348,25 @@ class Job:
             dist.destroy_process_group()
         return 0
 
-    def _train_step(
-        self,
-        step: int,
-        replicas: Replicas,
-        optimizer: torch.optim.Optimizer,
-        corpus: SyntheticCorpus,
-    ) -> float:
+    def _train_step(self, step: int, corpus: SyntheticCorpus) -> tuple[float, float]:
+        """One optimizer step; returns the global loss and the global gradient norm."""
         args = self.args
         member = self.membership
         indices = shard_of_step(step, args.global_batch, member.rank, member.world)
-        optimizer.zero_grad(set_to_none=True)
-        loss = local_loss(replicas.module, corpus, indices, args.global_batch, member.world)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = local_loss(self.replicas.module, corpus, indices, args.global_batch, member.world)
         loss.backward()
-        replicas.sync_gradients()
+        grad_norm = self.replicas.grad_norm()
         # The global loss is all-reduced before the update, so a failure anywhere in the
         # step leaves every rank's parameters at the previous step.
         reported = (loss.detach() / member.world).reshape(1)
         dist.all_reduce(reported)
-        optimizer.step()
-        return float(reported.item())
+        self.optimizer.step()
+        return float(reported.item()), grad_norm
 
     # in-place recovery ------------------------------------------------------------------
-    def _recover(
-        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, completed: int
-    ) -> int:
+    def _recover(self, checkpoints: Checkpointer, completed: int) -> int:
+        """Rebuild the group, then the wrapper and the state; returns the last good step."""
         assert self.store is not None
         began = time.time()
 
@@ -407,10 +381,13 @@ class Job:
             self.args.heartbeat_window_s,
             announce,
         )
-        last = self._receive_state(model, optimizer, completed)
+        last, restored = self._restore(checkpoints, completed, joining=False)
         self.log.emit(
             "recovered",
             path=self.args.recovery,
+            parallel=self.args.parallel,
+            restored=restored,
+            old_wrapper_freed=self.replicas.old_wrapper_freed,
             dead=dead,
             world=self.membership.world,
             generation=self.membership.generation,
@@ -419,24 +396,48 @@ class Job:
         )
         return last
 
-    def _receive_state(
-        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, completed: int
-    ) -> int:
-        """Make every rank hold the most advanced survivor's state; its step is returned."""
+    def _restore(self, checkpoints: Checkpointer, completed: int, joining: bool) -> tuple[int, str]:
+        """Wrap again on the recovered group and make every rank hold the same state.
+
+        DDP: the most advanced survivor broadcasts its replica. FSDP2: no survivor holds
+        the lost shards, so every rank builds the model afresh and loads the last
+        checkpoint all agree on (resharded to the new group), or starts over without one.
+        Returns the last step that state has completed, and how it was restored. Every
+        rank agrees through the store before its first collective, so a replacement still
+        starting up never holds the survivors inside a collective's timeout.
+        """
         assert self.store is not None
-        source, last = recovery.agree_on_source(self.store, self.membership, completed)
-        for param in model.parameters():
-            state = optimizer.state[param]
+        if self.replicas.state_survives_rank_loss:
+            source, last = recovery.agree_on_source(self.store, self.membership, completed)
+            self._wrap(new_optimizer=joining)
+            self._broadcast_state(source)
+            return last, f"DDP wrapped again; state broadcast from rank {source} (step {last})"
+        self._build()
+        self._wrap(new_optimizer=True)
+        import torch.distributed.checkpoint  # noqa: F401 (seconds to import: not inside a timeout)
+
+        latest = checkpoints.latest_step()
+        agreed = recovery.agree_on_checkpoint(
+            self.store, self.membership, -1 if latest is None else latest
+        )
+        if agreed < 0:
+            return -1, "FSDP2 sharded again; no checkpoint, so training starts over"
+        checkpoints.load(agreed, self.replicas.module, self.optimizer)
+        return agreed, f"FSDP2 sharded again; state loaded from the checkpoint of step {agreed}"
+
+    def _broadcast_state(self, source: int) -> None:
+        """Overwrite parameters and optimizer state everywhere with ``source``'s."""
+        for param in self.model.parameters():
+            state = self.optimizer.state[param]
             if not state:  # a replacement has no optimizer state yet: shape it, then fill
                 state["step"] = torch.zeros(())
                 state["exp_avg"] = torch.zeros_like(param)
                 state["exp_avg_sq"] = torch.zeros_like(param)
-        tensors = [p.data for p in model.parameters()]
-        for param in model.parameters():
-            state = optimizer.state[param]
+        tensors = [p.data for p in self.model.parameters()]
+        for param in self.model.parameters():
+            state = self.optimizer.state[param]
             tensors += [state["step"], state["exp_avg"], state["exp_avg_sq"]]
         recovery.broadcast_state(tensors, source)
-        return last
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,7 +94,7 @@ class Launcher:
             "--seed",
             str(spec.seed),
             "--parallel",
-            spec.job_parallel,
+            spec.parallel,
             "--timeout-s",
             str(spec.timeout_s),
             "--step-pad-s",

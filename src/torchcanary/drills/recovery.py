@@ -14,8 +14,12 @@ The two paths differ in what the version offers:
   with fewer; backends that cannot shrink raise TypeError, reported as absent there.
 - ``reconfigure``: the 2.14 interface (``init_process_group(enable_reconfigure=True)``,
   ``_get_reconfigure_handle``, ``_reconfigure``) rebuilds the same group from handles; a
-  replacement process started by the drill takes the dead rank's place and receives the
-  model and optimizer state by broadcast from the most advanced survivor.
+  replacement process started by the drill takes the dead rank's place.
+
+After either, the job wraps its model again in the user's mode on the recovered group and
+restores the state: by broadcast from the most advanced survivor under DDP (every rank holds
+a whole replica), from the last checkpoint under FSDP2 (the lost rank's shards exist
+nowhere else).
 """
 
 from __future__ import annotations
@@ -151,6 +155,8 @@ def recover_in_place(
     dead = agree_on_dead(store, generation, membership.world, window_s)
     if membership.rank in dead:
         raise RuntimeError(f"rank {membership.rank} was declared dead by its peers")
+    if not dead:  # the step failed for another reason: nothing to recover from in place
+        raise RuntimeError("a collective failed but every rank's heartbeat is alive")
     announce(dead, generation)
     if mode == "shrink":
         if not hasattr(dist, "shrink_group"):
@@ -175,6 +181,19 @@ def agree_on_source(
     steps = [int(store.get(key)) for key in keys]
     source = max(range(membership.world), key=lambda peer: (steps[peer], -peer))
     return source, steps[source]
+
+
+def agree_on_checkpoint(store: dist.Store, membership: Membership, latest_step: int) -> int:
+    """The newest checkpoint every rank has seen (-1: none), the same on all ranks.
+
+    Each rank reads the ``latest`` marker itself; the smallest answer is one that every
+    rank saw completed, even if one read the marker just before rank 0 moved it on.
+    """
+    prefix = f"checkpoint/{membership.generation}"
+    store.set(f"{prefix}/{membership.rank}", str(latest_step))
+    keys = [f"{prefix}/{peer}" for peer in range(membership.world)]
+    store.wait(keys, datetime.timedelta(seconds=60))
+    return min(int(store.get(key)) for key in keys)
 
 
 def broadcast_state(tensors: list[torch.Tensor], source: int) -> None:

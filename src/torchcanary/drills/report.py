@@ -58,6 +58,29 @@ def _loss(payload: dict[str, Any]) -> str:
     return f"{loss:.6f} (ref {ref:.6f}, Δ {abs(loss - ref):.1e})"
 
 
+def _steps(payload: dict[str, Any]) -> str:
+    check = payload.get("step_check")
+    if not check:
+        return "–"
+    first = check.get("first_difference")
+    if first is None:
+        worst = max(check.get("max_loss_rdiff") or 0.0, check.get("max_grad_rdiff") or 0.0)
+        return f"all {check.get('steps_compared')} match (worst Δ {worst:.0e})"
+    if not first.get("runs"):
+        return f"step {first['step']} never ran"
+    loss, grad = first.get("loss_rdiff"), first.get("grad_rdiff")
+    return f"step {first['step']} off: loss Δ {_relative(loss)}, grad norm Δ {_relative(grad)}"
+
+
+def _relative(value: Any) -> str:
+    return f"{value:.1e}" if isinstance(value, (int, float)) else "NaN"
+
+
+def _mode(payload: dict[str, Any]) -> str:
+    """The data-parallel mode that ran (as the job said), or '–' when nothing ran."""
+    return str(payload.get("parallel") or "–")
+
+
 def _flight(payload: dict[str, Any]) -> str:
     fr = payload.get("flight_recorder") or {}
     if not fr:
@@ -84,11 +107,13 @@ def _cells(result: Any) -> list[str]:
     payload = result.payload
     identical = payload.get("params_identical")
     return [
+        _mode(payload),
         result.verdict,
         _seconds(payload.get("detect_s")),
         _seconds(payload.get("resume_s")),
         "–" if payload.get("steps_lost") is None else str(payload["steps_lost"]),
         _rate(payload),
+        _steps(payload),
         _loss(payload),
         "–" if identical is None else ("yes" if identical else "NO"),
         _flight(payload),
@@ -102,11 +127,13 @@ def _esc(text: Any) -> str:
 
 _HEADERS = [
     "env",
+    "mode",
     "verdict",
     "detect",
     "resume",
     "steps lost",
     "throughput",
+    "steps vs fault-free",
     "final loss",
     "replicas identical",
     "Flight Recorder",
@@ -178,9 +205,11 @@ def html(view: Any) -> str:
     rows = _drills(view)
     out = [
         '<section class="drills"><h2>Fault drills</h2>',
-        "<p>A tiny GPT trained data-parallel by torchrun over gloo; each drill injects one "
-        "fault after a chosen step and measures detection, resumption, lost steps and "
-        "whether the result is still right (against a fault-free run with the same seeds). "
+        "<p>A tiny GPT trained data-parallel in the configured mode (the mode column: DDP "
+        "or FSDP2), by torchrun for the restart drills and as plain ranks for the in-place "
+        "ones; each drill injects one fault after a chosen step and measures detection, "
+        "resumption, lost steps and whether the result is still right: every step's loss "
+        "and gradient norm against a fault-free run with the same seeds and mode. "
         "Network faults act on veth links between per-rank network namespaces: link down "
         "and tc tbf rate limits (this kernel has no netem, so no delay or loss emulation)."
         "</p>",
@@ -206,11 +235,13 @@ def html(view: Any) -> str:
                 if not key.startswith("reference:")
                 else [
                     role,
+                    _mode(result.payload),
                     result.verdict,
                     "–",
                     "–",
                     "–",
                     _rate({"throughput_before": result.payload.get("throughput")}),
+                    f"{len(result.payload.get('steps') or [])} recorded",
                     _loss(result.payload),
                     str(result.payload.get("params_identical")),
                     "–",

@@ -7,8 +7,9 @@ what was left over.
 
 The verdicts, per drill and environment:
 - passed: the fault struck and the path did what it promises (for a recovery: the job
-  finished with the fault-free run's loss and identical replicas; for ``timeout``: the
-  fault surfaced as an error; for ``none``: the job finished right despite it);
+  finished with identical replicas and every step it ran, loss and gradient norm, matches
+  the fault-free run in the same data-parallel mode; for ``timeout``: the fault surfaced as
+  an error; for ``none``: the job finished right despite it);
 - failed: the path exists here but did not deliver (no recovery, wrong result, no error);
 - absent: this version or backend has no such path (the job said so when it tried);
 - not-checkable: the drill cannot run on this machine (no namespaces, too little memory);
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drills import flight, timeline
+from torchcanary.drills import flight, timeline, trajectory
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
@@ -34,7 +35,6 @@ from torchcanary.drills.netns import why_unavailable as network_unavailable
 from torchcanary.drills.procs import ProcessSet
 
 POLL_S = 0.05
-LOSS_RTOL = 1e-4
 MAX_RESTARTS = 2
 
 
@@ -65,6 +65,12 @@ def _restart_could_not_connect(area: Area) -> bool:
     )
 
 
+def _modes_run(events: list[dict[str, Any]]) -> str | None:
+    """The data-parallel mode the job's processes said they ran (from their launch events)."""
+    modes = sorted({str(e["parallel"]) for e in events if e["ev"] == "launch" and "parallel" in e})
+    return "+".join(modes) or None
+
+
 def _safe_name(key: str) -> str:
     return key.replace(":", "-")
 
@@ -85,23 +91,19 @@ class DrillRunner:
 
     def reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The fault-free run with the same job, seeds and data-parallel mode (cached)."""
-        clean = replace(spec, fault="none", recovery="reference", parallel=spec.job_parallel)
-        cache_key = (spec.job_parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
+        clean = replace(spec, fault="none", recovery="reference")
+        cache_key = (spec.parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
         if cache_key not in self._references:
             self._references[cache_key] = self._run_reference(clean)
         return self._references[cache_key]
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
-        area = Area(self.work_dir / f"reference-{spec.job_parallel}-{time.time_ns()}")
+        area = Area(self.work_dir / f"reference-{spec.parallel}-{time.time_ns()}")
         procs = ProcessSet(area.logs)
         launcher = Launcher(self.python, self.import_root, spec, area, procs)
         started = time.monotonic()
         try:
-            if spec.job_parallel == "allreduce":
-                _, store = launcher.store_host("127.0.0.1")
-                main = [launcher.rank(r, "shrink", store, None) for r in range(spec.ranks)]
-            else:
-                main = [launcher.torchrun_standalone(max_restarts=0)]
+            main = [launcher.torchrun_standalone(max_restarts=0)]
             finished = procs.wait_all(main, time.monotonic() + spec.drill_timeout_s)
             codes = [p.returncode for p in main]
         except LaunchFailed as exc:
@@ -113,18 +115,19 @@ class DrillRunner:
         done = [e for e in events if e["ev"] == "done"]
         digests = sorted({e["digest"] for e in done})
         result: dict[str, Any] = {
-            "parallel": spec.job_parallel,
+            "parallel": _modes_run(events) or spec.parallel,
             "duration_s": time.monotonic() - started,
             "final_loss": done[0]["final_loss"] if done else None,
             "digests": digests,
             "first_step_loss": next((e["loss"] for e in events if e["ev"] == "step"), None),
+            "steps": trajectory.reference_steps(events),
             "params_identical": len(digests) == 1 and len(done) == spec.ranks,
             "throughput": timeline.measure(events, None).throughput_before,
             "exit_codes": codes,
         }
         result["ok"] = bool(finished and all(c == 0 for c in codes) and len(done) == spec.ranks)
         if not result["ok"]:
-            tail = procs.log_tail("torchrun" if spec.job_parallel != "allreduce" else "rank0")
+            tail = procs.log_tail("torchrun")
             result["reason"] = f"fault-free run did not finish (exit codes {codes}): {tail[-800:]}"
         return result
 
@@ -277,8 +280,13 @@ class DrillRunner:
             flight_result["torch_analyser"] = flight.run_torch_analyser(
                 self.python, fr_dir / "pickle", spec.ranks
             )
+        recovered = [e for e in events if e["ev"] == "recovered"]
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
+            # What ran, as the job's processes said: the drill's row names it, not the spec.
+            "parallel": _modes_run(events),
+            "restored": recovered[0].get("restored") if recovered else None,
+            "old_wrapper_freed": recovered[0].get("old_wrapper_freed") if recovered else None,
             "injected": injector.detail,
             "struck_rank": injector.struck_rank,
             "detect_s": figures.detect_s,
@@ -318,6 +326,10 @@ class DrillRunner:
                 )
             }
             payload["reference_loss"] = reference.get("final_loss")
+            if reference.get("ok"):
+                rows = trajectory.step_differences(events, reference.get("steps") or [])
+                payload["step_diffs"] = rows
+                payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
         return payload
 
     def _judge(self, spec: DrillSpec, run: _Run, payload: dict[str, Any]) -> tuple[str, str]:
@@ -353,7 +365,10 @@ class DrillRunner:
         if not payload["params_identical"]:
             return "failed", "replicas finished with different parameters"
         loss, ref = payload["final_loss"], payload["reference_loss"]
-        if not isinstance(loss, float) or abs(loss - ref) > LOSS_RTOL * abs(ref):
+        check = payload["step_check"]
+        if check["first_difference"] is not None:
+            return "failed", trajectory.describe(check)
+        if trajectory.relative_difference(loss, ref) > trajectory.LOSS_RTOL:
             return "failed", f"final loss {loss} differs from the fault-free {ref}"
         how = (
             f"restarted {payload['restarts']}x"
@@ -361,8 +376,10 @@ class DrillRunner:
             else "ran on through the fault"
             if spec.recovery == "none"
             else f"{spec.recovery} done"
-        )
+        ) + f" under {payload['parallel']}"
+        if payload.get("restored"):
+            how += f" ({payload['restored']})"
         return "passed", (
-            f"{how}; final loss {loss:.6f} matches the fault-free run "
+            f"{how}; {trajectory.describe(check)}; final loss {loss:.6f} matches "
             f"(|diff| {abs(loss - ref):.2e})"
         )

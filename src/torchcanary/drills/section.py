@@ -11,7 +11,8 @@ Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
   per environment on 2 cores];
 - ``ranks`` [2], 2 to 4; ``steps`` [30]; ``at_step`` [12], the step after which the fault
   strikes; ``target_rank`` [1]; ``timeout_s`` [10], the process-group timeout;
-  ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" for the torchrun drills;
+  ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" (FSDP2 ``fully_shard``), the mode
+  every drill runs, the in-place ones included (each result names the mode that ran);
   ``step_pad_s`` [0.05]; ``net_rate`` ["20mbit"] for net-slow; ``drill_timeout_s`` [180],
   the bound on one drill; ``seed`` [0].
 
@@ -19,8 +20,9 @@ Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
   candidate blocks;
 - ``drill_block_on_wrong_result`` [true]: a candidate drill whose job finished with
-  replicas that differ, or with a final loss off the fault-free run by more than
-  ``drill_loss_rtol`` [1e-4] (relative), blocks, whatever the baseline did;
+  replicas that differ, with a step whose loss or gradient norm is off the fault-free run's
+  by more than ``drill_loss_rtol`` (relative; default ``trajectory.LOSS_RTOL``, 1e-4), or
+  with a final loss off by as much, blocks, whatever the baseline did;
 - ``drill_max_slowdown`` [3.0] and ``drill_slowdown_floor_s`` [5.0]: the candidate's
   detect_s or resume_s above that many times the baseline's and at least that many seconds
   later blocks;
@@ -37,6 +39,7 @@ from dataclasses import fields
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
+from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.errors import ConfigError
@@ -48,7 +51,7 @@ MAX_RANKS = 4
 POLICY_DEFAULTS: dict[str, Any] = {
     "drill_block_on_regression": True,
     "drill_block_on_wrong_result": True,
-    "drill_loss_rtol": 1e-4,
+    "drill_loss_rtol": trajectory.LOSS_RTOL,
     "drill_max_slowdown": 3.0,
     "drill_slowdown_floor_s": 5.0,
     "drill_block_on_flight_recorder": False,
@@ -221,10 +224,14 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
             )
         if rules["drill_block_on_wrong_result"]:
             loss, ref = _number(payload.get("final_loss")), _number(payload.get("reference_loss"))
+            rows = payload.get("step_diffs") or []
             if payload.get("params_identical") is False:
                 reasons.append(
                     f"drill {key}: the candidate's replicas finished with different parameters"
                 )
+            elif trajectory.first_divergence(rows, rtol) is not None:
+                check = trajectory.summary(rows, rtol)
+                reasons.append(f"drill {key}: in the candidate, {trajectory.describe(check)}")
             elif loss is not None and ref is not None and abs(loss - ref) > rtol * abs(ref):
                 reasons.append(
                     f"drill {key}: the candidate's final loss {loss:.6g} is off the "

@@ -11,6 +11,7 @@ import math
 from html import escape
 from typing import Any
 
+from torchcanary.history.render import recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
@@ -164,7 +165,7 @@ def _dispatch_html(payload: dict[str, Any]) -> str:
     return _list_html("What ran differently", items)
 
 
-def _details_html(result: SectionResult) -> str:
+def _details_html(result: SectionResult, view: Any) -> str:
     payload = result.payload
     sides = payload.get("sides") or {}
     centre = next((s["median_s"] for s in sides.values() if s.get("n")), 1.0)
@@ -219,6 +220,8 @@ def _details_html(result: SectionResult) -> str:
     ]
     body.append(_list_html("Compile", oneshot))
     body.append(_dispatch_html(payload))
+    history = getattr(view, "bench_history", {}).get(result.key, [])
+    body.append(recent_html(result.key, history, view.run.run_id))
     harness = payload.get("harness") or {}
     body.append(
         f"<p class='harness'>{escape(', '.join(f'{k}={v}' for k, v in harness.items()))}</p>"
@@ -247,7 +250,7 @@ def html(view: Any) -> str:
         _forest_html(measured, equivalence),
         _table_html(results),
         "<h3>Per benchmark</h3>",
-        "".join(_details_html(r) for r in measured),
+        "".join(_details_html(r, view) for r in measured),
     ]
     if skipped:
         parts.append(

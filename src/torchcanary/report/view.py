@@ -10,8 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchcanary.history.query import HistoryEntry, bench_history
 from torchcanary.results import ClaimComparison, ProbeResult, Verdict, compare_claim
-from torchcanary.store.sqlite import EnvironmentRow, RunRow, SectionResult, Store
+from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
 PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
@@ -40,19 +42,27 @@ class RunView:
     catalog: dict[str, dict[str, Any]]
     probe_results: list[ProbeResult]
     sections: dict[str, list[SectionResult]]
+    # each benchmark's results in this run and the store's runs before it (most recent 10)
+    bench_history: dict[str, list[HistoryEntry]] = field(default_factory=dict)
     packs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, store: Store, run_id: str) -> RunView:
+    def load(cls, store: ResultStore, run_id: str) -> RunView:
         run = store.run(run_id)
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
         sections = {
-            name: store.section_results(run_id, name) for name in ("bench", "drill", "stack")
+            name: store.section_results(run_id, name)
+            for name in ("bench", "drill", "stack", "diff")
         }
-        packs = json.loads(artifacts.get(PACKS_ARTIFACT, b"[]"))
         return cls(
-            run, store.environments(run_id), catalog, store.probe_results(run_id), sections, packs
+            run,
+            store.environments(run_id),
+            catalog,
+            store.probe_results(run_id),
+            sections,
+            bench_history(store, run, [r.key for r in sections["bench"]]),
+            json.loads(artifacts.get(PACKS_ARTIFACT, b"[]")),
         )
 
     def claim_rows(self) -> list[ClaimRow]:

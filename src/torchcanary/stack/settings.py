@@ -1,9 +1,10 @@
 """The ``[tool.torchcanary.stack]`` table (and ``torchcanary stack`` flags), validated.
 
 Keys (defaults in ``StackSettings``):
-  command           the command to run in both environments, e.g. "pytest tests/" (empty:
-                    the section does nothing); ``pytest``/``python -m pytest`` gets per-test
-                    results, anything else is compared by exit code, time and output
+  command           the command to run in both environments, e.g. "pytest tests/" (required
+                    when the stack is asked for by name); ``pytest``/``python -m pytest``
+                    gets per-test results, anything else is compared by exit code, time
+                    and output
   with              extra requirements for both environments, e.g. ["-e .", "pytest-xdist"]
   requirements      requirements files (relative to ``cwd``)
   cwd               the working directory for installs and the command (default ".")

@@ -70,6 +70,67 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, section, key, env_role)
     );
     """,
+    # 3: indexes for questions across runs (`torchcanary history`): one item's results in
+    # every run, and runs by date. The primary keys start with run_id, so without these a
+    # history reads every result ever stored.
+    """
+    CREATE INDEX probe_results_by_probe ON probe_results (probe_id);
+    CREATE INDEX section_results_by_key ON section_results (section, key);
+    CREATE INDEX runs_by_date ON runs (created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# Every table of the latest schema: its columns in order and its primary key. `store copy`
+# moves rows column by column; PostgreSQL needs the keys to say what an upsert replaces.
+PRIMARY_KEYS = {
+    "runs": ("run_id",),
+    "environments": ("run_id", "role"),
+    "probe_results": ("run_id", "env_role", "probe_id"),
+    "measurements": ("run_id", "env_role", "source", "series"),
+    "artifacts": ("run_id", "name"),
+    "section_results": ("run_id", "section", "key", "env_role"),
+}
+TABLE_COLUMNS = {
+    "runs": (
+        "run_id",
+        "created_at",
+        "finished_at",
+        "status",
+        "plan_json",
+        "decision",
+        "decision_json",
+    ),
+    "environments": (
+        "run_id",
+        "role",
+        "spec",
+        "python",
+        "torch_version",
+        "build_seconds",
+        "reused",
+        "manifest_json",
+    ),
+    "probe_results": (
+        "run_id",
+        "env_role",
+        "probe_id",
+        "verdict",
+        "summary",
+        "evidence_json",
+        "duration_s",
+        "started_at",
+    ),
+    "measurements": ("run_id", "env_role", "source", "series", "values_json"),
+    "artifacts": ("run_id", "name", "media_type", "content"),
+    "section_results": (
+        "run_id",
+        "section",
+        "key",
+        "env_role",
+        "verdict",
+        "payload_json",
+        "created_at",
+    ),
+}

@@ -7,46 +7,14 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from torchcanary.errors import StoreError
 from torchcanary.results import Manifest, Outcome, ProbeResult
-from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION
-
-
-@dataclass(frozen=True)
-class RunRow:
-    run_id: str
-    created_at: float
-    finished_at: float | None
-    status: str
-    plan: dict[str, Any]
-    decision: str | None
-    decision_detail: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class EnvironmentRow:
-    role: str
-    spec: str
-    python: str
-    torch_version: str
-    build_seconds: float
-    reused: bool
-    manifest: Manifest
-
-
-@dataclass(frozen=True)
-class SectionResult:
-    section: str
-    key: str
-    env_role: str
-    verdict: str
-    payload: dict[str, Any]
-
+from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
+from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _STORE_FIX = "pass --store with a new file or an existing torchcanary store"
@@ -105,6 +73,11 @@ class Store:
             self._db.close()
             raise
 
+    @property
+    def location(self) -> str:
+        """Where the store is, fit to print."""
+        return str(self.path)
+
     def close(self) -> None:
         self._db.close()
 
@@ -130,6 +103,9 @@ class Store:
         for number in range(version, SCHEMA_VERSION):
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                if self._db.execute("PRAGMA user_version").fetchone()[0] > number:
+                    self._db.execute("COMMIT")  # another run opening it migrated this step
+                    continue
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
                         self._db.execute(statement)
@@ -353,3 +329,21 @@ class Store:
                 (run_id, section),
             )
         )
+
+    # raw rows: history, compare and copy ------------------------------------------------
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query written with ``?`` placeholders."""
+        return self._db.execute(sql, tuple(params)).fetchall()
+
+    def insert_rows(self, table: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Add ``rows`` (all of ``table``'s columns, in order) as they are, in one transaction."""
+        marks = ", ".join("?" * len(TABLE_COLUMNS[table]))
+        values = [tuple(row) for row in rows]
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", values)
+            self._db.execute("COMMIT")
+        except Exception:
+            self._db.execute("ROLLBACK")
+            raise
+        return len(values)

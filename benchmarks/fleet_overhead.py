@@ -1,0 +1,123 @@
+"""What shipping work through the fleet costs, against running the same unit locally.
+
+Starts a real local Ray cluster on 127.0.0.1 (one node per profile name), connects the
+Ray executor, and runs the same small smoke unit (``torchcanary.fleet.smoke``: hash
+``--rounds`` blocks) ``--units`` times in three ways:
+
+- locally: ``node_side.run_unit`` in this process, one after another (the floor);
+- through the fleet, one at a time: dispatch one unit, wait for its result, repeat (the
+  round trip a single unit pays); local and fleet runs alternate;
+- through the fleet, all at once: every unit dispatched together, spread over the nodes
+  (what a run with many units pays per unit).
+
+It also times the one-off costs (cluster start, connect, profile discovery) and, with
+``--node-death``, how long a killed node takes to show up as LOST results.
+
+Usage: python benchmarks/fleet_overhead.py [--units 20] [--rounds 2000] [--nodes 2]
+                                           [--node-death]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from torchcanary.fleet import node_side, smoke
+from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", type=int, default=20, help="units per way of running")
+    parser.add_argument("--rounds", type=int, default=2000, help="11 KiB blocks hashed per unit")
+    parser.add_argument("--nodes", type=int, default=2, help="nodes in the local cluster")
+    parser.add_argument(
+        "--node-death", action="store_true", help="also time a killed node's units to LOST"
+    )
+    args = parser.parse_args()
+
+    from torchcanary.fleet.local_cluster import (
+        local_node_args,
+        start_local_cluster,
+        stop_local_cluster,
+    )
+    from torchcanary.fleet.ray_executor import connect
+
+    units = [WorkUnit(f"u{i}", smoke.WORKER, {"rounds": args.rounds}) for i in range(args.units)]
+    local_s: list[float] = []
+
+    started = time.perf_counter()
+    cluster = start_local_cluster([f"profile-{i}" for i in range(args.nodes)])
+    cluster_s = time.perf_counter() - started
+    try:
+        started = time.perf_counter()
+        executor = connect(cluster.address, timeout_s=120)
+        connect_s = time.perf_counter() - started
+        with executor:
+            started = time.perf_counter()
+            nodes = executor.discover()
+            discover_s = time.perf_counter() - started
+            # Warm each node's worker process once: a run pays that once, not per unit.
+            list(executor.dispatch([Assignment(node, units[0]) for node in nodes]))
+            one_at_a_time_s = []
+            for index, unit in enumerate(units):
+                # Local and fleet runs alternate, so load from elsewhere hits both alike.
+                local_s.append(_local(unit))
+                started = time.perf_counter()
+                [result] = executor.dispatch([Assignment(nodes[index % len(nodes)], unit)])
+                one_at_a_time_s.append(time.perf_counter() - started)
+                assert result.status is UnitStatus.OK, result.error
+            started = time.perf_counter()
+            batch = list(
+                executor.dispatch(
+                    [Assignment(nodes[i % len(nodes)], unit) for i, unit in enumerate(units)]
+                )
+            )
+            batch_s = time.perf_counter() - started
+            assert all(result.status is UnitStatus.OK for result in batch)
+            death_s = _node_death(cluster, executor, local_node_args) if args.node_death else None
+    finally:
+        left = stop_local_cluster(cluster)
+
+    local_median = statistics.median(local_s)
+    single_median = statistics.median(one_at_a_time_s)
+    print(f"unit: smoke, {args.rounds} rounds; {args.units} units; {len(nodes)} nodes")
+    print(
+        f"cluster start {cluster_s:.1f} s, connect {connect_s:.1f} s, discover {discover_s:.2f} s"
+    )
+    print(f"local, per unit (median)              {local_median * 1e3:8.1f} ms")
+    print(f"fleet, one at a time, per unit (median){single_median * 1e3:8.1f} ms")
+    print(f"fleet, all at once, per unit          {batch_s / args.units * 1e3:8.1f} ms")
+    print(f"ratio fleet/local, one at a time      {single_median / local_median:8.2f}")
+    print(f"ratio fleet/local, all at once        {batch_s / sum(local_s):8.2f}")
+    if death_s is not None:
+        print(f"node killed -> its units LOST         {death_s:8.1f} s")
+    print(f"Ray processes left behind: {left or 'none'}")
+
+
+def _local(unit: WorkUnit) -> float:
+    started = time.perf_counter()
+    result = UnitResult.from_json(node_side.run_unit(unit.to_json()))
+    assert result.status is UnitStatus.OK, result.error
+    return time.perf_counter() - started
+
+
+def _node_death(cluster, executor, local_node_args) -> float:  # type: ignore[no-untyped-def]
+    """Seconds from killing a node mid-unit to the driver holding its LOST result."""
+    doomed = cluster.add_node(**local_node_args("doomed"))
+    cluster.wait_for_nodes()
+    [node] = [node for node in executor.discover() if node.profile.key == "doomed"]
+    unit = WorkUnit("doomed", smoke.WORKER, {"sleep_s": 120})
+    results = executor.dispatch([Assignment(node, unit)])
+    time.sleep(3.0)  # let the unit start on the node
+    killed = time.perf_counter()
+    cluster.remove_node(doomed, allow_graceful=False)
+    [result] = results
+    assert result.status is UnitStatus.LOST, result
+    return time.perf_counter() - killed
+
+
+if __name__ == "__main__":
+    main()

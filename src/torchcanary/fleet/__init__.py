@@ -1,0 +1,16 @@
+"""The fleet: qualify on other machines of a team's cluster, reached through Ray.
+
+The parts, each one job:
+
+- ``unit``: the plain-JSON unit of work sent to a node and the tagged result that comes back.
+- ``secrets``: what must never leave the driver (passwords in URLs, tokens in the environment).
+- ``profile``: a node's hardware profile, grouping nodes by it, choosing which nodes run.
+- ``node_side``: the standard-library code that runs on a node (hardware facts, running a unit).
+- ``executor``: the small interface every executor provides (Ray now, Slurm later).
+- ``ray_executor``: that interface on Ray; connecting to a cluster.
+- ``smoke``: the smallest real unit (tests, the overhead benchmark, a preflight).
+- ``local_cluster``: a real multi-node Ray cluster on 127.0.0.1 for tests and figures.
+
+Importing this package does not import Ray: ``ray_executor`` imports it when ``connect``
+is called, ``local_cluster`` when a cluster is started.
+"""

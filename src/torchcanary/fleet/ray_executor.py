@@ -1,0 +1,243 @@
+"""The fleet executor on Ray: connect, read every node's profile, run units pinned to nodes.
+
+This is the only module that imports Ray, and only when a fleet is used. Every task is
+pinned to its node (hard node affinity, no retries elsewhere): a unit's result must come
+from the hardware it was meant for, so a unit whose node dies is reported LOST rather
+than quietly re-run on another profile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torchcanary
+from torchcanary.errors import FleetError
+from torchcanary.fleet import node_side
+from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.profile import FleetNode, HardwareProfile
+from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
+from torchcanary.fleet.unit import UnitResult, UnitStatus
+
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+_POLL_S = 1.0
+_FIX = "check the address (HOST:PORT or ray://HEAD:10001) and that the Ray head node is up"
+
+
+def connect(
+    address: str, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, ship_code: bool = True
+) -> RayExecutor:
+    """Connect to the Ray cluster at ``address`` (``ray://HEAD:10001``, ``HOST:PORT``, ``auto``).
+
+    ``auto`` joins the Ray job this process runs in, or the cluster ``RAY_ADDRESS`` names.
+    An address that cannot be reached raises FleetError within about ``timeout_s``: Ray's
+    own client retries for minutes, so the address is probed first and ``ray.init`` is
+    given a deadline. ``ship_code`` sends this torchcanary package to the nodes (Ray's
+    ``py_modules``), so nodes need only Python and Ray, not torchcanary installed.
+    """
+    ray = _import_ray()
+    if ray.is_initialized():
+        return RayExecutor(ray, owns_connection=False)
+    target = _resolve(address)
+    if target is not None:
+        _probe(address, target, timeout_s)
+    init_kwargs: dict[str, Any] = {
+        "address": address,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+    }
+    if ship_code:
+        init_kwargs["runtime_env"] = {"py_modules": [str(Path(torchcanary.__file__).parent)]}
+    _init_with_deadline(ray, address, init_kwargs, timeout_s)
+    return RayExecutor(ray, owns_connection=True)
+
+
+class RayExecutor:
+    """The Executor interface on a connected Ray cluster."""
+
+    def __init__(self, ray: ModuleType, *, owns_connection: bool) -> None:
+        self._ray = ray
+        self._owns_connection = owns_connection
+        self._collect = ray.remote(node_side.collect_hardware_facts)
+        self._run_unit = ray.remote(node_side.run_unit)
+        self.silent_nodes: list[str] = []
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def discover(self, timeout_s: float = 60.0) -> list[FleetNode]:
+        """Every live node's profile, read by a task pinned to that node.
+
+        A node that does not answer within ``timeout_s`` is left out and named in
+        ``silent_nodes``, so one sick node does not stop the fleet.
+        """
+        alive = [node for node in self._ray.nodes() if node.get("Alive")]
+        pending = {
+            self._collect.options(
+                num_cpus=0, max_retries=0, scheduling_strategy=self._pinned(node["NodeID"])
+            ).remote(): node
+            for node in alive
+        }
+        ready, not_ready = self._ray.wait(
+            list(pending), num_returns=len(pending), timeout=timeout_s
+        )
+        nodes: list[FleetNode] = []
+        self.silent_nodes = [pending[ref]["NodeID"] for ref in not_ready]
+        for ref in not_ready:
+            self._ray.cancel(ref, force=True)
+        for ref in ready:
+            info = pending[ref]
+            try:
+                facts = json.loads(self._ray.get(ref))
+            except self._ray.exceptions.RayError:
+                self.silent_nodes.append(info["NodeID"])
+                continue
+            profile = HardwareProfile.from_facts(facts, info.get("Labels") or {})
+            nodes.append(FleetNode(info["NodeID"], info.get("NodeManagerAddress", ""), profile))
+        if not nodes:
+            raise FleetError(f"no node of the Ray cluster answered within {timeout_s:.0f}s")
+        return sorted(nodes, key=lambda node: node.node_id)
+
+    def dispatch(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
+        """Run every unit on its node; yield each tagged result as soon as it finishes.
+
+        Every unit is sent before this returns (not when the iterator is first read).
+        Secrets are stripped from each unit before it leaves and from each result before
+        it is handed back. A unit whose node or worker process dies comes back LOST.
+        """
+        in_flight: dict[Any, Assignment] = {}
+        for assignment in assignments:
+            unit = assignment.unit
+            shippable = replace(
+                unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env)
+            )
+            ref = self._run_unit.options(
+                num_cpus=unit.num_cpus,
+                max_retries=0,
+                scheduling_strategy=self._pinned(assignment.node.node_id),
+            ).remote(shippable.to_json())
+            in_flight[ref] = assignment
+        return self._stream(in_flight)
+
+    def _stream(self, in_flight: dict[Any, Assignment]) -> Iterator[UnitResult]:
+        while in_flight:
+            done, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=_POLL_S)
+            for ref in done:
+                yield self._result(ref, in_flight.pop(ref))
+
+    def close(self) -> None:
+        if self._owns_connection and self._ray.is_initialized():
+            self._ray.shutdown()
+
+    def _result(self, ref: Any, assignment: Assignment) -> UnitResult:
+        node = assignment.node
+        unit_id, node_id, profile_key = assignment.unit.unit_id, node.node_id, node.profile.key
+        exceptions = self._ray.exceptions
+        try:
+            result = UnitResult.from_json(self._ray.get(ref))
+        except (exceptions.RayTaskError, exceptions.RuntimeEnvSetupError) as exc:
+            # The node is alive but could not run the unit (e.g. cannot import the worker).
+            return UnitResult(
+                unit_id, UnitStatus.FAILED, node_id, profile_key, error=_one_line(exc)
+            )
+        except exceptions.RayError as exc:
+            why = f"node {node.node_id[:12]} went away before the unit finished: {_one_line(exc)}"
+            return UnitResult(unit_id, UnitStatus.LOST, node_id, profile_key, error=why)
+        return replace(
+            result,
+            output=None if result.output is None else strip_data(dict(result.output)),
+            error=None if result.error is None else strip_text(result.error),
+            node_id=node_id,
+            profile_key=profile_key,
+        )
+
+    def _pinned(self, node_id: str) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+if TYPE_CHECKING:
+    # mypy holds RayExecutor to the Executor protocol here, not at a user's desk.
+    _conforms: type[Executor] = RayExecutor
+
+
+def _import_ray() -> ModuleType:
+    try:
+        import ray
+    except ImportError as exc:
+        raise FleetError(
+            f"--fleet needs Ray, which is not installed ({exc}); "
+            "install it with: pip install 'torchcanary[ray]'"
+        ) from None
+    return ray
+
+
+def _resolve(address: str) -> tuple[str, int] | None:
+    """The head's host and port to probe, or None when Ray finds the cluster itself."""
+    if address == "auto":
+        import os
+
+        address = os.environ.get("RAY_ADDRESS", "")
+        if not address or address in ("auto", "local"):
+            return None
+    host_port = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = host_port.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise FleetError(f"cannot read the Ray cluster address {address!r}; {_FIX}")
+    return host.strip("[]"), int(port)
+
+
+def _probe(address: str, target: tuple[str, int], timeout_s: float) -> None:
+    try:
+        with socket.create_connection(target, timeout=min(timeout_s, 5.0)):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise FleetError(f"cannot reach the Ray cluster at {address} ({reason}); {_FIX}") from None
+
+
+def _init_with_deadline(
+    ray: ModuleType, address: str, init_kwargs: dict[str, Any], timeout_s: float
+) -> None:
+    """``ray.init`` that gives up after ``timeout_s``: a wrong port can make it wait minutes."""
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            ray.init(**init_kwargs)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attempt, name="torchcanary-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise FleetError(
+            f"the Ray cluster at {address} did not answer within {timeout_s:.0f}s; {_FIX}"
+        )
+    if outcome[0] is not None:
+        raise FleetError(
+            f"cannot connect to the Ray cluster at {address}: {_one_line(outcome[0])}; {_FIX}"
+        ) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return strip_text(f"{type(exc).__name__}: {text[0] if text else ''}")

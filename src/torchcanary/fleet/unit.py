@@ -1,0 +1,126 @@
+"""The unit of work a node runs, and the result that comes back to the driver.
+
+Both are plain data with a JSON form so that any section can ship work later without the
+executor knowing what the work is: a unit names a worker function (``"module:function"``)
+and the JSON it is called with. This module is standard library only: it is imported on the
+node as well as on the driver.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+UNIT_SCHEMA = 1
+
+
+class UnitStatus(str, enum.Enum):
+    """How one unit ended; every dispatched unit ends in exactly one of these."""
+
+    OK = "ok"
+    # The worker function raised: the node is fine, the work is not.
+    FAILED = "failed"
+    # The node (or its worker process) went away before the unit finished; the work
+    # itself said nothing, and the unit may be dispatched again.
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One piece of work for one node, e.g. "run these probe ids in env spec X".
+
+    ``worker`` is ``"package.module:function"``; the function takes the ``payload`` mapping
+    and returns a JSON-able mapping. ``env`` holds the only environment variables the node
+    gets from the driver (secrets are stripped before shipping). ``num_cpus`` is what the
+    unit holds on its node while it runs.
+    """
+
+    unit_id: str
+    worker: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    num_cpus: float = 1.0
+
+    def __post_init__(self) -> None:
+        module, sep, function = self.worker.partition(":")
+        if not (module and sep and function):
+            raise ValueError(f"worker must be 'module:function', got {self.worker!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "schema": UNIT_SCHEMA,
+                "unit_id": self.unit_id,
+                "worker": self.worker,
+                "payload": dict(self.payload),
+                "env": dict(self.env),
+                "num_cpus": self.num_cpus,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkUnit:
+        data = json.loads(text)
+        _check_schema(data, "work unit")
+        return cls(
+            unit_id=data["unit_id"],
+            worker=data["worker"],
+            payload=data["payload"],
+            env=data["env"],
+            num_cpus=data["num_cpus"],
+        )
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """What became of one unit, tagged with the node and hardware profile it ran on.
+
+    ``output`` is the worker function's returned mapping (``None`` unless OK); ``error`` is
+    one line saying what went wrong (``None`` when OK).
+    """
+
+    unit_id: str
+    status: UnitStatus
+    node_id: str
+    profile_key: str
+    output: Mapping[str, Any] | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "schema": UNIT_SCHEMA,
+                "unit_id": self.unit_id,
+                "status": self.status.value,
+                "node_id": self.node_id,
+                "profile_key": self.profile_key,
+                "output": None if self.output is None else dict(self.output),
+                "error": self.error,
+                "seconds": self.seconds,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> UnitResult:
+        data = json.loads(text)
+        _check_schema(data, "unit result")
+        return cls(
+            unit_id=data["unit_id"],
+            status=UnitStatus(data["status"]),
+            node_id=data["node_id"],
+            profile_key=data["profile_key"],
+            output=data["output"],
+            error=data["error"],
+            seconds=data["seconds"],
+        )
+
+
+def _check_schema(data: Mapping[str, Any], what: str) -> None:
+    if data.get("schema") != UNIT_SCHEMA:
+        raise ValueError(f"{what} has schema {data.get('schema')!r}, expected {UNIT_SCHEMA}")

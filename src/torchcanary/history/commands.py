@@ -1,0 +1,161 @@
+"""The command line of the cross-run questions: ``history``, ``compare`` and ``store``.
+
+Each command registers its own flags here and turns them into keyword arguments at this
+boundary; ``cli.py`` only adds these parsers and routes to ``HANDLERS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from torchcanary.errors import EXIT_GO, CanaryError
+from torchcanary.store.location import is_postgres_url, open_store
+
+STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
+STORE_HELP += "canary-results/canary.db)"
+Handler = Callable[[argparse.Namespace, Console], int]
+
+
+def register(commands: Any) -> dict[str, Handler]:
+    """Add ``history``, ``compare`` and ``store`` to the CLI's subparsers; their handlers."""
+    history = commands.add_parser(
+        "history", help="one benchmark's, claim's or drill's results across runs"
+    )
+    history.add_argument("item", metavar="ID", help="a benchmark, claim (probe) or drill id")
+    history.add_argument("--section", choices=("claims", "bench", "drill"))
+    history.add_argument("--baseline", help="only runs whose baseline torch/spec contains this")
+    history.add_argument("--candidate", help="only runs whose candidate torch/spec contains this")
+    history.add_argument("--since", type=_date, help="only runs from this UTC date (YYYY-MM-DD)")
+    history.add_argument("--until", type=_date, help="only runs before this UTC date")
+    history.add_argument("--last", type=int, metavar="N", help="only the most recent N runs")
+    history.add_argument("--plot", type=Path, help="SVG file to draw (default canary-results/)")
+    history.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    history.add_argument("--store", help=STORE_HELP)
+
+    compare = commands.add_parser("compare", help="what changed between two runs")
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.add_argument("--store", help=STORE_HELP)
+
+    store = commands.add_parser("store", help="bring a store's schema forward, or copy a store")
+    actions = store.add_subparsers(dest="store_action", metavar="ACTION", required=True)
+    migrate = actions.add_parser("migrate", help="create or bring the store to this schema")
+    migrate.add_argument("--store", help=STORE_HELP)
+    copy = actions.add_parser("copy", help="copy every run of SRC into DST (created if new)")
+    copy.add_argument("source", metavar="SRC", help="SQLite file or postgresql:// URL")
+    copy.add_argument("target", metavar="DST", help="SQLite file or postgresql:// URL")
+    return {"history": _cmd_history, "compare": _cmd_compare, "store": _cmd_store}
+
+
+def _date(text: str) -> float:
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%d")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-11-30") from None
+
+
+def default_store(given: str | None, cwd: Path) -> str:
+    """``--store``, else the config file's ``store``, else the embedded default."""
+    from torchcanary.config import result_paths
+
+    return str(result_paths(None, {"store": given}, cwd)[0])
+
+
+def _cmd_history(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.history.query import HistoryFilter, find_section, history
+    from torchcanary.history.render import plot, ratio_text, when
+
+    run_filter = HistoryFilter(args.baseline, args.candidate, args.since, args.until, args.last)
+    with open_store(default_store(args.store, Path.cwd()), create=False) as store:
+        section = args.section or find_section(store, args.item)
+        entries = history(store, args.item, section, run_filter)
+        location = store.location
+    if args.json:
+        print(json.dumps([asdict(e) for e in entries], indent=2))
+        return EXIT_GO
+    table = Table(title=f"{args.item} ({section}) in {location}: {len(entries)} runs")
+    for column in ("run", "when (UTC)", "baseline", "candidate", "verdict", "ratio [interval]"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        table.add_row(
+            entry.run_id,
+            when(entry),
+            entry.baseline,
+            entry.candidate,
+            entry.verdict,
+            ratio_text(entry),
+        )
+    console.print(table)
+    plot_path = args.plot or Path("canary-results") / f"history-{_file_name(args.item)}.svg"
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    plot_path.write_text(plot(args.item, section, entries))
+    console.print(f"    plot: {plot_path}", highlight=False)
+    return EXIT_GO
+
+
+def _file_name(item: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", item).strip("._") or "item"
+
+
+def _cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.history.compare import compare_runs
+
+    with open_store(default_store(args.store, Path.cwd()), create=False) as store:
+        found = compare_runs(store, args.run_a, args.run_b)
+    if args.json:
+        print(json.dumps(asdict(found), indent=2))
+        return EXIT_GO
+    table = Table(title=f"{found.run_a} -> {found.run_b}")
+    for column in ("section", "item", found.run_a, found.run_b, "detail"):
+        table.add_column(column, overflow="fold")
+    for change in found.changes:
+        table.add_row(change.section, change.item, change.before, change.after, change.detail)
+    console.print(table)
+    console.print(
+        f"decision: {found.decision_a} -> {found.decision_b}; {len(found.changes)} changed, "
+        f"{found.unchanged} unchanged",
+        highlight=False,
+    )
+    return EXIT_GO
+
+
+def _cmd_store(args: argparse.Namespace, console: Console) -> int:
+    if args.store_action == "migrate":
+        with open_store(default_store(args.store, Path.cwd())) as store:
+            console.print(
+                f"{store.location}: schema version {store.schema_version}", highlight=False
+            )
+        return EXIT_GO
+    from torchcanary.store.copy import copy_store
+
+    if _same_store(args.source, args.target):
+        raise CanaryError("SRC and DST are the same store; name two different stores")
+    with (
+        open_store(args.source, create=False) as source,
+        open_store(args.target) as target,
+    ):
+        copied = copy_store(source, target)
+        console.print(
+            f"copied {copied['runs']} runs ({sum(copied.values())} rows) from "
+            f"{source.location} to {target.location}",
+            highlight=False,
+        )
+    return EXIT_GO
+
+
+def _same_store(source: str, target: str) -> bool:
+    if is_postgres_url(source) or is_postgres_url(target):
+        return source == target
+    return Path(source).resolve() == Path(target).resolve()

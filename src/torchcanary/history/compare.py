@@ -1,0 +1,115 @@
+"""Two runs side by side: the claims and drills whose verdicts changed, the benchmarks
+that moved.
+
+A benchmark moved when its verdict changed or when the two runs' intervals for the ratio
+(candidate/baseline) do not overlap: each run's interval already carries that run's noise,
+so disjoint intervals are a change the runs' own measurements can stand behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torchcanary.report.view import RunView
+from torchcanary.store.base import ResultStore
+
+
+@dataclass(frozen=True)
+class Change:
+    """One item whose result differs between run A and run B."""
+
+    section: str
+    item: str
+    before: str
+    after: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    run_a: str
+    run_b: str
+    decision_a: str
+    decision_b: str
+    changes: list[Change]
+    unchanged: int
+
+
+def compare_runs(store: ResultStore, run_a: str, run_b: str) -> RunComparison:
+    view_a, view_b = RunView.load(store, run_a), RunView.load(store, run_b)
+    changes: list[Change] = []
+    unchanged = 0
+    for section, results_a, results_b in (
+        ("claims", _claims(view_a), _claims(view_b)),
+        ("bench", _bench(view_a), _bench(view_b)),
+        ("drill", _drills(view_a), _drills(view_b)),
+    ):
+        for item in sorted(set(results_a) | set(results_b)):
+            change = _change(section, item, results_a.get(item), results_b.get(item))
+            if change is None:
+                unchanged += 1
+            else:
+                changes.append(change)
+    return RunComparison(
+        run_a,
+        run_b,
+        view_a.run.decision or view_a.run.status,
+        view_b.run.decision or view_b.run.status,
+        changes,
+        unchanged,
+    )
+
+
+def _claims(view: RunView) -> dict[str, dict[str, Any]]:
+    return {
+        row.probe_id: {"verdict": row.comparison.value if row.comparison else "incomplete"}
+        for row in view.claim_rows()
+    }
+
+
+def _bench(view: RunView) -> dict[str, dict[str, Any]]:
+    return {
+        result.key: {
+            "verdict": result.verdict,
+            "ratio": result.payload.get("ratio"),
+            "ci_low": result.payload.get("ci_low"),
+            "ci_high": result.payload.get("ci_high"),
+        }
+        for result in view.sections.get("bench", [])
+    }
+
+
+def _drills(view: RunView) -> dict[str, dict[str, Any]]:
+    return {
+        f"{result.key} ({result.env_role})": {"verdict": result.verdict}
+        for result in view.sections.get("drill", [])
+    }
+
+
+def interval_text(result: dict[str, Any] | None) -> str:
+    if not result or result.get("ratio") is None:
+        return "–"
+    return f"{result['ratio']:.3f} [{result['ci_low']:.3f}, {result['ci_high']:.3f}]"
+
+
+def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if None in (a.get("ci_low"), a.get("ci_high"), b.get("ci_low"), b.get("ci_high")):
+        return False
+    return bool(a["ci_high"] < b["ci_low"] or b["ci_high"] < a["ci_low"])
+
+
+def _change(
+    section: str, item: str, a: dict[str, Any] | None, b: dict[str, Any] | None
+) -> Change | None:
+    before = a["verdict"] if a else "absent"
+    after = b["verdict"] if b else "absent"
+    if section != "bench":
+        return None if before == after else Change(section, item, before, after)
+    moved = a is not None and b is not None and _disjoint(a, b)
+    if before == after and not moved:
+        return None
+    detail = f"ratio {interval_text(a)} -> {interval_text(b)}"
+    if moved:
+        detail += " (intervals do not overlap)"
+    return Change(section, item, before, after, detail)

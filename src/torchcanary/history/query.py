@@ -1,0 +1,177 @@
+"""One benchmark's, claim's or drill's results across the runs of a store, in one query.
+
+A run is described by its environments' torch versions (from the manifests the run
+recorded) and its specs; filters match either, so ``--candidate 2.14`` finds every run
+whose candidate was a 2.14 release.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchcanary.errors import CanaryError
+from torchcanary.results import Verdict, compare_claim
+from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import RunRow
+
+SECTIONS = ("claims", "bench", "drill")
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which runs count: each field narrows; ``None`` leaves it open."""
+
+    baseline: str | None = None
+    candidate: str | None = None
+    since: float | None = None  # epoch seconds, inclusive
+    until: float | None = None  # epoch seconds, exclusive
+    limit: int | None = None  # the most recent N runs
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One run's result for the item: its verdict(s), and for a benchmark the ratio."""
+
+    run_id: str
+    created_at: float
+    baseline: str
+    candidate: str
+    verdict: str
+    verdicts: dict[str, str] = field(default_factory=dict)  # per environment role
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+_RUNS_JOIN = """
+    JOIN runs r ON r.run_id = x.run_id
+    LEFT JOIN environments b ON b.run_id = r.run_id AND b.role = 'baseline'
+    LEFT JOIN environments c ON c.run_id = r.run_id AND c.role = 'candidate'
+"""
+
+
+def _where(run_filter: HistoryFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for role, wanted in (("b", run_filter.baseline), ("c", run_filter.candidate)):
+        if wanted:
+            clauses.append(f"({role}.torch_version LIKE ? OR {role}.spec LIKE ?)")
+            params += [f"%{wanted}%", f"%{wanted}%"]
+    if run_filter.since is not None:
+        clauses.append("r.created_at >= ?")
+        params.append(run_filter.since)
+    if run_filter.until is not None:
+        clauses.append("r.created_at < ?")
+        params.append(run_filter.until)
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+def find_section(store: ResultStore, item: str) -> str:
+    """The one section that has results for ``item``; several or none is a usage error."""
+    found = []
+    if store.query("SELECT 1 FROM probe_results WHERE probe_id = ? LIMIT 1", (item,)):
+        found.append("claims")
+    for section in ("bench", "drill"):
+        if store.query(
+            "SELECT 1 FROM section_results WHERE section = ? AND key = ? LIMIT 1", (section, item)
+        ):
+            found.append(section)
+    if not found:
+        raise CanaryError(
+            f"no claim, benchmark or drill {item!r} in {store.location}; "
+            "`torchcanary report RUN` shows a run's ids"
+        )
+    if len(found) > 1:
+        raise CanaryError(f"{item!r} is in {' and '.join(found)}; pick one with --section")
+    return found[0]
+
+
+def history(
+    store: ResultStore, item: str, section: str, run_filter: HistoryFilter
+) -> list[HistoryEntry]:
+    """``item``'s results in ``section`` across the runs that pass ``run_filter``, oldest first."""
+    where, params = _where(run_filter)
+    if section == "claims":
+        sql = (
+            "SELECT r.run_id, r.created_at, b.torch_version, c.torch_version, x.env_role, "
+            "x.verdict, NULL FROM probe_results x" + _RUNS_JOIN + "WHERE x.probe_id = ?" + where
+        )
+        args: list[Any] = [item, *params]
+    else:
+        sql = (
+            "SELECT r.run_id, r.created_at, b.torch_version, c.torch_version, x.env_role, "
+            "x.verdict, x.payload_json FROM section_results x"
+            + _RUNS_JOIN
+            + "WHERE x.section = ? AND x.key = ?"
+            + where
+        )
+        args = [section, item, *params]
+    rows = store.query(sql + " ORDER BY r.created_at, r.run_id", args)
+    entries = _entries(rows, section)
+    if run_filter.limit is not None:
+        entries = entries[-run_filter.limit :]
+    return entries
+
+
+def _entries(rows: list[tuple[Any, ...]], section: str) -> list[HistoryEntry]:
+    by_run: dict[str, dict[str, Any]] = {}
+    for run_id, created, base, cand, role, verdict, payload in rows:
+        run = by_run.setdefault(
+            run_id,
+            {
+                "created": created,
+                "baseline": base or "?",
+                "candidate": cand or "?",
+                "verdicts": {},
+                "payload": None,
+            },
+        )
+        run["verdicts"][role] = verdict
+        if payload is not None and role == "both":
+            run["payload"] = json.loads(payload)
+    return [_entry(run_id, run, section) for run_id, run in by_run.items()]
+
+
+def _entry(run_id: str, run: dict[str, Any], section: str) -> HistoryEntry:
+    verdicts: dict[str, str] = run["verdicts"]
+    payload = run["payload"] or {}
+    if section == "claims":
+        verdict = _claim_verdict(verdicts)
+    elif section == "bench":
+        verdict = verdicts.get("both", "?")
+    else:
+        verdict = ", ".join(f"{role}: {v}" for role, v in sorted(verdicts.items()))
+    return HistoryEntry(
+        run_id,
+        float(run["created"]),
+        run["baseline"],
+        run["candidate"],
+        verdict,
+        dict(verdicts),
+        payload.get("ratio"),
+        payload.get("ci_low"),
+        payload.get("ci_high"),
+    )
+
+
+def _claim_verdict(verdicts: dict[str, str]) -> str:
+    if "baseline" in verdicts and "candidate" in verdicts:
+        try:
+            pair = Verdict(verdicts["baseline"]), Verdict(verdicts["candidate"])
+        except ValueError:
+            return "?"
+        return compare_claim(*pair).value
+    return "incomplete"
+
+
+def bench_history(
+    store: ResultStore, run: RunRow, bench_ids: list[str], runs: int = 10
+) -> dict[str, list[HistoryEntry]]:
+    """Each benchmark's last ``runs`` results up to and including ``run`` (for its report).
+
+    Runs stored later are left out, so the report rendered again later shows the same.
+    """
+    up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs)
+    return {bench_id: history(store, bench_id, "bench", up_to) for bench_id in bench_ids}

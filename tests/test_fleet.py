@@ -1,0 +1,229 @@
+"""The fleet's plain parts, without a cluster: profiles, selection, units, secrets, connecting.
+
+The parts that need a running Ray cluster are in test_fleet_ray.py; the tests here that
+need Ray installed (connecting) carry the ``ray`` marker too, so ``-m "not ray"`` skips all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from torchcanary.errors import ConfigError
+from torchcanary.fleet import node_side, smoke
+from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
+from torchcanary.fleet.secrets import strip_data, strip_env, strip_url
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+H100 = HardwareProfile(
+    gpu_model="NVIDIA H100 80GB HBM3",
+    gpu_count=8,
+    gpu_driver="570.86",
+    cuda_version="12.8",
+    cpu_model="AMD EPYC 9454",
+    cpu_cores=96,
+    arch="x86_64",
+    os="Ubuntu 22.04.4 LTS",
+)
+EPYC = HardwareProfile(cpu_model="AMD EPYC 7B13", cpu_cores=16, arch="x86_64", os="Debian 12")
+
+
+def node(node_id: str, profile: HardwareProfile) -> FleetNode:
+    return FleetNode(node_id=node_id, address="10.0.0.1", profile=profile)
+
+
+def test_profile_key_is_readable_stable_and_changes_with_any_fact() -> None:
+    assert H100.key.startswith("8xnvidia-h100-80gb-hbm3-")
+    assert EPYC.key.startswith("cpu-x86_64-amd-epyc-7b13-16c-")
+    assert HardwareProfile.from_json(H100.to_json()).key == H100.key
+    assert replace(H100, gpu_driver="575.51").key != H100.key
+
+
+def test_profile_label_on_the_node_wins_over_its_facts() -> None:
+    facts = json.loads(json.dumps({"gpu_model": "", "cpu_model": "x", "unknown_fact": 1}))
+    labelled = HardwareProfile.from_facts(facts, {"torchcanary.profile": "rack-a-mi300x"})
+    assert labelled.key == "rack-a-mi300x"
+    assert HardwareProfile.from_facts(facts, {}).key != "rack-a-mi300x"
+
+
+def test_profile_json_round_trips() -> None:
+    assert HardwareProfile.from_json(H100.to_json()) == H100
+
+
+def test_nodes_are_grouped_by_profile_and_one_node_per_profile_runs_by_default() -> None:
+    nodes = [node("n3", H100), node("n1", EPYC), node("n2", H100)]
+    groups = group_by_profile(nodes)
+    assert {key: [n.node_id for n in group] for key, group in groups.items()} == {
+        H100.key: ["n2", "n3"],
+        EPYC.key: ["n1"],
+    }
+    assert [n.node_id for n in NodeSelection.parse().choose(nodes)] == [
+        groups[key][0].node_id for key in groups
+    ]
+    assert len(NodeSelection.parse("all").choose(nodes)) == 3
+
+
+def test_key_value_filters_pick_nodes_by_any_profile_field() -> None:
+    nodes = [node("n1", EPYC), node("n2", H100), node("n3", H100)]
+    by_count = NodeSelection.parse("all", ["gpu_count=8"]).choose(nodes)
+    assert [n.node_id for n in by_count] == ["n2", "n3"]
+    by_model = NodeSelection.parse("profile", ["gpu_model=nvidia h100 80gb hbm3", "arch=x86_64"])
+    assert [n.node_id for n in by_model.choose(nodes)] == ["n2"]
+    assert NodeSelection.parse("all", [f"key={EPYC.key}"]).choose(nodes) == [nodes[0]]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "selectors", "message"),
+    [
+        ("some", [], "'profile' or 'all'"),
+        ("profile", ["gpu"], "KEY=VALUE"),
+        ("profile", ["vram=80"], "unknown key 'vram'"),
+    ],
+)
+def test_bad_node_choices_are_config_errors_that_say_the_fix(
+    nodes: str, selectors: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        NodeSelection.parse(nodes, selectors)
+
+
+def test_passwords_and_secret_parameters_are_stripped_from_urls() -> None:
+    url = "postgresql://canary:hunter2@db.internal:5432/runs?sslmode=require&access_token=abc"
+    assert strip_url(url) == "postgresql://canary@db.internal:5432/runs?sslmode=require"
+    assert strip_url("https://:tok@host/x") == "https://host/x"
+    assert strip_url("https://host/x?a=1") == "https://host/x?a=1"
+
+
+def test_secret_environment_variables_and_keys_are_never_shipped() -> None:
+    env = {
+        "HF_TOKEN": "hf_x",
+        "AWS_SECRET_ACCESS_KEY": "k",
+        "PGPASSWORD": "p",
+        "WANDB_API_KEY": "w",
+        "CANARY_STORE": "postgresql://u:pw@db/runs",
+        "OMP_NUM_THREADS": "4",
+    }
+    assert strip_env(env) == {"CANARY_STORE": "postgresql://u@db/runs", "OMP_NUM_THREADS": "4"}
+    payload = {"store": "mysql://root:pw@h/db", "password": "x", "ids": ["see https://a:b@c/"]}
+    assert strip_data(payload) == {"store": "mysql://root@h/db", "ids": ["see https://a@c/"]}
+
+
+def test_units_and_results_are_plain_json_that_round_trips() -> None:
+    unit = WorkUnit("u1", smoke.WORKER, {"probe_ids": ["a", "b"], "env_spec": "torch==2.14.1"})
+    assert WorkUnit.from_json(unit.to_json()) == unit
+    result = UnitResult("u1", UnitStatus.LOST, "n1", "alpha", error="node went away")
+    assert UnitResult.from_json(result.to_json()) == result
+    with pytest.raises(ValueError, match="module:function"):
+        WorkUnit("u2", "torchcanary.fleet.smoke")
+
+
+def test_a_unit_runs_on_the_node_side_and_a_raising_worker_is_failed_not_an_exception() -> None:
+    ok = UnitResult.from_json(
+        node_side.run_unit(WorkUnit("u1", smoke.WORKER, {"rounds": 3, "echo": [1]}).to_json())
+    )
+    assert ok.status is UnitStatus.OK
+    assert ok.output is not None and ok.output["echo"] == [1]
+    broken = WorkUnit("u2", smoke.WORKER, {"fail": "disk full\nmore"})
+    failed = UnitResult.from_json(node_side.run_unit(broken.to_json()))
+    assert (failed.status, failed.error) == (UnitStatus.FAILED, "RuntimeError: disk full")
+
+
+def test_hardware_facts_are_read_on_this_machine() -> None:
+    facts = json.loads(node_side.collect_hardware_facts())
+    profile = HardwareProfile.from_facts(facts, {})
+    assert profile.cpu_cores >= 1 and profile.os and profile.arch
+    assert profile.key == HardwareProfile.from_facts(facts, {}).key
+
+
+def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
+    code = (
+        "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
+        "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
+        "torchcanary.fleet.local_cluster, torchcanary.fleet.smoke; print('ray' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def _connect_in_a_fresh_process(address: str, timeout_s: float) -> subprocess.CompletedProcess:
+    code = (
+        "import sys\n"
+        "from torchcanary.errors import FleetError\n"
+        "from torchcanary.fleet.ray_executor import connect\n"
+        "try:\n"
+        f"    connect({address!r}, timeout_s={timeout_s})\n"
+        "except FleetError as exc:\n"
+        "    print(exc); sys.exit(2)\n"
+    )
+    # A fresh process: a connect that gave up leaves Ray's own attempt behind in its thread.
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.ray
+def test_an_address_nobody_listens_on_is_one_clear_line() -> None:
+    pytest.importorskip("ray")
+    port = _free_port()
+    done = _connect_in_a_fresh_process(f"ray://127.0.0.1:{port}", timeout_s=5)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines() == [
+        f"cannot reach the Ray cluster at ray://127.0.0.1:{port} (Connection refused); "
+        "check the address (HOST:PORT or ray://HEAD:10001) and that the Ray head node is up"
+    ]
+
+
+@pytest.mark.ray
+def test_a_port_that_accepts_but_never_answers_gives_up_within_the_deadline() -> None:
+    pytest.importorskip("ray")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        done = _connect_in_a_fresh_process(f"127.0.0.1:{port}", timeout_s=3)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines() == [
+        f"the Ray cluster at 127.0.0.1:{port} did not answer within 3s; "
+        "check the address (HOST:PORT or ray://HEAD:10001) and that the Ray head node is up"
+    ]
+
+
+@pytest.mark.ray
+def test_a_malformed_address_says_how_to_write_one() -> None:
+    pytest.importorskip("ray")
+    done = _connect_in_a_fresh_process("head-without-port", timeout_s=3)
+    assert done.returncode == 2
+    assert "cannot read the Ray cluster address 'head-without-port'" in done.stdout
+
+
+NVIDIA_SMI = """#!/bin/sh
+# Answers as nvidia-smi 570 does on a two-GPU H200 node.
+if [ "$1" = "--query-gpu=name,driver_version" ]; then
+    printf 'NVIDIA H200, 570.124.06\\nNVIDIA H200, 570.124.06\\n'
+else
+    echo '+-----------------------------------------------------------------------------+'
+    echo '| NVIDIA-SMI 570.124.06   Driver Version: 570.124.06   CUDA Version: 12.8     |'
+fi
+"""
+
+
+def test_gpu_facts_come_from_nvidia_smi_when_the_node_has_it(tmp_path, monkeypatch) -> None:
+    # No GPU here: an executable that answers as nvidia-smi does stands in for the tool.
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(NVIDIA_SMI)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    profile = HardwareProfile.from_facts(json.loads(node_side.collect_hardware_facts()), {})
+    assert (profile.gpu_model, profile.gpu_count) == ("NVIDIA H200", 2)
+    assert (profile.gpu_driver, profile.cuda_version) == ("570.124.06", "12.8")
+    assert profile.key.startswith("2xnvidia-h200-")

@@ -1,0 +1,170 @@
+"""The fleet on a real local Ray cluster: three nodes on 127.0.0.1, one profile label each.
+
+One cluster serves the whole session (see ``ray_cluster`` in conftest.py); the test that
+kills a node adds its own node first, so it runs last and spoils nothing for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FLEET_PROFILES
+from torchcanary.fleet import smoke
+from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
+from torchcanary.fleet.profile import FleetNode, NodeSelection
+from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+pytestmark = pytest.mark.ray
+
+
+def by_profile(nodes: list[FleetNode]) -> dict[str, FleetNode]:
+    return {node.profile.key: node for node in nodes}
+
+
+def test_every_node_reports_its_hardware_and_nodes_group_by_their_profile_label(fleet) -> None:
+    nodes = fleet.discover()
+    assert sorted(by_profile(nodes)) == sorted(FLEET_PROFILES)
+    for node in nodes:
+        # Read on the node itself: the facts are this machine's.
+        assert node.profile.cpu_cores == os.cpu_count()
+        assert node.profile.os and node.profile.arch
+    assert len(NodeSelection.parse().choose(nodes)) == 3
+    chosen = NodeSelection.parse("all", ["key=beta-box"]).choose(nodes)
+    assert [node.profile.key for node in chosen] == ["beta-box"]
+
+
+def raylet_pids(ray_cluster) -> dict[str, int]:
+    """Each node's raylet process, by node id: a Ray worker's parent."""
+    return {
+        node.node_id: node.all_processes["raylet"][0].process.pid
+        for node in [ray_cluster.head_node, *ray_cluster.worker_nodes]
+    }
+
+
+@pytest.mark.parametrize("how", ["ray-client", "auto"])
+def test_a_driver_connects_by_ray_client_address_or_by_auto_with_ray_address(
+    ray_cluster, how: str
+) -> None:
+    # A fresh process: one process holds one Ray connection, and the session's is taken.
+    address = ray_cluster.client_address if how == "ray-client" else "auto"
+    code = (
+        "from torchcanary.fleet.ray_executor import connect\n"
+        f"with connect({address!r}, timeout_s=60) as fleet:\n"
+        "    print(sorted(node.profile.key for node in fleet.discover()))\n"
+    )
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == str(sorted(FLEET_PROFILES))
+
+
+def test_each_result_streams_back_as_it_finishes_tagged_with_its_node_and_profile(
+    ray_cluster, fleet
+) -> None:
+    nodes = by_profile(fleet.discover())
+    # The slow unit is sent first; the fast ones must not wait for it.
+    assignments = [
+        Assignment(nodes["alpha-box"], WorkUnit("slow", smoke.WORKER, {"sleep_s": 4})),
+        Assignment(nodes["beta-box"], WorkUnit("fast-beta", smoke.WORKER, {"rounds": 10})),
+        Assignment(nodes["head-box"], WorkUnit("fast-head", smoke.WORKER, {"rounds": 10})),
+    ]
+    arrived: list[tuple[str, float]] = []
+    results = {}
+    started = time.monotonic()
+    for result in fleet.dispatch(assignments):
+        arrived.append((result.unit_id, time.monotonic() - started))
+        results[result.unit_id] = result
+    assert arrived[-1][0] == "slow"
+    assert {unit_id for unit_id, _ in arrived[:2]} == {"fast-beta", "fast-head"}
+    for assignment in assignments:
+        result = results[assignment.unit.unit_id]
+        assert result.status is UnitStatus.OK, result.error
+        assert (result.node_id, result.profile_key) == (
+            assignment.node.node_id,
+            assignment.node.profile.key,
+        )
+        # The node that ran it is the one assigned: the worker's parent is that node's raylet.
+        assert result.output is not None
+        assert result.output["parent_pid"] == raylet_pids(ray_cluster)[result.node_id]
+
+
+def test_a_unit_whose_work_raises_is_failed_and_the_others_go_on(fleet) -> None:
+    nodes = by_profile(fleet.discover())
+    results = {
+        result.unit_id: result
+        for result in fleet.dispatch(
+            [
+                Assignment(nodes["alpha-box"], WorkUnit("bad", smoke.WORKER, {"fail": "boom"})),
+                Assignment(nodes["alpha-box"], WorkUnit("good", smoke.WORKER, {})),
+            ]
+        )
+    }
+    assert results["bad"].status is UnitStatus.FAILED
+    assert results["bad"].error == "RuntimeError: boom"
+    assert results["good"].status is UnitStatus.OK
+
+
+def test_no_password_or_token_reaches_a_node(fleet) -> None:
+    nodes = by_profile(fleet.discover())
+    unit = WorkUnit(
+        "secrets",
+        smoke.WORKER,
+        payload={
+            "echo": {"store": "postgresql://canary:hunter2@db/runs", "api_token": "t0k"},
+            "env": ["HF_TOKEN", "CANARY_STORE", "CANARY_MODE"],
+        },
+        env={
+            "HF_TOKEN": "hf_secret",
+            "CANARY_STORE": "postgresql://canary:hunter2@db/runs",
+            "CANARY_MODE": "fleet",
+        },
+    )
+    [result] = fleet.dispatch([Assignment(nodes["beta-box"], unit)])
+    assert result.status is UnitStatus.OK, result.error
+    assert result.output == {
+        **result.output,
+        "echo": {"store": "postgresql://canary@db/runs"},
+        "env": [
+            ["HF_TOKEN", None],
+            ["CANARY_STORE", "postgresql://canary@db/runs"],
+            ["CANARY_MODE", "fleet"],
+        ],
+    }
+    assert "hunter2" not in result.to_json() and "hf_secret" not in result.to_json()
+
+
+def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, fleet) -> None:
+    doomed = ray_cluster.add_node(**local_node_args("doomed-box"))
+    ray_cluster.wait_for_nodes()
+    doomed_pids = node_pids(doomed)
+    nodes = by_profile(fleet.discover())
+    # The doomed node holds one CPU: one unit runs there, the other waits its turn.
+    assignments = [
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-running", smoke.WORKER, {"sleep_s": 60})),
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-queued", smoke.WORKER, {"sleep_s": 60})),
+        Assignment(nodes["alpha-box"], WorkUnit("survivor", smoke.WORKER, {"sleep_s": 1})),
+    ]
+    results = {}
+    for result in fleet.dispatch(assignments):
+        results[result.unit_id] = result
+        if result.unit_id == "survivor":
+            ray_cluster.remove_node(doomed, allow_graceful=False)
+    assert set(results) == {"doomed-running", "doomed-queued", "survivor"}
+    assert results["survivor"].status is UnitStatus.OK
+    for unit_id in ("doomed-running", "doomed-queued"):
+        assert results[unit_id].status is UnitStatus.LOST
+        assert results[unit_id].profile_key == "doomed-box"
+        assert "went away before the unit finished" in (results[unit_id].error or "")
+    assert wait_gone(doomed_pids) == []
+    assert "doomed-box" not in by_profile(fleet.discover())
+    # Work sent to the node after its death (a stale node list) is lost too, not stuck.
+    [late] = fleet.dispatch([Assignment(nodes["doomed-box"], WorkUnit("late", smoke.WORKER))])
+    assert (late.unit_id, late.status) == ("late", UnitStatus.LOST)

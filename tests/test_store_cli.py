@@ -1,0 +1,148 @@
+"""The store from the command line: a PostgreSQL URL in --store or the config, copy and
+migrate, history and compare across runs, and connection mistakes as one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cli_helpers import run_canary
+from pg_cluster import PASSWORD, free_port
+from store_helpers import fill_run
+from torchcanary.store.location import open_store
+
+DAY = 86400.0
+
+
+def _one_line_error(result) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_a_wrong_password_is_one_line_exit_2_and_the_password_never_shows(postgres_cluster):
+    url = postgres_cluster.url(password="not-the-pw-123")
+    line = _one_line_error(run_canary("runs", "--store", url, cwd=postgres_cluster.root))
+    assert "password authentication failed" in line
+    assert "not-the-pw-123" not in line and "postgresql://canary:***@127.0.0.1" in line
+
+
+def test_an_unreachable_host_is_one_line_exit_2(tmp_path):
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("not checked: psycopg is not installed (pip install -e '.[dev]')")
+    url = f"postgresql://canary:{PASSWORD}@127.0.0.1:{free_port()}/canary"
+    line = _one_line_error(run_canary("history", "x", "--store", url, cwd=tmp_path))
+    assert "cannot open the store" in line and "check the host" in line
+    assert PASSWORD not in line
+
+
+def test_a_database_without_a_store_is_not_created_by_reading_commands(postgres_url, tmp_path):
+    line = _one_line_error(run_canary("runs", "--store", postgres_url, cwd=tmp_path))
+    assert "no torchcanary store" in line and PASSWORD not in line
+    with open_store(postgres_url) as store:  # still empty: nothing was created
+        assert store.runs() == []
+
+
+def test_store_migrate_creates_the_schema_and_says_its_version(postgres_url, tmp_path):
+    from torchcanary.store.schema import SCHEMA_VERSION
+
+    result = run_canary("store", "migrate", "--store", postgres_url, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"schema version {SCHEMA_VERSION}" in result.stdout and PASSWORD not in result.stdout
+
+
+@pytest.fixture
+def three_runs(tmp_path) -> tuple[str, list[str]]:
+    """A SQLite store with three runs a week apart: candidate 2.14.0, 2.14.1, then 2.15.0."""
+    db = tmp_path / "alone.db"
+    start = time.time() - 30 * DAY
+    good, bad = ("confirmed", "confirmed"), ("confirmed", "refuted")
+    with open_store(db) as store:
+        ids = [
+            fill_run(store, "2.14.0", 1.00, "same", good, "passed", start),
+            fill_run(store, "2.14.1", 1.25, "slower", bad, "failed", start + 7 * DAY),
+            fill_run(store, "2.15.0", 1.01, "same", good, "passed", start + 14 * DAY),
+        ]
+    return str(db), ids
+
+
+def test_copy_to_postgresql_then_history_and_compare_read_the_shared_store(
+    three_runs, postgres_url, tmp_path
+):
+    db, ids = three_runs
+    copied = run_canary("store", "copy", db, postgres_url, cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    assert "copied 3 runs" in copied.stdout and PASSWORD not in copied.stdout
+
+    (tmp_path / "canary.toml").write_text(f'store = "{postgres_url}"\n')  # the config's store
+    listed = run_canary("runs", cwd=tmp_path, COLUMNS="200")
+    assert listed.returncode == 0, listed.stderr
+    assert all(run_id in listed.stdout for run_id in ids) and PASSWORD not in listed.stdout
+    shown = run_canary("history", "matmul.fp32", "--candidate", "2.14", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    entries = json.loads(shown.stdout)
+    assert [e["run_id"] for e in entries] == ids[:2]
+    assert [e["candidate"] for e in entries] == ["2.14.0", "2.14.1"]
+    assert entries[1]["verdict"] == "slower" and entries[1]["ratio"] == 1.25
+
+    table = run_canary(
+        "history", "inductor.fusion", "--plot", "fusion.svg", cwd=tmp_path, COLUMNS="200"
+    )
+    assert table.returncode == 0, table.stderr
+    assert "regressed" in table.stdout and ids[2] in table.stdout
+    assert (tmp_path / "fusion.svg").read_text().startswith("<svg")
+
+    since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 25 * DAY))
+    recent = run_canary("history", "kill:restart", "--since", since, "--json", cwd=tmp_path)
+    assert [e["run_id"] for e in json.loads(recent.stdout)] == ids[1:]
+
+    diff = run_canary("compare", ids[0], ids[1], "--json", cwd=tmp_path)
+    assert diff.returncode == 0, diff.stderr
+    changes = {(c["section"], c["item"]): c for c in json.loads(diff.stdout)["changes"]}
+    assert changes["claims", "inductor.fusion"]["after"] == "regressed"
+    bench = changes["bench", "matmul.fp32"]
+    assert (bench["before"], bench["after"]) == ("same", "slower")
+    assert "1.000 [0.980, 1.020] -> 1.250 [1.225, 1.275]" in bench["detail"]
+    assert "do not overlap" in bench["detail"]
+    assert changes["drill", "kill:restart (candidate)"]["after"] == "failed"
+    same = run_canary("compare", ids[0], ids[2], cwd=tmp_path)
+    assert "0 changed" in same.stdout
+
+
+def test_history_of_an_unknown_id_is_a_usage_error(three_runs, tmp_path):
+    db, _ = three_runs
+    line = _one_line_error(run_canary("history", "no.such.bench", "--store", db, cwd=tmp_path))
+    assert "no claim, benchmark or drill" in line
+
+
+def test_a_postgresql_url_in_the_config_is_kept_as_a_url(tmp_path, postgres_url):
+    from torchcanary.config import load_settings
+
+    (tmp_path / "canary.toml").write_text(f'store = "{postgres_url}"\n')
+    assert load_settings(None, {}, tmp_path).store == postgres_url
+    flagged = load_settings(None, {"store": "elsewhere.db"}, tmp_path)
+    assert flagged.store == tmp_path / "elsewhere.db"  # a flag wins, and a path stays a path
+
+
+def test_a_benchmark_in_the_html_report_shows_its_recent_history_from_the_store(
+    store_location, tmp_path
+):
+    from torchcanary.measure import report
+    from torchcanary.report.view import RunView
+
+    with open_store(store_location) as store:
+        first = fill_run(store, "2.14.0", 1.00, "same", created_at=time.time() - 2 * DAY)
+        second = fill_run(store, "2.14.1", 1.25, "slower", created_at=time.time() - DAY)
+        later = fill_run(store, "2.15.0", 1.50, "slower")
+        alone, with_history = (report.html(RunView.load(store, r)) for r in (first, second))
+        view = RunView.load(store, second)
+    assert "Recent history" not in alone  # nothing before the first run
+    assert "Recent history in this store (2 runs, this one last)" in with_history
+    assert "2.14.0 vs 2.13.0" in with_history and "2.14.1 vs 2.13.0" in with_history
+    assert [e.run_id for e in view.bench_history["matmul.fp32"]] == [first, second]
+    assert later not in with_history  # a report rendered again later shows the same
