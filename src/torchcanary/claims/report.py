@@ -93,7 +93,7 @@ def _coverage_html(view: RunView) -> str:
     lines = "".join(f"<p>{escape(line)}</p>" for line in coverage_summary(view))
     return (
         f'<section id="coverage"><h2>Coverage of the release notes</h2>{lines}'
-        '<table class="claims"><thead><tr><th>pack</th><th>claim</th><th>notes</th>'
+        '<table class="coverage"><thead><tr><th>pack</th><th>claim</th><th>notes</th>'
         "<th>probes</th><th>candidate</th><th>baseline as expected</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"
     )
