@@ -31,6 +31,8 @@ examples:
   torchcanary run --candidate "torch==2.14.1 numpy" --only claims --probes 'c10d.*'
   torchcanary run --resume                   # carry on after an interruption
   torchcanary probes                          # every claim probe and what it needs
+  torchcanary packs                           # the claims packs installed, one per release
+  torchcanary claims checklist NOTES.md --release 2.15   # draft a pack from the notes
   torchcanary runs && torchcanary report RUN_ID
 
 environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an
@@ -68,6 +70,16 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         dest="probe_timeout_s",
         help="seconds per probe, overriding each probe's own timeout",
+    )
+    parser.add_argument(
+        "--release",
+        help="claims pack to qualify against, e.g. 2.14 (default: the candidate's release)",
+    )
+    parser.add_argument(
+        "--regression",
+        action="append",
+        metavar="RELEASE",
+        help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
     )
     parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
     parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
@@ -120,6 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
     probes.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    packs = commands.add_parser("packs", help="list the claims packs installed (one per release)")
+    packs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    claims = commands.add_parser("claims", help="work with release notes and claims packs")
+    claims_commands = claims.add_subparsers(
+        dest="claims_command", metavar="COMMAND", parser_class=_Parser, required=True
+    )
+    checklist = claims_commands.add_parser(
+        "checklist", help="draft a pack from a release-notes text: a claim per sentence"
+    )
+    checklist.add_argument("notes", type=Path, metavar="NOTES", help="notes saved as .md or .txt")
+    checklist.add_argument("--release", required=True, help="the release the notes are for")
+    checklist.add_argument(
+        "--output", type=Path, help="where to write the draft pack.json (default pack-RELEASE.json)"
+    )
 
     report = commands.add_parser("report", help="render a stored run's outputs again")
     report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")
@@ -185,6 +213,8 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "probes": _split(args.probes),
         "probe_modules": args.probe_modules,
         "probe_timeout_s": args.probe_timeout_s,
+        "release": args.release,
+        "regression": args.regression,
         "installer": args.installer,
         "policy_file": args.policy_file,
         "store": args.store,
@@ -230,14 +260,16 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
+    from torchcanary.claims import report as claims_report
     from torchcanary.report.view import RunView
 
     view = RunView.load(store, run_id)
     table = Table(title=f"claims, run {run_id}")
-    for column in ("probe", "baseline", "candidate", "upgrade"):
+    for column in ("pack", "probe", "baseline", "candidate", "upgrade"):
         table.add_column(column)
     for row in view.claim_rows():
         table.add_row(
+            str(row.description.get("pack", "-")),
             row.probe_id,
             row.baseline.outcome.verdict.value if row.baseline else "-",
             row.candidate.outcome.verdict.value if row.candidate else "-",
@@ -249,6 +281,8 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
             row.comparison.value if row.comparison else "incomplete" for row in view.claim_rows()
         )
         console.print("claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common()))
+        for line in claims_report.coverage_summary(view):  # release packs: coverage of notes
+            console.print(f"coverage: {line}", highlight=False, markup=False)
     for section in view.run.plan.get("sections", ()):
         if section != "claims":
             console.print(Markdown(get_section(section).markdown(view)))
@@ -280,6 +314,55 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     for item in described:
         table.add_row(item["id"], item["scope"], item["needs"], item["claim"])
     console.print(table)
+    return EXIT_GO
+
+
+def _cmd_packs(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.packs.discovery import discover_packs
+
+    described = [
+        {
+            "name": item.pack.name,
+            "release": item.pack.release,
+            "title": item.pack.title,
+            "module": item.pack.module,
+            "claims": len(item.pack.claims),
+            "unprobed": sum(1 for claim in item.pack.claims if not claim.probes),
+            "probes": len(item.probes),
+            "notes_sha256": item.pack.notes_sha256,
+        }
+        for item in discover_packs()
+    ]
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return EXIT_GO
+    table = Table(title=f"{len(described)} packs")
+    for column in ("name", "release", "claims", "unprobed", "probes", "title"):
+        table.add_column(column, overflow="fold")
+    for item in described:
+        table.add_row(
+            *(str(item[c]) for c in ("name", "release", "claims", "unprobed", "probes", "title"))
+        )
+    console.print(table)
+    return EXIT_GO
+
+
+def _cmd_claims(args: argparse.Namespace, console: Console) -> int:
+    from torchcanary.claims.catalog import select_probes
+    from torchcanary.packs.checklist import draft_pack
+
+    if not args.notes.is_file():
+        raise CanaryError(f"no notes file at {args.notes}; save the release notes as text first")
+    probes = [probe for probe, _ in select_probes(()).values()]
+    draft = draft_pack(args.notes, args.release, probes)
+    output = args.output or Path(f"pack-{args.release}.json")
+    output.write_text(json.dumps(draft.to_json(), indent=2, ensure_ascii=False) + "\n")
+    probed = sum(1 for claim in draft.claims if claim.probes)
+    console.print(
+        f"{len(draft.claims)} claims in {args.notes.name}: {probed} matched to probes, "
+        f"{len(draft.claims) - probed} unprobed; draft pack written to {output}",
+        highlight=False,
+    )
     return EXIT_GO
 
 
@@ -341,6 +424,8 @@ HISTORY_COMMANDS: dict[str, history_commands.Handler] = {}
 COMMANDS = {
     "run": _cmd_run,
     "probes": _cmd_probes,
+    "packs": _cmd_packs,
+    "claims": _cmd_claims,
     "report": _cmd_report,
     "runs": _cmd_runs,
 }

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchcanary.claims.catalog import check_packs
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
@@ -36,6 +37,8 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "output": str,
     "policy": dict,
     "policy_file": str,
+    "release": str,
+    "regression": list,
 }
 
 
@@ -198,6 +201,10 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         probe_timeout_s=float(timeout) if timeout is not None else None,
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
+        release=str(merged["release"]) if merged.get("release") else None,
+        regression=tuple(str(r) for r in merged.get("regression", ())),
     )
+    if "claims" in sections:  # a bad pack or a pack for another release: refused before building
+        check_packs(plan)
     store, output = _locations(merged, cwd)
     return Settings(plan, store, output, source, left_out)

@@ -23,6 +23,8 @@ class RunPlan:
     probe_timeout_s: float | None = None  # overrides each probe's own timeout when set
     policy: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per section
+    release: str | None = None  # the claims pack to qualify against; None follows the candidate
+    regression: tuple[str, ...] = ()  # older packs checked on purpose ("still true?")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -32,7 +34,7 @@ class RunPlan:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunPlan:
         data = {k: v for k, v in data.items() if k != "schema"}
-        for key in ("sections", "probes", "probe_modules"):
+        for key in ("sections", "probes", "probe_modules", "regression"):
             data[key] = tuple(data.get(key, ()))
         return cls(**data)
 

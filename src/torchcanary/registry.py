@@ -35,7 +35,8 @@ def probes_in_module(module: ModuleType) -> list[Probe]:
     return [p for p in found if isinstance(p, Probe)]
 
 
-def _walk(module_name: str) -> list[ModuleType]:
+def walk_modules(module_name: str) -> list[ModuleType]:
+    """The module and, when it is a package, every submodule, sorted by name."""
     module = importlib.import_module(module_name)
     modules = [module]
     if hasattr(module, "__path__"):
@@ -56,7 +57,7 @@ def discover(extra_modules: tuple[str, ...] = ()) -> dict[str, tuple[Probe, Prob
     by_id: dict[str, tuple[Probe, ProbeSource]] = {}
     for plugin, module_name in targets:
         try:
-            modules = _walk(module_name)
+            modules = walk_modules(module_name)
         except Exception as exc:  # a broken plugin must name itself, not kill discovery
             raise ProbeDiscoveryError(
                 f"probe plugin {plugin!r} ({module_name}) failed to import: {exc}"

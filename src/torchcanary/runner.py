@@ -11,6 +11,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchcanary.claims.catalog import worker_packages
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
@@ -74,8 +75,8 @@ def _record_manifests(ctx: RunContext) -> None:
 
 
 def import_root(plan: RunPlan, work_dir: Path) -> Path:
-    """torchcanary plus the top-level packages of any extra probe modules."""
-    packages = {"torchcanary"} | {m.split(".")[0] for m in plan.probe_modules}
+    """torchcanary plus the top-level packages of probe modules, plugins and claims packs."""
+    packages = {"torchcanary"} | worker_packages(plan)
     return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
 
 

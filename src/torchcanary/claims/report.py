@@ -6,6 +6,7 @@ import json
 import statistics
 from html import escape
 
+from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
 from torchcanary.report.junit import JUnitCase
 from torchcanary.report.svg import grouped_bars
 from torchcanary.report.view import ClaimRow, RunView
@@ -66,6 +67,54 @@ def _measurement_plot(row: ClaimRow) -> str:
     return grouped_bars(f"{row.probe_id}: medians", sorted(series.items()))
 
 
+def coverage(view: RunView) -> list[ClaimCoverage]:
+    """Every claim of the run's packs with its status (see ``torchcanary.packs.coverage``)."""
+    return claim_coverage(view.packs, view.probe_results)
+
+
+def coverage_summary(view: RunView) -> list[str]:
+    """The coverage line of each pack the run qualified against."""
+    return coverage_lines(view.packs, coverage(view))
+
+
+def _expected(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
+def _coverage_html(view: RunView) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(row.pack)}</td><td><code>{escape(row.claim_id)}</code></td>"
+        f'<td>{escape(row.topic)}<div class="quote">“{escape(row.quote)}”</div></td>'
+        f"<td>{' '.join(f'<code>{escape(p)}</code>' for p in row.probes) or 'unprobed'}</td>"
+        f'<td>{_badge(row.status.value)}<div class="summary">{escape(row.detail)}</div></td>'
+        f"<td>{_expected(row.baseline_as_expected)}</td></tr>"
+        for row in coverage(view)
+    )
+    lines = "".join(f"<p>{escape(line)}</p>" for line in coverage_summary(view))
+    return (
+        f'<section id="coverage"><h2>Coverage of the release notes</h2>{lines}'
+        '<table class="coverage"><thead><tr><th>pack</th><th>claim</th><th>notes</th>'
+        "<th>probes</th><th>candidate</th><th>baseline as expected</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
+
+
+def _coverage_markdown(view: RunView) -> list[str]:
+    lines = ["## Coverage of the release notes", ""]
+    lines += [f"- {line}" for line in coverage_summary(view)]
+    lines += ["", "| pack | claim | notes | probes | candidate | baseline as expected |"]
+    lines.append("|---|---|---|---|---|---|")
+    for row in coverage(view):
+        quote = row.quote if len(row.quote) <= 90 else row.quote[:87] + "..."
+        probes = ", ".join(f"`{p}`" for p in row.probes) or "unprobed"
+        lines.append(
+            f"| {row.pack} | {row.claim_id} | {quote.replace('|', '/')} | {probes} | "
+            f"{row.status.value}: {row.detail.replace('|', '/')[:120]} | "
+            f"{_expected(row.baseline_as_expected)} |"
+        )
+    return [*lines, ""]
+
+
 def html(view: RunView) -> str:
     rows = []
     for row in view.claim_rows():
@@ -74,7 +123,8 @@ def html(view: RunView) -> str:
         quote = description.get("release_claim", "")
         rows.append(
             f'<tr id="claim-{escape(row.probe_id)}"><td><code>{escape(row.probe_id)}'
-            f"</code></td><td>{escape(description.get('claim', ''))}"
+            f'</code><div class="needs">pack {escape(str(description.get("pack", "-")))}'
+            f"</div></td><td>{escape(description.get('claim', ''))}"
             + (f'<div class="quote">release: “{escape(quote)}”</div>' if quote else "")
             + f'<div class="needs">scope {escape(str(description.get("scope", "")))}; '
             f"needs {escape(str(description.get('needs', '')))}</div>{_evidence(row)}</td>"
@@ -83,18 +133,24 @@ def html(view: RunView) -> str:
     return (
         '<section id="claims"><h2>Claims</h2><table class="claims"><thead><tr>'
         "<th>probe</th><th>claim</th><th>baseline</th><th>candidate</th><th>upgrade</th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>" + _coverage_html(view)
     )
 
 
 def markdown(view: RunView) -> str:
-    lines = ["## Claims", "", "| probe | baseline | candidate | upgrade |", "|---|---|---|---|"]
+    lines = [
+        "## Claims",
+        "",
+        "| pack | probe | baseline | candidate | upgrade |",
+        "|---|---|---|---|---|",
+    ]
     for row in view.claim_rows():
         base = row.baseline.outcome.verdict.value if row.baseline else "not run"
         cand = row.candidate.outcome.verdict.value if row.candidate else "not run"
         comparison = row.comparison.value if row.comparison else "incomplete"
-        lines.append(f"| `{row.probe_id}` | {base} | {cand} | {comparison} |")
-    return "\n".join(lines) + "\n"
+        pack = row.description.get("pack", "-")
+        lines.append(f"| {pack} | `{row.probe_id}` | {base} | {cand} | {comparison} |")
+    return "\n".join([*lines, "", *_coverage_markdown(view)]) + "\n"
 
 
 def junit_cases(view: RunView) -> list[JUnitCase]:

@@ -4,7 +4,8 @@ A probe that crashes, hangs or errors is recorded as such and a fresh worker tak
 each result is committed the moment it exists, so ``--resume`` redoes nothing finished.
 
 Policy keys: ``fail_on_claims`` (list of claim comparisons that mean no-go; default
-``["regressed"]``).
+``["regressed"]``); ``fail_on_sanity`` (a binary sanity check the candidate refutes means
+no-go, whatever the baseline showed; default true).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import json
 import time
 from typing import Any
 
-from torchcanary.claims.catalog import select_probes
+from torchcanary.claims.catalog import requested_torch, select_claims
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import CATALOG_ARTIFACT, RunView
+from torchcanary.packs.model import ANY_RELEASE
+from torchcanary.report.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, RunView
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
+from torchcanary.worker.calls import RUN_PROBE
 
-POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"]}
+POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -48,26 +51,35 @@ def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
 
 
 def run(ctx: RunContext) -> None:
-    selected = select_probes(ctx.plan.probes, ctx.plan.probe_modules)
-    catalog = {
-        pid: probe.describe() | {"plugin": source.plugin}
-        for pid, (probe, source) in selected.items()
-    }
-    ctx.store.save_artifact(
-        ctx.run_id, CATALOG_ARTIFACT, "application/json", json.dumps(catalog).encode()
+    selection = select_claims(
+        ctx.plan.probes,
+        ctx.plan.probe_modules,
+        ctx.plan.release,
+        ctx.plan.regression,
+        ctx.environments["candidate"].torch_version,
     )
+    selected = selection.probes
+    catalog = {
+        pid: planned.probe.describe() | {"plugin": planned.source.plugin, "pack": planned.pack}
+        for pid, planned in selected.items()
+    }
+    packs = [pack.to_json() for pack in selection.packs]
+    for name, content in ((CATALOG_ARTIFACT, catalog), (PACKS_ARTIFACT, packs)):
+        ctx.store.save_artifact(ctx.run_id, name, "application/json", json.dumps(content).encode())
+    # What each environment was asked to be, for the sanity pack's version check.
+    params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
     done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
     with ctx.progress.task("claims", total=len(todo)) as task:
         workers = {role: ctx.new_worker(role) for role in ROLES}
         for role, probe_id in todo:
-            probe, source = selected[probe_id]
+            probe, source = selected[probe_id].probe, selected[probe_id].source
             timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
             task.status(f"{role}: {probe_id}")
             started = time.time()
             call = workers[role].call(
-                "torchcanary.worker.run_probe:run_probe",
-                {"module": source.module, "probe_id": probe_id},
+                RUN_PROBE,
+                {"module": source.module, "probe_id": probe_id, "params": params[role]},
                 timeout_s,
             )
             outcome = outcome_of_call(call, timeout_s)
@@ -92,4 +104,19 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
                 f"{row.baseline.outcome.verdict.value}, candidate "
                 f"{row.candidate.outcome.verdict.value} ({row.candidate.outcome.summary[:120]})"
             )
+    if policy.get("fail_on_sanity", POLICY_DEFAULTS["fail_on_sanity"]):
+        reasons += _sanity_failures(view)
     return reasons
+
+
+def _sanity_failures(view: RunView) -> list[str]:
+    """Release-independent checks the candidate refutes: the wheel is not what it says."""
+    sanity_packs = {pack["name"] for pack in view.packs if pack.get("release") == ANY_RELEASE}
+    return [
+        f"binary sanity {row.probe_id} {row.candidate.outcome.verdict.value} in the candidate: "
+        f"{row.candidate.outcome.summary[:160]}"
+        for row in view.claim_rows()
+        if row.description.get("pack") in sanity_packs
+        and row.candidate is not None
+        and row.candidate.outcome.verdict in (Verdict.REFUTED, Verdict.ABSENT)
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchcanary.packs.coverage import claim_coverage
 from torchcanary.report.view import RunView
 from torchcanary.results import SCHEMA_VERSION
 
@@ -46,6 +47,9 @@ def render_json(view: RunView) -> dict[str, Any]:
             }
             for row in view.claim_rows()
         ],
+        # One row per claim of every pack the run qualified against (release-packs addition).
+        "coverage": [row.to_json() for row in claim_coverage(view.packs, view.probe_results)],
+        "packs": view.packs,
         "sections": {
             name: [
                 {"key": r.key, "env_role": r.env_role, "verdict": r.verdict, "payload": r.payload}

@@ -18,6 +18,7 @@ from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
 PROBE_RESULTS_SECTION = "claims"  # its results are probe results, kept in a table of their own
+PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class RunView:
     sections: dict[str, list[SectionResult]]
     # each benchmark's results in this run and the store's runs before it (most recent 10)
     bench_history: dict[str, list[HistoryEntry]] = field(default_factory=dict)
+    packs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def load(cls, store: ResultStore, run_id: str) -> RunView:
@@ -64,6 +66,7 @@ class RunView:
             store.probe_results(run_id),
             sections,
             bench_history(store, run, [r.key for r in sections.get("bench", [])]),
+            json.loads(artifacts.get(PACKS_ARTIFACT, b"[]")),
         )
 
     def claim_rows(self) -> list[ClaimRow]:
