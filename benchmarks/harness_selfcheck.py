@@ -28,7 +28,14 @@ documentation and source:
   (``_Row.color_segment``); ``has_warnings`` (IQR above 10% of the median) is reported.
 
 Usage: python benchmarks/harness_selfcheck.py [--nulls 16] [--per-k 8] [--ks 2,3,5,10]
-                                                [--family 18] [--dump F | --reanalyse F ...]
+                                                [--layout steady|oneshot] [--family 18]
+                                                [--dump F | --reanalyse F ...]
+
+``--layout oneshot`` measures the one-shot layout of startup and compile benchmarks: each
+worker group gives one sample per side (``--groups 12 --rounds 1 --samples 1``), so every
+group holds a single pair and the verdict rests on the 12 groups alone. The samples come
+from warm synthetic workloads rather than fresh interpreters, which keeps the statistics
+identical (one pair per separate set of worker processes) at a fraction of the time.
 
 Several dumps given to ``--reanalyse`` are judged each as its own run (its own BH family and
 calibration) and their counts pooled: a long measurement can be taken in pieces.
@@ -360,6 +367,13 @@ def _report(
         )
 
 
+# What each layout fills in for the design flags the user left out.
+_LAYOUTS: dict[str, dict[str, int]] = {
+    "steady": {"rounds": BenchSettings().rounds, "samples": BenchSettings().samples_per_round},
+    "oneshot": {"rounds": 1, "samples": 1},
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nulls", type=int, default=16, help="benchmarks with k = 0")
@@ -367,17 +381,21 @@ def main() -> None:
     parser.add_argument("--ks", default="2,3,5,10", help="slowdowns in percent")
     # The design defaults are a run's own, so the figures describe what `bench` does.
     run = BenchSettings()
+    parser.add_argument(
+        "--layout",
+        choices=sorted(_LAYOUTS),
+        default="steady",
+        help="steady: a run's default design; oneshot: 1 sample per side and group",
+    )
     parser.add_argument("--groups", type=int, default=run.groups)
-    parser.add_argument("--rounds", type=int, default=run.rounds, help="most rounds per group")
+    parser.add_argument("--rounds", type=int, help="most rounds per group")
     parser.add_argument(
         "--group-budget-s",
         type=float,
         default=run.group_budget_s,
         help="seconds of samples per benchmark and group, all sides",
     )
-    parser.add_argument(
-        "--samples", type=int, default=run.samples_per_round, help="samples per round and side"
-    )
+    parser.add_argument("--samples", type=int, help="samples per round and side")
     parser.add_argument("--min-sample-ms", type=float, default=run.min_sample_ms)
     parser.add_argument("--fdr", type=float, default=run.fdr)
     parser.add_argument("--workloads", default="busy,matmul")
@@ -400,6 +418,9 @@ def main() -> None:
     )
     parser.add_argument("--baseline", default="torch==2.13.0 numpy")
     args = parser.parse_args()
+    for name, value in _LAYOUTS[args.layout].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     ks = [float(k) for k in args.ks.split(",")] if args.per_k else []
     kinds = args.workloads.split(",")
     specs = [workload(kinds[i % len(kinds)], 0.0, i) for i in range(args.nulls)]
@@ -428,7 +449,7 @@ def main() -> None:
         f"torch {env.torch_version}"
     )
     print(
-        f"design: {args.groups} worker groups x up to {args.rounds} rounds "
+        f"design ({args.layout} layout): {args.groups} worker groups x up to {args.rounds} rounds "
         f"({args.group_budget_s:g} s of samples per group) x {args.samples} samples of >= "
         f"{args.min_sample_ms:g} ms per side; sides A, A2 (A/A control), B (k% heavier); "
         f"workloads {', '.join(kinds)}; {args.nulls} benchmarks at k = 0, {args.per_k} per "
