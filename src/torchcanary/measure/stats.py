@@ -377,15 +377,22 @@ def one_sample_t(values: Sequence[float], confidence: float) -> tuple[float, flo
     if n == 0:
         raise ValueError("t-test of no values")
     _require_finite(values, "t-test")
-    mean = sum(values) / n
+    scale = max(abs(v) for v in values) or 1.0  # keeps sums and squares of huge values finite
+    scaled = [v / scale for v in values]
+    mean = sum(scaled) / n
     if n < 2:
-        return mean, 1.0, -math.inf, math.inf
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+        return mean * scale, 1.0, -math.inf, math.inf
+    sd = math.sqrt(sum((v - mean) ** 2 for v in scaled) / (n - 1))
     if sd == 0:
-        return mean, (1.0 if mean == 0 else 0.0), mean, mean
+        return mean * scale, (1.0 if mean == 0 else 0.0), mean * scale, mean * scale
     se = sd / math.sqrt(n)
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * se
-    return mean, t_two_sided_p(mean / se, n - 1), mean - half, mean + half
+    return (
+        mean * scale,
+        t_two_sided_p(mean / se, n - 1),
+        (mean - half) * scale,
+        (mean + half) * scale,
+    )
 
 
 def trimmed_t(
