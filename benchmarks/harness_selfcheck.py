@@ -62,6 +62,7 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.measure import compare, stats
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
+from torchcanary.measure.section import DEFAULT_POLICY
 from torchcanary.measure.settings import BenchSettings, parse_settings
 from torchcanary.measure.specs import benchmark_id
 from torchcanary.measure.suite import expand
@@ -74,6 +75,7 @@ HEAVIER = Side("B", "candidate", "candidate")
 ASV_FACTOR, ASV_P = 1.1, 0.002
 PYPERF_CONFIDENCE = 0.95
 TORCH_BEST_BAND = 1.01
+MAX_SLOWDOWN = float(DEFAULT_POLICY["bench_max_slowdown"])  # what "same" must stay under
 # Our rule with BH over a family of one: the loosest threshold any run could give a null.
 ALONE = "torchcanary, judged alone"
 
@@ -254,7 +256,7 @@ def _rows(
             "ab": compare.compare_sides(samples, "A", "B", 1 - args.fdr, clock),
             "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
         }
-    decided = compare.decide(comparisons, args.fdr, 0.05)
+    decided = compare.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
     rows, pairs = [], []
     for spec in specs:
         samples = measured.benchmarks[spec["id"]]
@@ -295,7 +297,13 @@ def _alone(
     At the run's FDR this is BH's loosest case. At FDR / N it is the case of a run of N
     where this is the only real change: BH then multiplies its p-value by N.
     """
-    judged = compare.decide({bench_id: comparisons[bench_id]}, fdr, 0.05, inflation=calibration)
+    judged = compare.decide(
+        {bench_id: comparisons[bench_id]},
+        fdr,
+        0.05,
+        inflation=calibration,
+        max_slowdown=MAX_SLOWDOWN,
+    )
     return str(judged[bench_id]["verdict"])
 
 
@@ -345,13 +353,14 @@ def _report(
             missed = sum(r[rule] != "slower" for r in shifted)
             bounds.append(f"{rule} {1 - wilson_upper(missed, len(shifted)):.1%}")
         print(f"  {k:g}% detected, 95% lower bound: " + "; ".join(bounds))
-    print(
-        "  too noisy to tell: "
-        + ", ".join(
-            f"k={k:g}%: {sum(r['torchcanary'] == 'too-noisy' for r in rows if r['k'] == k)}"
-            for k in [0.0, *ks]
+    for verdict in ("same", "no-change-detected", "too-noisy"):
+        print(
+            f"  {verdict}: "
+            + ", ".join(
+                f"k={k:g}%: {sum(r['torchcanary'] == verdict for r in rows if r['k'] == k)}"
+                for k in [0.0, *ks]
+            )
         )
-    )
     raw_aa = sum(r["aa_raw_alarm"] for r in rows)
     mdes = [r["mde"] for r in rows if r["mde"] is not None]
     low, high = (f(r["calibration"] for r in rows) for f in (min, max))
