@@ -369,3 +369,12 @@ def test_aa_controls_that_look_null_leave_the_p_values_alone() -> None:
     assert decided["b0"]["verdict"] == "slower"
     # Fewer than five controls are too few to estimate an inflation from.
     assert compare.calibration_factor([_comparison(1, 0.9, 1.1, 1e-9)] * 4) == 1.0
+
+
+def test_a_benchmark_that_lost_its_power_to_load_says_so() -> None:
+    noisy_control = _comparison(1.0, 0.9, 1.1, 0.9)
+    judged = _decide(_comparison(1.0, 0.97, 1.03, 0.9), noisy_control, max_slowdown=0.05)
+    assert judged["mde"] > 0.05
+    assert any(r.startswith("lost power here") for r in judged["reasons"])
+    quiet = _decide(_comparison(1.0, 0.97, 1.03, 0.9), _comparison(1.0, 0.995, 1.005, 0.9))
+    assert not any("lost power" in r for r in quiet["reasons"])

@@ -467,6 +467,13 @@ def decide(
                     else f", all under the {max_slowdown:.0%} that matters"
                 )
             )
+        mde = result["mde"]
+        if max_slowdown is not None and mde is not None and mde > max_slowdown:
+            # Load on the machine costs power; say so where it happened, not in a README.
+            reasons.append(
+                f"lost power here: the A/A control's noise hides changes under {mde:.1%} "
+                f"(90% power), more than the {max_slowdown:.0%} that matters"
+            )
         result.update(verdict=verdict, reasons=reasons)
     return decided
 
