@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -171,3 +173,13 @@ def test_detectable_shift_uses_the_t_tail_at_tiny_levels() -> None:
     # The quantile of 1 - 1e-20 rounds to 1 in floating point; the tail itself does not.
     assert stats.t_two_sided_p(stats.t_critical(1e-20, 11), 11) == pytest.approx(1e-20, rel=1e-6)
     assert stats.detectable_shift(0.05, 0.9, math.inf) == pytest.approx(1.96 + 1.2816, abs=1e-3)
+
+
+def test_the_orchestrator_statistics_need_neither_scipy_nor_hypothesis() -> None:
+    # Those are the tests' references only; a user's install has neither.
+    code = (
+        "import sys, torchcanary.cli, torchcanary.measure.compare, torchcanary.measure.section; "
+        "print(sorted(m for m in ('scipy', 'hypothesis', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
