@@ -28,7 +28,14 @@ documentation and source:
   (``_Row.color_segment``); ``has_warnings`` (IQR above 10% of the median) is reported.
 
 Usage: python benchmarks/harness_selfcheck.py [--nulls 16] [--per-k 8] [--ks 2,3,5,10]
-                                                [--family 18] [--dump F | --reanalyse F ...]
+                                                [--layout steady|oneshot] [--family 18]
+                                                [--dump F | --reanalyse F ...]
+
+``--layout oneshot`` measures the one-shot layout of startup and compile benchmarks: each
+worker group gives one sample per side (``--groups 12 --rounds 1 --samples 1``), so every
+group holds a single pair and the verdict rests on the 12 groups alone. The samples come
+from warm synthetic workloads rather than fresh interpreters, which keeps the statistics
+identical (one pair per separate set of worker processes) at a fraction of the time.
 
 Several dumps given to ``--reanalyse`` are judged each as its own run (its own BH family and
 calibration) and their counts pooled: a long measurement can be taken in pieces.
@@ -55,6 +62,7 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.measure import compare, stats
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
+from torchcanary.measure.section import POLICY_DEFAULTS
 from torchcanary.measure.settings import BenchSettings, parse_settings
 from torchcanary.measure.specs import benchmark_id
 from torchcanary.measure.suite import expand
@@ -67,6 +75,7 @@ HEAVIER = Side("B", "candidate", "candidate")
 ASV_FACTOR, ASV_P = 1.1, 0.002
 PYPERF_CONFIDENCE = 0.95
 TORCH_BEST_BAND = 1.01
+MAX_SLOWDOWN = float(POLICY_DEFAULTS["bench_max_slowdown"])  # what "same" must stay under
 # Our rule with BH over a family of one: the loosest threshold any run could give a null.
 ALONE = "torchcanary, judged alone"
 
@@ -247,7 +256,7 @@ def _rows(
             "ab": compare.compare_sides(samples, "A", "B", 1 - args.fdr, clock),
             "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
         }
-    decided = compare.decide(comparisons, args.fdr, 0.05)
+    decided = compare.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
     rows, pairs = [], []
     for spec in specs:
         samples = measured.benchmarks[spec["id"]]
@@ -288,7 +297,13 @@ def _alone(
     At the run's FDR this is BH's loosest case. At FDR / N it is the case of a run of N
     where this is the only real change: BH then multiplies its p-value by N.
     """
-    judged = compare.decide({bench_id: comparisons[bench_id]}, fdr, 0.05, inflation=calibration)
+    judged = compare.decide(
+        {bench_id: comparisons[bench_id]},
+        fdr,
+        0.05,
+        inflation=calibration,
+        max_slowdown=MAX_SLOWDOWN,
+    )
     return str(judged[bench_id]["verdict"])
 
 
@@ -338,13 +353,14 @@ def _report(
             missed = sum(r[rule] != "slower" for r in shifted)
             bounds.append(f"{rule} {1 - wilson_upper(missed, len(shifted)):.1%}")
         print(f"  {k:g}% detected, 95% lower bound: " + "; ".join(bounds))
-    print(
-        "  too noisy to tell: "
-        + ", ".join(
-            f"k={k:g}%: {sum(r['torchcanary'] == 'too-noisy' for r in rows if r['k'] == k)}"
-            for k in [0.0, *ks]
+    for verdict in ("same", "no-change-detected", "too-noisy"):
+        print(
+            f"  {verdict}: "
+            + ", ".join(
+                f"k={k:g}%: {sum(r['torchcanary'] == verdict for r in rows if r['k'] == k)}"
+                for k in [0.0, *ks]
+            )
         )
-    )
     raw_aa = sum(r["aa_raw_alarm"] for r in rows)
     mdes = [r["mde"] for r in rows if r["mde"] is not None]
     low, high = (f(r["calibration"] for r in rows) for f in (min, max))
@@ -360,6 +376,13 @@ def _report(
         )
 
 
+# What each layout fills in for the design flags the user left out.
+_LAYOUTS: dict[str, dict[str, int]] = {
+    "steady": {"rounds": BenchSettings().rounds, "samples": BenchSettings().samples_per_round},
+    "oneshot": {"rounds": 1, "samples": 1},
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nulls", type=int, default=16, help="benchmarks with k = 0")
@@ -367,17 +390,21 @@ def main() -> None:
     parser.add_argument("--ks", default="2,3,5,10", help="slowdowns in percent")
     # The design defaults are a run's own, so the figures describe what `bench` does.
     run = BenchSettings()
+    parser.add_argument(
+        "--layout",
+        choices=sorted(_LAYOUTS),
+        default="steady",
+        help="steady: a run's default design; oneshot: 1 sample per side and group",
+    )
     parser.add_argument("--groups", type=int, default=run.groups)
-    parser.add_argument("--rounds", type=int, default=run.rounds, help="most rounds per group")
+    parser.add_argument("--rounds", type=int, help="most rounds per group")
     parser.add_argument(
         "--group-budget-s",
         type=float,
         default=run.group_budget_s,
         help="seconds of samples per benchmark and group, all sides",
     )
-    parser.add_argument(
-        "--samples", type=int, default=run.samples_per_round, help="samples per round and side"
-    )
+    parser.add_argument("--samples", type=int, help="samples per round and side")
     parser.add_argument("--min-sample-ms", type=float, default=run.min_sample_ms)
     parser.add_argument("--fdr", type=float, default=run.fdr)
     parser.add_argument("--workloads", default="busy,matmul")
@@ -400,6 +427,9 @@ def main() -> None:
     )
     parser.add_argument("--baseline", default="torch==2.13.0 numpy")
     args = parser.parse_args()
+    for name, value in _LAYOUTS[args.layout].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     ks = [float(k) for k in args.ks.split(",")] if args.per_k else []
     kinds = args.workloads.split(",")
     specs = [workload(kinds[i % len(kinds)], 0.0, i) for i in range(args.nulls)]
@@ -428,7 +458,7 @@ def main() -> None:
         f"torch {env.torch_version}"
     )
     print(
-        f"design: {args.groups} worker groups x up to {args.rounds} rounds "
+        f"design ({args.layout} layout): {args.groups} worker groups x up to {args.rounds} rounds "
         f"({args.group_budget_s:g} s of samples per group) x {args.samples} samples of >= "
         f"{args.min_sample_ms:g} ms per side; sides A, A2 (A/A control), B (k% heavier); "
         f"workloads {', '.join(kinds)}; {args.nulls} benchmarks at k = 0, {args.per_k} per "

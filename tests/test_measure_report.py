@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from rich.console import Console
+from rich.markdown import Markdown
+
 from torchcanary.measure import report, section
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
@@ -120,7 +123,8 @@ def test_report_shows_confounds_first_escapes_names_and_plots_every_benchmark(st
     assert "needs about 149GiB" in html
     assert "also differs: blas" in html
     markdown = report.markdown(view)
-    assert "| gemm/ok | same |" in markdown and "blas MKL vs OpenBLAS" in markdown
+    assert "**same** (1)" in markdown and "- `gemm/ok`*^ 1.000 [0.990, 1.010]" in markdown
+    assert "blas MKL vs OpenBLAS" in markdown
 
 
 def test_junit_fails_a_slowdown_beyond_policy_and_does_not_pass_noise(store: Store) -> None:
@@ -130,10 +134,49 @@ def test_junit_fails_a_slowdown_beyond_policy_and_does_not_pass_noise(store: Sto
             SectionResult("bench", "slow", "both", "slower", _measured(1.2, 1.1, 1.3, 1e-4)),
             SectionResult("bench", "noisy", "both", "too-noisy", _measured(1.0, 0.7, 1.4, 0.9)),
             SectionResult("bench", "fine", "both", "same", _measured(1.0, 0.99, 1.01, 0.9)),
+            SectionResult(
+                "bench", "unshown", "both", "no-change-detected", _measured(1.0, 0.9, 1.1, 0.9)
+            ),
         ],
     )
     statuses = {case.name: case.status for case in report.junit_cases(view)}
-    assert statuses == {"slow": "failure", "noisy": "skipped", "fine": "passed"}
+    assert statuses == {
+        "slow": "failure",
+        "noisy": "skipped",
+        "fine": "passed",
+        "unshown": "skipped",
+    }
+
+
+def test_the_terminal_summary_fits_one_screen_at_80_columns(store: Store) -> None:
+    # A default CPU run: 18 benchmarks, a BLAS confound and noise warnings on half of them.
+    noisy = [
+        "candidate: spread 12% of the median (warn above 10%)",
+        "baseline: on a CPU only 80% of the wall time; other processes competed for the cores",
+    ]
+    names = [f"linear/[{b},1,4096]x[4096,4096]/bf16/cpu-{i}" for i, b in enumerate([1, 32] * 9)]
+    verdicts = ["slower", "same", "no-change-detected", "too-noisy", "faster", "same"] * 3
+    view = _view(
+        store,
+        [
+            SectionResult(
+                "bench",
+                name,
+                "both",
+                verdict,
+                _measured(1.2, 1.1, 1.3, 1e-4, noise_warnings=noisy if i % 2 else []),
+            )
+            for i, (name, verdict) in enumerate(zip(names, verdicts, strict=True))
+        ],
+    )
+    console = Console(width=80, record=True, force_terminal=False)
+    console.print(Markdown(report.markdown(view)))
+    lines = console.export_text().splitlines()
+    text = " ".join(lines)
+    assert text.count("MKL vs OpenBLAS") == 1  # the confound, once, above the list
+    assert "spread 12%" not in text and "competed for the cores" not in text
+    assert all(name in text for name in names)  # names are never cut short
+    assert len(lines) <= 18 + 24  # a line per benchmark, a heading per verdict
 
 
 def test_policy_blocks_significant_slowdowns_beyond_its_threshold(store: Store) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -114,3 +116,70 @@ def test_random_effects_pulls_one_wild_group_in_but_still_reports_the_disagreeme
     pooled, _se, _tau2, q_p = stats.random_effects([0, 0, 0, 0, 0, 1.0], [0.01] * 6)
     assert 0 < pooled < 0.01
     assert q_p < 1e-10
+
+
+def test_normal_tails_keep_their_precision_far_out() -> None:
+    # 1 - cdf is exactly 0 beyond z of about 8; erfc gives P(|Z| >= 10) = 1.5e-23.
+    assert stats.normal_two_sided_p(10.0) == pytest.approx(1.5239706e-23, rel=1e-6)
+    assert 0 < stats.normal_two_sided_p(-30.0) < 1e-190
+    assert stats.normal_two_sided_p(0.0) == 1.0
+
+
+def test_benjamini_hochberg_refuses_p_values_outside_zero_to_one() -> None:
+    for bad in ([-0.1, 1.5], [0.2, math.nan], [1.0000001]):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            stats.benjamini_hochberg(bad)
+    assert stats.benjamini_hochberg([]) == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: stats.wilcoxon_signed_rank([0.1, math.nan, 0.3]),
+        lambda: stats.mann_whitney_u([1.0, math.inf], [2.0, 3.0]),
+        lambda: stats.mann_whitney_u([], [2.0, 3.0]),
+        lambda: stats.hodges_lehmann_one_sample([math.nan, 1.0], 0.9),
+        lambda: stats.one_sample_t([1.0, math.nan], 0.9),
+        lambda: stats.median([1.0, math.nan, 2.0]),
+        lambda: stats.trimmed_t([1.0, -math.inf, 2.0], 0.9),
+    ],
+    ids=["signed-rank", "mann-whitney", "mann-whitney-empty", "hl", "t", "median", "yuen"],
+)
+def test_degenerate_input_raises_instead_of_giving_a_p_value(call: object) -> None:
+    with pytest.raises(ValueError):
+        call()  # type: ignore[operator]
+
+
+def test_sample_problems_are_named() -> None:
+    assert stats.sample_problem([1e-3, 2e-3]) is None
+    assert stats.sample_problem([]) == "no samples"
+    assert "1 of 3 samples are NaN" in str(stats.sample_problem([1.0, math.nan, 2.0]))
+    assert "infinite" in str(stats.sample_problem([1.0, math.inf]))
+    assert "zero or negative" in str(stats.sample_problem([1.0, 0.0, -2.0]))
+
+
+def test_yuen_trims_one_wild_group_in_ten_and_pays_for_it_in_degrees_of_freedom() -> None:
+    values = [0.05, 0.06, 0.04, 0.05, 0.055, 0.045, 0.05, 0.052, 0.048, 0.9]
+    mean, p, low, high, _se, df = stats.trimmed_t(values, 0.99)
+    assert df == 7  # 10 values, 1 trimmed at each end
+    assert mean == pytest.approx(sum(sorted(values)[1:-1]) / 8)
+    assert p < 1e-5 and low < mean < high
+    # Under ten values nothing is trimmed: it is Student's t.
+    few = [0.1, 0.2, 0.15, 0.3]
+    assert stats.trimmed_t(few, 0.95)[:4] == pytest.approx(stats.one_sample_t(few, 0.95))
+
+
+def test_detectable_shift_uses_the_t_tail_at_tiny_levels() -> None:
+    # The quantile of 1 - 1e-20 rounds to 1 in floating point; the tail itself does not.
+    assert stats.t_two_sided_p(stats.t_critical(1e-20, 11), 11) == pytest.approx(1e-20, rel=1e-6)
+    assert stats.detectable_shift(0.05, 0.9, math.inf) == pytest.approx(1.96 + 1.2816, abs=1e-3)
+
+
+def test_the_orchestrator_statistics_need_neither_scipy_nor_hypothesis() -> None:
+    # Those are the tests' references only; a user's install has neither.
+    code = (
+        "import sys, torchcanary.cli, torchcanary.measure.compare, torchcanary.measure.section; "
+        "print(sorted(m for m in ('scipy', 'hypothesis', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

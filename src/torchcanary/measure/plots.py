@@ -14,6 +14,7 @@ VERDICT_COLOURS = {
     "faster": "#1a7f37",
     "slower": "#cf222e",
     "same": "#57606a",
+    "no-change-detected": "#6e7781",
     "too-noisy": "#bf8700",
     "skipped": "#8c959f",
 }

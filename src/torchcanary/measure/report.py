@@ -263,11 +263,39 @@ def html(view: Any) -> str:
 # --- Markdown ----------------------------------------------------------------------------
 
 
+# The order a reader acts on: what blocks first, what was shown harmless last.
+_MARKDOWN_ORDER = ("slower", "faster", "too-noisy", "no-change-detected", "same", "skipped")
+
+
+# Marks after a benchmark's name, explained once above the list.
+_MARKS = (
+    ("*", "not only torch differs (the confound above) and can move this figure"),
+    ("~", "noisy: see the warnings in the HTML report"),
+    ("^", "what ran (operators, kernels) changed"),
+)
+
+
+def _marks(payload: dict[str, Any]) -> str:
+    flags = (
+        bool(payload.get("confounds")),
+        bool(payload.get("noise_warnings")),
+        bool((payload.get("dispatch_diff") or {}).get("changed")),
+    )
+    return "".join(mark for (mark, _meaning), flag in zip(_MARKS, flags, strict=True) if flag)
+
+
 def markdown(view: Any) -> str:
+    """A summary one terminal screen holds at 80 columns; the detail is the HTML report's.
+
+    Benchmarks are listed under their verdict, one line each: name, ratio with interval and
+    MDE. The build confound is stated once above, and what a row would repeat (confound,
+    noise warnings, changed kernels) is a one-character mark explained once.
+    """
     results = _results(view)
-    lines = ["## Performance A/B", ""]
+    aa = any(r.payload.get("aa") for r in results)
+    lines = ["## Performance A/A (baseline against itself)" if aa else "## Performance A/B", ""]
     confounds = view.confounds()
-    if confounds and not any(r.payload.get("aa") for r in results):
+    if confounds and not aa:
         lines += [
             "Not only the torch version differs: "
             + "; ".join(f"{k} {b} vs {c}" for k, (b, c) in sorted(confounds.items())),
@@ -275,34 +303,37 @@ def markdown(view: Any) -> str:
         ]
     if not results:
         return "\n".join([*lines, "No benchmarks ran."])
-    lines += [
-        "| benchmark | verdict | ratio [interval] | q | MDE | roofline | notes |",
-        "|---|---|---|---|---|---|---|",
+    used = {mark for r in results for mark in _marks(r.payload)}
+    legend = [f"{mark} {meaning}" for mark, meaning in _MARKS if mark in used]
+    if legend:
+        lines += ["Marks: " + "; ".join(legend) + ".", ""]
+    order = [v for v in _MARKDOWN_ORDER if v in VERDICTS] + [
+        v for v in VERDICTS if v not in _MARKDOWN_ORDER
     ]
-    for result in results:
-        payload = result.payload
-        q = payload.get("q_value")
-        notes = [_confound_flag(payload), *list(payload.get("noise_warnings") or [])[:2]]
-        if result.verdict == "skipped":
-            notes.append(payload.get("reason", ""))
-        cells = [
-            result.key,
-            result.verdict,
-            _interval(payload),
-            "–" if q is None else f"{q:.2g}",
-            _percent(payload.get("mde")),
-            _roofline_text(payload),
-            "; ".join(n for n in notes if n),
-        ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
+    for verdict in order:
+        chosen = [r for r in results if r.verdict == verdict]
+        if not chosen:
+            continue
+        lines.append(f"**{verdict}** ({len(chosen)})")
+        for result in chosen:
+            payload = result.payload
+            line = f"- `{result.key}`{_marks(payload)}"
+            if payload.get("ratio") is not None:
+                line += f" {_interval(payload)} MDE {_percent(payload.get('mde'))}"
+            if verdict == "skipped":
+                reason = str(payload.get("reason", ""))
+                line += ": " + (reason if len(reason) <= 60 else reason[:59] + "…")
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 # --- JUnit -------------------------------------------------------------------------------
 
 
 def junit_cases(view: Any) -> list[JUnitCase]:
-    """Slower beyond the run's own policy fails; too noisy or skipped is skipped, not passed."""
+    """Slower beyond the run's own policy fails; too noisy, no change detected (not shown
+    equivalent) or skipped is skipped, not passed."""
     cases = []
     rules = policy_rules(view.run.plan.get("policy"))  # as resolved and stored with the run
     limit = rules["bench_max_slowdown"]
@@ -324,10 +355,11 @@ def junit_cases(view: Any) -> list[JUnitCase]:
             failed = payload.get("failed") or {}
             status = "error" if failed else "skipped"
             message = payload.get("reason", "")
-        elif result.verdict == "too-noisy":
+        elif result.verdict in ("too-noisy", "no-change-detected"):
+            # Neither shows the benchmark unchanged, so neither may pass.
             status, message = (
                 "skipped",
-                "too noisy to tell: " + "; ".join(payload.get("reasons") or []),
+                f"{result.verdict}: " + "; ".join(payload.get("reasons") or []),
             )
         else:
             status, message = "passed", f"{result.verdict} {_interval(payload)}"

@@ -32,7 +32,7 @@ from torchcanary.measure.suite import expand
 from torchcanary.store.sqlite import SectionResult
 
 SECTION = "bench"
-VERDICTS = ("faster", "slower", "same", "too-noisy", "skipped")
+VERDICTS = tuple(verdict.value for verdict in compare.BenchVerdict)
 POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
     "bench_block_on_candidate_failure": True,
@@ -76,7 +76,7 @@ def run(ctx: RunContext) -> None:
                 SECTION,
                 samples.bench_id,
                 "both",
-                "skipped",
+                compare.BenchVerdict.SKIPPED.value,
                 _skipped_payload(samples, sides, settings, seed),
             ),
         )
@@ -103,7 +103,12 @@ def run(ctx: RunContext) -> None:
             )
         comparisons[bench_id] = pair
     decided = compare.decide(
-        comparisons, settings.fdr, settings.equivalence, settings.aa, settings.min_effect
+        comparisons,
+        settings.fdr,
+        settings.equivalence,
+        settings.aa,
+        settings.min_effect,
+        max_slowdown=float(policy_rules(ctx.plan.policy)["bench_max_slowdown"]),
     )
     for bench_id, samples in finished.items():
         payload = _payload(
@@ -118,7 +123,7 @@ def run(ctx: RunContext) -> None:
         )
         ctx.store.save_section_result(
             ctx.run_id,
-            SectionResult(SECTION, bench_id, "both", decided[bench_id]["verdict"], payload),
+            SectionResult(SECTION, bench_id, "both", str(decided[bench_id]["verdict"]), payload),
         )
 
 
@@ -232,6 +237,7 @@ def _payload(
         "p_value": ab.get("p_value"),
         "q_value": decided.get("q_ab"),
         "mde": decided["mde"],
+        "mde_alpha": decided.get("mde_alpha"),
         "aa_control": ({**aa, "q_value": decided.get("q_aa")} if aa else None),
         "reasons": decided["reasons"],
         "calibration": decided["calibration"],

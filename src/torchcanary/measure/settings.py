@@ -24,11 +24,15 @@ Top-level keys, defaults in brackets:
   the least time one sample (a calibrated inner loop) may last;
 - ``warmup_max_s`` [1.0]: the longest a warm-up may take before giving up on settling;
 - ``oneshot_samples`` [1]: fresh-interpreter samples per group and side (startup, compile);
+  each group's log ratio is one observation, judged by Student's t across the groups;
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
 - ``fdr`` [0.01]: Benjamini-Hochberg false discovery rate over the run's benchmarks;
-- ``equivalence`` [0.05]: the half-width an interval must fit in for "same";
-- ``min_effect`` [0.01]: a significant change smaller than this is still "same" (worker
-  processes of one environment differ by about 1% on CPUs; see the self-check);
+- ``equivalence`` [0.05]: the half-width an interval must fit in for "same", never wider
+  than the policy's ``bench_max_slowdown`` (a not-significant interval that does not fit
+  is "no-change-detected", with the interval);
+- ``min_effect`` [0.01]: a significant change smaller than this whose interval fits the
+  band is still "same" (worker processes of one environment differ by about 1% on CPUs;
+  see the self-check);
 - ``noise_cv`` [0.10]: the spread (robust CV) above which a noise warning is given;
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;
 - one table per family (``[tool.torchcanary.bench.linear]`` ...) and ``benchmarks``: extra
