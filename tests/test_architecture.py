@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.measure.specs import ONESHOT_KINDS
 from torchcanary.worker import calls
 
 SRC = Path(__file__).parents[1] / "src"
@@ -24,11 +25,6 @@ PACKAGE = SRC / "torchcanary"
 REPO = SRC.parent
 # Functions that a framework calls by their name, never our own code.
 CALLED_BY_NAME = ("pytest_", "visit_")
-# Worker calls still spelled where they are used, until their package is adapted.
-NOT_YET_MOVED = {"measure/interleave.py", "measure/collectives.py"}
-# measure/report.py shows recent history through history/render.py, which draws with
-# measure/plots.py; untangled when the bench package is adapted.
-KNOWN_CYCLES = ["history <-> measure"]
 
 
 def _module_name(path: Path) -> str:
@@ -127,6 +123,7 @@ def test_every_worker_entry_point_names_a_function_that_exists() -> None:
         assert function in defined, call
     for module in (*calls.MODULE_MAINS, calls.STACK_PYTEST_PLUGIN):
         assert module in modules(), module
+    assert tuple(calls.BENCH_ONESHOT) == ONESHOT_KINDS
 
 
 def test_worker_entry_points_are_spelled_only_in_the_one_table() -> None:
@@ -134,7 +131,7 @@ def test_worker_entry_points_are_spelled_only_in_the_one_table() -> None:
     spelled = []
     for path in PACKAGE.rglob("*.py"):
         where = path.relative_to(PACKAGE).as_posix()
-        if where == "worker/calls.py" or where in NOT_YET_MOVED:
+        if where == "worker/calls.py":
             continue
         for line, text in _string_literals(path):
             if text == _module_name(path):
@@ -207,7 +204,7 @@ def test_packages_import_each_other_without_cycles() -> None:
     cycles = sorted(
         f"{a} <-> {b}" for a, targets in edges.items() for b in targets if a < b and reaches(b, a)
     )
-    assert cycles == KNOWN_CYCLES
+    assert cycles == []
 
 
 @pytest.mark.parametrize("tolerated", [CALLED_BY_NAME])

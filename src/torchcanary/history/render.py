@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 from torchcanary.measure.history_plot import history_forest, verdict_strip
-from torchcanary.measure.history_plot import recent_html as recent_html  # until bench imports it
 from torchcanary.store.history import HistoryEntry
 
 

@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 from torchcanary.worker.multirank import RanksFailed, run_ranks
 
 
@@ -142,7 +143,7 @@ def measure(
         return {entry["id"]: {"skipped": reason} for entry in entries}
     try:
         values = run_ranks(
-            "torchcanary.measure.collectives:rank_main",
+            BENCH_COLLECTIVES_RANK,
             world_size,
             {
                 "entries": entries,

@@ -28,8 +28,15 @@ from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.specs import ONESHOT_KINDS, RANKED_KINDS, spec_for_side
+from torchcanary.worker.calls import (
+    BENCH_COLLECTIVES,
+    BENCH_DISPATCH,
+    BENCH_ONESHOT,
+    BENCH_ROOFLINE,
+    BENCH_TIMING,
+)
 
-_TIMING = "torchcanary.measure.timing"
+_TIMING = BENCH_TIMING
 _START_TIMEOUT_S = 180.0
 
 
@@ -186,7 +193,7 @@ class Interleaver:
             return specs
         request = probe_request(specs, device)
         for worker in self._one_per_role(workers):
-            probe = worker.call("torchcanary.measure.roofline_probe:measure", request)
+            probe = worker.call(BENCH_ROOFLINE, request)
             self.result.roofline[worker.side.role] = (
                 probe.value if probe.ok else {"error": f"{probe.status}: {probe.error}"}
             )
@@ -298,9 +305,7 @@ class Interleaver:
         samples.measure_s += measured
         if group == 0 and samples.spec["kind"] != "synthetic":  # what ran is known there
             for worker in self._one_per_role(workers):
-                profiled = worker.call(
-                    "torchcanary.measure.dispatch:profile", {"bench_id": bench_id}
-                )
+                profiled = worker.call(BENCH_DISPATCH, {"bench_id": bench_id})
                 samples.dispatch[worker.side.role] = (
                     profiled.value
                     if profiled.ok
@@ -347,7 +352,7 @@ class Interleaver:
         for (world, backend), entries in by_world.items():
             for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
                 outcome = workers[side.name].call(
-                    "torchcanary.measure.collectives:measure",
+                    BENCH_COLLECTIVES,
                     {
                         "entries": entries,
                         "world_size": world,
@@ -380,7 +385,7 @@ class Interleaver:
                 key = ("startup", "") if spec["kind"] == "startup" else ("compile", spec["model"])
                 jobs.setdefault(key, []).append(spec)
         for (kind, model), entries in jobs.items():
-            func = f"torchcanary.measure.oneshot:{kind}_sample"
+            func = BENCH_ONESHOT[kind]
             kwargs: dict[str, Any] = {
                 "device": entries[0]["device"],
                 "threads": self.settings.threads,

@@ -11,7 +11,7 @@ import math
 from html import escape
 from typing import Any
 
-from torchcanary.history.render import recent_html
+from torchcanary.measure.history_plot import recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules

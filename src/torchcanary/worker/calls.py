@@ -26,6 +26,7 @@ BENCH_COLLECTIVES = "torchcanary.measure.collectives:measure"
 BENCH_COLLECTIVES_RANK = "torchcanary.measure.collectives:rank_main"  # run by run_ranks
 BENCH_STARTUP = "torchcanary.measure.oneshot:startup_sample"
 BENCH_COMPILE = "torchcanary.measure.oneshot:compile_sample"
+BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
 # A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
 FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
 
