@@ -83,12 +83,6 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @contextmanager
     def _guard(self, doing: str) -> Iterator[None]:
         """Driver errors as one ``StoreError`` line; the connection lost says what is kept."""

@@ -14,7 +14,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from torchcanary.errors import StoreError
 from torchcanary.results import Manifest, Outcome, ProbeResult
@@ -22,6 +22,8 @@ from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 Statement = tuple[str, tuple[Any, ...]]
 """One write: SQL with ``?`` placeholders and its parameters."""
+
+_Store = TypeVar("_Store", bound="SqlStore")  # typing.Self needs Python 3.11
 
 _RUN_COLUMNS = (
     "SELECT run_id, created_at, finished_at, status, plan_json, decision, decision_json FROM runs"
@@ -50,6 +52,16 @@ class SqlStore(ABC):
     @abstractmethod
     def location(self) -> str:
         """Where the store is, fit to print (never with a password)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the connection."""
+
+    def __enter__(self: _Store) -> _Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @abstractmethod
     def _execute(self, doing: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

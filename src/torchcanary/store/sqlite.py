@@ -83,12 +83,6 @@ class Store(SqlStore):
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master")}
