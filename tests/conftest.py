@@ -111,11 +111,6 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
-# The fleet's tests share one real local Ray cluster: a head and two workers, each with its
-# own `torchcanary.profile` label (and a custom resource) standing for a hardware profile.
-FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
-
-
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone.
@@ -125,6 +120,7 @@ def ray_cluster():
     pytest.importorskip("ray")
     import socket
 
+    from fleet_helpers import FLEET_PROFILES
     from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
 
     with socket.socket() as probe:

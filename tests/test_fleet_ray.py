@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import FLEET_PROFILES
+from fleet_helpers import FLEET_PROFILES
 from torchcanary.fleet import smoke
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
