@@ -314,6 +314,28 @@ def test_bh_spreads_the_false_discovery_budget_over_the_run() -> None:
     assert decided["borderline"]["verdict"] == "no-change-detected"
 
 
+def test_the_interval_shown_is_at_the_level_the_verdict_was_decided_at() -> None:
+    # The borderline change's per-comparison 99% interval [1.01, 1.2] excludes 1, but BH over
+    # the run does not call it: the interval it is reported with must include 1, and a
+    # change the run does call keeps an interval that excludes 1.
+    run = {f"null{i}": {"ab": _comparison(1.0, 0.9, 1.1, 0.5)} for i in range(4)}
+    run["borderline"] = {"ab": _comparison(1.1, 1.01, 1.2, 0.008)}
+    run["clear"] = {"ab": _comparison(1.5, 1.4, 1.6, 1e-9)}
+    decided = compare.decide(run, 0.01, 0.05)
+    for bench_id, result in decided.items():
+        interval = (result["ab"]["ci_low"], result["ab"]["ci_high"])
+        excludes_one = interval[0] > 1 or interval[1] < 1
+        called = result["verdict"] in ("slower", "faster")
+        assert excludes_one == called, (bench_id, interval, result["verdict"])
+    borderline = decided["borderline"]["ab"]
+    assert borderline["ci_level"] == pytest.approx(1 - 0.01 * 1 / 6)
+    assert (borderline["ci_low_per_comparison"], borderline["ci_high_per_comparison"]) == (
+        1.01,
+        1.2,
+    )
+    assert "[1.010, 1.200]" not in " ".join(decided["borderline"]["reasons"])
+
+
 def test_overdispersed_aa_controls_calibrate_the_ab_p_values_down() -> None:
     # Eleven A/A controls all at p = 0.001 (z = 3.29): median z**2 over 0.455 is 23.8, of
     # which 11 controls are believed to the power 11 / 31: 3.08. An A/B p-value of 1e-4

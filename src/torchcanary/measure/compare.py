@@ -380,6 +380,27 @@ def calibrated(comparison: dict[str, Any] | None, inflation: float) -> dict[str,
     }
 
 
+def at_level(comparison: dict[str, Any], measured: float, wanted: float) -> dict[str, Any]:
+    """``comparison`` with its interval, measured at confidence ``measured``, re-stated at
+    ``wanted`` on the same degrees of freedom (the per-comparison one is kept beside it)."""
+    if not comparison.get("testable") or wanted <= measured:
+        return comparison
+    low, high = comparison["ci_low"], comparison["ci_high"]
+    if not (low > 0 and math.isfinite(high)):
+        return comparison
+    df = comparison.get("df") or math.inf
+    widen = stats.t_critical(1 - wanted, df) / stats.t_critical(1 - measured, df)
+    centre = comparison["log_ratio"]
+    return {
+        **comparison,
+        "ci_low": _exp(centre - (centre - math.log(low)) * widen),
+        "ci_high": _exp(centre + (math.log(high) - centre) * widen),
+        "ci_level": wanted,
+        "ci_low_per_comparison": low,
+        "ci_high_per_comparison": high,
+    }
+
+
 class BenchVerdict(str, Enum):
     """What a benchmark's comparison showed; the one vocabulary of the bench section."""
 
@@ -441,13 +462,20 @@ def decide(
     # must be measured against when this change is the only one.
     tested = sum(1 for c in comparisons.values() if c["ab"].get("testable"))
     single_alpha = fdr / max(tested, 1)
+    # The interval shown is at the level the verdict was decided at: BH with R discoveries
+    # among m rejects exactly the p-values under fdr * R / m, so intervals at that level
+    # (Benjamini and Yekutieli's false-coverage-rate intervals) exclude "no change" where,
+    # and only where, the verdict says there is one.
+    discoveries = sum(1 for r in decided.values() if r.get("q_ab", 1.0) <= fdr)
+    decision_alpha = fdr * max(discoveries, 1) / max(tested, 1)
     half_band = equivalence if max_slowdown is None else min(equivalence, max_slowdown)
     band = (1 / (1 + half_band), 1 + half_band)
     for bench_id, pair in comparisons.items():
         result = decided.setdefault(bench_id, {})
         result["calibration"] = inflation
-        result["ab"], result["aa"] = pair["ab"], pair.get("aa")
-        ab, aa = pair["ab"], pair.get("aa") or {}
+        ab = at_level(pair["ab"], 1 - fdr, 1 - decision_alpha)
+        result["ab"], result["aa"] = ab, pair.get("aa")
+        aa = pair.get("aa") or {}
         control = measured[bench_id]["ab"] if aa_run else measured[bench_id].get("aa")
         result["mde"] = mde_from_aa(control, single_alpha, inflation) if control else None
         result["mde_alpha"] = single_alpha

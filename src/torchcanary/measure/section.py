@@ -231,7 +231,8 @@ def _payload(
         "ratio": ab.get("ratio"),
         "ci_low": ab.get("ci_low"),
         "ci_high": ab.get("ci_high"),
-        "confidence": 1 - settings.fdr,
+        # The level the verdict was decided at (see compare.decide), not a per-comparison one.
+        "confidence": ab.get("ci_level", 1 - settings.fdr),
         "equivalence": settings.equivalence,
         "clock": clock,
         "p_value": ab.get("p_value"),
