@@ -206,7 +206,8 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
         ElementTree.fromstring(svg)  # well-formed, so browsers draw it
     assert "<td>ddp</td>" in page
     rows = [line for line in report.markdown(view).splitlines() if "kill:reconfigure" in line]
-    assert any(line.startswith("| kill:reconfigure | candidate | ddp | passed |") for line in rows)
+    assert any(line.startswith("- `kill:reconfigure` candidate (ddp): **passed**") for line in rows)
+    assert all(len(line) <= 200 for line in report.markdown(view).splitlines())
     ran = {
         (entry["key"], entry["env_role"]): entry["payload"].get("parallel")
         for entry in render_json(view)["sections"]["drill"]

@@ -265,14 +265,21 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
 
     view = RunView.load(store, run_id)
     table = Table(title=f"claims, run {run_id}")
-    for column in ("pack", "probe", "baseline", "candidate", "upgrade"):
-        table.add_column(column)
+    # The probe id is what a reader looks up: it keeps its full width, the verdicts wrap;
+    # the pack is a heading row, not a column, so the table fits 80 columns.
+    table.add_column("probe", no_wrap=True)
+    table.add_column("baseline -> candidate", overflow="fold")
+    table.add_column("upgrade", overflow="fold")
+    pack = None
     for row in view.claim_rows():
+        if row.description.get("pack", "-") != pack:
+            pack = row.description.get("pack", "-")
+            table.add_row(f"[bold]{pack}[/]", "", "")
         table.add_row(
-            str(row.description.get("pack", "-")),
             row.probe_id,
-            row.baseline.outcome.verdict.value if row.baseline else "-",
-            row.candidate.outcome.verdict.value if row.candidate else "-",
+            (row.baseline.outcome.verdict.value if row.baseline else "-")
+            + " -> "
+            + (row.candidate.outcome.verdict.value if row.candidate else "-"),
             row.comparison.value if row.comparison else "incomplete",
         )
     if view.claim_rows():

@@ -266,28 +266,41 @@ def html(view: Any) -> str:
     return "".join(out)
 
 
+def _summary_line(key: str, role: str, result: Any) -> str:
+    """One drill in one environment as a line a terminal shows whole at 80 columns."""
+    payload = result.payload
+    facts = [
+        f"detected {_seconds(payload.get('detect_s'))}",
+        f"resumed {_seconds(payload.get('resume_s'))}",
+    ]
+    if payload.get("steps_lost") is not None:
+        facts.append(f"{payload['steps_lost']} steps lost")
+    if payload.get("step_check"):
+        facts.append(f"steps vs fault-free: {_steps(payload)}")
+    line = f"- `{key}` {role} ({_mode(payload)}): **{result.verdict}**; " + ", ".join(facts)
+    if result.verdict != "passed" and payload.get("reason"):
+        line += f"; {str(payload['reason'])[:160]}"
+    return line.replace("\n", " ")
+
+
 def markdown(view: Any) -> str:
+    """A line per drill and environment; the full table (throughput, losses, Flight
+    Recorder findings, timelines) is in the HTML report, where it has room."""
     rows = _drills(view)
     lines = ["## Fault drills", ""]
     if not rows:
         return "\n".join([*lines, "No drills ran.", ""])
-    lines += ["| drill | " + " | ".join(_HEADERS) + " |", "|" + "---|" * (len(_HEADERS) + 1)]
     for key in sorted(rows):
         if key.startswith("reference:"):
             continue
         for role in _ROLES:
             result = rows[key].get(role)
             if result is not None:
-                cells = [key, role, *_cells(result)]
-                lines.append(
-                    "| "
-                    + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells)
-                    + " |"
-                )
+                lines.append(_summary_line(key, role, result))
     lines += [
         "",
         "Network faults: veth link down and tc tbf rate limits between per-rank "
-        "namespaces (no netem on the kernel these ran on).",
+        "namespaces (no netem on the kernel these ran on). Details: the HTML report.",
         "",
     ]
     return "\n".join(lines)

@@ -232,16 +232,11 @@ def markdown(view: Any) -> str:
         out += [
             "### Unannounced changes that can alter results",
             "",
-            "| Kind | Name | Baseline | Candidate | Detail |",
-            "|---|---|---|---|---|",
         ]
+        # A line each, not a table: full names must survive an 80-column terminal.
         for row in leading[:_MARKDOWN_LIMIT]:
             kind, symbol, detail, _ = _change_cells(row)
-            baseline, candidate = _sides(row)
-            out.append(
-                f"| {kind} | `{_cell(symbol)}` | `{_cell(baseline)}` | `{_cell(candidate)}` "
-                f"| {_text_cell(detail)} |"
-            )
+            out.append(f"- {kind} `{_cell(symbol)}`: {_text_cell(detail)}")
         if len(leading) > _MARKDOWN_LIMIT:
             out.append(f"\n{len(leading) - _MARKDOWN_LIMIT} more in the JSON output.")
         out.append("")
