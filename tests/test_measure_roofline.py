@@ -93,10 +93,11 @@ def test_a_time_beyond_a_dram_only_bound_is_shown_with_its_reason_not_as_154_per
     assert placed is not None and placed["fraction"] == pytest.approx(1.54)
     assert "64.0MiB" in placed["above_bound"] and "L3" in placed["above_bound"]
     markdown, html = _markdown_and_html(store, {"baseline": placed})
+    # The Markdown summary leaves the roofline to the HTML report; neither shows a bare 154%.
     for text in (markdown, html):
         assert not OVER_100_PERCENT.search(text), text
-        assert "above the measured memory bound" in text
-        assert "working set 64.0MiB in L3" in text
+    assert "above the measured memory bound" in html
+    assert "working set 64.0MiB in L3" in html
     assert "bound not applicable" in html  # the full reason in the details
 
 
@@ -110,7 +111,7 @@ def test_a_result_stored_without_a_reason_still_gets_one(store: Store) -> None:
     markdown, html = _markdown_and_html(store, {"candidate": stored})
     for text in (markdown, html):
         assert not OVER_100_PERCENT.search(text)
-        assert "the bound was DRAM bandwidth and the working set may sit in cache" in text
+    assert "the bound was DRAM bandwidth and the working set may sit in cache" in html
 
 
 def test_a_working_set_measured_at_its_own_size_is_held_to_that_rate() -> None:
