@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import Environment, ensure_environment
@@ -18,6 +19,12 @@ from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.store.sqlite import Store
+
+# CI replays the same generated cases every time, so a red build names a change, not a draw;
+# HYPOTHESIS_PROFILE=explore draws fresh cases each run, for hunting new bugs.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 BASELINE_SPEC = os.environ.get("CANARY_TEST_BASELINE", "torch==2.13.0 numpy")
 CANDIDATE_SPEC = os.environ.get("CANARY_TEST_CANDIDATE", "torch==2.14.1 numpy")

@@ -12,7 +12,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from torchcanary.measure import stats
@@ -121,6 +121,8 @@ def test_yuen_trimmed_t_matches_scipys_trimmed_mean_and_winsorized_variance(
     st.floats(min_value=-60, max_value=60),
     st.floats(min_value=1, max_value=200),
 )
+@example(t=1.192092896e-07, df=128.0)  # x = df / (df + t^2) rounds to 1: 1 - x keeps no digits
+@example(t=1e-9, df=3.0)  # df + t^2 == df exactly
 def test_t_tail_and_quantiles_match_scipy(t: float, df: float) -> None:
     assert _close(
         stats.t_two_sided_p(t, df), 2 * scipy_stats.t.sf(abs(t), df), rel=1e-8, abs_=1e-300

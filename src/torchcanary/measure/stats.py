@@ -106,17 +106,20 @@ def _continued_fraction_beta(a: float, b: float, x: float) -> float:
     return result
 
 
-def regularized_beta(a: float, b: float, x: float) -> float:
+def regularized_beta(a: float, b: float, x: float, complement: float | None = None) -> float:
+    """I_x(a, b). Pass ``complement`` = 1 - x when the caller can form it without rounding
+    (the t tail near t = 0 has x within 1e-16 of 1, where ``1 - x`` keeps no digits)."""
+    y = 1.0 - x if complement is None else complement
     if x <= 0:
         return 0.0
-    if x >= 1:
+    if y <= 0:
         return 1.0
     log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
     )
     if x < (a + 1) / (a + b + 2):
         return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, 1 - x) / b
+    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, y) / b
 
 
 def t_two_sided_p(t: float, df: float) -> float:
@@ -125,7 +128,7 @@ def t_two_sided_p(t: float, df: float) -> float:
         raise ValueError(f"t tail needs a number and df > 0, not t={t}, df={df}")
     if math.isinf(t):
         return 0.0
-    return regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+    return regularized_beta(df / 2.0, 0.5, df / (df + t * t), complement=t * t / (df + t * t))
 
 
 def t_quantile(p: float, df: float) -> float:
