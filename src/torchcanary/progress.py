@@ -1,8 +1,13 @@
-"""Progress on long work: rich bars on a terminal, plain lines in CI logs."""
+"""Progress on long work: rich bars on a terminal, plain lines in CI logs.
+
+Both say how far a task is and, once its size is known and a step has finished, about how
+long it has left: a user waiting on a ten-minute run should know whether to get coffee.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -12,16 +17,30 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.progress import Progress as RichProgress
+
+Clock = Callable[[], float]
+
+
+def clock_text(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``: short enough for a log line, exact enough to plan by."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    return f"{whole // 60} min {whole % 60:02d} s"
 
 
 class Progress:
     """A small facade so sections need not know whether a terminal is attached."""
 
-    def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self, console: Console | None = None, quiet: bool = False, clock: Clock = time.monotonic
+    ) -> None:
         self.console = console or Console(stderr=True)
         self.quiet = quiet
+        self.clock = clock
         self._live = self.console.is_terminal and not quiet
 
     def note(self, message: str) -> None:
@@ -32,7 +51,8 @@ class Progress:
     def task(self, description: str, total: int | None) -> Iterator[TaskHandle]:
         if not self._live:
             self.note(f"{description} ...")
-            yield TaskHandle(None, None, self if not self.quiet else None)
+            plain = PlainTask(self, total) if not self.quiet else None
+            yield TaskHandle(None, None, plain)
             return
         bars = RichProgress(
             SpinnerColumn(),
@@ -40,6 +60,7 @@ class Progress:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            TimeRemainingColumn(),
             TextColumn("{task.fields[status]}"),
             console=self.console,
             transient=False,
@@ -49,8 +70,31 @@ class Progress:
             yield TaskHandle(bars, task_id, None)
 
 
+class PlainTask:
+    """A task's count and clock for log lines: ``[3/23, 42 s, about 2 min 10 s left]``."""
+
+    def __init__(self, progress: Progress, total: int | None) -> None:
+        self._progress = progress
+        self._total = total
+        self._done = 0
+        self._started = progress.clock()
+
+    def advance(self, status: str) -> None:
+        self._done += 1
+        if status:
+            self._progress.note(f"  [{self.position()}] {status}")
+
+    def position(self) -> str:
+        elapsed = self._progress.clock() - self._started
+        if not self._total:
+            return f"{self._done}, {clock_text(elapsed)}"
+        left = elapsed / self._done * (self._total - self._done) if self._done else None
+        estimate = f", about {clock_text(left)} left" if left is not None else ""
+        return f"{self._done}/{self._total}, {clock_text(elapsed)}{estimate}"
+
+
 class TaskHandle:
-    def __init__(self, bars: RichProgress | None, task_id: object, plain: Progress | None):
+    def __init__(self, bars: RichProgress | None, task_id: object, plain: PlainTask | None):
         self._bars = bars
         self._task_id = task_id
         self._plain = plain
@@ -58,8 +102,8 @@ class TaskHandle:
     def advance(self, status: str = "") -> None:
         if self._bars is not None:
             self._bars.update(self._task_id, advance=1, status=status[:60])  # type: ignore[arg-type]
-        elif self._plain is not None and status:
-            self._plain.note(f"  {status}")
+        elif self._plain is not None:
+            self._plain.advance(status)
 
     def status(self, status: str) -> None:
         if self._bars is not None:

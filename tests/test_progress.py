@@ -1,0 +1,66 @@
+"""Progress in a CI log: each step says how far the task is and about how long it has left."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from torchcanary.progress import Progress, clock_text
+
+
+class StepClock:
+    """A clock the test moves by hand, so the estimate is exact."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _progress(clock: StepClock) -> tuple[Progress, io.StringIO]:
+    log = io.StringIO()
+    return Progress(Console(file=log, width=200), clock=clock), log
+
+
+def test_a_sized_task_estimates_the_time_left_from_its_pace() -> None:
+    clock = StepClock()
+    progress, log = _progress(clock)
+    with progress.task("claims", total=4) as task:
+        clock.now += 30
+        task.advance("probe one")
+        clock.now += 30
+        task.advance("probe two")
+    lines = log.getvalue().splitlines()
+    assert lines == [
+        "claims ...",
+        "  [1/4, 30 s, about 1 min 30 s left] probe one",
+        "  [2/4, 1 min 00 s, about 1 min 00 s left] probe two",
+    ]
+
+
+def test_a_task_of_unknown_size_counts_and_times_without_guessing() -> None:
+    clock = StepClock()
+    progress, log = _progress(clock)
+    with progress.task("bench", total=None) as task:
+        clock.now += 5
+        task.advance("group 1")
+    assert log.getvalue().splitlines()[-1] == "  [1, 5 s] group 1"
+
+
+def test_quiet_prints_nothing() -> None:
+    log = io.StringIO()
+    progress = Progress(Console(file=log), quiet=True)
+    with progress.task("claims", total=2) as task:
+        task.advance("probe")
+    assert log.getvalue() == ""
+
+
+def test_clock_text_reads_as_minutes_past_a_minute() -> None:
+    assert [clock_text(s) for s in (0.4, 59.4, 60, 185)] == [
+        "0 s",
+        "59 s",
+        "1 min 00 s",
+        "3 min 05 s",
+    ]
