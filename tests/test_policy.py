@@ -125,6 +125,20 @@ def test_a_threshold_from_the_policy_file_decides_the_run(
         assert decide(view, plan.policy, plan.sections, {}).go is not blocks, plan.policy
 
 
+def test_a_bench_that_measured_nothing_is_never_a_go(store: Store) -> None:
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
+    skipped = [
+        SectionResult("bench", key, "both", "skipped", {"kind": "linear", "reason": why})
+        for key, why in (("linear/a", "needs cuda"), ("gemm/b", "dtype unsupported"))
+    ]
+    decision = decide(_stored_view(store, plan, skipped), plan.policy, plan.sections, {})
+    assert not decision.go
+    assert decision.reasons == (
+        "bench: none of the 2 benchmarks was measured on both sides, so nothing was "
+        "compared (gemm/b: dtype unsupported)",
+    )
+
+
 def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> None:
     for allowed, expected in ((0.10, "passed"), (0.05, "failure")):
         policy = {"bench_max_slowdown": allowed}

@@ -296,8 +296,16 @@ def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
     rules = policy_rules(policy)
+    results = view.sections.get(SECTION, [])
+    skipped = compare.BenchVerdict.SKIPPED.value
+    if results and all(result.verdict == skipped for result in results):
+        first = min(results, key=lambda result: result.key)
+        return [
+            f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
+            f"nothing was compared ({first.key}: {first.payload.get('reason', 'skipped')})"
+        ]
     reasons = []
-    for result in view.sections.get(SECTION, []):
+    for result in results:
         payload = result.payload
         if payload.get("aa"):
             if rules["bench_block_on_aa_alarm"] and result.verdict in ("slower", "faster"):
