@@ -9,6 +9,7 @@ import pytest
 
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
+from torchcanary.policy import decide
 from torchcanary.report.view import RunView
 from torchcanary.stack import report
 from torchcanary.stack.diff import (
@@ -179,8 +180,9 @@ def test_settings_fill_defaults_and_reject_bad_input_with_one_line(tmp_path: Pat
             parse_settings(bad)
 
 
-def _view(store, rows: list[SectionResult]) -> RunView:
-    run_id = store.create_run(RunPlan("torch==a", "torch==b", sections=("stack",)).to_json())
+def _view(store, rows: list[SectionResult], policy: dict | None = None) -> RunView:
+    plan = RunPlan("torch==a", "torch==b", sections=("stack",), policy=policy or {})
+    run_id = store.create_run(plan.to_json())
     for row in rows:
         store.save_section_result(run_id, row)
     return RunView.load(store, run_id)
@@ -277,6 +279,32 @@ def test_report_puts_the_changes_table_first_and_escapes_everything(store):
     assert cases["newly-failing: t::x" + hostile].status == "failure"
     assert cases["slower: t::slow"].status == "passed"
     assert cases["baseline: run the stack"].status == "passed"
+
+
+@pytest.mark.parametrize(
+    ("policy", "failing"),
+    [
+        ({}, {"newly-failing: t::hard"}),
+        ({"stack_max_new_failures": 1}, set()),
+        ({"stack_block_on_flaky": True}, {"newly-failing: t::hard", "newly-failing: t::flaky"}),
+        ({"stack_block_on_slower": True}, {"newly-failing: t::hard", "slower: t::slow"}),
+    ],
+)
+def test_junit_fails_exactly_the_changes_the_runs_policy_blocks_on(store, policy, failing):
+    def change(key: str, verdict: str, **payload) -> SectionResult:
+        return SectionResult("stack", key, "both", verdict, {"detail": "", **payload})
+
+    rows = [
+        _summary(counts={"newly-failing": 2, "slower": 1}),
+        change("t::hard", "newly-failing", deterministic=True),
+        change("t::flaky", "newly-failing", deterministic=False),
+        change("t::slow", "slower"),
+    ]
+    view = _view(store, rows, policy)
+    cases = {c.name: c.status for c in report.junit_cases(view) if c.name.startswith(("new", "sl"))}
+    assert {name for name, status in cases.items() if status == "failure"} == failing
+    go = decide(view, view.run.plan["policy"], ("stack",), {}).go
+    assert go is not failing
 
 
 def test_report_says_so_when_the_stack_was_not_run(store):

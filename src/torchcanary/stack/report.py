@@ -11,7 +11,13 @@ from typing import Any
 
 from torchcanary.report.junit import JUnitCase
 from torchcanary.stack.diff import NEW_BREAKS, VERDICTS
-from torchcanary.stack.section import BOTH, SECTION, SUMMARY_KEY
+from torchcanary.stack.section import (
+    BOTH,
+    SECTION,
+    SUMMARY_KEY,
+    blocking_changes,
+    policy_rules,
+)
 from torchcanary.store.sqlite import SectionResult
 
 _ROLES = ("baseline", "candidate")
@@ -228,8 +234,10 @@ def _cell(text: str) -> str:
 
 
 def junit_cases(view: Any) -> list[JUnitCase]:
-    """A case per environment's run and per change; new breaks that re-runs did not clear fail."""
+    """A case per environment's run and per change; a change fails when the run's own policy
+    (as stored with it) makes it part of a no-go, so JUnit and the decision agree."""
     sides, summary, changes = _rows(view)
+    blocked = blocking_changes(changes, policy_rules(view.run.plan.get("policy")))
     cases = []
     for role in _ROLES:
         if role in sides:
@@ -254,7 +262,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
             )
         )
     for row in changes:
-        blocking = row.verdict in NEW_BREAKS and row.payload.get("deterministic") is not False
+        blocking = row.key in blocked
         text = "\n".join(f"{label}: {value}" for label, value in _detail_lines(row))
         cases.append(
             JUnitCase(

@@ -141,9 +141,33 @@ def _listed(rows: list[SectionResult], limit: int = 5) -> str:
     return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
+def policy_rules(policy: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The stack keys of ``policy``, defaults filled in: one reading for gate and JUnit."""
+    return {**POLICY_DEFAULTS, **(policy or {})}
+
+
+def blocking_changes(changes: list[SectionResult], rules: Mapping[str, Any]) -> set[str]:
+    """The keys of the per-test changes that stop the run under ``rules``.
+
+    The gate and the JUnit cases both read this, so a test case fails exactly when its
+    change is part of a no-go (breaks within ``stack_max_new_failures`` pass).
+    """
+    breaks = [r for r in changes if r.verdict in NEW_BREAKS]
+    hard = [r for r in breaks if r.payload.get("deterministic") is not False]
+    blocked = {r.key for r in hard} if len(hard) > int(rules["stack_max_new_failures"]) else set()
+    if rules["stack_block_on_flaky"]:
+        blocked |= {r.key for r in breaks if r.payload.get("deterministic") is False}
+    for verdict, key, _words in _OPTIONAL_BLOCKS:
+        if rules[key]:
+            blocked |= {
+                r.key for r in changes if verdict in (r.verdict, *r.payload.get("also", ()))
+            }
+    return blocked
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the stack says no-go under ``policy`` (keys and defaults in the module docstring)."""
-    rules = {**POLICY_DEFAULTS, **policy}
+    rules = policy_rules(policy)
     rows: list[SectionResult] = view.sections.get(SECTION, [])
     if not rows:
         return []
@@ -158,13 +182,14 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     breaks = [r for r in changes if r.verdict in NEW_BREAKS]
     hard = [r for r in breaks if r.payload.get("deterministic") is not False]
     flaky = [r for r in breaks if r.payload.get("deterministic") is False]
+    blocked = blocking_changes(changes, rules)
     reasons = []
     if len(hard) > int(rules["stack_max_new_failures"]):
         reasons.append(
             f"stack: {len(hard)} new failure(s) in the candidate that re-runs did "
             f"not clear (allowed {rules['stack_max_new_failures']}): {_listed(hard)}"
         )
-    if flaky and rules["stack_block_on_flaky"]:
+    if any(r.key in blocked for r in flaky):
         reasons.append(f"stack: {len(flaky)} flaky new failure(s): {_listed(flaky)}")
     for verdict, key, words in _OPTIONAL_BLOCKS:
         found = [r for r in changes if verdict in (r.verdict, *r.payload.get("also", ()))]
