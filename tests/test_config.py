@@ -127,3 +127,12 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
     assert rendered.returncode == 0, rendered.stderr
     assert (tmp_path / "elsewhere" / "reports").is_dir()
     assert not (tmp_path / "canary-results").exists()
+
+
+@pytest.mark.parametrize("command", ["bench", "drill", "stack", "diff"])
+def test_a_section_command_offers_only_flags_it_reads(command: str, tmp_path: Path) -> None:
+    """Claims run only under ``run``; a section's own command must not offer probe flags."""
+    shown = run_canary(command, "--help", cwd=tmp_path).stdout
+    for claims_flag in ("--probes", "--probe-module", "--probe-timeout", "--release"):
+        assert claims_flag not in shown
+    assert shown.split("\n\n")[1].strip(), f"{command} --help should say what it does"

@@ -58,6 +58,18 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="config file (default: ./canary.toml or [tool.torchcanary] in ./pyproject.toml)",
     )
+    parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
+    parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
+    parser.add_argument(
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB (default canary-results/canary.db)",
+    )
+    parser.add_argument("--output", help="directory for reports (default canary-results)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _add_claims_flags(parser: argparse.ArgumentParser) -> None:
+    """Which claims to probe: only ``run`` runs claims, so only ``run`` takes these."""
     parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
     parser.add_argument(
         "--probe-module",
@@ -81,14 +93,6 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         metavar="RELEASE",
         help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
     )
-    parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
-    parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
-    parser.add_argument(
-        "--store",
-        help="SQLite file or postgresql://USER@HOST/DB (default canary-results/canary.db)",
-    )
-    parser.add_argument("--output", help="directory for reports (default canary-results)")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_flags(run)
+    _add_claims_flags(run)
     names = ", ".join(section_names())
     run.add_argument("--only", help=f"comma-separated sections to run ({names})")
     run.add_argument("--skip", help="comma-separated sections to leave out")
@@ -125,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         section.add_flags(run, own_command=False)
     for section in registered().values():  # each section with a subcommand of its own
         if section.help is not None:
-            own = commands.add_parser(section.name, help=section.help)
+            own = commands.add_parser(section.name, help=section.help, description=section.help)
             _add_run_flags(own)
             section.add_flags(own, own_command=True)
 
@@ -210,11 +215,11 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
-        "probes": _split(args.probes),
-        "probe_modules": args.probe_modules,
-        "probe_timeout_s": args.probe_timeout_s,
-        "release": args.release,
-        "regression": args.regression,
+        "probes": _split(getattr(args, "probes", None)),
+        "probe_modules": getattr(args, "probe_modules", None),
+        "probe_timeout_s": getattr(args, "probe_timeout_s", None),
+        "release": getattr(args, "release", None),
+        "regression": getattr(args, "regression", None),
         "installer": args.installer,
         "policy_file": args.policy_file,
         "store": args.store,
