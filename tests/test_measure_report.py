@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.markdown import Markdown
 
@@ -238,3 +240,18 @@ def test_an_aa_run_that_differs_from_itself_is_a_no_go_for_the_harness(store: St
         [SectionResult("bench", "x", "both", "slower", _measured(1.05, 1.03, 1.07, 1e-4, aa=True))],
     )
     assert "A/A run: x differs from itself" in section.blocking_reasons(view, {})[0]
+
+
+def test_results_json_is_strict_json_even_when_a_ratio_is_infinite(store: Store, tmp_path) -> None:
+    from torchcanary.report.render import write_outputs
+
+    payload = _measured(float("inf"), float("nan"), float("inf"), 0.5, mde=float("inf"))
+    view = _view(store, [SectionResult("bench", "linear/x", "both", "too-noisy", payload)])
+    written = write_outputs(view, tmp_path)["json"].read_text()
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    parsed = json.loads(written, parse_constant=refuse)
+    (bench,) = parsed["sections"]["bench"]
+    assert bench["payload"]["ratio"] is None and bench["payload"]["ci_low"] is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from torchcanary.packs.coverage import claim_coverage
@@ -9,6 +11,23 @@ from torchcanary.report.view import RunView
 from torchcanary.results import SCHEMA_VERSION
 
 JSON_SCHEMA_VERSION = 1
+
+
+def json_text(view: RunView) -> str:
+    """``results.json`` as strict JSON: a number that is not finite (an infinite ratio, a
+    NaN bound) is written as null, since NaN and Infinity are not JSON and browsers,
+    ``jq`` and most parsers outside Python refuse a file that holds them."""
+    return json.dumps(_finite(render_json(view)), indent=2, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def render_json(view: RunView) -> dict[str, Any]:

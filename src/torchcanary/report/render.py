@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from torchcanary.report.json_out import render_json
+from torchcanary.report.json_out import json_text
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
@@ -26,9 +25,7 @@ def write_outputs(view: RunView, output_dir: Path) -> dict[str, Path]:
     output_dir.mkdir(parents=True, exist_ok=True)
     outputs = {
         "html": _write(output_dir / "report.html", render_html(view, sections)),
-        "json": _write(
-            output_dir / "results.json", json.dumps(render_json(view), indent=2, default=str)
-        ),
+        "json": _write(output_dir / "results.json", json_text(view)),
         "junit": _write(output_dir / "junit.xml", render_junit(view, sections)),
         "markdown": _write(output_dir / "summary.md", render_markdown(view, sections)),
     }
