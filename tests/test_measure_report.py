@@ -225,6 +225,7 @@ def test_policy_blocks_a_benchmark_that_only_the_candidate_cannot_run(store: Sto
                     "failed": {"candidate": failure, "baseline": failure},
                 },
             ),
+            SectionResult("bench", "fine", "both", "same", _measured(1.0, 0.99, 1.01, 0.9)),
         ],
     )
     reasons = section.blocking_reasons(view, {})

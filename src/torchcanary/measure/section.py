@@ -297,13 +297,6 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
     rules = policy_rules(policy)
     results = view.sections.get(SECTION, [])
-    skipped = compare.BenchVerdict.SKIPPED.value
-    if results and all(result.verdict == skipped for result in results):
-        first = min(results, key=lambda result: result.key)
-        return [
-            f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
-            f"nothing was compared ({first.key}: {first.payload.get('reason', 'skipped')})"
-        ]
     reasons = []
     for result in results:
         payload = result.payload
@@ -334,4 +327,11 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
                 f"{result.key}: runs on the baseline but {failure['status']} on "
                 f"the candidate ({failure['error'][:160]})"
             )
+    skipped = compare.BenchVerdict.SKIPPED.value
+    if results and all(result.verdict == skipped for result in results):
+        first = min(results, key=lambda result: result.key)
+        reasons.append(
+            f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
+            f"nothing was compared ({first.key}: {first.payload.get('reason', 'skipped')})"
+        )
     return reasons
