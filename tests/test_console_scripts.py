@@ -110,6 +110,14 @@ def test_a_moved_cached_env_has_its_scripts_repaired_in_place_not_rebuilt(
     assert _runs(tool).stdout.strip() == f"fake torchrun in {moved}"
     assert _runs(moved / "bin" / "pip", "--version").returncode == 0
     assert stale_scripts(moved) == []
+    activated = subprocess.run(
+        ["bash", "-c", f'source "{moved}/bin/activate" && echo "$VIRTUAL_ENV" && type -P python'],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert activated == [str(moved), str(moved / "bin" / "python")]
+    for name in ("activate.csh", "activate.fish"):
+        assert str(built) not in (moved / "bin" / name).read_text()
 
 
 def test_a_script_path_too_long_for_a_shebang_gets_the_shell_trampoline(tmp_path):

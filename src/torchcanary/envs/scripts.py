@@ -7,6 +7,8 @@ start an interpreter which is gone (the shell says "required file not found") or
 to another venv. ``stale_scripts`` finds them; ``relocate`` rewrites their first lines, one
 file at a time through a rename, so a process running a script meanwhile reads the old file
 or the new one, never half of one, and a hard-linked copy never writes through to its source.
+The activation scripts (``bin/activate`` and its csh, fish and PowerShell siblings) name the
+venv's directory too, so someone who sources one to debug a worker gets the venv they meant.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ _TRAMPOLINE = re.compile(r"""^'''exec' (["'])(?P<python>[^"']+)\1 "\$0" "\$@"$""
 _TRAMPOLINE_END = "' '''"
 _SHEBANG_LIMIT = 127  # the kernel's limit on older Linux; distlib switches form above it
 _MAX_SCRIPT_BYTES = 1 << 20
+_ACTIVATE_NAMES = ("activate", "activate.csh", "activate.fish", "Activate.ps1")
+_ACTIVATE_HOME = re.compile(r'^VIRTUAL_ENV=(["\'])(?P<home>[^"\']+)\1\s*$', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -103,12 +107,29 @@ def write_atomically(path: Path, data: bytes, mode: int) -> None:
     os.replace(partial, path)
 
 
+def activation_home(venv: Path) -> str | None:
+    """The directory ``bin/activate`` would make the active venv (None without one)."""
+    activate = venv / "bin" / "activate"
+    found = _ACTIVATE_HOME.search(activate.read_text()) if activate.is_file() else None
+    return found.group("home") if found else None
+
+
 def relocate(venv: Path) -> list[str]:
-    """Point every stale console script of ``venv`` at its own interpreter; the names fixed."""
+    """Point every stale console and activation script of ``venv`` at it; the names fixed."""
     fixed: list[str] = []
     for script in stale_scripts(venv):
         python = own_interpreter(venv, script.interpreter)
         mode = script.path.stat().st_mode & 0o7777
         write_atomically(script.path, header(str(python)) + script.body, mode)
         fixed.append(script.path.name)
+    old_home = activation_home(venv)
+    if old_home is not None and old_home != str(venv):
+        old_prompt, new_prompt = f"({Path(old_home).name})", f"({venv.name})"
+        for name in _ACTIVATE_NAMES:
+            path = venv / "bin" / name
+            if path.is_file():
+                text = path.read_text()
+                moved = text.replace(old_home, str(venv)).replace(old_prompt, new_prompt)
+                write_atomically(path, moved.encode(), path.stat().st_mode & 0o7777)
+                fixed.append(name)
     return fixed
