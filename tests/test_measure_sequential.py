@@ -1,0 +1,113 @@
+"""Sequential verdicts keep the run's promises: simulated runs of known truth, looked at
+between worker groups exactly as the bench does, against the same runs judged only at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from torchcanary.measure import compare, sequential
+from torchcanary.measure.samples import Batch, BenchmarkSamples
+
+SIDES = ("A", "A2", "B")
+GROUPS, ROUNDS, FDR, BAND = 12, 6, 0.05, 0.05
+
+
+def _benchmark(rng: random.Random, shift: float, luck: float, noise: float) -> BenchmarkSamples:
+    samples = BenchmarkSamples("sim", {"kind": "linear", "device": "cpu"})
+    for group in range(GROUPS):
+        process = {side: rng.gauss(0, luck) for side in SIDES}
+        for round_index in range(ROUNDS):
+            for slot, side in enumerate(rng.sample(SIDES, 3)):
+                seconds = math.exp(
+                    (shift if side == "B" else 0.0) + process[side] + rng.gauss(0, noise)
+                )
+                samples.add(side, Batch(group, round_index, slot, (seconds,)))
+    return samples
+
+
+def _first_groups(samples: BenchmarkSamples, groups: int) -> BenchmarkSamples:
+    cut = BenchmarkSamples(samples.bench_id, samples.spec)
+    for side, batches in samples.batches.items():
+        for batch in batches:
+            if batch.group < groups:
+                cut.add(side, batch)
+    return cut
+
+
+def _compare(samples: BenchmarkSamples) -> dict[str, Any]:
+    return {
+        "ab": compare.compare_sides(samples, "A", "B", 1 - FDR),
+        "aa": compare.compare_sides(samples, "A", "A2", 1 - FDR),
+    }
+
+
+def _sequential(benchmarks: dict[str, BenchmarkSamples]) -> tuple[dict[str, Any], dict[str, int]]:
+    """The bench's schedule in miniature: look, stop the settled, measure on, judge at the end."""
+    looks = sequential.look_points(GROUPS)
+    stops: dict[str, sequential.Stop] = {}
+    for groups in looks:
+        seen = {
+            b: _compare(_first_groups(s, groups)) for b, s in benchmarks.items() if b not in stops
+        }
+        decided = compare.decide(seen, FDR, BAND)
+        stops |= sequential.interim_stops(decided, groups, FDR, BAND)
+    final = {
+        b: _compare(_first_groups(s, stops[b].groups if b in stops else GROUPS))
+        for b, s in benchmarks.items()
+    }
+    decided = compare.decide(
+        sequential.final_family(final, stops), sequential.final_fdr(FDR, len(looks)), BAND
+    )
+    sequential.apply_stops(decided, final, stops)
+    used = {b: stops[b].groups if b in stops else GROUPS for b in benchmarks}
+    return decided, used
+
+
+def _runs(seed: int, count: int, shifts: list[float]) -> list[tuple[dict, dict, dict]]:
+    rng = random.Random(seed)
+    runs = []
+    for _ in range(count):
+        luck = math.exp(rng.uniform(math.log(0.005), math.log(0.03)))
+        benchmarks = {f"b{i}": _benchmark(rng, s, luck, luck) for i, s in enumerate(shifts)}
+        at_end = compare.decide({b: _compare(s) for b, s in benchmarks.items()}, FDR, BAND)
+        decided, used = _sequential(benchmarks)
+        runs.append((decided, used, at_end))
+    return runs
+
+
+def test_looking_early_raises_no_false_alarms_and_saves_most_of_the_groups() -> None:
+    runs = _runs(7, 40, [0.0] * 8)
+    alarms = sum(
+        1
+        for decided, _, _ in runs
+        for r in decided.values()
+        if r["verdict"] in ("slower", "faster")
+    )
+    assert alarms <= 2  # 320 nulls at FDR 0.05 over families of 8: about 2 expected at most
+    used = [g for _, groups, _ in runs for g in groups.values()]
+    assert sum(used) / len(used) <= 0.6 * GROUPS, "settled nulls should stop about half-way"
+
+
+def test_a_real_slowdown_is_found_as_often_as_when_judged_only_at_the_end() -> None:
+    runs = _runs(11, 40, [math.log(1.04)] + [0.0] * 5)
+    sequential_found = sum(d["b0"]["verdict"] == "slower" for d, _, _ in runs)
+    end_found = sum(e["b0"]["verdict"] == "slower" for _, _, e in runs)
+    assert sequential_found >= end_found - 2
+    assert all(d["b0"].get("stopped") is None or d["b0"]["verdict"] == "slower" for d, _, _ in runs)
+
+
+def test_a_large_change_stops_early_and_says_when_and_why() -> None:
+    ((decided, used, _),) = _runs(3, 1, [math.log(1.5), 0.0, 0.0])
+    assert decided["b0"]["verdict"] == "slower"
+    assert used["b0"] == sequential.FIRST_LOOK
+    assert decided["b0"]["stopped"]["groups"] == sequential.FIRST_LOOK
+    assert "early bar" in decided["b0"]["reasons"][0]
+
+
+def test_the_final_family_keeps_what_the_interim_looks_did_not_spend() -> None:
+    assert sequential.look_points(12) == (4, 6, 8, 10)
+    assert sequential.final_fdr(0.05, 4) == 0.05 * 0.96
+    assert sequential.look_points(4) == ()
