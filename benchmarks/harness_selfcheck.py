@@ -59,7 +59,7 @@ from typing import Any
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.measure import compare, stats
+from torchcanary.measure import compare, sequential, stats
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.measure.section import POLICY_DEFAULTS
@@ -78,6 +78,8 @@ TORCH_BEST_BAND = 1.01
 MAX_SLOWDOWN = float(POLICY_DEFAULTS["bench_max_slowdown"])  # what "same" must stay under
 # Our rule with BH over a family of one: the loosest threshold any run could give a null.
 ALONE = "torchcanary, judged alone"
+# The run's own rule: interim looks that settle benchmarks early (measure.sequential).
+SEQUENTIAL = "torchcanary, sequential"
 
 _TORCH_SUMMARY = """
 import json, sys
@@ -257,6 +259,7 @@ def _rows(
             "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
         }
     decided = compare.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
+    replayed, used = _replay_sequential(args, specs, measured, clock)
     rows, pairs = [], []
     for spec in specs:
         samples = measured.benchmarks[spec["id"]]
@@ -275,6 +278,9 @@ def _rows(
                 ALONE: _alone(comparisons, spec["id"], args.fdr, result["calibration"]),
                 "asv": asv_verdict(a, b),
                 "pyperf": student_t_verdict(a, b),
+                SEQUENTIAL: str(replayed[spec["id"]]["verdict"]),
+                "groups_used": used[spec["id"]],
+                "measure_s": samples.measure_s,
                 "aa_raw_alarm": raw <= args.fdr,
                 "mde": result["mde"],
                 "calibration": result["calibration"],
@@ -283,6 +289,44 @@ def _rows(
     for row, verdict in zip(rows, torch_verdicts(env.python, pairs), strict=True):
         row["torch.utils.benchmark"] = verdict
     return rows
+
+
+def _replay_sequential(
+    args: argparse.Namespace, specs: list[dict[str, Any]], measured: Any, clock: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """The run's sequential verdicts, replayed on samples measured over every group.
+
+    Stopping a benchmark changes nothing about the samples it had, so looking at the first
+    g groups of a full measurement is exactly what a sequential run would have seen then.
+    """
+    looks = sequential.look_points(args.groups)
+    benchmarks = {s["id"]: measured.benchmarks[s["id"]] for s in specs}
+    settled: dict[str, sequential.Stop] = {}
+
+    def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
+        return {
+            "ab": compare.compare_sides(samples, "A", "B", 1 - args.fdr, clock),
+            "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
+        }
+
+    def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
+        return compare.decide(comparisons, fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
+
+    def seen(groups: int) -> dict[str, BenchmarkSamples]:
+        return {
+            b: s.first_groups(min(groups, settled[b].groups if b in settled else groups))
+            for b, s in benchmarks.items()
+        }
+
+    looked = 0
+    for groups in looks:
+        looked += 1
+        settled |= sequential.look(seen(groups), groups, settled, pair_of, decide, args.fdr, 0.05)
+        if len(settled) == len(benchmarks):
+            break  # nothing left to measure: the run ends here
+    decided, _ = sequential.judge(seen(args.groups), settled, pair_of, decide, args.fdr, looked)
+    used = {b: settled[b].groups if b in settled else args.groups for b in benchmarks}
+    return decided, used
 
 
 def _family_rule(args: argparse.Namespace) -> str:
@@ -318,7 +362,15 @@ def _report(
     clock: str,
     rows: list[dict[str, Any]],
 ) -> None:
-    rules = ("torchcanary", _family_rule(args), ALONE, "asv", "pyperf", "torch.utils.benchmark")
+    rules = (
+        "torchcanary",
+        SEQUENTIAL,
+        _family_rule(args),
+        ALONE,
+        "asv",
+        "pyperf",
+        "torch.utils.benchmark",
+    )
     print(
         f"\nclock: {clock}"
         + (" (process CPU time, what clock = auto uses here)" if clock == "cpu" else "")
@@ -342,14 +394,14 @@ def _report(
         print(line)
     nulls = [r for r in rows if r["k"] == 0]
     bounds = []
-    for rule in ("torchcanary", _family_rule(args), ALONE):
+    for rule in ("torchcanary", SEQUENTIAL, _family_rule(args), ALONE):
         alarms = sum(r[rule] in ("slower", "faster") for r in nulls)
         bounds.append(f"{rule} {wilson_upper(alarms, len(nulls)):.2%}")
     print("  false alarms, 95% upper bound: " + "; ".join(bounds))
     for k in ks:
         shifted = [r for r in rows if r["k"] == k]
         bounds = []
-        for rule in ("torchcanary", _family_rule(args), ALONE):
+        for rule in ("torchcanary", SEQUENTIAL, _family_rule(args), ALONE):
             missed = sum(r[rule] != "slower" for r in shifted)
             bounds.append(f"{rule} {1 - wilson_upper(missed, len(shifted)):.1%}")
         print(f"  {k:g}% detected, 95% lower bound: " + "; ".join(bounds))
@@ -466,14 +518,21 @@ def main() -> None:
         + (f", in each of {len(runs)} runs" if len(runs) > 1 else "")
         + f"; FDR {args.fdr:g}"
     )
+    by_clock = {}
     for clock in ("cpu", "wall"):
         rows = [row for measured, _ in runs for row in _rows(args, env, specs, measured, clock)]
         _report(args, kinds, ks, clock, rows)
-    _report_time(specs, runs)
+        by_clock[clock] = rows
+    _report_time(args, runs, by_clock)
 
 
-def _report_time(specs: list[dict[str, Any]], runs: list[tuple[Measurements, float]]) -> None:
-    per_bench = [measured.benchmarks[s["id"]].measure_s for measured, _ in runs for s in specs]
+def _report_time(
+    args: argparse.Namespace,
+    runs: list[tuple[Measurements, float]],
+    by_clock: dict[str, list[dict[str, Any]]],
+) -> None:
+    any_rows = next(iter(by_clock.values()))
+    per_bench = [row["measure_s"] for row in any_rows]
     wall = sum(seconds for _, seconds in runs)
     count = len(per_bench)
     print("\ntime to a verdict per benchmark")
@@ -481,6 +540,16 @@ def _report_time(specs: list[dict[str, Any]], runs: list[tuple[Measurements, flo
         f"  timed samples, all three sides: median {statistics.median(per_bench):.1f} s, "
         f"max {max(per_bench):.1f} s (A and B alone: about two thirds of that)"
     )
+    for clock, rows in by_clock.items():
+        # Groups are alike in length, so a benchmark settled after g groups took g/G of it.
+        settled = [row["measure_s"] * row["groups_used"] / args.groups for row in rows]
+        used = [row["groups_used"] for row in rows]
+        print(
+            f"  sequential, {clock} clock: median {statistics.median(settled):.1f} s "
+            f"({statistics.median(per_bench) / max(statistics.median(settled), 1e-9):.2f}x "
+            f"less); groups used: median {statistics.median(used):g} of {args.groups}, "
+            f"{sum(g < args.groups for g in used)} of {len(rows)} settled early"
+        )
     print(
         f"  wall for the whole run incl. worker starts and calibration: {wall:.0f} s for "
         f"{count} benchmarks = {wall / count:.1f} s each"

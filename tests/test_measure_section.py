@@ -170,3 +170,27 @@ def test_oneshot_samples_time_import_first_call_and_a_cold_compile(
         assert "dynamo" in compiled.value["phases"]
     finally:
         worker.close()
+
+
+BUSY = {"kind": "synthetic", "op": "busy", "iterations": 20_000}
+
+
+def test_a_settled_benchmark_stops_at_its_look_and_says_when_and_why(make_context) -> None:
+    doubled = {**BUSY, "label": "doubled", "overrides": {"B": {"iterations": 40_000}}}
+    _, results = _run(make_context, groups=6, first_look=4, rounds=6, benchmarks=[doubled, BUSY])
+    heavy = results["synthetic/busy/doubled"]
+    assert heavy.verdict == "slower", heavy.payload["reasons"]
+    assert heavy.payload["settled"]["groups"] == 4
+    assert heavy.payload["harness"]["groups_measured"] == 4
+    assert "early bar" in heavy.payload["reasons"][0]
+    assert heavy.payload["ratio"] == pytest.approx(2.0, rel=0.3)
+
+
+def test_the_budget_ends_the_schedule_and_what_is_left_is_judged_on_what_it_has(
+    make_context,
+) -> None:
+    _, results = _run(make_context, groups=5, rounds=2, budget_s=0.5, benchmarks=[BUSY])
+    (result,) = results.values()
+    assert result.payload["harness"]["ended_by"] == "budget"
+    assert result.payload["harness"]["groups_run"] == 1
+    assert result.verdict == "too-noisy"  # one group can never be significant

@@ -28,15 +28,6 @@ def _benchmark(rng: random.Random, shift: float, luck: float, noise: float) -> B
     return samples
 
 
-def _first_groups(samples: BenchmarkSamples, groups: int) -> BenchmarkSamples:
-    cut = BenchmarkSamples(samples.bench_id, samples.spec)
-    for side, batches in samples.batches.items():
-        for batch in batches:
-            if batch.group < groups:
-                cut.add(side, batch)
-    return cut
-
-
 def _compare(samples: BenchmarkSamples) -> dict[str, Any]:
     return {
         "ab": compare.compare_sides(samples, "A", "B", 1 - FDR),
@@ -44,24 +35,24 @@ def _compare(samples: BenchmarkSamples) -> dict[str, Any]:
     }
 
 
+def _decide(comparisons: dict[str, Any], fdr: float) -> dict[str, Any]:
+    return compare.decide(comparisons, fdr, BAND)
+
+
 def _sequential(benchmarks: dict[str, BenchmarkSamples]) -> tuple[dict[str, Any], dict[str, int]]:
-    """The bench's schedule in miniature: look, stop the settled, measure on, judge at the end."""
+    """The bench's schedule replayed: look, stop the settled, measure on, judge at the end."""
     looks = sequential.look_points(GROUPS)
     stops: dict[str, sequential.Stop] = {}
+
+    def measured(bench_id: str, groups: int) -> BenchmarkSamples:
+        stop = stops.get(bench_id)
+        return benchmarks[bench_id].first_groups(min(groups, stop.groups if stop else groups))
+
     for groups in looks:
-        seen = {
-            b: _compare(_first_groups(s, groups)) for b, s in benchmarks.items() if b not in stops
-        }
-        decided = compare.decide(seen, FDR, BAND)
-        stops |= sequential.interim_stops(decided, groups, FDR, BAND)
-    final = {
-        b: _compare(_first_groups(s, stops[b].groups if b in stops else GROUPS))
-        for b, s in benchmarks.items()
-    }
-    decided = compare.decide(
-        sequential.final_family(final, stops), sequential.final_fdr(FDR, len(looks)), BAND
-    )
-    sequential.apply_stops(decided, final, stops)
+        now = {b: measured(b, groups) for b in benchmarks}
+        stops |= sequential.look(now, groups, stops, _compare, _decide, FDR, BAND)
+    final = {b: measured(b, GROUPS) for b in benchmarks}
+    decided, _ = sequential.judge(final, stops, _compare, _decide, FDR, len(looks))
     used = {b: stops[b].groups if b in stops else GROUPS for b in benchmarks}
     return decided, used
 

@@ -10,7 +10,10 @@ time, cold compile) take one fresh interpreter per sample; collectives take one 
 ranks per group and side.
 
 A benchmark that skips, errors, crashes or hangs on any side stops there for the rest of the
-run; its worker is replaced and the other benchmarks go on.
+run; its worker is replaced and the other benchmarks go on. Between groups the section may
+look at the evidence (``on_look``) and settle benchmarks whose verdict cannot change
+(:mod:`.sequential`); settled ones are not measured again, and the schedule ends once
+nothing is left to measure or the next group would overrun ``budget_s``.
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ class Measurements:
     device: str = "cpu"
     device_note: str = ""
     wall_s: float = 0.0
+    groups_run: int = 0
+    ended_by: str = "groups"  # or "settled" (nothing left to measure) or "budget"
 
 
 PlanBenchmarks = Callable[[str], list[dict[str, Any]]]
@@ -118,6 +123,9 @@ class Interleaver:
         rng: random.Random,
         progress: Callable[[str], None] = lambda _: None,
         on_stopped: Callable[[BenchmarkSamples], None] = lambda _: None,
+        on_look: Callable[[int], None] = lambda _: None,
+        looks: tuple[int, ...] = (),
+        on_group: Callable[[int], None] = lambda _: None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
@@ -125,6 +133,9 @@ class Interleaver:
         self.rng = rng
         self.progress = progress
         self.on_stopped = on_stopped  # told at once of a benchmark that skipped or failed
+        self.on_look = on_look  # called after the group counts in ``looks``; may settle some
+        self.looks = looks
+        self.on_group = on_group  # told the number of groups done after each one
         self.result = Measurements()
         self._reported: set[str] = set()
 
@@ -158,10 +169,11 @@ class Interleaver:
 
     # the schedule -----------------------------------------------------------------------
     def run(self, plan: PlanBenchmarks) -> Measurements:
-        """Measure every benchmark ``plan(device)`` returns, over all round groups."""
+        """Measure every benchmark ``plan(device)`` returns, over the round groups."""
         started = time.monotonic()
         specs: list[dict[str, Any]] = []
         for group in range(self.settings.groups):
+            group_started = time.monotonic()
             workers = self._start_group(group)
             try:
                 if group == 0:
@@ -170,10 +182,23 @@ class Interleaver:
             finally:
                 for worker in workers.values():
                     worker.close()
+            self.result.groups_run = group + 1
+            self.on_group(group + 1)
             for samples in self.result.benchmarks.values():
                 if samples.stopped and samples.bench_id not in self._reported:
                     self._reported.add(samples.bench_id)
                     self.on_stopped(samples)
+            if group + 1 in self.looks:
+                self.on_look(group + 1)
+            if not any(s.measuring for s in self.result.benchmarks.values()):
+                self.result.ended_by = "settled"
+                break
+            last_group_s = time.monotonic() - group_started
+            budget = self.settings.budget_s
+            if budget and time.monotonic() - started + last_group_s > budget:
+                if group + 1 < self.settings.groups:
+                    self.result.ended_by = "budget"
+                break
         self.result.wall_s = time.monotonic() - started
         return self.result
 
@@ -211,14 +236,22 @@ class Interleaver:
         steady = [s for s in specs if s["kind"] not in ONESHOT_KINDS + RANKED_KINDS]
         for spec in self.rng.sample(steady, len(steady)):
             samples = self.result.benchmarks[spec["id"]]
-            if not samples.stopped:
+            if samples.measuring:
                 self.progress(f"group {group + 1}/{self.settings.groups}: {spec['id']}")
                 self._steady(group, workers, samples)
-        ranked = [s for s in specs if s["kind"] in RANKED_KINDS]
+        ranked = [
+            s
+            for s in specs
+            if s["kind"] in RANKED_KINDS and self.result.benchmarks[s["id"]].measuring
+        ]
         if ranked:
             self.progress(f"group {group + 1}/{self.settings.groups}: collectives")
             self._collectives(group, workers, ranked)
-        oneshot = [s for s in specs if s["kind"] in ONESHOT_KINDS]
+        oneshot = [
+            s
+            for s in specs
+            if s["kind"] in ONESHOT_KINDS and self.result.benchmarks[s["id"]].measuring
+        ]
         if oneshot and self.settings.oneshot_samples:
             self.progress(f"group {group + 1}/{self.settings.groups}: startup and compile")
             self._oneshot(group, workers, oneshot)

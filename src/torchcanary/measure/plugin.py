@@ -6,12 +6,32 @@ The package is ``measure``; the section, its config table and its subcommand are
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from torchcanary.sections import PackageSection
 
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h`` as seconds; argparse turns the ValueError into usage."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write seconds or a number with s, m or h, e.g. 5m"
+        )
+    return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
+    parser.add_argument(
+        "--budget",
+        type=duration,
+        metavar="DURATION",
+        help="most time the bench may spend measuring, e.g. 5m; benchmarks still undecided "
+        "then are judged on what they have (default: all groups)",
+    )
     if own_command:
         parser.add_argument(
             "--aa",
@@ -22,7 +42,10 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"aa": True} if getattr(args, "aa", False) else {}
+    settings: dict[str, Any] = {"aa": True} if getattr(args, "aa", False) else {}
+    if getattr(args, "budget", None) is not None:
+        settings["budget_s"] = args.budget
+    return settings
 
 
 SECTION = PackageSection(

@@ -54,11 +54,26 @@ class BenchmarkSamples:
     extras: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per-sample facts
     dispatch: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> ops
     measure_s: float = 0.0
+    settled_at: int | None = None  # worker groups after which its verdict was settled
+
+    @property
+    def measuring(self) -> bool:
+        """Still to be measured in the next group: neither stopped nor settled."""
+        return not self.stopped and self.settled_at is None
 
     @property
     def stopped(self) -> bool:
         """A side skipped or failed: measuring more of it would only repeat that."""
         return bool(self.skipped or self.failed)
+
+    def first_groups(self, groups: int) -> BenchmarkSamples:
+        """What had been measured after ``groups`` worker groups: a sequential look replayed."""
+        cut = BenchmarkSamples(self.bench_id, self.spec, number=self.number)
+        for side, batches in self.batches.items():
+            for batch in batches:
+                if batch.group < groups:
+                    cut.add(side, batch)
+        return cut
 
     def add(self, side: str, batch: Batch) -> None:
         self.batches.setdefault(side, []).append(batch)

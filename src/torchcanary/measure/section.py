@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from torchcanary.context import RunContext
-from torchcanary.measure import compare
+from torchcanary.measure import compare, sequential
 from torchcanary.measure.confounds import affecting
 from torchcanary.measure.dispatch_diff import diff as dispatch_diff
 from torchcanary.measure.interleave import Interleaver, Measurements
@@ -81,36 +81,67 @@ def run(ctx: RunContext) -> None:
             ),
         )
 
-    with ctx.progress.task("bench: interleaved A/B", total=None) as task:
-        measurements = Interleaver(
-            ctx,
-            settings,
-            sides,
-            random.Random(seed),
-            progress=task.advance,
-            on_stopped=commit_skipped,
-        ).run(plan)
-    finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
     confidence = 1 - settings.fdr
-    comparisons = {}
-    for bench_id, samples in finished.items():
-        _save_raw(ctx, sides, samples)
+    max_slowdown = float(policy_rules(ctx.plan.policy)["bench_max_slowdown"])
+    half_band = min(settings.equivalence, max_slowdown)
+
+    def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
         clock = compare.clock_for(samples.spec, settings.threads, settings.clock)
         pair = {"ab": compare.compare_sides(samples, BASELINE.name, judged.name, confidence, clock)}
         if control is not None:
             pair["aa"] = compare.compare_sides(
                 samples, BASELINE.name, control.name, confidence, clock
             )
-        comparisons[bench_id] = pair
-    decided = compare.decide(
-        comparisons,
-        settings.fdr,
-        settings.equivalence,
-        settings.aa,
-        settings.min_effect,
-        max_slowdown=float(policy_rules(ctx.plan.policy)["bench_max_slowdown"]),
+        return pair
+
+    def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
+        return compare.decide(
+            comparisons,
+            fdr,
+            settings.equivalence,
+            settings.aa,
+            settings.min_effect,
+            max_slowdown=max_slowdown,
+        )
+
+    # An A/A run measures the harness itself: it always takes every group.
+    looks = (
+        sequential.look_points(settings.groups, settings.first_look, settings.look_every)
+        if settings.sequential and not settings.aa
+        else ()
+    )
+    settled: dict[str, sequential.Stop] = {}
+    interleaver: Interleaver
+
+    def on_look(groups: int) -> None:
+        compared = {b: s for b, s in interleaver.result.benchmarks.items() if not s.stopped}
+        found = sequential.look(compared, groups, settled, pair_of, decide, settings.fdr, half_band)
+        for bench_id, stop in found.items():
+            compared[bench_id].settled_at = groups
+            settled[bench_id] = stop
+        if found:
+            task.status(f"after {groups} groups: {len(settled)} settled")
+
+    with ctx.progress.task("bench: interleaved A/B", total=settings.groups) as task:
+        interleaver = Interleaver(
+            ctx,
+            settings,
+            sides,
+            random.Random(seed),
+            progress=task.status,
+            on_stopped=commit_skipped,
+            on_look=on_look,
+            looks=looks,
+            on_group=lambda groups: task.advance(f"{groups} of {settings.groups} groups done"),
+        )
+        measurements = interleaver.run(plan)
+    finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
+    looked = sum(1 for groups in looks if groups <= measurements.groups_run)
+    decided, comparisons = sequential.judge(
+        finished, settled, pair_of, decide, settings.fdr, looked
     )
     for bench_id, samples in finished.items():
+        _save_raw(ctx, sides, samples)
         payload = _payload(
             samples,
             sides,
@@ -161,6 +192,7 @@ def _harness(
         "batch_size": samples.batch_size,
         "seed": seed,
         "measure_s": samples.measure_s,
+        "groups_measured": len({b.group for batches in samples.batches.values() for b in batches}),
         "threads": settings.threads,
     }
     if measurements is not None:
@@ -171,6 +203,8 @@ def _harness(
             affinity=sorted({c for w in started for c in w.get("affinity", [])}),
             timer=started[0].get("clock") if started else None,
             torch_threads=sorted({int(w.get("threads") or 0) for w in started}),
+            groups_run=measurements.groups_run,
+            ended_by=measurements.ended_by,
         )
     return facts
 
@@ -258,6 +292,8 @@ def _payload(
             )
     if samples.extras:
         payload["oneshot"] = _oneshot_facts(samples, sides)
+    if decided.get("stopped"):
+        payload["settled"] = decided["stopped"]
     return payload
 
 

@@ -23,10 +23,17 @@ measuring until the last group or the budget. The stop is recorded with its grou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from torchcanary.measure.compare import BenchVerdict, at_level, calibrated
+from torchcanary.measure.samples import BenchmarkSamples
+
+# A benchmark's samples -> its comparisons ({"ab": ..., "aa": ...}), as the run makes them.
+PairOf = Callable[[BenchmarkSamples], dict[str, Any]]
+# Comparisons of a family, an FDR -> compare.decide's verdicts, with the run's other settings.
+Decide = Callable[[dict[str, dict[str, Any]], float], dict[str, dict[str, Any]]]
 
 # What each interim look may spend on early "slower"/"faster", as a share of the FDR.
 EFFICACY_SHARE = 0.01
@@ -125,3 +132,34 @@ def apply_stops(
         measured = calibrated(comparisons[bench_id]["ab"], result["calibration"]) or {}
         result["ab"] = {**result["ab"], "p_value": measured.get("p_value")}
         result.update(verdict=stop.verdict, reasons=[stop.reason], stopped=stop.to_json())
+
+
+def look(
+    benchmarks: dict[str, BenchmarkSamples],
+    groups: int,
+    settled: dict[str, Stop],
+    pair_of: PairOf,
+    decide: Decide,
+    fdr: float,
+    half_band: float,
+) -> dict[str, Stop]:
+    """One interim look over every compared benchmark (settled ones too: they stay in the
+    calibration and the family size); the stops it adds, for benchmarks not yet settled."""
+    decided = decide({b: pair_of(s) for b, s in benchmarks.items()}, fdr)
+    found = interim_stops(decided, groups, fdr, half_band)
+    return {b: stop for b, stop in found.items() if b not in settled}
+
+
+def judge(
+    benchmarks: dict[str, BenchmarkSamples],
+    settled: dict[str, Stop],
+    pair_of: PairOf,
+    decide: Decide,
+    fdr: float,
+    looks: int,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The final verdicts after ``looks`` interim looks, and the comparisons they rest on."""
+    comparisons = {b: pair_of(s) for b, s in benchmarks.items()}
+    decided = decide(final_family(comparisons, settled), final_fdr(fdr, looks))
+    apply_stops(decided, comparisons, settled)
+    return decided, comparisons

@@ -23,6 +23,12 @@ Top-level keys, defaults in brackets:
   each side takes per round (fewer when they would last longer than ``max_batch_ms``), and
   the least time one sample (a calibrated inner loop) may last;
 - ``warmup_max_s`` [1.0]: the longest a warm-up may take before giving up on settling;
+- ``sequential`` [true], ``first_look`` [4], ``look_every`` [2]: look at the evidence after
+  ``first_look`` groups and every ``look_every`` after, and stop measuring a benchmark whose
+  verdict is settled (``measure.sequential`` says how the false-alarm rate is kept);
+- ``budget_s`` [0: none]: the most seconds the bench may spend measuring; no group starts
+  that the last one's duration says would end past it (``--budget 5m``), and what is still
+  undecided then is judged on what it has;
 - ``oneshot_samples`` [1]: fresh-interpreter samples per group and side (startup, compile);
   each group's log ratio is one observation, judged by Student's t across the groups;
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
@@ -100,6 +106,10 @@ class BenchSettings:
     min_sample_ms: float = 1.0
     warmup_max_s: float = 1.0
     oneshot_samples: int = 1
+    sequential: bool = True
+    first_look: int = 4
+    look_every: int = 2
+    budget_s: float = 0.0
     timeout_s: float = 180.0
     fdr: float = 0.01
     equivalence: float = 0.05
@@ -289,6 +299,9 @@ _SCALARS: dict[str, tuple[type, float, float]] = {
     "min_sample_ms": (float, 0.01, 10_000),
     "warmup_max_s": (float, 0, 600),
     "oneshot_samples": (int, 0, 100),
+    "first_look": (int, 2, 100),
+    "look_every": (int, 1, 100),
+    "budget_s": (float, 0, 7 * 86_400),
     "timeout_s": (float, 1, 86_400),
     "fdr": (float, 1e-6, 0.5),
     "equivalence": (float, 0.001, 1),
@@ -310,7 +323,7 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         if key in _SCALARS:
             kind, low, high = _SCALARS[key]
             values[key] = _number(key, value, kind, low, high)
-        elif key in ("aa", "aa_control"):
+        elif key in ("aa", "aa_control", "sequential"):
             if not isinstance(value, bool):
                 raise _fail(key, f"{value!r} is not true or false", f"write {key} = true")
             values[key] = value
