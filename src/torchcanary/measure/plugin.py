@@ -12,6 +12,15 @@ from torchcanary.sections import PackageSection
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
+    parser.add_argument(
+        "--workload",
+        action="append",
+        dest="bench_workloads",
+        metavar="TARGET",
+        help="also time your own step, e.g. 'myproject.bench:train_step' or "
+        "'bench.py:infer_step': a function that sets up and returns the callable to time "
+        '(repeatable; options in [[bench.benchmarks]] kind = "workload")',
+    )
     if own_command:
         parser.add_argument(
             "--aa",
@@ -19,10 +28,25 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
             help="A/A: the baseline against itself, "
             "to measure the false-alarm rate and minimum detectable effect",
         )
+        # On ``run`` the stack's --with serves both sections.
+        parser.add_argument(
+            "--with",
+            action="append",
+            dest="bench_with",
+            metavar="REQ",
+            help="install this into a per-run overlay of both environments for your "
+            "workloads, e.g. '-e .' (repeatable)",
+        )
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"aa": True} if getattr(args, "aa", False) else {}
+    settings: dict[str, Any] = {"aa": True} if getattr(args, "aa", False) else {}
+    if getattr(args, "bench_workloads", None):
+        settings["workloads"] = list(args.bench_workloads)
+    requirements = getattr(args, "bench_with", None) or getattr(args, "stack_with", None)
+    if requirements:
+        settings["with"] = list(requirements)
+    return settings
 
 
 SECTION = PackageSection(
