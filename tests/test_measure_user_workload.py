@@ -11,7 +11,7 @@ import pytest
 
 from cli_helpers import run_canary
 from torchcanary.errors import ConfigError
-from torchcanary.measure import section
+from torchcanary.measure import report, section
 from torchcanary.measure.settings import parse_settings
 from torchcanary.measure.suite import expand
 from torchcanary.report.view import RunView
@@ -142,6 +142,16 @@ def test_fixture_workloads_are_timed_in_both_versions_and_bad_ones_say_why(
     heavier = results["workload/infer-heavier/eager/cpu"]
     assert heavier.verdict == "slower", heavier.payload["reasons"]
     assert 1.05 < heavier.payload["ratio"] < 1.6
+    # Six layers do not compute what five do: the outputs differ beyond the tolerance.
+    assert heavier.payload["numerics"]["drift"], heavier.payload["numerics"]
+    assert any(
+        "infer-heavier" in reason and "outputs differ" in reason
+        for reason in section.blocking_reasons(view, {})
+    )
+    summary = report.markdown(view)
+    assert "- `workload/infer-heavier/eager/cpu`^!" in summary or (
+        "- `workload/infer-heavier/eager/cpu`!" in summary
+    )
 
     train = results["workload/train_step[layers=1]/eager/cpu"].payload
     assert (
