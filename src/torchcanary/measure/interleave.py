@@ -283,11 +283,14 @@ class Interleaver:
         numbers = {}
         slots: dict[str, int] = {}
         # A user's workload records its outputs once per environment, for the numerics.
-        recording = {
-            side.role: str(numerics_dir(self.ctx.work_dir, bench_id, side.role))
-            for side in reversed(self.sides)
+        recording = (
+            {
+                side.role: str(numerics_dir(self.ctx.work_dir, bench_id, side.role))
+                for side in self.sides
+            }
             if samples.spec["kind"] == "workload" and group == 0
-        }
+            else {}
+        )
         for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
             kwargs = {
                 "bench_id": bench_id,
@@ -296,7 +299,7 @@ class Interleaver:
                 "min_sample_s": min_sample_s,
                 "warmup_max_s": self.settings.warmup_max_s,
             }
-            if recording.get(side.role) and side == self._first_of_role(side.role):
+            if side.role in recording and side == self._first_of_role(side.role):
                 kwargs["numerics_dir"] = recording[side.role]
             outcome = workers[side.name].call(f"{_TIMING}:prepare", kwargs, timeout_s)
             if not outcome.ok:
