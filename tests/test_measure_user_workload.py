@@ -206,3 +206,26 @@ def _installed_in(python: str) -> bool:
         [python, "-c", "import workload_demo"], capture_output=True, text=True, timeout=60
     )
     return probe.returncode == 0
+
+
+@pytest.mark.torch_envs
+def test_a_project_that_does_not_install_skips_its_workloads_with_pips_reason(
+    tmp_path: Path, make_context
+) -> None:
+    settings = section.parse_settings(
+        {
+            "families": [],
+            "cwd": str(tmp_path),
+            "with": ["-e ./not-a-project"],
+            "groups": 1,
+            "aa_control": False,
+            "benchmarks": [{"kind": "workload", "target": f"{STEPS}:infer_step"}],
+        }
+    )
+    ctx = make_context(sections=("bench",), settings={"bench": settings})
+    section.run(ctx)
+    (result,) = ctx.store.section_results(ctx.run_id, "bench")
+    assert result.verdict == "skipped"
+    reason = result.payload["reason"]
+    assert reason.startswith("install-failed: installing -e ./not-a-project failed: pip install")
+    assert "not-a-project" in reason.split("failed: pip install", 1)[1], reason

@@ -55,7 +55,7 @@ def _install_one(
     try:
         overlay = create_overlay(role, environment.python, environment.path, root / "venv")
     except (OverlayError, OSError) as exc:
-        return None, f"cannot create the {role} overlay: {exc}"
+        return None, f"cannot create an overlay of the {role} environment: {exc}"
     outcome = install(
         overlay,
         list(requirements),
@@ -65,8 +65,9 @@ def _install_one(
         log_path=root / "install.log",
     )
     if not outcome.ok:
+        # The same words for every role, so a project broken everywhere reads as one reason.
         return None, (
-            f"installing {' '.join(requirements)} into the {role} overlay failed: "
-            f"{outcome.error} (log: {outcome.log_path})"
+            f"installing {' '.join(requirements)} failed: {outcome.error} "
+            f"(log: {root.parent}/<role>/install.log)"
         )
     return dataclasses.replace(environment, python=overlay.python), ""
