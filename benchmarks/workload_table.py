@@ -31,11 +31,12 @@ PROJECT = Path(__file__).parents[1] / "tests" / "fixtures" / "workload_project"
 STEPS = "workload_demo.steps"
 
 
-def _config(groups: int, backend: str) -> str:
+def _config(groups: int, backend: str, timeout_s: float) -> str:
     compiled = f'mode = "compile"\ncompile = {{backend = "{backend}"}}\n'
     return f"""[bench]
 families = []
 groups = {groups}
+timeout_s = {timeout_s}
 
 [[bench.benchmarks]]
 kind = "workload"
@@ -98,11 +99,14 @@ def main() -> int:
     parser.add_argument("--candidate", default="torch==2.14.1 numpy")
     parser.add_argument("--groups", type=int, default=6)
     parser.add_argument("--backend", default="inductor")
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds per worker call (bench timeout_s)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="workload-table-") as scratch:
         project = Path(scratch) / "project"
         shutil.copytree(PROJECT, project)
-        (project / "canary.toml").write_text(_config(args.groups, args.backend))
+        (project / "canary.toml").write_text(_config(args.groups, args.backend, args.timeout))
         started = time.monotonic()
         done = subprocess.run(
             [

@@ -248,8 +248,8 @@ class Interleaver:
         error = outcome.error.removeprefix("UserCodeFailed: ")
         if samples.spec["kind"] == "workload" and outcome.status == "timeout":
             error += (
-                " (the workload hung in its setup or its calls); fix the hang or "
-                "raise its timeout_s"
+                " (the workload hung, or its setup, compile or calls took longer); "
+                "fix the hang or raise its timeout_s"
             )
         samples.failed[side] = {
             "status": outcome.status,
