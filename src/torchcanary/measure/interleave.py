@@ -30,7 +30,8 @@ from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
-from torchcanary.measure.specs import ONESHOT_KINDS, RANKED_KINDS, spec_for_side
+from torchcanary.measure.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
+from torchcanary.measure.workload_checks import numerics_dir
 from torchcanary.worker.calls import (
     BENCH_COLLECTIVES,
     BENCH_DISPATCH,
@@ -49,14 +50,28 @@ def thread_env(threads: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": value, "OPENBLAS_NUM_THREADS": value}
 
 
+def compile_env(scratch: str) -> dict[str, str]:
+    """Every compile in a worker is cold: Inductor's on-disk caches off, in a scratch dir.
+
+    Otherwise a workload's second group would load the first group's compiled code and
+    its "cold compile" would time a cache hit.
+    """
+    return {
+        "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+        "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor",
+        "TRITON_CACHE_DIR": f"{scratch}/triton",
+    }
+
+
 class SideWorker:
     """One side's worker; threads and affinity are applied again whenever it restarts."""
 
     def __init__(self, ctx: RunContext, side: Side, settings: BenchSettings) -> None:
         self.side = side
         self._settings = settings
+        scratch = str(ctx.work_dir / "bench-compile" / side.name)
         self._worker: WorkerProcess = ctx.new_worker(
-            side.role, env_vars=thread_env(settings.threads)
+            side.role, env_vars={**thread_env(settings.threads), **compile_env(scratch)}
         )
         self.configured: dict[str, Any] | None = None
 
@@ -138,6 +153,7 @@ class Interleaver:
         self.on_group = on_group  # told the number of groups done after each one
         self.result = Measurements()
         self._reported: set[str] = set()
+        self._cold_of: dict[str, str] = {}  # a compiled workload's step id -> its cold id
 
     # workers ----------------------------------------------------------------------------
     def _start_group(self, group: int) -> dict[str, SideWorker]:
@@ -214,6 +230,8 @@ class Interleaver:
         specs = plan(device)
         for spec in specs:
             self.result.benchmarks[spec["id"]] = BenchmarkSamples(spec["id"], spec)
+            if spec["kind"] == "workload_cold":
+                self._cold_of[spec["step"]] = spec["id"]
         if not any(s["kind"] in ROOFLINE_KINDS for s in specs):
             return specs
         request = probe_request(specs, device)
@@ -224,6 +242,9 @@ class Interleaver:
             )
         return specs
 
+    def _first_of_role(self, role: str) -> Side:
+        return next(side for side in self.sides if side.role == role)
+
     def _one_per_role(self, workers: dict[str, SideWorker]) -> list[SideWorker]:
         seen: dict[str, SideWorker] = {}
         for side in self.sides:
@@ -233,7 +254,7 @@ class Interleaver:
     def _group(
         self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
     ) -> None:
-        steady = [s for s in specs if s["kind"] not in ONESHOT_KINDS + RANKED_KINDS]
+        steady = [s for s in specs if s["kind"] not in ONESHOT_KINDS + RANKED_KINDS + DERIVED_KINDS]
         for spec in self.rng.sample(steady, len(steady)):
             samples = self.result.benchmarks[spec["id"]]
             if samples.measuring:
@@ -257,36 +278,74 @@ class Interleaver:
             self._oneshot(group, workers, oneshot)
 
     def _fail(self, samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:
+        error = outcome.error.removeprefix("UserCodeFailed: ")
+        if samples.spec["kind"] == "workload" and outcome.status == "timeout":
+            error += (
+                " (the workload hung, or its setup, compile or calls took longer); "
+                "fix the hang or raise its timeout_s"
+            )
         samples.failed[side] = {
             "status": outcome.status,
-            "error": outcome.error[:1000],
-            "stderr_tail": outcome.stderr_tail[-1500:],
+            "error": error[:1000],
+            "stderr_tail": (outcome.stderr_tail or outcome.traceback)[-1500:],
         }
+
+    def _derived(self, group: int, samples: BenchmarkSamples, slots: dict[str, int]) -> None:
+        """A compiled workload's cold compile: one sample per side from its preparation."""
+        cold_id = self._cold_of.get(samples.bench_id)
+        if cold_id is None:
+            return
+        cold = self.result.benchmarks[cold_id]
+        cold.skipped.update(samples.skipped)
+        cold.failed.update(samples.failed)
+        if cold.stopped:
+            return
+        for side, facts in samples.extras.items():
+            if side in slots and facts and "cold_compile_s" in facts[-1]:
+                seconds = float(facts[-1]["cold_compile_s"])
+                cold.add(side, Batch(group, 0, slots[side], (seconds,)))
+                cold.extras.setdefault(side, []).append(facts[-1])
+        cold.number = 1
 
     def _steady(
         self, group: int, workers: dict[str, SideWorker], samples: BenchmarkSamples
     ) -> None:
         bench_id = samples.bench_id
         min_sample_s = self.settings.min_sample_ms / 1000
+        timeout_s = samples.spec.get("timeout_s")  # a workload's own, else the run's
         numbers = {}
-        for side in self.rng.sample(self.sides, len(self.sides)):
-            outcome = workers[side.name].call(
-                f"{_TIMING}:prepare",
-                {
-                    "bench_id": bench_id,
-                    "spec": spec_for_side(samples.spec, side.name),
-                    "number": samples.number,
-                    "min_sample_s": min_sample_s,
-                    "warmup_max_s": self.settings.warmup_max_s,
-                },
-            )
+        slots: dict[str, int] = {}
+        # A user's workload records its outputs once per environment, for the numerics.
+        recording = (
+            {
+                side.role: str(numerics_dir(self.ctx.work_dir, bench_id, side.role))
+                for side in self.sides
+            }
+            if samples.spec["kind"] == "workload" and group == 0
+            else {}
+        )
+        for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
+            kwargs = {
+                "bench_id": bench_id,
+                "spec": spec_for_side(samples.spec, side.name),
+                "number": samples.number,
+                "min_sample_s": min_sample_s,
+                "warmup_max_s": self.settings.warmup_max_s,
+            }
+            if side.role in recording and side == self._first_of_role(side.role):
+                kwargs["numerics_dir"] = recording[side.role]
+            outcome = workers[side.name].call(f"{_TIMING}:prepare", kwargs, timeout_s)
             if not outcome.ok:
                 self._fail(samples, side.name, outcome)
             elif "skipped" in outcome.value:
                 samples.skipped[side.name] = outcome.value["skipped"]
             else:
                 numbers[side.name] = outcome.value["number"]
+                slots[side.name] = slot
                 samples.warmups.setdefault(side.name, []).append(outcome.value["warmup"])
+                if "facts" in outcome.value:
+                    samples.extras.setdefault(side.name, []).append(outcome.value["facts"])
+        self._derived(group, samples, slots)
         if samples.stopped:
             self._release(workers, bench_id)
             return
@@ -319,9 +378,11 @@ class Interleaver:
                         "count": samples.batch_size,
                         "number": samples.number,
                     },
+                    timeout_s,
                 )
                 if not outcome.ok:
                     self._fail(samples, side.name, outcome)
+                    self._derived(group, samples, {})
                     self._release(workers, bench_id)
                     return
                 measured += outcome.duration_s

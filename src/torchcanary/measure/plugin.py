@@ -32,6 +32,15 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
         help="most time the bench may spend measuring, e.g. 5m; benchmarks still undecided "
         "then are judged on what they have (default: all groups)",
     )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        dest="bench_workloads",
+        metavar="TARGET",
+        help="also time your own step, e.g. 'myproject.bench:train_step' or "
+        "'bench.py:infer_step': a function that sets up and returns the callable to time "
+        '(repeatable; options in [[bench.benchmarks]] kind = "workload")',
+    )
     if own_command:
         parser.add_argument(
             "--aa",
@@ -39,12 +48,26 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
             help="A/A: the baseline against itself, "
             "to measure the false-alarm rate and minimum detectable effect",
         )
+        # On ``run`` the stack's --with serves both sections.
+        parser.add_argument(
+            "--with",
+            action="append",
+            dest="bench_with",
+            metavar="REQ",
+            help="install this into a per-run overlay of both environments for your "
+            "workloads, e.g. '-e .' (repeatable)",
+        )
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {"aa": True} if getattr(args, "aa", False) else {}
     if getattr(args, "budget", None) is not None:
         settings["budget_s"] = args.budget
+    if getattr(args, "bench_workloads", None):
+        settings["workloads"] = list(args.bench_workloads)
+    requirements = getattr(args, "bench_with", None) or getattr(args, "stack_with", None)
+    if requirements:
+        settings["with"] = list(requirements)
     return settings
 
 

@@ -15,6 +15,7 @@ from torchcanary.measure.history_plot import recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
+from torchcanary.measure.workload_report import fact_lines, summary_line
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.sqlite import SectionResult
 
@@ -219,6 +220,7 @@ def _details_html(result: SectionResult, view: Any) -> str:
         if f.get("phases_s")
     ]
     body.append(_list_html("Compile", oneshot))
+    body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(payload)))
     body.append(_dispatch_html(payload))
     history = getattr(view, "bench_history", {}).get(result.key, [])
     body.append(recent_html(result.key, history, view.run.run_id))
@@ -272,6 +274,7 @@ _MARKS = (
     ("*", "not only torch differs (the confound above) and can move this figure"),
     ("~", "noisy: see the warnings in the HTML report"),
     ("^", "what ran (operators, kernels) changed"),
+    ("!", "a workload's outputs differ between the versions beyond its tolerance"),
 )
 
 
@@ -280,6 +283,7 @@ def _marks(payload: dict[str, Any]) -> str:
         bool(payload.get("confounds")),
         bool(payload.get("noise_warnings")),
         bool((payload.get("dispatch_diff") or {}).get("changed")),
+        bool((payload.get("numerics") or {}).get("drift")),
     )
     return "".join(mark for (mark, _meaning), flag in zip(_MARKS, flags, strict=True) if flag)
 
@@ -324,6 +328,9 @@ def markdown(view: Any) -> str:
                 reason = str(payload.get("reason", ""))
                 line += ": " + (reason if len(reason) <= 60 else reason[:59] + "…")
             lines.append(line)
+            facts = summary_line(payload) if verdict != "skipped" else ""
+            if facts:
+                lines.append(f"  {facts}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -351,6 +358,8 @@ def junit_cases(view: Any) -> list[JUnitCase]:
             and rules["bench_block_on_aa_alarm"]
         ):
             status, message = "failure", "A/A run: differs from itself"
+        elif (payload.get("numerics") or {}).get("drift") and rules["bench_block_on_numeric_drift"]:
+            status, message = "failure", "outputs differ: " + payload["numerics"]["reason"]
         elif result.verdict == "skipped":
             failed = payload.get("failed") or {}
             status = "error" if failed else "skipped"

@@ -11,11 +11,19 @@ Policy keys for ``blocking_reasons`` (defaults in brackets):
 - ``bench_block_on_candidate_failure`` [true]: no-go when a benchmark ran on the baseline
   but crashed, hung or raised on the candidate;
 - ``bench_block_on_aa_alarm`` [true]: in an A/A run, no-go when any benchmark differs from
-  itself (the harness cannot be trusted on this machine as configured).
+  itself (the harness cannot be trusted on this machine as configured);
+- ``bench_block_on_numeric_drift`` [true]: no-go when a user's workload returns outputs
+  that differ between the versions beyond its ``rtol``/``atol``.
+
+A user's workload (``kind = "workload"``) runs in workers started from a per-run overlay of
+each environment with the project installed (:mod:`.workload_env`); its payload adds the
+facts its preparations reported per side (setup, compile, graph breaks, peak memory) and
+the comparison of its outputs between the versions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -29,6 +37,8 @@ from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, CANDIDATE, Benc
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.settings import parse_settings as _parse
 from torchcanary.measure.suite import expand
+from torchcanary.measure.workload_checks import compare_numerics, summarise_facts
+from torchcanary.measure.workload_env import with_project
 from torchcanary.store.sqlite import SectionResult
 
 SECTION = "bench"
@@ -37,6 +47,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
     "bench_block_on_candidate_failure": True,
     "bench_block_on_aa_alarm": True,
+    "bench_block_on_numeric_drift": True,
 }
 
 
@@ -65,8 +76,37 @@ def run(ctx: RunContext) -> None:
     )
     confounds = {} if settings.aa else _confounds(ctx)
 
+    has_workloads = bool(settings.workloads) or any(
+        spec["kind"] == "workload" for spec in settings.benchmarks
+    )
+    environments, install_failed = with_project(
+        ctx.environments,
+        settings.with_ if has_workloads else (),
+        settings.cwd,
+        ctx.work_dir,
+    )
+    # Workers start from the overlays; where an install failed, the cached environments
+    # still run the built-in benchmarks and every workload is recorded with the reason.
+    worker_ctx = dataclasses.replace(
+        ctx, environments=ctx.environments if install_failed else environments
+    )
+
     def plan(device: str) -> list[dict[str, Any]]:
-        return [spec for spec in expand(settings, device) if spec["id"] not in done]
+        specs = [spec for spec in expand(settings, device) if spec["id"] not in done]
+        if not install_failed:
+            return specs
+        for spec in specs:
+            if spec["kind"].startswith("workload"):
+                unrun = BenchmarkSamples(spec["id"], spec)
+                for side in sides:
+                    if side.role in install_failed:
+                        unrun.failed[side.name] = {
+                            "status": "install-failed",
+                            "error": install_failed[side.role],
+                            "stderr_tail": "",
+                        }
+                commit_skipped(unrun)
+        return [spec for spec in specs if not spec["kind"].startswith("workload")]
 
     def commit_skipped(samples: BenchmarkSamples) -> None:
         _save_raw(ctx, sides, samples)
@@ -124,7 +164,7 @@ def run(ctx: RunContext) -> None:
 
     with ctx.progress.task("bench: interleaved A/B", total=settings.groups) as task:
         interleaver = Interleaver(
-            ctx,
+            worker_ctx,
             settings,
             sides,
             random.Random(seed),
@@ -151,6 +191,7 @@ def run(ctx: RunContext) -> None:
             settings,
             seed,
             confounds,
+            ctx.work_dir,
         )
         ctx.store.save_section_result(
             ctx.run_id,
@@ -221,6 +262,8 @@ def _skipped_payload(
         if first
         else next(iter(reasons.values()), "not measured")
     )
+    if len({f["error"] for f in failures.values()}) > 1:  # differs between versions: say so
+        reason = "; ".join(f"{role}: {f['status']}: {f['error']}" for role, f in failures.items())
     return {
         "kind": samples.spec["kind"],
         "spec": samples.spec,
@@ -241,6 +284,7 @@ def _payload(
     settings: BenchSettings,
     seed: int,
     confounds: dict[str, Any],
+    work_dir: Any,
 ) -> dict[str, Any]:
     ab, aa = decided["ab"], decided.get("aa")  # as calibrated against the A/A controls
     clock = ab.get("clock", "wall")
@@ -290,7 +334,13 @@ def _payload(
             payload["dispatch_diff"] = dispatch_diff(
                 samples.dispatch["baseline"], samples.dispatch["candidate"]
             )
-    if samples.extras:
+    if spec["kind"].startswith("workload"):
+        payload["workload"] = {
+            side.store_role: summarise_facts(samples.extras.get(side.name, [])) for side in sides
+        }
+        if spec["kind"] == "workload":
+            payload["numerics"] = compare_numerics(work_dir, samples.bench_id, spec)
+    elif samples.extras:
         payload["oneshot"] = _oneshot_facts(samples, sides)
     if decided.get("stopped"):
         payload["settled"] = decided["stopped"]
@@ -350,6 +400,11 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
                 f"(interval {payload['ci_low']:.3f}-{payload['ci_high']:.3f}, "
                 f"q = {payload['q_value']:.2g}), beyond the "
                 f"{rules['bench_max_slowdown']:.0%} allowed" + _confound_note(payload)
+            )
+        numerics = payload.get("numerics") or {}
+        if rules["bench_block_on_numeric_drift"] and numerics.get("drift"):
+            reasons.append(
+                f"{result.key}: outputs differ between the versions ({numerics['reason'][:200]})"
             )
         failed = payload.get("failed") or {}
         if (

@@ -42,16 +42,24 @@ Top-level keys, defaults in brackets:
 - ``noise_cv`` [0.10]: the spread (robust CV) above which a noise warning is given;
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;
 - one table per family (``[tool.torchcanary.bench.linear]`` ...) and ``benchmarks``: extra
-  specs, each a table with a ``kind`` and its fields.
+  specs, each a table with a ``kind`` and its fields (``kind = "workload"``: your own step
+  function, see :mod:`.workload_spec`);
+- ``workloads`` [[]]: targets timed as eager workloads with their defaults
+  (``torchcanary bench --workload pkg.mod:fn``);
+- ``with`` [[]]: requirements installed for the workloads into a per-run overlay of each
+  environment, never into the cached one (``--with "-e ."``); ``cwd`` ["."]: where pip runs
+  and where file targets are found.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from torchcanary.errors import ConfigError
 from torchcanary.measure.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
+from torchcanary.measure.workload_spec import parse_target, parse_workload
 
 FAMILIES = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "startup", "compile", "collectives")
 DEFAULT_FAMILIES = ("linear", "gemm", "sdpa", "startup", "collectives")
@@ -119,6 +127,9 @@ class BenchSettings:
     families: tuple[str, ...] = DEFAULT_FAMILIES
     family_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     benchmarks: tuple[dict[str, Any], ...] = ()
+    workloads: tuple[str, ...] = ()
+    with_: tuple[str, ...] = ()
+    cwd: str = "."
 
     def family(self, name: str) -> dict[str, Any]:
         return {**FAMILY_DEFAULTS[name], **self.family_settings.get(name, {})}
@@ -128,6 +139,8 @@ class BenchSettings:
         data["cpus"] = list(self.cpus)
         data["families"] = list(self.families)
         data["benchmarks"] = [dict(b) for b in self.benchmarks]
+        data["workloads"] = list(self.workloads)
+        data["with"] = list(data.pop("with_"))
         return data
 
     @classmethod
@@ -263,7 +276,13 @@ def _family(name: str, table: Any) -> dict[str, Any]:
     return checked
 
 
-def _extra_benchmarks(value: Any) -> tuple[dict[str, Any], ...]:
+def _strings(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise _fail(key, f"{value!r} is not a list of strings", f'write {key} = ["-e ."]')
+    return tuple(value)
+
+
+def _extra_benchmarks(value: Any, cwd: str) -> tuple[dict[str, Any], ...]:
     if not isinstance(value, list):
         raise _fail(
             "benchmarks",
@@ -277,6 +296,9 @@ def _extra_benchmarks(value: Any) -> tuple[dict[str, Any], ...]:
                 "benchmarks", f"{spec!r} has no known kind", f"set kind to one of {list(ALL_KINDS)}"
             )
         spec = dict(spec)
+        if spec["kind"] == "workload":
+            specs.append(parse_workload(spec, cwd))
+            continue
         try:
             benchmark_id(with_defaults(spec, "cpu"))
         except KeyError as missing:
@@ -314,11 +336,15 @@ _SCALARS: dict[str, tuple[type, float, float]] = {
 def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
     """Validate a bench table; the first problem found is raised as ConfigError."""
     mapping = dict(mapping or {})
-    known = {f.name for f in fields(BenchSettings)} | set(FAMILIES)
+    known = {f.name for f in fields(BenchSettings)} - {"with_"} | {"with"} | set(FAMILIES)
     unknown = sorted(set(mapping) - known)
     if unknown:
         raise _fail(unknown[0], "unknown key", f"use one of {sorted(known - {'family_settings'})}")
     values: dict[str, Any] = {}
+    cwd = mapping.get("cwd", ".")
+    if not isinstance(cwd, str) or not Path(cwd).expanduser().is_dir():
+        raise _fail("cwd", f"{cwd!r} is not a directory", "give the project's directory")
+    values["cwd"] = str(Path(cwd).expanduser().resolve())
     for key, value in mapping.items():
         if key in _SCALARS:
             kind, low, high = _SCALARS[key]
@@ -339,7 +365,11 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         elif key == "family_settings":
             values[key] = {name: _family(name, table) for name, table in value.items()}
         elif key == "benchmarks":
-            values[key] = _extra_benchmarks(value)
+            values[key] = _extra_benchmarks(value, values["cwd"])
+        elif key == "workloads":
+            values[key] = tuple(parse_target(t, values["cwd"]) for t in _strings(key, value))
+        elif key == "with":
+            values["with_"] = _strings(key, value)
     family_settings = dict(values.pop("family_settings", {}))
     for name in FAMILIES:
         if name in mapping:

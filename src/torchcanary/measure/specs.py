@@ -43,9 +43,13 @@ SHORT_DTYPE = {
 
 # Steady-state kinds run many times in one long-lived worker; one-shot kinds need a fresh
 # interpreter per sample (import time, first call, cold compile); collectives need ranks.
-STEADY_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "synthetic")
+# A user's ``workload`` is steady too; in compile mode its cold compile is a second
+# benchmark (``workload_cold``) whose one sample per group and side comes from the step's
+# own preparation, so it is derived, never scheduled on its own.
+STEADY_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "synthetic", "workload")
 ONESHOT_KINDS = ("startup", "compile")
 RANKED_KINDS = ("collective",)
+DERIVED_KINDS = ("workload_cold",)
 ALL_KINDS = STEADY_KINDS + ONESHOT_KINDS + RANKED_KINDS
 
 
@@ -180,6 +184,8 @@ def benchmark_id(spec: dict[str, Any]) -> str:
         return f"startup/{spec['measure']}"
     if kind == "compile":
         return f"compile/{spec['model']}/{spec['phase']}/{device}"
+    if kind in ("workload", "workload_cold"):
+        return workload_id(spec)
     if kind == "collective":
         return (
             f"collective/{spec['op']}/{human_bytes(int(spec['bytes']))}/"
@@ -212,3 +218,35 @@ def busbw_factor(op: str, world: int) -> float:
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (world - 1) / world
     return 1.0
+
+
+def workload_mode_tag(spec: dict[str, Any]) -> str:
+    """``eager``, or ``compile-<backend>`` with a non-default compile mode appended."""
+    if spec.get("mode", "eager") != "compile":
+        return "eager"
+    options = spec.get("compile") or {}
+    tag = f"compile-{options.get('backend', 'inductor')}"
+    if options.get("mode") not in (None, "default"):
+        tag += f"-{options['mode']}"
+    return tag
+
+
+def workload_label(spec: dict[str, Any]) -> str:
+    """The user's ``label``, else the target's function name with its parameters."""
+    if spec.get("label"):
+        return str(spec["label"])
+    name = str(spec["target"]).rsplit(":", 1)[-1]
+    params = spec.get("params") or {}
+    if params:
+        name += "[" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
+    return name
+
+
+def workload_id(spec: dict[str, Any]) -> str:
+    """``workload/<label>/eager/<device>``; compiled: ``.../compile-<backend>/step|cold/...``."""
+    tag = workload_mode_tag(spec)
+    device = spec.get("device", "auto")
+    if tag == "eager":
+        return f"workload/{workload_label(spec)}/eager/{device}"
+    phase = "cold" if spec["kind"] == "workload_cold" else "step"
+    return f"workload/{workload_label(spec)}/{tag}/{phase}/{device}"

@@ -11,6 +11,7 @@ from typing import Any
 
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.specs import benchmark_id, with_defaults
+from torchcanary.measure.workload_spec import parse_workload
 
 
 def _with_id(spec: dict[str, Any]) -> dict[str, Any]:
@@ -118,9 +119,12 @@ def expand(settings: BenchSettings, device: str) -> list[dict[str, Any]]:
             specs += _compile(table, device)
         elif family == "collectives":
             specs += _collectives(table, device)
-    for extra in settings.benchmarks:
+    workloads = [parse_workload({"target": target}) for target in settings.workloads]
+    for extra in [*settings.benchmarks, *workloads]:
         spec = with_defaults(extra, device)
         specs.append(_with_id(spec) if "id" not in spec else spec)
+        if spec["kind"] == "workload" and spec.get("mode") == "compile":
+            specs.append(_with_id({**spec, "kind": "workload_cold", "step": specs[-1]["id"]}))
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:
         unique.setdefault(spec["id"], spec)

@@ -160,6 +160,14 @@ def _calibrate_number(workload: Workload, per_call_s: float, min_sample_s: float
     )
 
 
+def _build(spec: dict[str, Any], numerics_dir: str | None) -> Workload:
+    if spec["kind"] == "workload":
+        from torchcanary.measure import user_workload
+
+        return user_workload.build(spec, numerics_dir)
+    return build(spec)
+
+
 def prepare(
     bench_id: str,
     spec: dict[str, Any],
@@ -167,22 +175,37 @@ def prepare(
     min_sample_s: float = 0.005,
     warmup_max_s: float = 1.0,
     warmup_tolerance: float = 0.05,
+    numerics_dir: str | None = None,
 ) -> dict[str, Any]:
     """Build, warm up and (unless ``number`` is given) calibrate one benchmark.
 
     Returns ``{"skipped": reason}`` for a benchmark that cannot run here, so one bad shape
-    never costs the worker or the run.
+    never costs the worker or the run. A user's workload that raises while warming up is
+    reported as its own failure (``UserCodeFailed``), not as the harness's.
     """
     release(bench_id)
     try:
-        workload = build(spec)
-        warmup = _warm_up(workload, warmup_max_s, warmup_tolerance)
-        if number is None:
-            number = _calibrate_number(workload, warmup["per_call_s"], min_sample_s)
+        workload = _build(spec, numerics_dir)
+        try:
+            warmup = _warm_up(workload, warmup_max_s, warmup_tolerance)
+            if number is None:
+                number = _calibrate_number(workload, warmup["per_call_s"], min_sample_s)
+        except WorkloadSkipped:
+            raise
+        except Exception as exc:
+            if spec["kind"] != "workload":
+                raise
+            from torchcanary.measure.user_workload import describe_failure
+
+            name = str(spec["target"]).rsplit(":", 1)[-1]
+            raise describe_failure(exc, name, "while warming up", workload.device) from exc
     except WorkloadSkipped as exc:
         return {"skipped": str(exc)}
     _PREPARED[bench_id] = _Prepared(workload, int(number))
-    return {"number": int(number), "warmup": warmup, "device": workload.device}
+    answer = {"number": int(number), "warmup": warmup, "device": workload.device}
+    if workload.facts is not None:
+        answer["facts"] = workload.facts()
+    return answer
 
 
 def sample(bench_id: str, count: int, number: int | None = None) -> dict[str, list[float]]:

@@ -33,6 +33,7 @@ class Workload:
     call: Callable[[], object]
     device: str
     keepalive: tuple[Any, ...] = ()  # tensors the call closes over, released with it
+    facts: Callable[[], dict[str, Any]] | None = None  # what a user's workload reports
 
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
