@@ -29,6 +29,10 @@ BENCH_COMPILE = "torchcanary.measure.oneshot:compile_sample"
 BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
 # A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
 FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
+# A section run on a fleet node. Not an in-environment call: it runs under the node's own
+# Python with torchcanary installed (the orchestrator side, on the node), so it is kept out
+# of WORKER_CALLS and builds the node's environments itself.
+FLEET_SECTION = "torchcanary.fleet.section_unit:run_section"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
