@@ -130,10 +130,19 @@ def execute_on_fleet(
         raise
     for profile in missing_profiles:
         for section in plan.sections:
-            failures[f"{section}@{profile}"] = f"no live node of profile {profile} to resume on"
+            failures[f"{section}@{profile}"] = f"lost: no live node of profile {profile}"
     decision = _decide(store, run_id, plan, failures)
     detail = decision.to_json() | {"section_failures": failures}
     store.finish_run(run_id, decision.label, detail)
+    lost = [unit for unit, why in failures.items() if why.startswith(UnitStatus.LOST.value)]
+    if lost:
+        # Decided on what it has, but not done: `run --resume` picks it up and sends
+        # the lost units again.
+        store.set_run_status(run_id, "interrupted")
+        progress.note(
+            f"{len(lost)} unit(s) lost with their node ({', '.join(lost)}); "
+            "`torchcanary run --resume` sends them again"
+        )
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
     return FleetOutcome(run_id, decision, outputs, failures)
 
