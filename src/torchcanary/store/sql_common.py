@@ -74,8 +74,9 @@ class SqlStore(ABC):
             "read a run's profiles",
             "SELECT profile, node FROM environments WHERE run_id = ? AND profile != '' "
             "UNION SELECT profile, node FROM artifacts WHERE run_id = ? AND profile != '' "
-            "UNION SELECT profile, node FROM section_results WHERE run_id = ? AND profile != ''",
-            (run_id, run_id, run_id),
+            "UNION SELECT profile, node FROM section_results WHERE run_id = ? AND profile != '' "
+            "UNION SELECT profile, node FROM probe_results WHERE run_id = ? AND profile != ''",
+            (run_id, run_id, run_id, run_id),
         )
         return dict(sorted((profile, node) for profile, node in rows))
 
