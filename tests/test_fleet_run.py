@@ -26,7 +26,7 @@ from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gon
 pytestmark = [pytest.mark.ray, pytest.mark.torch_envs]
 
 ON_NODES = {"PYTHONPATH": str(FIXTURES)}  # the fixture probes, importable on every node
-PROBES = "fleet.feature,fleet.slow"
+PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
 
 
 def _run_args(store: Path, output: Path, *more: str) -> list[str]:
@@ -143,6 +143,8 @@ def test_each_profile_runs_on_its_own_node_and_every_result_is_stored_with_node_
             assert node == fleet_run["feature_id"]
         else:
             assert node in (fleet_run["doomed_id"], fleet_run["fresh_id"])
+    # A node without a GPU is never asked about a CUDA claim (no result, not even skipped).
+    assert not any(probe == "fleet.needs-cuda" for _, _, probe in after)
     # The probe ran on its node: the verdict follows the node's hardware.
     assert after[("feature-box", "candidate", "fleet.feature")][2] == "confirmed"
     assert after[("plain-box", "candidate", "fleet.feature")][2] == "refuted"
@@ -194,12 +196,16 @@ def test_the_reports_put_claims_in_a_matrix_of_claim_by_profile_led_by_split_ver
     assert first["profiles"]["feature-box"]["candidate"] == "confirmed"
     assert first["profiles"]["plain-box"]["comparison"] == "not reproduced"
     assert {unit["status"] for unit in fleet["units"]} == {"ok"}
+    cuda = next(row for row in fleet["claims_matrix"] if row["probe_id"] == "fleet.needs-cuda")
+    for profile in ("feature-box", "plain-box"):
+        assert cuda["profiles"][profile] == {"not_asked": f"needs cuda; {profile} has none"}
     assert set(fleet["profiles"]) == {"feature-box", "plain-box"}
 
     markdown = (run_dir / "summary.md").read_text()
     headline = "fleet.feature: confirmed on feature-box; refuted on plain-box"
     assert markdown.index(headline) < markdown.index("## Claims x profile")
     assert "| claim | feature-box | plain-box |" in markdown
+    assert "not asked: needs cuda; plain-box has none" in markdown
 
     html = (run_dir / "report.html").read_text()
     assert html.index("Claims that depend on the hardware") < html.index("Claims x profile")

@@ -24,6 +24,7 @@ from typing import Any
 
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.fit import plan_for
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
@@ -109,22 +110,30 @@ def execute_on_fleet(
                     f"no live node of profile {profile} to resume on",
                     0.0,
                 )
+        not_asked: dict[str, dict[str, str]] = {}
         for node in chosen:
             scoped = store.scoped(node.node_id, node.profile.key)
+            node_plan, not_asked[node.profile.key] = plan_for(plan, node.profile)
+            for probe_id, why in not_asked[node.profile.key].items():
+                progress.note(f"{node.profile.key}: {probe_id} not asked: {why}")
+            if "claims" in plan.sections and "claims" not in node_plan.sections:
+                # No claim left for this hardware: nothing to send, and the ledger says why.
+                reasons = not_asked[node.profile.key]
+                _ledger(scoped, run_id, "claims", UnitStatus.OK, "", 0.0, reasons)
             finished = {
                 r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
             }
-            todo = [section for section in plan.sections if section not in finished]
+            todo = [section for section in node_plan.sections if section not in finished]
             for index, section in enumerate(todo):
                 unit = WorkUnit(
                     f"{section}@{node.profile.key}",
                     FLEET_SECTION,
-                    _payload(plan, run_id, created_at, section, scoped, first=index == 0),
+                    _payload(node_plan, run_id, created_at, section, scoped, first=index == 0),
                     num_cpus=node.cpus,
                 )
                 units[unit.unit_id] = (node, section)
                 assignments.append(Assignment(node, unit))
-        failures = _collect(executor, assignments, units, store, run_id, progress)
+        failures = _collect(executor, assignments, units, store, run_id, progress, not_asked)
     except BaseException:
         store.set_run_status(run_id, "interrupted")
         raise
@@ -154,8 +163,12 @@ def _collect(
     store: ResultStore,
     run_id: str,
     progress: Progress,
+    not_asked: Mapping[str, Mapping[str, str]],
 ) -> dict[str, str]:
-    """Commit every piece as it arrives and each unit's end in the ledger; what did not end ok."""
+    """Commit every piece as it arrives and each unit's end in the ledger; what did not end ok.
+
+    The claims unit's ledger row also names the claims its profile was not asked about.
+    """
     failures: dict[str, str] = {}
     started = time.monotonic()
     with progress.task("fleet units", total=len(assignments)) as task:
@@ -167,7 +180,9 @@ def _collect(
                 task.status(f"{node.profile.key}: {what}")
                 continue
             error = result.error or ""
-            _ledger(scoped, run_id, section, result.status, error, time.monotonic() - started)
+            skipped = dict(not_asked.get(node.profile.key, {})) if section == "claims" else {}
+            after_s = time.monotonic() - started
+            _ledger(scoped, run_id, section, result.status, error, after_s, skipped)
             if result.status is not UnitStatus.OK:
                 failures[result.unit_id] = (
                     f"{result.status.value} on node {node.node_id[:12]}: {error}"
@@ -178,10 +193,20 @@ def _collect(
 
 
 def _ledger(
-    store: ResultStore, run_id: str, section: str, status: UnitStatus, error: str, after_s: float
+    store: ResultStore,
+    run_id: str,
+    section: str,
+    status: UnitStatus,
+    error: str,
+    after_s: float,
+    not_asked: Mapping[str, str] | None = None,
 ) -> None:
     """One unit's end, where the report and ``--resume`` find it."""
-    payload: dict[str, Any] = {"error": error or None, "seconds_into_run": round(after_s, 3)}
+    payload: dict[str, Any] = {
+        "error": error or None,
+        "seconds_into_run": round(after_s, 3),
+        "not_asked": dict(not_asked or {}),
+    }
     store.save_section_result(
         run_id, SectionResult(LEDGER_SECTION, section, "both", status.value, payload)
     )
@@ -269,12 +294,16 @@ def _decide(
     reasons: list[str] = []
     for profile, node_id in store.run_profiles(run_id).items():
         view = RunView.load(store.scoped(node_id, profile), run_id)
+        # Judge the sections the profile was sent: one left with nothing to ask is not one
+        # that "stored no results".
+        sent = {row.key for row in view.sections.get(LEDGER_SECTION, [])}
+        asked = tuple(section for section in plan.sections if section in sent)
         own = {
             unit.rpartition("@")[0]: why
             for unit, why in failures.items()
             if unit.rpartition("@")[2] == profile
         }
-        decision = decide(view, plan.policy, plan.sections, own)
+        decision = decide(view, plan.policy, asked, own)
         reasons += [f"[{profile}] {reason}" for reason in decision.reasons]
     if not store.run_profiles(run_id):
         reasons.append("no node of the fleet stored any result")

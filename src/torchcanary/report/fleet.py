@@ -57,19 +57,25 @@ def claim_matrix(view: RunView) -> list[MatrixRow]:
         profile: {row.probe_id: row for row in pview.claim_rows()}
         for profile, pview in view.profiles.items()
     }
-    ids = sorted({pid for rows in per_profile.values() for pid in rows})
+    skipped = not_asked(view)
+    ids = sorted(
+        {pid for rows in per_profile.values() for pid in rows}
+        | {pid for reasons in skipped.values() for pid in reasons}
+    )
     rows = []
     for pid in ids:
         cells = {profile: rows_by_id.get(pid) for profile, rows_by_id in per_profile.items()}
-        described = next(cell.description for cell in cells.values() if cell is not None)
+        described = next(
+            (cell.description for cell in cells.values() if cell is not None), {"id": pid}
+        )
         rows.append(MatrixRow(pid, described, cells))
     return sorted(rows, key=lambda row: (not row.split, row.probe_id))
 
 
-def _cell_text(cell: ClaimRow | None) -> tuple[str, str]:
-    """``baseline -> candidate`` and the comparison, for one cell."""
+def _cell_text(cell: ClaimRow | None, not_asked: str | None = None) -> tuple[str, str]:
+    """``baseline -> candidate`` and the comparison, for one cell; for an empty cell, why."""
     if cell is None:
-        return "-", "not run"
+        return "-", f"not asked: {not_asked}" if not_asked else "not run"
     pair = (
         f"{cell.baseline.outcome.verdict.value if cell.baseline else '-'} -> "
         f"{cell.candidate.outcome.verdict.value if cell.candidate else '-'}"
@@ -81,6 +87,18 @@ def _headline(row: MatrixRow) -> str:
     confirmed = ", ".join(row.where(Verdict.CONFIRMED))
     refuted = ", ".join(p for v in _SAYS_NO for p in row.where(v))
     return f"{row.probe_id}: confirmed on {confirmed}; refuted on {refuted}"
+
+
+def not_asked(view: RunView) -> dict[str, dict[str, str]]:
+    """Per profile, the claims its hardware could not answer (never sent), and why."""
+    return {
+        profile: {
+            str(pid): str(why)
+            for r in pview.sections.get(LEDGER_SECTION, [])
+            for pid, why in (r.payload.get("not_asked") or {}).items()
+        }
+        for profile, pview in view.profiles.items()
+    }
 
 
 def _ledger(view: RunView) -> list[tuple[str, str, str, str]]:
@@ -114,6 +132,7 @@ def _hardware(view: RunView, profile: str) -> str:
 def render_fleet_json(view: RunView) -> dict[str, Any]:
     """The run's JSON, with ``fleet``: the nodes, the matrix, the units, each profile's run."""
     data = render_json(view)
+    skipped = not_asked(view)
     data["fleet"] = {
         "nodes": view.fleet.get("nodes", []),
         "split_claims": [row.probe_id for row in claim_matrix(view) if row.split],
@@ -122,7 +141,7 @@ def render_fleet_json(view: RunView) -> dict[str, Any]:
                 "probe_id": row.probe_id,
                 "split": row.split,
                 "profiles": {
-                    profile: None
+                    profile: {"not_asked": skipped.get(profile, {}).get(row.probe_id)}
                     if cell is None
                     else {
                         "baseline": cell.baseline.outcome.verdict.value if cell.baseline else None,
@@ -173,8 +192,12 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     if matrix and _CLAIMS in sections:
         lines += ["", "## Claims x profile", "", "| claim | " + " | ".join(profiles) + " |"]
         lines.append("|---" * (len(profiles) + 1) + "|")
+        skipped = not_asked(view)
         for row in matrix:
-            cells = [" ".join(_cell_text(row.cells.get(p))) for p in profiles]
+            cells = [
+                " ".join(_cell_text(row.cells.get(p), skipped[p].get(row.probe_id)))
+                for p in profiles
+            ]
             mark = " **(split)**" if row.split else ""
             lines.append(f"| `{row.probe_id}`{mark} | " + " | ".join(cells) + " |")
     for profile, pview in view.profiles.items():
@@ -244,10 +267,12 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
     if matrix and _CLAIMS in sections:
         head = "".join(f"<th>{escape(p)}</th>" for p in profiles)
         body = ""
+        skipped = not_asked(view)
         for row in matrix:
             cells = ""
             for profile in profiles:
-                pair, comparison = _cell_text(row.cells.get(profile))
+                why = skipped[profile].get(row.probe_id)
+                pair, comparison = _cell_text(row.cells.get(profile), why)
                 css = comparison.replace(" ", "-")
                 cells += (
                     f"<td>{escape(pair)}<br><span class='badge {escape(css)}'>"
