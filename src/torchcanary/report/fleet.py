@@ -128,8 +128,20 @@ def _hardware(view: RunView, profile: str) -> str:
     return f"{gpus}; {cpu}; {facts.get('os', '?')}"
 
 
+def section_matrix(view: RunView, section: str) -> list[tuple[str, dict[str, str]]]:
+    """A section's results side by side: (key, {profile: verdict, with the ratio if any})."""
+    rows: dict[str, dict[str, str]] = {}
+    for profile, pview in view.profiles.items():
+        for result in pview.sections.get(section, []):
+            key = result.key if result.env_role == "both" else f"{result.key} ({result.env_role})"
+            ratio = result.payload.get("ratio")
+            shown = f"{result.verdict} {ratio:.3f}" if isinstance(ratio, float) else result.verdict
+            rows.setdefault(key, {})[profile] = shown
+    return sorted(rows.items())
+
+
 # JSON ---------------------------------------------------------------------------------
-def render_fleet_json(view: RunView) -> dict[str, Any]:
+def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str, Any]:
     """The run's JSON, with ``fleet``: the nodes, the matrix, the units, each profile's run."""
     data = render_json(view)
     skipped = not_asked(view)
@@ -155,6 +167,11 @@ def render_fleet_json(view: RunView) -> dict[str, Any]:
             }
             for row in claim_matrix(view)
         ],
+        "sections_matrix": {
+            section: dict(section_matrix(view, section))
+            for section in sections
+            if section != _CLAIMS
+        },
         "units": [
             {"profile": p, "section": s, "status": status, "error": error or None}
             for p, s, status, error in _ledger(view)
@@ -200,6 +217,14 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
             ]
             mark = " **(split)**" if row.split else ""
             lines.append(f"| `{row.probe_id}`{mark} | " + " | ".join(cells) + " |")
+    for section in sections:
+        side_by_side = section_matrix(view, section) if section != _CLAIMS else []
+        if side_by_side:
+            lines += ["", f"## {section} x profile", "", "| | " + " | ".join(profiles) + " |"]
+            lines.append("|---" * (len(profiles) + 1) + "|")
+            for key, by_profile in side_by_side:
+                shown = [by_profile.get(profile, "-") for profile in profiles]
+                lines.append(f"| `{key}` | " + " | ".join(shown) + " |")
     for profile, pview in view.profiles.items():
         lines += ["", f"# Profile `{profile}`", "", _hardware(view, profile), ""]
         lines += [get_section(s).markdown(pview) for s in sections if s != _CLAIMS]
@@ -289,6 +314,20 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
             "-> candidate verdict on that profile, and what the difference means.</p>"
             f"<table><tr><th>claim</th>{head}</tr>{body}</table></section>"
         )
+    for section in sections:
+        side_by_side = section_matrix(view, section) if section != _CLAIMS else []
+        if side_by_side:
+            head = "".join(f"<th>{escape(p)}</th>" for p in profiles)
+            body = "".join(
+                f"<tr><td><code>{escape(key)}</code></td>"
+                + "".join(f"<td>{escape(cells.get(p, '-'))}</td>" for p in profiles)
+                + "</tr>"
+                for key, cells in side_by_side
+            )
+            parts.append(
+                f'<section id="{escape(section)}-matrix"><h2>{escape(section)} x profile</h2>'
+                f"<table><tr><th></th>{head}</tr>{body}</table></section>"
+            )
     for profile, pview in view.profiles.items():
         fragments = "".join(get_section(s).html(pview) for s in sections if s != _CLAIMS)
         parts.append(

@@ -43,7 +43,7 @@ def _fleet_outputs(view: RunView, sections: tuple[str, ...], output_dir: Path) -
         "html": _write(output_dir / "report.html", fleet.render_fleet_html(view, sections)),
         "json": _write(
             output_dir / "results.json",
-            json.dumps(fleet.render_fleet_json(view), indent=2, default=str),
+            json.dumps(fleet.render_fleet_json(view, sections), indent=2, default=str),
         ),
         "junit": _write(output_dir / "junit.xml", render_junit(view, (), extra_cases=cases)),
         "markdown": _write(output_dir / "summary.md", fleet.render_fleet_markdown(view, sections)),
