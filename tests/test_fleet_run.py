@@ -216,6 +216,26 @@ def test_the_reports_put_claims_in_a_matrix_of_claim_by_profile_led_by_split_ver
     assert 'classname="claims.candidate [feature-box]" name="fleet.feature"' in junit
 
 
+def test_a_selection_no_node_matches_is_one_line_exit_2_and_starts_no_run(
+    ray_cluster, tmp_path
+) -> None:
+    store = tmp_path / "canary.db"
+    done = run_canary(
+        *_run_args(store, tmp_path / "out", "--fleet", ray_cluster.address),
+        "--fleet-select",
+        "key=no-such-box",
+        cwd=tmp_path,
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = [text for text in done.stderr.splitlines() if text.startswith("torchcanary:")]
+    assert line.startswith(
+        "torchcanary: error: no node of the fleet matches --fleet-select; its profiles: "
+    )
+    assert "alpha-box" in line
+    assert _rows(store, "SELECT run_id FROM runs") == []
+
+
 def test_an_unreachable_fleet_is_one_line_exit_2_and_writes_nothing(tmp_path) -> None:
     import socket
 
