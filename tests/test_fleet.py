@@ -78,6 +78,14 @@ def test_key_value_filters_pick_nodes_by_any_profile_field() -> None:
     assert NodeSelection.parse("all", [f"key={EPYC.key}"]).choose(nodes) == [nodes[0]]
 
 
+def test_one_key_given_twice_takes_either_value_while_different_keys_must_all_match() -> None:
+    nodes = [node("n1", EPYC), node("n2", H100), node("n3", replace(H100, label="rack-b"))]
+    either = NodeSelection.parse("all", [f"key={EPYC.key}", "key=rack-b"]).choose(nodes)
+    assert [n.node_id for n in either] == ["n1", "n3"]
+    both = NodeSelection.parse("all", ["key=rack-b", "gpu_count=0"]).choose(nodes)
+    assert both == []
+
+
 @pytest.mark.parametrize(
     ("nodes", "selectors", "message"),
     [

@@ -18,7 +18,7 @@ from torchcanary.fleet import smoke
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
 from torchcanary.fleet.profile import FleetNode, NodeSelection
-from torchcanary.fleet.unit import UnitStatus, WorkUnit
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 pytestmark = pytest.mark.ray
 
@@ -110,6 +110,28 @@ def test_a_unit_whose_work_raises_is_failed_and_the_others_go_on(fleet) -> None:
     assert results["bad"].status is UnitStatus.FAILED
     assert results["bad"].error == "RuntimeError: boom"
     assert results["good"].status is UnitStatus.OK
+
+
+def test_a_streaming_unit_sends_each_piece_home_before_its_end(fleet) -> None:
+    nodes = by_profile(fleet.discover())
+    assignments = [
+        Assignment(nodes["alpha-box"], WorkUnit("three", smoke.PIECES_WORKER, {"pieces": 3})),
+        Assignment(
+            nodes["beta-box"],
+            WorkUnit("breaks", smoke.PIECES_WORKER, {"pieces": 2, "fail": "disk full"}),
+        ),
+    ]
+    seen: dict[str, list[UnitResult]] = {"three": [], "breaks": []}
+    for result in fleet.dispatch_streaming(assignments):
+        seen[result.unit_id].append(result)
+    for unit_id, pieces, end in (("three", 3, UnitStatus.OK), ("breaks", 2, UnitStatus.FAILED)):
+        results = seen[unit_id]
+        assert [r.status for r in results] == [UnitStatus.PARTIAL] * pieces + [end]
+        assert [r.output["piece"] for r in results[:-1]] == list(range(pieces))  # type: ignore[index]
+        assert {r.profile_key for r in results} == {
+            "alpha-box" if unit_id == "three" else "beta-box"
+        }
+    assert seen["breaks"][-1].error == "RuntimeError: disk full"
 
 
 def test_no_password_or_token_reaches_a_node(fleet) -> None:

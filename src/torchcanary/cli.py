@@ -66,6 +66,25 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", help="directory for reports (default canary-results)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    fleet = parser.add_argument_group("fleet (needs torchcanary[ray])")
+    fleet.add_argument(
+        "--fleet",
+        metavar="ADDRESS",
+        help="run on a Ray cluster's nodes: ray://HEAD:10001, HOST:PORT, or auto (RAY_ADDRESS)",
+    )
+    fleet.add_argument(
+        "--fleet-nodes",
+        choices=("per-profile", "all"),
+        default="per-profile",
+        help="one node per hardware profile (default), or every node",
+    )
+    fleet.add_argument(
+        "--fleet-select",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only nodes whose profile has this value, e.g. gpu_model='NVIDIA H100' (repeatable)",
+    )
 
 
 def _add_claims_flags(parser: argparse.ArgumentParser) -> None:
@@ -231,37 +250,113 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """A run here, or with ``--fleet`` on a Ray cluster's nodes; ``--resume`` goes back to
+    wherever the run was made (the fleet it recorded, unless ``--fleet`` names another).
+
+    Without ``--fleet`` nothing of the fleet is imported (and Ray never is). With it, the
+    fleet is reached before the store is opened: an address that cannot be used is one
+    line and exit 2, with no run (or store) left half-made.
+    """
     from torchcanary.config import load_settings
+    from torchcanary.fleet.profile import NodeSelection
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.runner import execute
     from torchcanary.store.location import open_store
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
+    selection = NodeSelection.parse(
+        "all" if args.fleet_nodes == "all" else "profile", args.fleet_select
+    )
+    request, executor = None, None
+    if args.fleet:
+        from torchcanary.fleet import driver
+
+        request = driver.FleetRequest(args.fleet, selection)
+        executor = driver.connect_fleet(request)
     progress = Progress(quiet=args.quiet)
     if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
         for section, why in settings.left_out.items():
             progress.note(f"{section}: left out of this run: {why}")
-    with open_store(settings.store) as store:
-        plan, resume_id = settings.plan, None
-        if getattr(args, "resume", None):
-            previous = (
-                store.latest_run(status="interrupted") or store.latest_run("running")
-                if args.resume == "latest"
-                else store.run(args.resume)
-            )
-            if previous is None:
-                raise CanaryError(
-                    f"nothing to resume in {store.location}; start a run without --resume"
+    try:
+        with open_store(settings.store) as store:
+            plan, resume_id = settings.plan, None
+            if getattr(args, "resume", None):
+                previous = _run_to_resume(store, args.resume)
+                plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
+                if executor is None:
+                    request, executor = _stored_fleet(store, resume_id, selection)
+            if executor is None or request is None:  # a run made on this machine
+                outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
+                _print_summary(console, store, outcome.run_id)
+                failed, go = bool(outcome.section_failures), outcome.decision.go
+                outputs = outcome.outputs
+            else:
+                from torchcanary.fleet import driver
+
+                fleet_outcome = driver.execute_on_fleet(
+                    plan, store, settings.output, progress, executor, request, resume_id
                 )
-            plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
-        outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
-        _print_summary(console, store, outcome.run_id)
-    for kind, path in outcome.outputs.items():
+                _print_fleet_summary(console, store, fleet_outcome.run_id)
+                failed, go = bool(fleet_outcome.unit_failures), fleet_outcome.decision.go
+                outputs = fleet_outcome.outputs
+    finally:
+        if executor is not None:
+            executor.close()
+    for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
-    if outcome.section_failures:
+    if failed:
         return EXIT_INTERNAL
-    return EXIT_GO if outcome.decision.go else EXIT_NO_GO
+    return EXIT_GO if go else EXIT_NO_GO
+
+
+def _stored_fleet(store: ResultStore, run_id: str, selection: Any) -> tuple[Any, Any]:
+    """The fleet request and executor to resume ``run_id`` on; (None, None) for a local run."""
+    from torchcanary.fleet import driver
+
+    stored = driver.stored_fleet(store, run_id)
+    if stored is None:
+        return None, None
+    request = driver.FleetRequest(stored["address"], selection)
+    return request, driver.connect_fleet(request)
+
+
+def _run_to_resume(store: ResultStore, wanted: str) -> Any:
+    previous = (
+        store.latest_run(status="interrupted") or store.latest_run("running")
+        if wanted == "latest"
+        else store.run(wanted)
+    )
+    if previous is None:
+        raise CanaryError(f"nothing to resume in {store.location}; start a run without --resume")
+    return previous
+
+
+def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> None:
+    from torchcanary.report.fleet import claim_matrix
+    from torchcanary.report.view import RunView
+
+    view = RunView.load(store, run_id)
+    profiles = list(view.profiles)
+    table = Table(title=f"claims x profile, run {run_id}")
+    table.add_column("probe", no_wrap=True)
+    for profile in profiles:
+        table.add_column(profile, overflow="fold")
+    for row in claim_matrix(view):
+        cells = [
+            (cell.comparison.value if cell.comparison else "incomplete") if cell else "-"
+            for cell in (row.cells.get(p) for p in profiles)
+        ]
+        table.add_row(row.probe_id + (" [red](split)[/]" if row.split else ""), *cells)
+    if table.row_count:
+        console.print(table)
+    detail = view.run.decision_detail or {}
+    colour = "green" if view.run.decision == "go" else "red"
+    console.print(
+        f"decision across {len(profiles)} profiles: [bold {colour}]{view.run.decision}[/]"
+    )
+    for reason in detail.get("reasons", []):
+        console.print(f"  - {reason}", markup=False, highlight=False)
 
 
 def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:

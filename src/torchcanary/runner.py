@@ -52,7 +52,8 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
     return environments
 
 
-def _record_manifests(ctx: RunContext) -> None:
+def record_manifests(ctx: RunContext) -> None:
+    """Each environment's manifest, collected inside it by a worker and stored."""
     for role, env in ctx.environments.items():
         worker = WorkerProcess(env.python, ctx.import_root)
         call = worker.call(COLLECT_MANIFEST, {}, timeout_s=300)
@@ -109,7 +110,7 @@ def execute(
     )
     failures: dict[str, str] = {}
     try:
-        _record_manifests(ctx)
+        record_manifests(ctx)
         for section in plan.sections:
             try:
                 get_section(section).run(ctx)

@@ -38,6 +38,11 @@ class Executor(Protocol):
         """
         ...
 
+    def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
+        """As ``dispatch``, for units whose worker yields pieces: each piece comes back as a
+        PARTIAL result the moment it exists, before its unit's one final result."""
+        ...
+
     def close(self) -> None:
         """Disconnect; nothing started by this executor stays behind on the driver."""
         ...

@@ -50,14 +50,23 @@ def start_local_cluster(
     return cluster
 
 
-def local_node_args(profile: str, num_cpus: int = 1) -> dict[str, Any]:
-    """``Cluster.add_node`` arguments for one more loopback node standing for ``profile``."""
-    return {
+def local_node_args(
+    profile: str, num_cpus: int = 1, env_vars: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``Cluster.add_node`` arguments for one more loopback node standing for ``profile``.
+
+    ``env_vars`` are set for the node's raylet, so every unit it runs sees them: how a test
+    makes one node differ from another on a single machine.
+    """
+    args: dict[str, Any] = {
         "num_cpus": num_cpus,
         "node_ip_address": "127.0.0.1",
         "labels": {PROFILE_LABEL: profile},
         "resources": {f"profile_{profile}": 1},
     }
+    if env_vars:
+        args["env_vars"] = dict(env_vars)
+    return args
 
 
 def node_pids(node: Any) -> list[int]:

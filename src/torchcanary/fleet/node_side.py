@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
@@ -82,6 +83,32 @@ def run_unit(unit_json: str) -> str:
         output=output,
         error=error,
         seconds=time.perf_counter() - started,
+    ).to_json()
+
+
+def stream_unit(unit_json: str) -> Iterator[str]:
+    """Run one unit whose worker yields its output piece by piece; each piece goes home now.
+
+    Each piece comes back as a PARTIAL result; the last result is OK, or FAILED with the
+    first line of what the worker raised (pieces sent before it stay sent).
+    """
+    unit = WorkUnit.from_json(unit_json)
+    started = time.perf_counter()
+    os.environ.update(unit.env)  # a Ray worker process runs one streaming unit at a time
+    status, error = UnitStatus.OK, None
+    try:
+        module_name, _, function_name = unit.worker.partition(":")
+        worker = getattr(importlib.import_module(module_name), function_name)
+        for piece in worker(dict(unit.payload)):
+            yield UnitResult(
+                unit.unit_id, UnitStatus.PARTIAL, "", "", output=piece, seconds=0.0
+            ).to_json()
+    except Exception as exc:
+        status = UnitStatus.FAILED
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        traceback.print_exc()
+    yield UnitResult(
+        unit.unit_id, status, "", "", error=error, seconds=time.perf_counter() - started
     ).to_json()
 
 

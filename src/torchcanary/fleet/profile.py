@@ -81,6 +81,9 @@ class FleetNode:
     node_id: str
     address: str
     profile: HardwareProfile
+    # What the executor lets one unit hold on the node: a section takes all of it, so two
+    # sections never share (and disturb) one machine, as in a run on one machine.
+    cpus: float = 1.0
 
 
 def group_by_profile(nodes: Iterable[FleetNode]) -> dict[str, list[FleetNode]]:
@@ -97,6 +100,7 @@ class NodeSelection:
 
     ``filters`` map a profile field (or ``key``) to the value it must have; values compare
     as case-insensitive text, so ``gpu_count=8`` and ``gpu_model=nvidia h100`` both work.
+    Different keys must all match; one key given twice takes either value.
     """
 
     every_node: bool = False
@@ -129,9 +133,13 @@ class NodeSelection:
         return chosen
 
     def _matches(self, profile: HardwareProfile) -> bool:
-        for name, wanted in self.filters:
+        """Every key named must match; a key named twice matches either value."""
+        wanted: dict[str, set[str]] = {}
+        for name, value in self.filters:
+            wanted.setdefault(name, set()).add(value.casefold())
+        for name, values in wanted.items():
             actual = profile.key if name == "key" else getattr(profile, name)
-            if str(actual).casefold() != wanted.casefold():
+            if str(actual).casefold() not in values:
                 return False
         return True
 

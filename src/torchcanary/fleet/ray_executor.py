@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -24,7 +25,7 @@ from torchcanary.fleet import node_side
 from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
-from torchcanary.fleet.unit import UnitResult, UnitStatus
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 _POLL_S = 1.0
@@ -67,6 +68,7 @@ class RayExecutor:
         self._owns_connection = owns_connection
         self._collect = ray.remote(node_side.collect_hardware_facts)
         self._run_unit = ray.remote(node_side.run_unit)
+        self._stream_unit = ray.remote(node_side.stream_unit)
         self.silent_nodes: list[str] = []
 
     def __enter__(self) -> RayExecutor:
@@ -108,7 +110,9 @@ class RayExecutor:
                 self.silent_nodes.append(info["NodeID"])
                 continue
             profile = HardwareProfile.from_facts(facts, info.get("Labels") or {})
-            nodes.append(FleetNode(info["NodeID"], info.get("NodeManagerAddress", ""), profile))
+            cpus = float((info.get("Resources") or {}).get("CPU", 1.0))
+            address = info.get("NodeManagerAddress", "")
+            nodes.append(FleetNode(info["NodeID"], address, profile, cpus=max(cpus, 1.0)))
         if not nodes:
             raise FleetError(f"no node of the Ray cluster answered within {timeout_s:.0f}s")
         return sorted(nodes, key=lambda node: node.node_id)
@@ -122,17 +126,58 @@ class RayExecutor:
         """
         in_flight: dict[Any, Assignment] = {}
         for assignment in assignments:
-            unit = assignment.unit
-            shippable = replace(
-                unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env)
-            )
             ref = self._run_unit.options(
-                num_cpus=unit.num_cpus,
+                num_cpus=assignment.unit.num_cpus,
                 max_retries=0,
                 scheduling_strategy=self._pinned(assignment.node.node_id),
-            ).remote(shippable.to_json())
+            ).remote(self._shippable(assignment.unit).to_json())
             in_flight[ref] = assignment
         return self._stream(in_flight)
+
+    def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
+        """Run every streaming unit on its node; yield each piece and each end as it comes.
+
+        Every unit is sent before this returns. A thread per unit reads its Ray generator
+        (its pieces arrive in order) and hands each result to one queue, read here; a unit
+        whose node dies ends LOST after the pieces it had sent.
+        """
+        arrived: queue.Queue[UnitResult] = queue.Queue()
+        for assignment in assignments:
+            generator = self._stream_unit.options(
+                num_cpus=assignment.unit.num_cpus,
+                max_retries=0,
+                num_returns="streaming",
+                scheduling_strategy=self._pinned(assignment.node.node_id),
+            ).remote(self._shippable(assignment.unit).to_json())
+            threading.Thread(
+                target=self._read_stream,
+                args=(generator, assignment, arrived.put),
+                name=f"torchcanary-fleet-{assignment.unit.unit_id}",
+                daemon=True,
+            ).start()
+        return self._ends(arrived, len(assignments))
+
+    @staticmethod
+    def _ends(arrived: queue.Queue[UnitResult], units: int) -> Iterator[UnitResult]:
+        while units:
+            result = arrived.get()
+            units -= result.status is not UnitStatus.PARTIAL
+            yield result
+
+    def _read_stream(
+        self, generator: Any, assignment: Assignment, put: Callable[[UnitResult], None]
+    ) -> None:
+        node = assignment.node
+        try:
+            for ref in generator:
+                result = self._tagged(UnitResult.from_json(self._ray.get(ref)), node)
+                put(result)
+                if result.status is not UnitStatus.PARTIAL:
+                    return
+            why = "the unit ended without a result"
+            put(self._failed(assignment, UnitStatus.FAILED, why))
+        except Exception as exc:  # every unit must end: a broken stream is its end
+            put(self._broken(exc, assignment))
 
     def _stream(self, in_flight: dict[Any, Assignment]) -> Iterator[UnitResult]:
         while in_flight:
@@ -145,26 +190,45 @@ class RayExecutor:
             self._ray.shutdown()
 
     def _result(self, ref: Any, assignment: Assignment) -> UnitResult:
-        node = assignment.node
-        unit_id, node_id, profile_key = assignment.unit.unit_id, node.node_id, node.profile.key
-        exceptions = self._ray.exceptions
         try:
             result = UnitResult.from_json(self._ray.get(ref))
-        except (exceptions.RayTaskError, exceptions.RuntimeEnvSetupError) as exc:
+        except self._ray.exceptions.RayError as exc:
+            return self._broken(exc, assignment)
+        return self._tagged(result, assignment.node)
+
+    def _broken(self, exc: BaseException, assignment: Assignment) -> UnitResult:
+        """The end of a unit Ray could not bring back: FAILED if the node is fine, else LOST."""
+        exceptions = self._ray.exceptions
+        if isinstance(exc, exceptions.RayTaskError | exceptions.RuntimeEnvSetupError):
             # The node is alive but could not run the unit (e.g. cannot import the worker).
-            return UnitResult(
-                unit_id, UnitStatus.FAILED, node_id, profile_key, error=_one_line(exc)
-            )
-        except exceptions.RayError as exc:
-            why = f"node {node.node_id[:12]} went away before the unit finished: {_one_line(exc)}"
-            return UnitResult(unit_id, UnitStatus.LOST, node_id, profile_key, error=why)
+            return self._failed(assignment, UnitStatus.FAILED, _one_line(exc))
+        if not isinstance(exc, exceptions.RayError):
+            raise exc
+        node_id = assignment.node.node_id
+        why = f"node {node_id[:12]} went away before the unit finished: {_one_line(exc)}"
+        return self._failed(assignment, UnitStatus.LOST, why)
+
+    @staticmethod
+    def _failed(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
+        node = assignment.node
+        return UnitResult(
+            assignment.unit.unit_id, status, node.node_id, node.profile.key, error=why
+        )
+
+    @staticmethod
+    def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
+        """The result with its node and profile, and with no secret left in it."""
         return replace(
             result,
             output=None if result.output is None else strip_data(dict(result.output)),
             error=None if result.error is None else strip_text(result.error),
-            node_id=node_id,
-            profile_key=profile_key,
+            node_id=node.node_id,
+            profile_key=node.profile.key,
         )
+
+    @staticmethod
+    def _shippable(unit: WorkUnit) -> WorkUnit:
+        return replace(unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env))
 
     def _pinned(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -11,12 +11,13 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from torchcanary.worker.calls import FLEET_SMOKE
+from torchcanary.worker.calls import FLEET_SMOKE, FLEET_SMOKE_PIECES
 
 WORKER = FLEET_SMOKE
+PIECES_WORKER = FLEET_SMOKE_PIECES
 
 
 def smoke(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,3 +45,16 @@ def smoke(payload: Mapping[str, Any]) -> dict[str, Any]:
         # hide whether the secret reached the node.
         "env": [[name, os.environ.get(name)] for name in payload.get("env", [])],
     }
+
+
+def smoke_pieces(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Yield ``pieces`` numbered pieces, ``gap_s`` apart, then raise if ``fail`` says so.
+
+    The streaming counterpart of ``smoke``: what a section on a node does with its store
+    writes, without the section.
+    """
+    for index in range(int(payload.get("pieces", 0))):
+        yield {"piece": index, "pid": os.getpid()}
+        time.sleep(float(payload.get("gap_s", 0.0)))
+    if payload.get("fail"):
+        raise RuntimeError(str(payload["fail"]))

@@ -26,6 +26,9 @@ class UnitStatus(str, enum.Enum):
     # The node (or its worker process) went away before the unit finished; the work
     # itself said nothing, and the unit may be dispatched again.
     LOST = "lost"
+    # One piece of a streaming unit's output (a store write from a section run on the
+    # node); the unit goes on, and ends later in one of the three above.
+    PARTIAL = "partial"
 
 
 @dataclass(frozen=True)

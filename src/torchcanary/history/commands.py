@@ -39,6 +39,10 @@ def register(commands: Any) -> dict[str, Handler]:
     history.add_argument("--since", type=_date, help="only runs from this UTC date (YYYY-MM-DD)")
     history.add_argument("--until", type=_date, help="only runs before this UTC date")
     history.add_argument("--last", type=int, metavar="N", help="only the most recent N runs")
+    history.add_argument(
+        "--profile",
+        help="only results from this fleet hardware profile (as `run --fleet` stored them)",
+    )
     history.add_argument("--plot", type=Path, help="SVG file to draw (default canary-results/)")
     history.add_argument("--json", action="store_true", help="print JSON instead of a table")
     history.add_argument("--store", help=STORE_HELP)
@@ -77,7 +81,9 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.history.render import plot, ratio_text, when
     from torchcanary.store.history import HistoryFilter, find_section, history
 
-    run_filter = HistoryFilter(args.baseline, args.candidate, args.since, args.until, args.last)
+    run_filter = HistoryFilter(
+        args.baseline, args.candidate, args.since, args.until, args.last, args.profile
+    )
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:
         section = args.section or find_section(store, args.item)
         entries = history(store, args.item, section, run_filter)
@@ -86,11 +92,14 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps([asdict(e) for e in entries], indent=2))
         return EXIT_GO
     table = Table(title=f"{args.item} ({section}) in {location}: {len(entries)} runs")
-    for column in ("run", "when (UTC)", "baseline", "candidate", "verdict", "ratio [interval]"):
+    profiled = any(entry.profile for entry in entries)  # a column only when the fleet ran it
+    columns = ("run", *(("profile",) if profiled else ()), "when (UTC)", "baseline", "candidate")
+    for column in (*columns, "verdict", "ratio [interval]"):
         table.add_column(column, overflow="fold")
     for entry in entries:
         table.add_row(
             entry.run_id,
+            *((entry.profile or "-",) if profiled else ()),
             when(entry),
             entry.baseline,
             entry.candidate,

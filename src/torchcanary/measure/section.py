@@ -13,7 +13,7 @@ Policy keys for ``blocking_reasons`` (defaults in brackets):
 - ``bench_block_on_aa_alarm`` [true]: in an A/A run, no-go when any benchmark differs from
   itself (the harness cannot be trusted on this machine as configured);
 - ``bench_block_on_numeric_drift`` [true]: no-go when a user's workload returns outputs
-  that differ between the versions beyond its ``rtol``/``atol``.
+  that differ between the versions beyond its own tolerances (rtol, atol).
 
 A user's workload (``kind = "workload"``) runs in workers started from a per-run overlay of
 each environment with the project installed (:mod:`.workload_env`); its payload adds the

@@ -14,10 +14,15 @@ JSON_SCHEMA_VERSION = 1
 
 
 def json_text(view: RunView) -> str:
-    """``results.json`` as strict JSON: a number that is not finite (an infinite ratio, a
-    NaN bound) is written as null, since NaN and Infinity are not JSON and browsers,
-    ``jq`` and most parsers outside Python refuse a file that holds them."""
-    return json.dumps(_finite(render_json(view)), indent=2, default=str, allow_nan=False)
+    """``results.json`` for ``view`` (see :func:`strict_json`)."""
+    return strict_json(render_json(view))
+
+
+def strict_json(data: Any) -> str:
+    """Strict JSON: a number that is not finite (an infinite ratio, a NaN bound) is written
+    as null, since NaN and Infinity are not JSON and browsers, ``jq`` and most parsers
+    outside Python refuse a file that holds them."""
+    return json.dumps(_finite(data), indent=2, default=str, allow_nan=False)
 
 
 def _finite(value: Any) -> Any:

@@ -5,6 +5,7 @@ CI systems render this natively, so a no-go shows up where engineers already loo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.etree import ElementTree
 
@@ -34,11 +35,15 @@ def _decision_case(view: RunView) -> JUnitCase:
     return JUnitCase("torchcanary", "decision", "failure", message=f"no-go: {first}", text=reasons)
 
 
-def render_junit(view: RunView, sections: tuple[str, ...]) -> str:
+def render_junit(
+    view: RunView, sections: tuple[str, ...], extra_cases: Sequence[JUnitCase] = ()
+) -> str:
+    """``extra_cases`` come after the sections' own (a fleet run's per-profile cases)."""
     root = ElementTree.Element("testsuites", name=f"torchcanary {view.run.run_id}")
     cases = [_decision_case(view)]
     for section in sections:
         cases += get_section(section).junit_cases(view)
+    cases += extra_cases
     suites: dict[str, list[JUnitCase]] = {}
     for case in cases:
         suites.setdefault(case.suite, []).append(case)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from torchcanary.report.json_out import json_text
+from torchcanary.report.json_out import json_text, strict_json
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
@@ -23,14 +23,36 @@ def write_outputs(view: RunView, output_dir: Path) -> dict[str, Path]:
     sections = tuple(view.run.plan.get("sections", ()))
     output_dir = output_dir / view.run.run_id
     output_dir.mkdir(parents=True, exist_ok=True)
-    outputs = {
-        "html": _write(output_dir / "report.html", render_html(view, sections)),
-        "json": _write(output_dir / "results.json", json_text(view)),
-        "junit": _write(output_dir / "junit.xml", render_junit(view, sections)),
-        "markdown": _write(output_dir / "summary.md", render_markdown(view, sections)),
-    }
+    if view.profiles:  # a fleet run: the same four files, with a profile axis
+        outputs = _fleet_outputs(view, sections, output_dir)
+    else:
+        outputs = _outputs(view, sections, output_dir)
     latest = output_dir.parent / "latest"
     if latest.is_symlink() or not latest.exists():
         latest.unlink(missing_ok=True)
         latest.symlink_to(output_dir.name)
     return outputs
+
+
+def _fleet_outputs(view: RunView, sections: tuple[str, ...], output_dir: Path) -> dict[str, Path]:
+    from torchcanary.report import fleet
+
+    cases = fleet.fleet_junit_cases(view, sections)
+    return {
+        "html": _write(output_dir / "report.html", fleet.render_fleet_html(view, sections)),
+        "json": _write(
+            output_dir / "results.json",
+            strict_json(fleet.render_fleet_json(view, sections)),
+        ),
+        "junit": _write(output_dir / "junit.xml", render_junit(view, (), extra_cases=cases)),
+        "markdown": _write(output_dir / "summary.md", fleet.render_fleet_markdown(view, sections)),
+    }
+
+
+def _outputs(view: RunView, sections: tuple[str, ...], output_dir: Path) -> dict[str, Path]:
+    return {
+        "html": _write(output_dir / "report.html", render_html(view, sections)),
+        "json": _write(output_dir / "results.json", json_text(view)),
+        "junit": _write(output_dir / "junit.xml", render_junit(view, sections)),
+        "markdown": _write(output_dir / "summary.md", render_markdown(view, sections)),
+    }

@@ -19,6 +19,8 @@ from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 CATALOG_ARTIFACT = "catalog.json"
 PROBE_RESULTS_SECTION = "claims"  # its results are probe results, kept in a table of their own
 PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
+FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
+LEDGER_SECTION = "fleet"  # a fleet run's units, one row per profile and section: how each ended
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class RunView:
     # each benchmark's results in this run and the store's runs before it (most recent 10)
     bench_history: dict[str, list[HistoryEntry]] = field(default_factory=dict)
     packs: list[dict[str, Any]] = field(default_factory=list)
+    # A fleet run: each hardware profile's own view (its results only), and the fleet's
+    # record of the nodes chosen. Empty for a run on one machine.
+    profiles: dict[str, RunView] = field(default_factory=dict)
+    fleet: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, store: ResultStore, run_id: str) -> RunView:
@@ -54,6 +60,8 @@ class RunView:
         artifacts = {name: content for name, _, content in store.artifacts(run_id)}
         catalog = json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}"))
         names = [*section_names(), *run.plan.get("sections", ())]
+        if store.profile:
+            names.append(LEDGER_SECTION)
         sections = {
             name: store.section_results(run_id, name)
             for name in dict.fromkeys(names)
@@ -67,6 +75,13 @@ class RunView:
             sections,
             bench_history(store, run, [r.key for r in sections.get("bench", [])]),
             json.loads(artifacts.get(PACKS_ARTIFACT, b"[]")),
+            {
+                profile: cls.load(store.scoped(node, profile), run_id)
+                for profile, node in (
+                    store.run_profiles(run_id) if not store.profile else {}
+                ).items()
+            },
+            json.loads(artifacts.get(FLEET_ARTIFACT, b"{}")),
         )
 
     def claim_rows(self) -> list[ClaimRow]:

@@ -30,6 +30,18 @@ class ResultStore(Protocol):
 
     def __exit__(self, *exc: object) -> None: ...
 
+    # fleet: results are kept per hardware profile ('' for a run on one machine)
+    @property
+    def profile(self) -> str: ...
+
+    def scoped(self, node: str, profile: str) -> ResultStore:
+        """The same store, writing and reading one fleet node's and profile's results."""
+        ...
+
+    def run_profiles(self, run_id: str) -> dict[str, str]:
+        """Each fleet profile with results in ``run_id``, and the node that ran it."""
+        ...
+
     # runs
     def create_run(self, plan: dict[str, Any]) -> str: ...
 

@@ -29,6 +29,8 @@ class HistoryFilter:
     since: float | None = None  # epoch seconds, inclusive
     until: float | None = None  # epoch seconds, exclusive
     limit: int | None = None  # the most recent N runs
+    # One fleet hardware profile's results only ('' is runs made on one machine); None: all.
+    profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,22 @@ class HistoryEntry:
     ratio: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    profile: str = ""  # the fleet hardware profile it ran on ('' on one machine)
 
     @property
     def label(self) -> str:
         """When the run was made and what it compared, as a plot row's label."""
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at))
-        return f"{when} {self.candidate} vs {self.baseline}"
+        on = f" on {self.profile}" if self.profile else ""
+        return f"{when} {self.candidate} vs {self.baseline}{on}"
 
 
 _RUNS_JOIN = """
     JOIN runs r ON r.run_id = x.run_id
-    LEFT JOIN environments b ON b.run_id = r.run_id AND b.role = 'baseline'
-    LEFT JOIN environments c ON c.run_id = r.run_id AND c.role = 'candidate'
+    LEFT JOIN environments b
+        ON b.run_id = r.run_id AND b.profile = x.profile AND b.role = 'baseline'
+    LEFT JOIN environments c
+        ON c.run_id = r.run_id AND c.profile = x.profile AND c.role = 'candidate'
 """
 
 
@@ -72,6 +78,9 @@ def _where(run_filter: HistoryFilter) -> tuple[str, list[Any]]:
     if run_filter.until is not None:
         clauses.append("r.created_at < ?")
         params.append(run_filter.until)
+    if run_filter.profile is not None:
+        clauses.append("x.profile = ?")
+        params.append(run_filter.profile)
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
@@ -102,20 +111,23 @@ def history(
     where, params = _where(run_filter)
     if section == "claims":
         sql = (
-            "SELECT r.run_id, r.created_at, b.torch_version, c.torch_version, x.env_role, "
-            "x.verdict, NULL FROM probe_results x" + _RUNS_JOIN + "WHERE x.probe_id = ?" + where
+            "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
+            "x.env_role, x.verdict, NULL FROM probe_results x"
+            + _RUNS_JOIN
+            + "WHERE x.probe_id = ?"
+            + where
         )
         args: list[Any] = [item, *params]
     else:
         sql = (
-            "SELECT r.run_id, r.created_at, b.torch_version, c.torch_version, x.env_role, "
-            "x.verdict, x.payload_json FROM section_results x"
+            "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
+            "x.env_role, x.verdict, x.payload_json FROM section_results x"
             + _RUNS_JOIN
             + "WHERE x.section = ? AND x.key = ?"
             + where
         )
         args = [section, item, *params]
-    rows = store.query(sql + " ORDER BY r.created_at, r.run_id", args)
+    rows = store.query(sql + " ORDER BY r.created_at, r.run_id, x.profile", args)
     entries = _entries(rows, section)
     if run_filter.limit is not None:
         entries = entries[-run_filter.limit :]
@@ -123,10 +135,11 @@ def history(
 
 
 def _entries(rows: list[tuple[Any, ...]], section: str) -> list[HistoryEntry]:
-    by_run: dict[str, dict[str, Any]] = {}
-    for run_id, created, base, cand, role, verdict, payload in rows:
+    # A fleet run has one entry per profile: each profile's verdicts stand on their own.
+    by_run: dict[tuple[str, str], dict[str, Any]] = {}
+    for run_id, profile, created, base, cand, role, verdict, payload in rows:
         run = by_run.setdefault(
-            run_id,
+            (run_id, profile),
             {
                 "created": created,
                 "baseline": base or "?",
@@ -138,10 +151,10 @@ def _entries(rows: list[tuple[Any, ...]], section: str) -> list[HistoryEntry]:
         run["verdicts"][role] = verdict
         if payload is not None and role == "both":
             run["payload"] = json.loads(payload)
-    return [_entry(run_id, run, section) for run_id, run in by_run.items()]
+    return [_entry(run_id, profile, run, section) for (run_id, profile), run in by_run.items()]
 
 
-def _entry(run_id: str, run: dict[str, Any], section: str) -> HistoryEntry:
+def _entry(run_id: str, profile: str, run: dict[str, Any], section: str) -> HistoryEntry:
     verdicts: dict[str, str] = run["verdicts"]
     payload = run["payload"] or {}
     if section == "claims":
@@ -160,6 +173,7 @@ def _entry(run_id: str, run: dict[str, Any], section: str) -> HistoryEntry:
         payload.get("ratio"),
         payload.get("ci_low"),
         payload.get("ci_high"),
+        profile,
     )
 
 
@@ -179,6 +193,7 @@ def bench_history(
     """Each benchmark's last ``runs`` results up to and including ``run`` (for its report).
 
     Runs stored later are left out, so the report rendered again later shows the same.
+    Only the store's own profile counts: a fleet profile's history is that hardware's.
     """
-    up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs)
+    up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs, profile=store.profile)
     return {bench_id: history(store, bench_id, "bench", up_to) for bench_id in bench_ids}

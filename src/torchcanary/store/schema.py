@@ -78,6 +78,90 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX section_results_by_key ON section_results (section, key);
     CREATE INDEX runs_by_date ON runs (created_at);
     """,
+    # 4: the fleet. Every result says which node ran it and under which hardware profile,
+    # and the profile is part of each key: one run holds a result per profile. A run on
+    # one machine stores '' for both. Tables are rebuilt because a primary key cannot be
+    # altered in SQLite; rows keep their values and get node = profile = ''.
+    """
+    CREATE TABLE environments_v4 (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        role TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        python TEXT NOT NULL,
+        torch_version TEXT NOT NULL,
+        build_seconds REAL NOT NULL,
+        reused INTEGER NOT NULL,
+        manifest_json TEXT NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        profile TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, profile, role)
+    );
+    INSERT INTO environments_v4 SELECT run_id, role, spec, python, torch_version,
+        build_seconds, reused, manifest_json, '', '' FROM environments;
+    DROP TABLE environments;
+    ALTER TABLE environments_v4 RENAME TO environments;
+    CREATE TABLE probe_results_v4 (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        env_role TEXT NOT NULL,
+        probe_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        evidence_json TEXT NOT NULL,
+        duration_s REAL NOT NULL,
+        started_at REAL NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        profile TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, profile, env_role, probe_id)
+    );
+    INSERT INTO probe_results_v4 SELECT run_id, env_role, probe_id, verdict, summary,
+        evidence_json, duration_s, started_at, '', '' FROM probe_results;
+    DROP TABLE probe_results;
+    ALTER TABLE probe_results_v4 RENAME TO probe_results;
+    CREATE INDEX probe_results_by_probe ON probe_results (probe_id);
+    CREATE TABLE measurements_v4 (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        env_role TEXT NOT NULL,
+        source TEXT NOT NULL,
+        series TEXT NOT NULL,
+        values_json TEXT NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        profile TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, profile, env_role, source, series)
+    );
+    INSERT INTO measurements_v4 SELECT run_id, env_role, source, series, values_json, '', ''
+        FROM measurements;
+    DROP TABLE measurements;
+    ALTER TABLE measurements_v4 RENAME TO measurements;
+    CREATE TABLE artifacts_v4 (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        content BLOB NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        profile TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, profile, name)
+    );
+    INSERT INTO artifacts_v4 SELECT run_id, name, media_type, content, '', '' FROM artifacts;
+    DROP TABLE artifacts;
+    ALTER TABLE artifacts_v4 RENAME TO artifacts;
+    CREATE TABLE section_results_v4 (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        section TEXT NOT NULL,
+        key TEXT NOT NULL,
+        env_role TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        node TEXT NOT NULL DEFAULT '',
+        profile TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, profile, section, key, env_role)
+    );
+    INSERT INTO section_results_v4 SELECT run_id, section, key, env_role, verdict,
+        payload_json, created_at, '', '' FROM section_results;
+    DROP TABLE section_results;
+    ALTER TABLE section_results_v4 RENAME TO section_results;
+    CREATE INDEX section_results_by_key ON section_results (section, key);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -86,11 +170,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # moves rows column by column; PostgreSQL needs the keys to say what an upsert replaces.
 PRIMARY_KEYS = {
     "runs": ("run_id",),
-    "environments": ("run_id", "role"),
-    "probe_results": ("run_id", "env_role", "probe_id"),
-    "measurements": ("run_id", "env_role", "source", "series"),
-    "artifacts": ("run_id", "name"),
-    "section_results": ("run_id", "section", "key", "env_role"),
+    "environments": ("run_id", "profile", "role"),
+    "probe_results": ("run_id", "profile", "env_role", "probe_id"),
+    "measurements": ("run_id", "profile", "env_role", "source", "series"),
+    "artifacts": ("run_id", "profile", "name"),
+    "section_results": ("run_id", "profile", "section", "key", "env_role"),
 }
 TABLE_COLUMNS = {
     "runs": (
@@ -111,6 +195,8 @@ TABLE_COLUMNS = {
         "build_seconds",
         "reused",
         "manifest_json",
+        "node",
+        "profile",
     ),
     "probe_results": (
         "run_id",
@@ -121,9 +207,11 @@ TABLE_COLUMNS = {
         "evidence_json",
         "duration_s",
         "started_at",
+        "node",
+        "profile",
     ),
-    "measurements": ("run_id", "env_role", "source", "series", "values_json"),
-    "artifacts": ("run_id", "name", "media_type", "content"),
+    "measurements": ("run_id", "env_role", "source", "series", "values_json", "node", "profile"),
+    "artifacts": ("run_id", "name", "media_type", "content", "node", "profile"),
     "section_results": (
         "run_id",
         "section",
@@ -132,5 +220,7 @@ TABLE_COLUMNS = {
         "verdict",
         "payload_json",
         "created_at",
+        "node",
+        "profile",
     ),
 }

@@ -9,6 +9,7 @@ how ``ORDER BY`` compares text byte by byte (SQLite does by default; PostgreSQL 
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import uuid
@@ -47,6 +48,37 @@ class SqlStore(ABC):
 
     _BYTE_ORDER = ""
     """Appended to each text column in ``ORDER BY`` to compare it byte by byte."""
+
+    _node = ""
+    _profile = ""
+    """The fleet node and hardware profile this store writes and reads results for; a run
+    on one machine leaves both empty. ``scoped`` gives a store with them set."""
+
+    @property
+    def profile(self) -> str:
+        return self._profile
+
+    def scoped(self: _Store, node: str, profile: str) -> _Store:
+        """This store, reading and writing the results of one fleet node and profile.
+
+        It shares this store's connection: close this one, not the scoped one. Runs are
+        not scoped; results, measurements, environments and artifacts are.
+        """
+        view = copy.copy(self)
+        view._node, view._profile = node, profile
+        return view
+
+    def run_profiles(self, run_id: str) -> dict[str, str]:
+        """Every fleet profile that stored a result in ``run_id``, with the node it ran on."""
+        rows = self._execute(
+            "read a run's profiles",
+            "SELECT profile, node FROM environments WHERE run_id = ? AND profile != '' "
+            "UNION SELECT profile, node FROM artifacts WHERE run_id = ? AND profile != '' "
+            "UNION SELECT profile, node FROM section_results WHERE run_id = ? AND profile != '' "
+            "UNION SELECT profile, node FROM probe_results WHERE run_id = ? AND profile != ''",
+            (run_id, run_id, run_id, run_id),
+        )
+        return dict(sorted((profile, node) for profile, node in rows))
 
     @property
     @abstractmethod
@@ -147,6 +179,8 @@ class SqlStore(ABC):
                 build_seconds,
                 int(reused),
                 json.dumps(manifest.to_json()),
+                self._node,
+                self._profile,
             ),
         )
 
@@ -154,8 +188,8 @@ class SqlStore(ABC):
         rows = self._execute(
             "read environments",
             "SELECT role, spec, python, torch_version, build_seconds, "
-            "reused, manifest_json FROM environments WHERE run_id = ?",
-            (run_id,),
+            "reused, manifest_json FROM environments WHERE run_id = ? AND profile = ?",
+            (run_id, self._profile),
         )
         return {
             r[0]: EnvironmentRow(
@@ -179,13 +213,23 @@ class SqlStore(ABC):
                     json.dumps(outcome.evidence, default=str),
                     result.duration_s,
                     result.started_at,
+                    self._node,
+                    self._profile,
                 ),
             )
         ]
         statements += [
             (
                 self._upsert("measurements"),
-                (result.run_id, result.env_role, result.probe_id, series, json.dumps(values)),
+                (
+                    result.run_id,
+                    result.env_role,
+                    result.probe_id,
+                    series,
+                    json.dumps(values),
+                    self._node,
+                    self._profile,
+                ),
             )
             for series, values in outcome.measurements.items()
         ]
@@ -195,13 +239,15 @@ class SqlStore(ABC):
         rows = self._execute(
             "read probe results",
             "SELECT env_role, probe_id, verdict, summary, evidence_json, duration_s, started_at "
-            "FROM probe_results WHERE run_id = ?" + self._ordered("probe_id", "env_role"),
-            (run_id,),
+            "FROM probe_results WHERE run_id = ? AND profile = ?"
+            + self._ordered("probe_id", "env_role"),
+            (run_id, self._profile),
         )
         series_rows = self._execute(
             "read measurements",
-            "SELECT env_role, source, series, values_json FROM measurements WHERE run_id = ?",
-            (run_id,),
+            "SELECT env_role, source, series, values_json FROM measurements "
+            "WHERE run_id = ? AND profile = ?",
+            (run_id, self._profile),
         )
         by_source: dict[tuple[str, str], dict[str, Any]] = {}
         for role, source, series, values in series_rows:
@@ -222,8 +268,8 @@ class SqlStore(ABC):
     def done_probe_keys(self, run_id: str) -> set[tuple[str, str]]:
         rows = self._execute(
             "read finished probes",
-            "SELECT env_role, probe_id FROM probe_results WHERE run_id = ?",
-            (run_id,),
+            "SELECT env_role, probe_id FROM probe_results WHERE run_id = ? AND profile = ?",
+            (run_id, self._profile),
         )
         return {(r[0], r[1]) for r in rows}
 
@@ -234,29 +280,31 @@ class SqlStore(ABC):
         self._execute(
             "save a measurement",
             self._upsert("measurements"),
-            (run_id, env_role, source, series, json.dumps(values)),
+            (run_id, env_role, source, series, json.dumps(values), self._node, self._profile),
         )
 
     def measurements(self, run_id: str, source: str) -> dict[tuple[str, str], list[float]]:
         rows = self._execute(
             "read measurements",
             "SELECT env_role, series, values_json FROM measurements "
-            "WHERE run_id = ? AND source = ?",
-            (run_id, source),
+            "WHERE run_id = ? AND source = ? AND profile = ?",
+            (run_id, source, self._profile),
         )
         return {(r[0], r[1]): json.loads(r[2]) for r in rows}
 
     def save_artifact(self, run_id: str, name: str, media_type: str, content: bytes) -> None:
         self._execute(
-            "save an artifact", self._upsert("artifacts"), (run_id, name, media_type, content)
+            "save an artifact",
+            self._upsert("artifacts"),
+            (run_id, name, media_type, content, self._node, self._profile),
         )
 
     def artifacts(self, run_id: str) -> Iterator[tuple[str, str, bytes]]:
         rows = self._execute(
             "read artifacts",
-            "SELECT name, media_type, content FROM artifacts WHERE run_id = ?"
+            "SELECT name, media_type, content FROM artifacts WHERE run_id = ? AND profile = ?"
             + self._ordered("name"),
-            (run_id,),
+            (run_id, self._profile),
         )
         for name, media_type, content in rows:
             yield name, media_type, bytes(content)  # PostgreSQL hands back a memoryview
@@ -274,6 +322,8 @@ class SqlStore(ABC):
                 result.verdict,
                 json.dumps(result.payload, default=str),
                 time.time(),
+                self._node,
+                self._profile,
             ),
         )
 
@@ -281,16 +331,17 @@ class SqlStore(ABC):
         rows = self._execute(
             f"read {section} results",
             "SELECT section, key, env_role, verdict, payload_json FROM section_results "
-            "WHERE run_id = ? AND section = ?" + self._ordered("key", "env_role"),
-            (run_id, section),
+            "WHERE run_id = ? AND section = ? AND profile = ?" + self._ordered("key", "env_role"),
+            (run_id, section, self._profile),
         )
         return [SectionResult(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
 
     def done_section_keys(self, run_id: str, section: str) -> set[tuple[str, str]]:
         rows = self._execute(
             f"read finished {section} units",
-            "SELECT key, env_role FROM section_results WHERE run_id = ? AND section = ?",
-            (run_id, section),
+            "SELECT key, env_role FROM section_results "
+            "WHERE run_id = ? AND section = ? AND profile = ?",
+            (run_id, section, self._profile),
         )
         return {(r[0], r[1]) for r in rows}
 

@@ -1,0 +1,310 @@
+"""A run across the fleet: choose nodes, ship each its sections, commit every result home.
+
+The driver side of ``torchcanary run --fleet``. It connects before anything is written (an
+address that cannot be reached is one line and exit 2, with no run left half-made), lists
+the nodes and their hardware profiles, and chooses one node per profile (or all of them).
+Each chosen node gets one unit per section of the plan (``fleet/section_unit.py``); every
+store write the section makes on the node streams back and is committed here at once,
+scoped to the node and its profile.
+
+Each unit's end is kept in the run's ledger (section ``fleet``, one row per profile and
+section: ``ok``, ``failed`` or ``lost``), so a node that dies leaves its unfinished work
+recorded as lost, never silently missing; ``--resume`` sends again only the units not
+``ok``, and those skip what their profile already stored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchcanary.errors import ConfigError, FleetError
+from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.fit import plan_for
+from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
+from torchcanary.fleet.relay import replay
+from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.unit import UnitStatus, WorkUnit
+from torchcanary.plan import RunPlan
+from torchcanary.policy import Decision, decide
+from torchcanary.progress import Progress
+from torchcanary.report.render import write_outputs
+from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, RunView
+from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import SectionResult
+from torchcanary.worker.calls import FLEET_SECTION
+
+FLEET_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """What ``--fleet``, ``--fleet-nodes`` and ``--fleet-select`` asked for."""
+
+    address: str
+    selection: NodeSelection
+    connect_timeout_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class FleetOutcome:
+    run_id: str
+    decision: Decision
+    outputs: dict[str, Path]
+    # "SECTION@PROFILE" -> why that unit did not finish (failed or lost)
+    unit_failures: dict[str, str]
+
+
+def connect_fleet(request: FleetRequest) -> Executor:
+    """The executor for ``request.address``; FleetError (exit 2) when it cannot be used."""
+    from torchcanary.fleet.ray_executor import connect
+
+    return connect(request.address, timeout_s=request.connect_timeout_s)
+
+
+def execute_on_fleet(
+    plan: RunPlan,
+    store: ResultStore,
+    output_dir: Path,
+    progress: Progress,
+    executor: Executor,
+    request: FleetRequest,
+    resume_run_id: str | None = None,
+) -> FleetOutcome:
+    """Run (or resume) ``plan`` on the fleet behind ``executor``; every result in ``store``."""
+    live = executor.discover()
+    if resume_run_id is None:
+        chosen = request.selection.choose(live)
+        if not chosen:
+            profiles = ", ".join(sorted({node.profile.key for node in live})) or "none"
+            raise ConfigError(
+                f"no node of the fleet matches --fleet-select; its profiles: {profiles}"
+            )
+        run_id = store.create_run(plan.to_json())
+        store.save_artifact(
+            run_id, FLEET_ARTIFACT, "application/json", _fleet_json(request, chosen)
+        )
+        missing_profiles: dict[str, str] = {}
+    else:
+        run_id = resume_run_id
+        chosen, missing_profiles = _nodes_to_resume(store, run_id, live)
+        store.set_run_status(run_id, "running")
+    progress.note(f"run {run_id} -> {store.location}")
+    for node in chosen:
+        progress.note(f"profile {node.profile.key}: node {node.node_id[:12]} ({node.address})")
+    created_at = store.run(run_id).created_at
+    units: dict[str, tuple[FleetNode, str]] = {}
+    assignments = []
+    try:
+        for profile, node_id in missing_profiles.items():
+            for section in plan.sections:
+                _ledger(
+                    store.scoped(node_id, profile),
+                    run_id,
+                    section,
+                    UnitStatus.LOST,
+                    f"no live node of profile {profile} to resume on",
+                    0.0,
+                )
+        not_asked: dict[str, dict[str, str]] = {}
+        for node in chosen:
+            scoped = store.scoped(node.node_id, node.profile.key)
+            node_plan, not_asked[node.profile.key] = plan_for(plan, node.profile)
+            for probe_id, why in not_asked[node.profile.key].items():
+                progress.note(f"{node.profile.key}: {probe_id} not asked: {why}")
+            if "claims" in plan.sections and "claims" not in node_plan.sections:
+                # No claim left for this hardware: nothing to send, and the ledger says why.
+                reasons = not_asked[node.profile.key]
+                _ledger(scoped, run_id, "claims", UnitStatus.OK, "", 0.0, reasons)
+            finished = {
+                r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
+            }
+            todo = [section for section in node_plan.sections if section not in finished]
+            for index, section in enumerate(todo):
+                unit = WorkUnit(
+                    f"{section}@{node.profile.key}",
+                    FLEET_SECTION,
+                    _payload(node_plan, run_id, created_at, section, scoped, first=index == 0),
+                    num_cpus=node.cpus,
+                )
+                units[unit.unit_id] = (node, section)
+                assignments.append(Assignment(node, unit))
+        failures = _collect(executor, assignments, units, store, run_id, progress, not_asked)
+    except BaseException:
+        store.set_run_status(run_id, "interrupted")
+        raise
+    for profile in missing_profiles:
+        for section in plan.sections:
+            failures[f"{section}@{profile}"] = f"lost: no live node of profile {profile}"
+    decision = _decide(store, run_id, plan, failures)
+    detail = decision.to_json() | {"section_failures": failures}
+    store.finish_run(run_id, decision.label, detail)
+    lost = [unit for unit, why in failures.items() if why.startswith(UnitStatus.LOST.value)]
+    if lost:
+        # Decided on what it has, but not done: `run --resume` picks it up and sends
+        # the lost units again.
+        store.set_run_status(run_id, "interrupted")
+        progress.note(
+            f"{len(lost)} unit(s) lost with their node ({', '.join(lost)}); "
+            "`torchcanary run --resume` sends them again"
+        )
+    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    return FleetOutcome(run_id, decision, outputs, failures)
+
+
+def _collect(
+    executor: Executor,
+    assignments: list[Assignment],
+    units: Mapping[str, tuple[FleetNode, str]],
+    store: ResultStore,
+    run_id: str,
+    progress: Progress,
+    not_asked: Mapping[str, Mapping[str, str]],
+) -> dict[str, str]:
+    """Commit every piece as it arrives and each unit's end in the ledger; what did not end ok.
+
+    The claims unit's ledger row also names the claims its profile was not asked about.
+    """
+    failures: dict[str, str] = {}
+    started = time.monotonic()
+    with progress.task("fleet units", total=len(assignments)) as task:
+        for result in executor.dispatch_streaming(assignments):
+            node, section = units[result.unit_id]
+            scoped = store.scoped(node.node_id, node.profile.key)
+            if result.status is UnitStatus.PARTIAL:
+                what = replay(dict(result.output or {}), scoped, run_id)
+                task.status(f"{node.profile.key}: {what}")
+                continue
+            error = result.error or ""
+            skipped = dict(not_asked.get(node.profile.key, {})) if section == "claims" else {}
+            after_s = time.monotonic() - started
+            _ledger(scoped, run_id, section, result.status, error, after_s, skipped)
+            if result.status is not UnitStatus.OK:
+                failures[result.unit_id] = (
+                    f"{result.status.value} on node {node.node_id[:12]}: {error}"
+                )
+                progress.note(f"{result.unit_id}: {failures[result.unit_id]}")
+            task.advance(f"{result.unit_id}: {result.status.value}")
+    return failures
+
+
+def _ledger(
+    store: ResultStore,
+    run_id: str,
+    section: str,
+    status: UnitStatus,
+    error: str,
+    after_s: float,
+    not_asked: Mapping[str, str] | None = None,
+) -> None:
+    """One unit's end, where the report and ``--resume`` find it."""
+    payload: dict[str, Any] = {
+        "error": error or None,
+        "seconds_into_run": round(after_s, 3),
+        "not_asked": dict(not_asked or {}),
+    }
+    store.save_section_result(
+        run_id, SectionResult(LEDGER_SECTION, section, "both", status.value, payload)
+    )
+
+
+def _payload(
+    plan: RunPlan,
+    run_id: str,
+    created_at: float,
+    section: str,
+    scoped: ResultStore,
+    first: bool,
+) -> dict[str, Any]:
+    """What a node needs for one section, and nothing else (no store, no secrets)."""
+    return {
+        "plan": plan.to_json(),
+        "run_id": run_id,
+        "created_at": created_at,
+        "section": section,
+        "done_probes": sorted(scoped.done_probe_keys(run_id)),
+        "done_sections": {section: sorted(scoped.done_section_keys(run_id, section))},
+        # The first section sent to a node records its environments' manifests, once.
+        "record_manifests": first and not scoped.environments(run_id),
+    }
+
+
+def _fleet_json(request: FleetRequest, chosen: list[FleetNode]) -> bytes:
+    fleet = {
+        "schema": FLEET_SCHEMA,
+        "address": strip_text(request.address),
+        "every_node": request.selection.every_node,
+        "filters": [list(pair) for pair in request.selection.filters],
+        "nodes": [
+            {
+                "node_id": node.node_id,
+                "address": node.address,
+                "profile": json.loads(node.profile.to_json()),
+                "key": node.profile.key,
+            }
+            for node in chosen
+        ],
+    }
+    return json.dumps(fleet, sort_keys=True).encode()
+
+
+def stored_fleet(store: ResultStore, run_id: str) -> dict[str, Any] | None:
+    """The fleet a run was made on, as recorded when it started; None for a local run."""
+    for name, _, content in store.artifacts(run_id):
+        if name == FLEET_ARTIFACT:
+            data: dict[str, Any] = json.loads(content)
+            return data
+    return None
+
+
+def _nodes_to_resume(
+    store: ResultStore, run_id: str, live: list[FleetNode]
+) -> tuple[list[FleetNode], dict[str, str]]:
+    """For each profile the run chose, a live node of it now (the same one if it lives).
+
+    Profiles with no live node are returned with the node that ran them before: their
+    units are lost again, and say why.
+    """
+    fleet = stored_fleet(store, run_id)
+    if fleet is None:
+        raise FleetError(f"run {run_id} was not made on a fleet; resume it without --fleet")
+    by_profile: dict[str, list[FleetNode]] = {}
+    for node in live:
+        by_profile.setdefault(node.profile.key, []).append(node)
+    chosen, missing = [], {}
+    for recorded in fleet["nodes"]:
+        profile = HardwareProfile.from_json(json.dumps(recorded["profile"])).key
+        candidates = by_profile.get(profile, [])
+        same = [node for node in candidates if node.node_id == recorded["node_id"]]
+        if same or candidates:
+            chosen.append((same or candidates)[0])
+        else:
+            missing[profile] = recorded["node_id"]
+    return chosen, missing
+
+
+def _decide(
+    store: ResultStore, run_id: str, plan: RunPlan, failures: Mapping[str, str]
+) -> Decision:
+    """Go only when every profile's sections finished and none objects, on any profile."""
+    reasons: list[str] = []
+    for profile, node_id in store.run_profiles(run_id).items():
+        view = RunView.load(store.scoped(node_id, profile), run_id)
+        # Judge the sections the profile was sent: one left with nothing to ask is not one
+        # that "stored no results".
+        sent = {row.key for row in view.sections.get(LEDGER_SECTION, [])}
+        asked = tuple(section for section in plan.sections if section in sent)
+        own = {
+            unit.rpartition("@")[0]: why
+            for unit, why in failures.items()
+            if unit.rpartition("@")[2] == profile
+        }
+        decision = decide(view, plan.policy, asked, own)
+        reasons += [f"[{profile}] {reason}" for reason in decision.reasons]
+    if not store.run_profiles(run_id):
+        reasons.append("no node of the fleet stored any result")
+    return Decision(not reasons, tuple(reasons))

@@ -1,0 +1,107 @@
+"""One section of a run, on a fleet node: the node's environments, its devices, its cache.
+
+This is the orchestrator side running on the node (under the node's Python, with
+torchcanary and its dependencies installed): it builds or reuses the plan's environments in
+the node's own cache, records their manifests when asked, and runs the section exactly as
+a local run would, through a ``RelayStore``. Each write is yielded as a JSON record the
+moment it happens, so the driver commits every finished unit at once and a node that dies
+mid-section loses only what had not finished.
+"""
+
+from __future__ import annotations
+
+import queue
+import tempfile
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from torchcanary.context import RunContext
+from torchcanary.fleet.relay import Record, RelayStore
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.runner import SECTION_FAILURE_PREFIX, import_root, prepare_environments
+from torchcanary.runner import record_manifests as runner_record_manifests
+from torchcanary.sections import get_section
+from torchcanary.store.rows import RunRow
+
+_DONE = object()
+
+
+def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
+    """Run ``payload["section"]`` of the plan here, yielding each store write as it happens.
+
+    The payload carries the run (id, plan), the keys already stored for this node's profile
+    (``done_probes``, ``done_sections``) and ``record_manifests``. A section that breaks
+    sends its traceback as the same artifact a local run stores, then raises, so the unit
+    comes back FAILED with the error's first line.
+    """
+    plan = RunPlan.from_json(dict(payload["plan"]))
+    run_id = str(payload["run_id"])
+    section = str(payload["section"])
+    records: queue.Queue[Any] = queue.Queue()
+    store = RelayStore(
+        RunRow(
+            run_id,
+            float(payload.get("created_at", 0.0)),
+            None,
+            "running",
+            plan.to_json(),
+            None,
+            None,
+        ),
+        records.put,
+        payload.get("done_probes", ()),
+        payload.get("done_sections", {}),
+    )
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            _run_here(plan, run_id, section, store, bool(payload.get("record_manifests")))
+        except BaseException as exc:  # sent home below
+            failure.append(exc)
+            store.save_artifact(
+                run_id,
+                SECTION_FAILURE_PREFIX + section,
+                "text/plain",
+                traceback.format_exc().encode(),
+            )
+        finally:
+            records.put(_DONE)
+
+    thread = threading.Thread(target=work, name=f"torchcanary-fleet-{section}", daemon=True)
+    thread.start()
+    while (record := records.get()) is not _DONE:
+        yield record
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
+def _run_here(
+    plan: RunPlan, run_id: str, section: str, store: RelayStore, record_manifests: bool
+) -> None:
+    progress = Progress(quiet=True)
+    environments = prepare_environments(plan, progress)  # in this node's own cache
+    work_dir = Path(tempfile.mkdtemp(prefix=f"torchcanary-{run_id}-{section}-"))
+    ctx = RunContext(
+        run_id=run_id,
+        store=store,
+        plan=plan,
+        environments=environments,
+        import_root=import_root(plan, work_dir),
+        work_dir=work_dir,
+        progress=progress,
+        # Always: the driver sends what its store holds for this profile; skipping it
+        # is what makes --resume redo only what is missing.
+        resume=True,
+    )
+    try:
+        if record_manifests:
+            runner_record_manifests(ctx)
+        get_section(section).run(ctx)
+    finally:
+        ctx.close_workers()
