@@ -38,11 +38,20 @@ def step_source(events: list[dict[str, Any]]) -> str | None:
 
 
 def reference_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
-    """The fault-free run as ``[step, loss]`` rows, the lowest rank's record of each step."""
-    first: dict[int, dict[str, Any]] = {}
-    for event in sorted(job_steps(events), key=lambda e: int(e.get("rank", 0))):
-        first.setdefault(int(event["step"]), event)
-    return [[step, first[step].get("loss")] for step in sorted(first)]
+    """The fault-free run as ``[step, rank, loss]`` rows, one per step and rank (ranks may
+    report different losses: a local one each, as printed lines often are)."""
+    first: dict[tuple[int, int], dict[str, Any]] = {}
+    for event in job_steps(events):
+        first.setdefault((int(event["step"]), int(event.get("rank", 0))), event)
+    return [[step, rank, first[step, rank].get("loss")] for step, rank in sorted(first)]
+
+
+def last_step_and_loss(rows: list[list[Any]]) -> tuple[int | None, Any]:
+    """Where a reference ends: its last step and the lowest rank's loss there."""
+    if not rows:
+        return None, None
+    top = max(int(row[0]) for row in rows)
+    return top, min((row for row in rows if row[0] == top), key=lambda row: int(row[1]))[2]
 
 
 def final_step_and_loss(events: list[dict[str, Any]]) -> tuple[int | None, Any]:
@@ -61,26 +70,33 @@ def compare(
     events: list[dict[str, Any]], reference: list[list[Any]], rtol: float
 ) -> dict[str, Any]:
     """Every reported step against the reference; the first step off, or that never ran."""
-    records: dict[int, list[Any]] = {}
+    records: dict[tuple[int, int], list[Any]] = {}
     for event in job_steps(events):
-        records.setdefault(int(event["step"]), []).append(event.get("loss"))
-    rows = []
-    for step, ref_loss in reference:
-        losses = records.get(int(step), [])
-        if ref_loss is None:  # the job reports this step without a loss: it ran, or not
-            rdiffs = [0.0 for _ in losses]
-        else:
-            rdiffs = [relative_difference(loss, ref_loss) for loss in losses]
-        worst = max(rdiffs, default=None)
-        rows.append(
-            {
-                "step": int(step),
-                "runs": len(losses),
-                "loss": losses[rdiffs.index(worst)] if worst is not None else None,
-                "ref_loss": ref_loss,
-                "loss_rdiff": worst if worst is None or worst != float("inf") else None,
-            }
+        records.setdefault((int(event["step"]), int(event.get("rank", 0))), []).append(
+            event.get("loss")
         )
+    expected: dict[int, list[tuple[int, Any]]] = {}
+    for step, rank, ref_loss in reference:
+        expected.setdefault(int(step), []).append((int(rank), ref_loss))
+    rows = []
+    for step, ranks in sorted(expected.items()):
+        row: dict[str, Any] = {"step": step, "runs": 0, "loss": None, "ref_loss": None}
+        row["loss_rdiff"] = None
+        worst = -1.0
+        for rank, ref_loss in ranks:
+            losses = records.get((step, rank), [])
+            if not losses:  # this rank never ran the step: the step did not run whole
+                row["runs"] = 0
+                break
+            row["runs"] += len(losses)
+            for loss in losses:
+                rdiff = 0.0 if ref_loss is None else relative_difference(loss, ref_loss)
+                if rdiff > worst:
+                    worst = rdiff
+                    row.update(loss=loss, ref_loss=ref_loss)
+        if row["runs"]:
+            row["loss_rdiff"] = worst if worst != float("inf") else None
+        rows.append(row)
     first = next(
         (r for r in rows if not r["runs"] or r["loss_rdiff"] is None or r["loss_rdiff"] > rtol),
         None,

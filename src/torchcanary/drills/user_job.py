@@ -56,6 +56,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "job_rtol": None,
     "job_fault_after_s": None,
 }
+REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
 _LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
 
 
@@ -282,6 +283,8 @@ class UserJobRunner(DrillRunner):
         return self._job_references[key]
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
+        # Its own bound: a drill may be bounded tightly where a job never notices a hang.
+        bound_s = max(spec.drill_timeout_s, REFERENCE_BOUND_S)
         area = Area(self.work_dir / f"reference-job-{time.time_ns()}")
         procs = ProcessSet(area.logs)
         launcher = self._launcher(spec, area, procs)
@@ -289,7 +292,7 @@ class UserJobRunner(DrillRunner):
         finished, code = False, None
         try:
             main = launcher.torchrun_standalone(max_restarts=0)
-            finished = procs.wait_all([main], time.monotonic() + spec.drill_timeout_s)
+            finished = procs.wait_all([main], time.monotonic() + bound_s)
             code = main.poll()
         except LaunchFailed as exc:
             return {"ok": False, "reason": str(exc), "parallel": "job"}
@@ -308,8 +311,8 @@ class UserJobRunner(DrillRunner):
             "exit_code": code,
             "steps": rows,
             "step_source": job_compare.step_source(events),
-            "final_step": rows[-1][0] if rows else None,
-            "final_loss": rows[-1][1] if rows else None,
+            "final_step": job_compare.last_step_and_loss(rows)[0],
+            "final_loss": job_compare.last_step_and_loss(rows)[1],
             "throughput": timeline.measure(
                 job_compare.with_job_steps(events), None
             ).throughput_before,
@@ -317,8 +320,8 @@ class UserJobRunner(DrillRunner):
         }
         if not finished:
             result["reason"] = (
-                f"the job did not finish without a fault within {spec.drill_timeout_s:g} s "
-                "(drill_timeout_s): shorten the job or raise drill_timeout_s"
+                f"the job did not finish without a fault within {bound_s:g} s: shorten it "
+                "for the drill or raise drill_timeout_s"
             )
         elif code != 0:
             result["reason"] = (
