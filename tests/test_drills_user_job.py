@@ -147,10 +147,10 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         assert payload["orphans_after_cleanup"] == []
         reference = results[("reference:job", role)]
         assert reference.verdict == "passed" and reference.payload["final_step"] == 9
-    assert section.blocking_reasons(RunView.load(store, ctx.run_id), {}) == []
-    assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(
-        RunView.load(store, ctx.run_id)
-    )
+    view = RunView.load(store, ctx.run_id)
+    assert section.blocking_reasons(view, {}) == []
+    assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(view)
+    assert "ran on your job, <code>" in report.html(view)
 
 
 @pytest.mark.torch_envs
@@ -182,13 +182,13 @@ def test_job_that_ignores_sigterm_and_leaves_a_child_is_struck_by_time_and_clean
     job = user_job(parse_job_settings({"job": str(JOBS / "ignores_sigterm.py")}))
     assert job is not None
     runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
-    outcome = runner.run(DrillSpec("hang", "timeout", **{**SHORT, "drill_timeout_s": 20.0}))  # type: ignore[arg-type]
+    outcome = runner.run(DrillSpec("hang", "timeout", **{**SHORT, "drill_timeout_s": 12.0}))  # type: ignore[arg-type]
     payload = outcome.payload
     # No steps to see, so the fault came by time; no timeout on its group, so it never noticed.
     assert payload.get("fault_at") == "time", payload["reason"]
     assert payload["step_source"] is None
     assert outcome.verdict == "failed"
-    assert payload["reason"].startswith("hang never surfaced in the job within 20 s")
+    assert payload["reason"].startswith("hang never surfaced in the job within 12 s")
     assert payload["bounded_out"] is True
     # torchrun, two ranks and the detached children they got to start, all ignoring SIGTERM
     # (the stopped rank may be struck before it starts its own): all killed.
