@@ -43,12 +43,10 @@ def main() -> int:
         role: ensure_environment(role, parse_env_spec(spec))
         for role, spec in (("baseline", args.baseline), ("candidate", args.candidate))
     }
-    jobs = [("the built-in tiny GPT", "")] + (
-        [(f"your job: {args.job}", args.job)] * bool(args.job)
-    )
+    jobs = [("built-in", "")] + ([("job", args.job)] * bool(args.job))
     tables = {}
     for title, job in jobs:
-        print(f"# {title}")
+        print(f"# {title}: {job or 'the tiny GPT'}")
         settings = section.parse_settings({"faults": faults, "parallel": args.parallel, "job": job})
         html_path = (
             args.html if not job or args.html is None else args.html.with_suffix(".job.html")

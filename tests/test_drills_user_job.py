@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from argparse import ArgumentParser
@@ -157,16 +158,26 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
 def test_job_that_only_prints_its_steps_is_compared_within_the_users_tolerance(
     baseline_env, import_root, tmp_path
 ):
+    # It needs the team's own package, installed with --with over the torch environment.
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "stack_project", project)
     settings = parse_job_settings(
-        {"job": f"{JOBS / 'print_steps.py'} --steps 10 --noise 0.01", "job_rtol": 0.1}
+        {
+            "job": f"{JOBS / 'print_steps.py'} --steps 10 --noise 0.01 --import stackdemo",
+            "job_rtol": 0.1,
+            "job_with": [str(project)],
+        }
     )
     job = user_job(settings)
     assert job is not None
-    runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
+    runner = UserJobRunner(
+        baseline_env.python, baseline_env.path, import_root, tmp_path / "work", job
+    )
     outcome = runner.run(DrillSpec("kill", "restart-unshared", **SHORT))  # type: ignore[arg-type]
     payload = outcome.payload
     assert outcome.verdict == "passed", payload["reason"]
     assert payload["step_source"] == "log lines" and payload["fault_at"] == "step"
+    assert runner.python.endswith("overlay/bin/python")  # the job ran where stackdemo is
     assert payload["last_step_before_fault"] == 4
     assert payload["resume_step"] == 0  # no checkpoints: it starts over, and still ends right
     assert (
@@ -193,6 +204,7 @@ def test_job_that_ignores_sigterm_and_leaves_a_child_is_struck_by_time_and_clean
     # torchrun, two ranks and the detached children they got to start, all ignoring SIGTERM
     # (the stopped rank may be struck before it starts its own): all killed.
     assert payload["killed_at_cleanup"] >= 4
+    assert payload["final_loss"] is None and "step_check" not in payload  # it never ended
     assert payload["orphans_after_cleanup"] == []
 
 

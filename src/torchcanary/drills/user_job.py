@@ -398,6 +398,8 @@ class UserJobRunner(DrillRunner):
         after = [e for e in errors if fault_t is not None and e["t"] >= fault_t]
         reference = self.reference(spec)
         final_step, final_loss = job_compare.final_step_and_loss(events)
+        # Only a run that should end, and did, has an end to compare with the fault-free one.
+        finished = spec.recovery != "timeout" and all(code == 0 for code in run.exit_codes.values())
         dumps = sorted(p.name for p in area.flight.glob("*")) if area.flight.exists() else []
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
@@ -418,7 +420,8 @@ class UserJobRunner(DrillRunner):
             "throughput_after": figures.throughput_after,
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
-            "final_loss": final_loss,
+            "final_loss": final_loss if finished else None,
+            "last_reported_loss": final_loss,
             "reference_loss": reference.get("final_loss"),
             "reference": {
                 k: reference.get(k)
@@ -433,7 +436,7 @@ class UserJobRunner(DrillRunner):
             "flight_recorder": {"dumps": dumps} if dumps else {},
             "timeline": timeline.compact(events, fault_t, injector.detail),
         }
-        if fault_t is not None and reference.get("steps"):
+        if finished and fault_t is not None and reference.get("steps"):
             check = job_compare.compare(events, reference["steps"], self.job.tolerance)
             payload["job_step_diffs"] = check.pop("rows")
             payload["step_check"] = check
