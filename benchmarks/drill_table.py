@@ -1,11 +1,12 @@
 """Measure every fault drill in the baseline and the candidate and print the table.
 
     PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
-        [--html out.html]
+        [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
 
 Runs the drill section for real (torchrun, gloo ranks, namespaces) into a scratch store and
 prints the section's Markdown; the figures are the drills' own measurements, one run each,
 in the data-parallel mode given (every drill, the in-place ones too, runs that mode).
+With ``--job`` the same drills run on that job too, and its table follows the built-in one.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from torchcanary.context import RunContext
 from torchcanary.drills import report, section
-from torchcanary.envs.cache import ensure_environment
+from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
@@ -34,13 +36,64 @@ def main() -> int:
     parser.add_argument("--faults", default="all", help="'all' or comma-separated drills")
     parser.add_argument("--parallel", choices=("ddp", "fsdp"), default="ddp")
     parser.add_argument("--html", type=Path, default=None)
+    parser.add_argument("--job", default="", help="also drill this script (see docs/drills.md)")
     args = parser.parse_args()
     faults = "all" if args.faults == "all" else args.faults.split(",")
-    settings = section.parse_settings({"faults": faults, "parallel": args.parallel})
     environments = {
         role: ensure_environment(role, parse_env_spec(spec))
         for role, spec in (("baseline", args.baseline), ("candidate", args.candidate))
     }
+    jobs = [("built-in", "")] + ([("job", args.job)] * bool(args.job))
+    tables = {}
+    for title, job in jobs:
+        print(f"# {title}: {job or 'the tiny GPT'}")
+        settings = section.parse_settings({"faults": faults, "parallel": args.parallel, "job": job})
+        html_path = (
+            args.html if not job or args.html is None else args.html.with_suffix(".job.html")
+        )
+        tables[title] = _table(args, environments, settings, html_path)
+    if len(tables) > 1:
+        print(_side_by_side(tables))
+    return 0
+
+
+def _cell(result: Any) -> str:
+    """verdict, detection, resumption and steps lost of one drill in one environment."""
+    if result is None:
+        return "–"
+    payload = result.payload
+
+    def seconds(key: str) -> str:
+        value = payload.get(key)
+        return f"{value:.1f}s" if isinstance(value, (int, float)) else "–"
+
+    lost = payload.get("steps_lost")
+    return (
+        f"{result.verdict} d {seconds('detect_s')} r {seconds('resume_s')} "
+        f"lost {'–' if lost is None else lost}"
+    )
+
+
+def _side_by_side(tables: dict[str, dict[tuple[str, str], Any]]) -> str:
+    """One Markdown table: a row per drill, a column per job and environment."""
+    titles = list(tables)
+    keys = sorted({key for table in tables.values() for key, _ in table})
+    header = ["drill"] + [f"{t} / {role}" for t in titles for role in ("baseline", "candidate")]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key in keys:
+        cells = [
+            _cell(tables[t].get((key, role))) for t in titles for role in ("baseline", "candidate")
+        ]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(["", "## Side by side (d: detect, r: resume, lost: steps)", *lines])
+
+
+def _table(
+    args: argparse.Namespace,
+    environments: dict[str, Environment],
+    settings: dict[str, Any],
+    html_path: Path | None,
+) -> dict[tuple[str, str], Any]:
     with (
         tempfile.TemporaryDirectory(prefix="drill-table-") as scratch,
         Store(Path(scratch) / "canary.db") as store,
@@ -71,9 +124,13 @@ def main() -> int:
             f"({time.monotonic() - started:.0f} s for {len(settings['faults'])} drills "
             "in both environments)"
         )
-        if args.html is not None:
-            args.html.write_text(report.html(view))
-    return 0
+        if html_path is not None:
+            html_path.write_text(report.html(view))
+        return {
+            (r.key, r.env_role): r
+            for r in view.sections.get("drill", [])
+            if not r.key.startswith("reference:")
+        }
 
 
 if __name__ == "__main__":

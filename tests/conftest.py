@@ -7,12 +7,15 @@ sessions) and shared by every test that needs them.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from torchcanary.context import RunContext
+from torchcanary.drills.procs import TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
@@ -148,3 +151,40 @@ def fleet(ray_cluster):
 
     with connect(ray_cluster.address, timeout_s=60) as executor:
         yield executor
+
+
+# Drills ------------------------------------------------------------------------------------
+def _tagged_processes() -> dict[int, bytes]:
+    """Live processes carrying a drill token, with their token."""
+    needle = f"{TOKEN_VARIABLE}=".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        tokens = [item for item in environ.split(b"\0") if item.startswith(needle)]
+        if state != "Z" and tokens:
+            found[int(entry.name)] = tokens[0]
+    return found
+
+
+def _drill_namespaces() -> list[str]:
+    if shutil.which("ip") is None:
+        return []
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line for line in listed.splitlines() if line.startswith("torchcanary-")]
+
+
+@pytest.fixture
+def drill_leak_check():
+    """No process or namespace of this test's drills survives it (others' are ignored)."""
+    tokens_before = set(_tagged_processes().values())
+    namespaces_before = set(_drill_namespaces())
+    yield
+    leaked = {pid for pid, token in _tagged_processes().items() if token not in tokens_before}
+    assert leaked == set(), "a drill left processes running"
+    assert set(_drill_namespaces()) - namespaces_before == set(), "a drill left namespaces"

@@ -21,7 +21,6 @@ import pytest
 from torchcanary.drills import report, section
 from torchcanary.drills.catalog import DrillSpec
 from torchcanary.drills.launch import machine_capacity_problem
-from torchcanary.drills.procs import TOKEN_VARIABLE
 from torchcanary.drills.runner import DrillRunner
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
@@ -38,40 +37,7 @@ SHORT = {
 }
 
 
-def _tagged_processes() -> dict[int, bytes]:
-    """Live processes carrying a drill token, with their token."""
-    needle = f"{TOKEN_VARIABLE}=".encode()
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        tokens = [item for item in environ.split(b"\0") if item.startswith(needle)]
-        if state != "Z" and tokens:
-            found[int(entry.name)] = tokens[0]
-    return found
-
-
-def _drill_namespaces() -> list[str]:
-    if shutil.which("ip") is None:
-        return []
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line for line in listed.splitlines() if line.startswith("torchcanary-")]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    """No process or namespace of this test's drills survives it (others' are ignored)."""
-    tokens_before = set(_tagged_processes().values())
-    namespaces_before = set(_drill_namespaces())
-    yield
-    leaked = {pid for pid, token in _tagged_processes().items() if token not in tokens_before}
-    assert leaked == set(), "a drill left processes running"
-    assert set(_drill_namespaces()) - namespaces_before == set(), "a drill left namespaces"
+pytestmark = pytest.mark.usefixtures("drill_leak_check")
 
 
 def spec(fault: str, recovery: str, **overrides: object) -> DrillSpec:

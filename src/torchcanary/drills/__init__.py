@@ -1,1 +1,5 @@
-"""Pillar 4: fault drills on a representative distributed training job."""
+"""Fault drills; ``report_step`` is the one call a user's own job makes for a drill to see it."""
+
+from torchcanary.drills.job_report import report_step
+
+__all__ = ["report_step"]

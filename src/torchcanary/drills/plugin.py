@@ -17,6 +17,20 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
     parser.add_argument("--ranks", type=int, help="ranks per job (2 to 4)")
     parser.add_argument("--steps", type=int, help="training steps per job")
     parser.add_argument("--at-step", type=int, dest="at_step", help="step at which to inject")
+    parser.add_argument(
+        "--job",
+        metavar="SCRIPT_AND_ARGS",
+        help="drill your own script instead of the built-in job, e.g. 'train.py --config "
+        "small.yaml' (started with torchrun --nproc-per-node; see docs/drills.md)",
+    )
+    parser.add_argument(
+        "--with",
+        action="append",
+        dest="drill_with",
+        metavar="REQ",
+        help="install this into both environments for --job first, e.g. '-e .'",
+    )
+    parser.add_argument("--nproc", type=int, dest="ranks", help="ranks per job (as --ranks)")
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -26,9 +40,11 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
         settings["faults"] = (
             "all" if faults == "all" else [p.strip() for p in faults.split(",") if p.strip()]
         )
-    for key in ("ranks", "steps", "at_step"):
+    for key in ("ranks", "steps", "at_step", "job"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
+    if getattr(args, "drill_with", None):
+        settings["job_with"] = list(args.drill_with)
     return settings
 
 

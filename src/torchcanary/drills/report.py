@@ -218,6 +218,13 @@ def html(view: Any) -> str:
     if not rows:
         out.append("<p>No drills ran.</p></section>")
         return "".join(out)
+    jobs = sorted({str(r.payload["job"]) for r in view.sections[SECTION] if r.payload.get("job")})
+    for job in jobs:
+        out.append(
+            f"<p>These drills ran on your job, <code>{_esc(job)}</code>, under torchrun in "
+            "place of the tiny GPT; each is compared with that job's own fault-free run (the "
+            "why column says how: as a deterministic job or within your tolerance).</p>"
+        )
     for key in sorted(rows, key=lambda k: (k.startswith("reference:"), k)):
         fault, _, recovery = key.partition(":")
         what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"

@@ -101,7 +101,7 @@ class DrillRunner:
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         area = Area(self.work_dir / f"reference-{spec.parallel}-{time.time_ns()}")
         procs = ProcessSet(area.logs)
-        launcher = Launcher(self.python, self.import_root, spec, area, procs)
+        launcher = self._launcher(spec, area, procs)
         started = time.monotonic()
         try:
             main = [launcher.torchrun_standalone(max_restarts=0)]
@@ -188,23 +188,39 @@ class DrillRunner:
         payload["reason"] = reason
         return DrillOutcome(verdict, payload)
 
+    # how the job starts; a job of the user's starts its own way (drills/user_job.py) ------
+    def _launcher(self, spec: DrillSpec, area: Area, procs: ProcessSet) -> Launcher:
+        return Launcher(self.python, self.import_root, spec, area, procs)
+
+    def _start(
+        self, spec: DrillSpec, launcher: Launcher, network: RankNetwork | None
+    ) -> tuple[list[subprocess.Popen[bytes]], subprocess.Popen[bytes] | None, str]:
+        """The job's main processes, the store host (if any) and its address."""
+        host = network.store_address if network is not None else "127.0.0.1"
+        if spec.recovery in RESTARTS and spec.fault not in ("store-kill", "net-down"):
+            return [launcher.torchrun_standalone(MAX_RESTARTS)], None, ""
+        store_proc, store = launcher.store_host(host)
+        if spec.recovery in RESTARTS:
+            return launcher.torchrun_nodes(store, MAX_RESTARTS, network), store_proc, store
+        flag = spec.recovery if spec.recovery in ("shrink", "reconfigure") else "exit"
+        main = [launcher.rank(r, flag, store, network) for r in range(spec.ranks)]
+        return main, store_proc, store
+
+    def _injector(
+        self,
+        spec: DrillSpec,
+        network: RankNetwork | None,
+        store_proc: subprocess.Popen[bytes] | None,
+    ) -> Injector:
+        return Injector(spec, network=network, store_host=store_proc)
+
     def _drive(
         self, spec: DrillSpec, area: Area, procs: ProcessSet, network: RankNetwork | None
     ) -> _Run:
         """Start the job the way ``spec.recovery`` needs, inject, react, until done."""
-        launcher = Launcher(self.python, self.import_root, spec, area, procs)
-        store_proc = None
-        host = network.store_address if network is not None else "127.0.0.1"
-        if spec.recovery in RESTARTS and spec.fault not in ("store-kill", "net-down"):
-            main = [launcher.torchrun_standalone(MAX_RESTARTS)]
-        elif spec.recovery in RESTARTS:
-            store_proc, store = launcher.store_host(host)
-            main = launcher.torchrun_nodes(store, MAX_RESTARTS, network)
-        else:
-            store_proc, store = launcher.store_host(host)
-            flag = spec.recovery if spec.recovery in ("shrink", "reconfigure") else "exit"
-            main = [launcher.rank(r, flag, store, network) for r in range(spec.ranks)]
-        injector = Injector(spec, network=network, store_host=store_proc)
+        launcher = self._launcher(spec, area, procs)
+        main, store_proc, store = self._start(spec, launcher, network)
+        injector = self._injector(spec, network, store_proc)
         deadline = time.monotonic() + spec.drill_timeout_s
         replacements: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
         settle_deadline: float | None = None

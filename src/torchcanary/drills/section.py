@@ -15,6 +15,12 @@ Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
   every drill runs, the in-place ones included (each result names the mode that ran);
   ``step_pad_s`` [0.05]; ``net_rate`` ["20mbit"] for net-slow; ``drill_timeout_s`` [180],
   the bound on one drill; ``seed`` [0].
+- the user's own job instead of the built-in tiny GPT (``drills/user_job.py``): ``job``
+  [""], the script and its arguments (``{scratch}`` is a fresh folder per run);
+  ``job_with`` [[]], requirements installed over each environment first (``"-e ."``);
+  ``job_step_pattern``, the regex (groups ``step``, ``loss``) for printed step lines;
+  ``job_rtol`` [none: deterministic], the relative tolerance of a non-deterministic job;
+  ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps.
 
 Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
@@ -42,6 +48,7 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
+from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.errors import ConfigError
 from torchcanary.store.sqlite import SectionResult
@@ -87,12 +94,15 @@ def _faults(value: Any) -> list[str]:
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the drill table and fill in defaults; ConfigError names problem and fix."""
-    unknown = sorted(set(mapping) - set(_DEFAULTS) - {"faults"})
+    unknown = sorted(set(mapping) - set(_DEFAULTS) - set(JOB_DEFAULTS) - {"faults"})
     if unknown:
-        raise _problem(
-            f"unknown key {unknown[0]!r}: known keys are faults, {', '.join(sorted(_DEFAULTS))}"
-        )
+        known = ", ".join(sorted([*_DEFAULTS, *JOB_DEFAULTS]))
+        raise _problem(f"unknown key {unknown[0]!r}: known keys are faults, {known}")
     settings: dict[str, Any] = dict(_DEFAULTS)
+    try:
+        settings.update(parse_job_settings(dict(mapping)))
+    except ValueError as exc:
+        raise _problem(str(exc)) from exc
     settings["faults"] = _faults(mapping.get("faults", list(DEFAULT_DRILLS)))
     for key in _INTEGERS:
         value = mapping.get(key, settings[key])
@@ -150,12 +160,15 @@ def run(ctx: RunContext) -> None:
     specs = drill_specs(settings)
     roles = [role for role in ROLES if role in ctx.environments]
     done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
-    runners = {
-        role: DrillRunner(
-            ctx.environments[role].python, ctx.import_root, ctx.work_dir / "drills" / role
+    job = user_job(settings)
+    runners: dict[str, DrillRunner] = {}
+    for role in roles:
+        env, work = ctx.environments[role], ctx.work_dir / "drills" / role
+        runners[role] = (
+            DrillRunner(env.python, ctx.import_root, work)
+            if job is None
+            else UserJobRunner(env.python, env.path, ctx.import_root, work, job)
         )
-        for role in roles
-    }
     with ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task:
         # Drill by drill, both environments each, so a cut-short run still compares.
         for spec in specs:
@@ -227,6 +240,8 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                 f"drill {key} passed in the baseline but is {cand.verdict} in the "
                 f"candidate: {payload.get('reason', '')}"
             )
+        # A non-deterministic job of the user's is judged within the tolerance they set.
+        rtol_here = max(rtol, float(payload.get("job_rtol") or 0.0))
         if rules["drill_block_on_wrong_result"]:
             loss, ref = _number(payload.get("final_loss")), _number(payload.get("reference_loss"))
             rows = payload.get("step_diffs") or []
@@ -237,10 +252,10 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
             elif trajectory.first_divergence(rows, rtol) is not None:
                 check = trajectory.summary(rows, rtol)
                 reasons.append(f"drill {key}: in the candidate, {trajectory.describe(check)}")
-            elif loss is not None and ref is not None and abs(loss - ref) > rtol * abs(ref):
+            elif loss is not None and ref is not None and abs(loss - ref) > rtol_here * abs(ref):
                 reasons.append(
                     f"drill {key}: the candidate's final loss {loss:.6g} is off the "
-                    f"fault-free {ref:.6g} (rtol {rtol:g})"
+                    f"fault-free {ref:.6g} (rtol {rtol_here:g})"
                 )
         if base is None:
             continue

@@ -58,9 +58,17 @@ RANK_MAIN = "torchcanary.worker.rank_main"  # one rank of a multi-rank call
 ONESHOT_MAIN = "torchcanary.measure.oneshot"  # one cold-start sample
 DRILL_JOB = "torchcanary.drills.job"  # one rank of the drill training job (torchrun)
 DRILL_STORE_HOST = "torchcanary.drills.store_host"  # the job's rendezvous store
+DRILL_USER_JOB = "torchcanary.drills.job_shim"  # starts the user's own job under a drill
 STACK_PYTEST_PLUGIN = "torchcanary.stack.pytest_plugin"  # loaded by the user's pytest
 
-MODULE_MAINS = (WORKER_MAIN, RANK_MAIN, ONESHOT_MAIN, DRILL_JOB, DRILL_STORE_HOST)
+MODULE_MAINS = (
+    WORKER_MAIN,
+    RANK_MAIN,
+    ONESHOT_MAIN,
+    DRILL_JOB,
+    DRILL_STORE_HOST,
+    DRILL_USER_JOB,
+)
 
 
 def in_environment_roots() -> tuple[str, ...]:

@@ -1,0 +1,106 @@
+"""Starts a user's job under a drill: notes its launch, watches its output, runs it unchanged.
+
+Worker side, standard library only. torchrun starts ``python -m torchcanary.drills.job_shim
+train.py ARGS`` (or ``-m package.train ARGS``) where the user starts ``train.py ARGS``. In
+this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expects) it
+
+- writes a launch event (pid, rank, node, launch number), so a fault can find its target
+  even in a job that reports nothing;
+- wraps ``sys.stdout`` and ``sys.stderr`` so a printed line matching the drill's step
+  pattern (``TORCHCANARY_DRILL_STEP_PATTERN``, named groups ``step`` and ``loss``) becomes a
+  step event, for a job that only prints; once the job calls ``report_step`` itself, its own
+  reports are the steps and the printed lines are left alone;
+- runs the job as ``__main__``; an exception that escapes it is written as an error event
+  (one line) before it propagates as usual, and a normal end as a done event.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import runpy
+import sys
+from typing import Any, TextIO
+
+from torchcanary.drills import job_report
+
+PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
+_PENDING_LIMIT = 65536
+
+
+class _LineWatcher:
+    """A text stream that passes everything through and matches each complete line."""
+
+    def __init__(self, stream: TextIO, pattern: re.Pattern[str]) -> None:
+        self._stream = stream
+        self._pattern = pattern
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        if job_report.helper_used:
+            return written
+        self._pending = (self._pending + text)[-_PENDING_LIMIT:]
+        *lines, self._pending = re.split(r"[\r\n]", self._pending)
+        for line in lines:
+            found = self._pattern.search(line)
+            if found is None:
+                continue
+            groups = found.groupdict()
+            try:
+                step = int(groups["step"])
+                loss = float(groups["loss"]) if groups.get("loss") else None
+            except (KeyError, TypeError, ValueError):
+                continue
+            job_report.emit("step", step=step, loss=loss, source="log")
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _kind(text: str) -> str:
+    """The kind of a failure, from its text: the same words the built-in job looks for."""
+    lowered = text.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        return "timeout"
+    peer_words = ("reset by peer", "closed by peer", "connection refused", "broken pipe")
+    if any(word in lowered for word in (*peer_words, "connection closed")):
+        return "peer-lost"
+    return "other"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or (args[0] == "-m" and len(args) < 2):
+        print("usage: python -m torchcanary.drills.job_shim SCRIPT|-m MODULE [ARGS]")
+        return 2
+    pattern = os.environ.get(PATTERN_VARIABLE)
+    if pattern:
+        compiled = re.compile(pattern)
+        sys.stdout = _LineWatcher(sys.stdout, compiled)  # type: ignore[assignment]
+        sys.stderr = _LineWatcher(sys.stderr, compiled)  # type: ignore[assignment]
+    job_report.emit("launch", node=os.environ.get("TORCHCANARY_NODE"), job=args[:4])
+    job_report.emit("start")
+    try:
+        if args[0] == "-m":
+            sys.argv = [args[1], *args[2:]]
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = args
+            sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+            runpy.run_path(args[0], run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):  # a job that caught a failure and exits is noticing
+            job_report.emit("error", kind="exit", error=f"SystemExit({exc.code!r})"[:600])
+        raise
+    except BaseException as exc:
+        text = f"{type(exc).__name__}: {exc}"[:600]
+        job_report.emit("error", kind=_kind(text), error=text)
+        raise
+    job_report.emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""Drills on the user's own training script, launched the way they launch it.
+
+Orchestrator side. ``[drill] job = "train.py --config small.yaml"`` (or ``--job``) swaps the
+built-in tiny GPT for the user's script; everything else is the built-in drills' machinery
+(:class:`~torchcanary.drills.runner.DrillRunner`): the same faults and injector, torchrun
+restarts, namespaces, bounds and cleanup by token. What differs is only what a job we did
+not write lets us see, the contract in ``docs/drills.md``:
+
+- unchanged, it is started by torchrun (``--nproc-per-node`` = ``ranks``) through a shim
+  (:mod:`torchcanary.drills.job_shim`) that notes each launch, turns printed lines that
+  match ``job_step_pattern`` into steps, and records an exception that escapes the job;
+- with ``report_step(step, loss=...)`` it reports its exact steps itself.
+
+The fault strikes after step ``at_step`` when the fault-free run showed steps, else
+``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
+fault-free run is made first in each environment and kept for every drill of the job;
+``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
+never leak from one run into another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from torchcanary.drills import job_compare, timeline
+from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
+from torchcanary.drills.events import read_events
+from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_report import EVENTS_VARIABLE
+from torchcanary.drills.launch import Area, Launcher, LaunchFailed
+from torchcanary.drills.netns import RankNetwork
+from torchcanary.drills.procs import ProcessSet
+from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
+from torchcanary.drills.trajectory import LOSS_RTOL, relative_difference
+from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.stack.overlay import OverlayError, create_overlay, install
+from torchcanary.worker.calls import DRILL_USER_JOB
+
+PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"  # read by the shim (job_shim.py)
+SCRATCH_VARIABLE = "TORCHCANARY_DRILL_SCRATCH"
+DEFAULT_STEP_PATTERN = (
+    r"\bstep\W+(?P<step>\d+)\b(?:.*?\bloss\W+(?P<loss>[-+]?[0-9.]+(?:e[-+]?\d+)?))?"
+)
+JOB_DEFAULTS: dict[str, Any] = {
+    "job": "",
+    "job_with": [],
+    "job_step_pattern": DEFAULT_STEP_PATTERN,
+    "job_rtol": None,
+    "job_fault_after_s": None,
+}
+REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
+_LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
+
+
+@dataclass(frozen=True)
+class UserJob:
+    """The user's job as the drill runs it; ``argv`` is the script (or ``-m module``) and args."""
+
+    argv: tuple[str, ...]
+    with_: tuple[str, ...] = ()
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    rtol: float | None = None  # None: a deterministic job, compared at LOSS_RTOL
+    fault_after_s: float | None = None
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+    @property
+    def tolerance(self) -> float:
+        return LOSS_RTOL if self.rtol is None else self.rtol
+
+    def comparison(self) -> str:
+        """How the job's steps are compared, in words the report shows."""
+        if self.rtol is None:
+            return f"as a deterministic job (relative tolerance {LOSS_RTOL:g})"
+        return f"as a non-deterministic job, within the tolerance you set (job_rtol {self.rtol:g})"
+
+    def argv_for(self, scratch: Path) -> list[str]:
+        return [arg.replace("{scratch}", str(scratch)) for arg in self.argv]
+
+
+def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
+    """The job keys of the drill table, checked; ValueError names the problem and the fix."""
+    settings = dict(JOB_DEFAULTS)
+    job = mapping.get("job", "")
+    if not isinstance(job, str):
+        raise ValueError(
+            f"job = {job!r}: give the script and its arguments as one string, "
+            'e.g. "train.py --config small.yaml"'
+        )
+    settings["job"] = job.strip()
+    if settings["job"]:
+        _check_job_text(settings["job"])
+    with_ = mapping.get("job_with", [])
+    if isinstance(with_, str):
+        with_ = [with_]
+    if not isinstance(with_, list) or not all(isinstance(w, str) for w in with_):
+        raise ValueError(f'job_with = {with_!r}: give requirements as strings, e.g. ["-e ."]')
+    settings["job_with"] = [w for w in with_ if w.strip()]
+    pattern = mapping.get("job_step_pattern", DEFAULT_STEP_PATTERN)
+    try:
+        compiled = re.compile(str(pattern))
+    except re.error as exc:
+        raise ValueError(
+            f"job_step_pattern = {pattern!r} is not a regular expression: {exc}"
+        ) from exc
+    if "step" not in compiled.groupindex:
+        raise ValueError(
+            f"job_step_pattern = {pattern!r} has no (?P<step>...) group: name the step "
+            "number's group step (and the loss's group loss)"
+        )
+    settings["job_step_pattern"] = str(pattern)
+    for key in ("job_rtol", "job_fault_after_s"):
+        value = mapping.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{key} = {value!r}: must be a positive number")
+        settings[key] = float(value)
+    return settings
+
+
+def _check_job_text(text: str) -> None:
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"job = {text!r} cannot be split like a shell line: {exc}") from exc
+    if not argv:
+        raise ValueError("job = '': give the script and its arguments")
+    if Path(argv[0]).name in _LAUNCHERS or Path(argv[0]).name.startswith("python"):
+        raise ValueError(
+            f"job = {text!r}: give the script and its arguments, not the launcher "
+            "(the drill starts torchrun itself; set ranks or --nproc for --nproc-per-node)"
+        )
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            raise ValueError(f"job = {text!r}: -m needs a module name")
+        return
+    if not Path(argv[0]).is_file():
+        raise ValueError(
+            f"job script {argv[0]!r} not found (from {os.getcwd()}): give its path "
+            "relative to where torchcanary runs, or an absolute one"
+        )
+
+
+def user_job(settings: dict[str, Any]) -> UserJob | None:
+    """The job the settings name, or None for the built-in tiny GPT."""
+    if not settings.get("job"):
+        return None
+    return UserJob(
+        argv=tuple(shlex.split(settings["job"])),
+        with_=tuple(settings.get("job_with") or ()),
+        step_pattern=settings.get("job_step_pattern") or DEFAULT_STEP_PATTERN,
+        rtol=settings.get("job_rtol"),
+        fault_after_s=settings.get("job_fault_after_s"),
+    )
+
+
+@dataclass
+class UserLauncher(Launcher):
+    """The built-in launcher's torchrun shapes, starting the user's job through the shim."""
+
+    job: UserJob = field(default_factory=lambda: UserJob(("train.py",)))
+
+    @property
+    def scratch(self) -> Path:
+        return self.area.root / "scratch"
+
+    def base_env(self) -> dict[str, str]:
+        env = super().base_env()
+        # The job keeps its own imports; torchcanary's (the shim, report_step) come first.
+        own = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.import_root), own) if p)
+        env[EVENTS_VARIABLE] = str(self.area.events)
+        env[PATTERN_VARIABLE] = self.job.step_pattern
+        env[SCRATCH_VARIABLE] = str(self.scratch)
+        # Where a job's Flight Recorder dumps go, if its backend dumps on a timeout (NCCL).
+        env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight / "rank_"))
+        return env
+
+    def job_args(
+        self, recovery: str, store: str | None = None, join_generation: int | None = None
+    ) -> list[str]:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        return ["-m", DRILL_USER_JOB, *self.job.argv_for(self.scratch)]
+
+
+@dataclass
+class TimedInjector(Injector):
+    """Strikes ``at_s`` seconds after the target's first launch: for a job without steps."""
+
+    at_s: float = 0.0
+
+    def _target(self, events: list[dict[str, Any]]) -> tuple[int, int] | None:
+        for event in events:
+            if event["ev"] != "launch" or int(event.get("attempt", 0)) != 0:
+                continue
+            if self.spec.fault in NETWORK_FAULTS:
+                hit = event.get("node") == str(self.spec.target_rank)
+            else:
+                hit = int(event["rank"]) == self.spec.target_rank
+            if hit and time.time() - float(event["t"]) >= self.at_s:
+                return int(event["pid"]), int(event["rank"])
+        return None
+
+
+def _first_error(events: list[dict[str, Any]], logs: ProcessSet) -> str:
+    """The job's own failure in one line: its exception, else the last line it wrote."""
+    errors = [e for e in events if e["ev"] == "error"]
+    if errors:
+        return f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
+    lines = [line for line in logs.log_tail("torchrun", 4000).splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else "it wrote nothing"
+
+
+class UserJobRunner(DrillRunner):
+    """The drill runner for one environment, driving the user's job instead of ours."""
+
+    def __init__(
+        self, python: str, env_path: str, import_root: Path, work_dir: Path, job: UserJob
+    ) -> None:
+        super().__init__(python, import_root, work_dir)
+        self.env_path = env_path
+        self.job = job
+        self._overlay_problem: str | None = None
+        self._prepared = False
+        self._job_references: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    # the environment: the cached one, or an overlay with the job's requirements ----------
+    def _prepare(self) -> str | None:
+        """Install ``job_with`` once into an overlay over this environment; why not, or None."""
+        if self._prepared:
+            return self._overlay_problem
+        self._prepared = True
+        if not self.job.with_:
+            return None
+        target = self.work_dir / "overlay"
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            overlay = create_overlay("drill", self.python, self.env_path, target)
+        except (OverlayError, OSError) as exc:
+            self._overlay_problem = f"cannot create the overlay for --with: {exc}"
+            return self._overlay_problem
+        outcome = install(
+            overlay,
+            list(self.job.with_),
+            [],
+            cwd=Path.cwd(),
+            timeout_s=900.0,
+            log_path=self.work_dir / "install.log",
+        )
+        if not outcome.ok:
+            self._overlay_problem = f"installing {' '.join(self.job.with_)} failed: {outcome.error}"
+            return self._overlay_problem
+        self.python = overlay.python
+        return None
+
+    # references --------------------------------------------------------------------------
+    def references(self) -> list[dict[str, Any]]:
+        return list(self._job_references.values())
+
+    def reference(self, spec: DrillSpec) -> dict[str, Any]:
+        """The job's fault-free run with these ranks in this environment (made once)."""
+        key = (self.job, spec.ranks)
+        if key not in self._job_references:
+            problem = self._prepare()
+            if problem:
+                self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
+            else:
+                self._job_references[key] = self._run_reference(
+                    replace(spec, fault="none", recovery="reference")
+                )
+        return self._job_references[key]
+
+    def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
+        # Its own bound: a drill may be bounded tightly where a job never notices a hang.
+        bound_s = max(spec.drill_timeout_s, REFERENCE_BOUND_S)
+        area = Area(self.work_dir / f"reference-job-{time.time_ns()}")
+        procs = ProcessSet(area.logs)
+        launcher = self._launcher(spec, area, procs)
+        started = time.time()
+        finished, code = False, None
+        try:
+            main = launcher.torchrun_standalone(max_restarts=0)
+            finished = procs.wait_all([main], time.monotonic() + bound_s)
+            code = main.poll()
+        except LaunchFailed as exc:
+            return {"ok": False, "reason": str(exc), "parallel": "job"}
+        finally:
+            procs.kill_all()
+            shutil.rmtree(area.root / "scratch", ignore_errors=True)
+        events = read_events(area.events)
+        rows = job_compare.reference_rows(events)
+        launches = [float(e["t"]) for e in events if e["ev"] == "launch"]
+        result: dict[str, Any] = {
+            "parallel": "job",
+            "job": self.job.text,
+            "comparison": self.job.comparison(),
+            "duration_s": time.time() - started,
+            "run_s": (time.time() - min(launches)) if launches else None,
+            "exit_code": code,
+            "steps": rows,
+            "step_source": job_compare.step_source(events),
+            "final_step": job_compare.last_step_and_loss(rows)[0],
+            "final_loss": job_compare.last_step_and_loss(rows)[1],
+            "throughput": timeline.measure(
+                job_compare.with_job_steps(events), None
+            ).throughput_before,
+            "ok": bool(finished and code == 0),
+        }
+        if not finished:
+            result["reason"] = (
+                f"the job did not finish without a fault within {bound_s:g} s: shorten it "
+                "for the drill or raise drill_timeout_s"
+            )
+        elif code != 0:
+            result["reason"] = (
+                f"the job fails without any fault (exit code {code}): {_first_error(events, procs)}"
+            )
+        return result
+
+    # drills ------------------------------------------------------------------------------
+    def run(self, spec: DrillSpec) -> DrillOutcome:
+        if spec.recovery in ("shrink", "reconfigure"):
+            return DrillOutcome(
+                DrillVerdict.ABSENT,
+                {
+                    "reason": f"{spec.recovery} recovers in place inside the job: it is drilled "
+                    "on the built-in job; a job of yours would have to rebuild its own group",
+                    "spec": spec.to_json(),
+                    "parallel": "job",
+                },
+            )
+        reference = self.reference(spec)
+        if not reference.get("ok"):
+            return DrillOutcome(
+                DrillVerdict.ERROR,
+                {"reason": reference.get("reason"), "spec": spec.to_json(), "parallel": "job"},
+            )
+        last = reference.get("final_step")
+        if last is not None and spec.at_step >= last:
+            return DrillOutcome(
+                DrillVerdict.ERROR,
+                {
+                    "reason": f"at_step = {spec.at_step} but the fault-free job ends at step "
+                    f"{last}: choose at_step below {last}",
+                    "spec": spec.to_json(),
+                    "parallel": "job",
+                },
+            )
+        return super().run(spec)
+
+    def _launcher(self, spec: DrillSpec, area: Area, procs: ProcessSet) -> Launcher:
+        return UserLauncher(self.python, self.import_root, spec, area, procs, self.job)
+
+    def _start(
+        self, spec: DrillSpec, launcher: Launcher, network: RankNetwork | None
+    ) -> tuple[list[subprocess.Popen[bytes]], subprocess.Popen[bytes] | None, str]:
+        """torchrun always, as the user runs it; restarts only on the restart paths."""
+        restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        if spec.fault not in ("store-kill", *NETWORK_FAULTS):
+            return [launcher.torchrun_standalone(restarts)], None, ""
+        host = network.store_address if network is not None else "127.0.0.1"
+        store_proc, store = launcher.store_host(host)
+        return launcher.torchrun_nodes(store, restarts, network), store_proc, store
+
+    def _injector(
+        self,
+        spec: DrillSpec,
+        network: RankNetwork | None,
+        store_proc: subprocess.Popen[bytes] | None,
+    ) -> Injector:
+        reference = self.reference(spec)
+        if reference.get("steps"):
+            return Injector(spec, network=network, store_host=store_proc)
+        at_s = self.job.fault_after_s or 0.5 * float(reference.get("run_s") or 10.0)
+        return TimedInjector(spec, network=network, store_host=store_proc, at_s=at_s)
+
+    # measuring and judging ---------------------------------------------------------------
+    def _measure(self, spec: DrillSpec, area: Area, run: _Run) -> dict[str, Any]:
+        injector = run.injector
+        events = job_compare.with_job_steps(run.events)
+        fault_t = injector.fault_t
+        failed_exit = any(code not in (0, None) for code in run.exit_codes.values())
+        figures = timeline.measure(events, fault_t, run.exit_t if failed_exit else None)
+        errors = [e for e in events if e["ev"] == "error"]
+        own = [e for e in errors if fault_t is None or e["t"] < fault_t]
+        after = [e for e in errors if fault_t is not None and e["t"] >= fault_t]
+        reference = self.reference(spec)
+        final_step, final_loss = job_compare.final_step_and_loss(events)
+        # Only a run that should end, and did, has an end to compare with the fault-free one.
+        finished = spec.recovery != "timeout" and all(code == 0 for code in run.exit_codes.values())
+        dumps = sorted(p.name for p in area.flight.glob("*")) if area.flight.exists() else []
+        payload: dict[str, Any] = {
+            "spec": spec.to_json(),
+            "parallel": "job",
+            "job": self.job.text,
+            "comparison": self.job.comparison(),
+            "job_rtol": self.job.tolerance,
+            "step_source": job_compare.step_source(run.events),
+            "fault_at": "step" if reference.get("steps") else "time",
+            "injected": injector.detail,
+            "struck_rank": injector.struck_rank,
+            "detect_s": figures.detect_s,
+            "resume_s": figures.resume_s,
+            "last_step_before_fault": figures.last_step_before,
+            "resume_step": figures.resume_step,
+            "steps_lost": figures.steps_lost,
+            "throughput_before": figures.throughput_before,
+            "throughput_after": figures.throughput_after,
+            "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
+            "final_step": final_step,
+            "final_loss": final_loss if finished else None,
+            "last_reported_loss": final_loss,
+            "reference_loss": reference.get("final_loss"),
+            "reference": {
+                k: reference.get(k)
+                for k in ("ok", "final_step", "final_loss", "run_s", "throughput", "step_source")
+            },
+            "job_errors_before_fault": [e.get("error") for e in own],
+            "first_error": after[0]["error"] if after else None,
+            "error_kinds": sorted({str(e.get("kind")) for e in after}),
+            "exit_codes": run.exit_codes,
+            "bounded_out": run.bounded_out,
+            "killed_at_cleanup": len(run.leftovers_killed),
+            "flight_recorder": {"dumps": dumps} if dumps else {},
+            "timeline": timeline.compact(events, fault_t, injector.detail),
+        }
+        if finished and fault_t is not None and reference.get("steps"):
+            check = job_compare.compare(events, reference["steps"], self.job.tolerance)
+            payload["job_step_diffs"] = check.pop("rows")
+            payload["step_check"] = check
+        shutil.rmtree(area.root / "scratch", ignore_errors=True)  # the job's checkpoints
+        return payload
+
+    def _judge(
+        self, spec: DrillSpec, run: _Run, payload: dict[str, Any]
+    ) -> tuple[DrillVerdict, str]:
+        if run.injector.fault_t is None:
+            if payload["job_errors_before_fault"]:
+                return DrillVerdict.ERROR, (
+                    "the job failed on its own before the fault: "
+                    f"{payload['job_errors_before_fault'][0]}"
+                )
+            if not run.events:
+                tail = "; ".join(f"{name}: {text[-300:]}" for name, text in run.launch_logs.items())
+                return DrillVerdict.ERROR, f"the job never started {tail}".strip()
+            at = f"step {spec.at_step}" if payload["fault_at"] == "step" else "the fault time"
+            return DrillVerdict.ERROR, (
+                f"the job never reached {at} on rank {spec.target_rank}, so no fault was injected"
+            )
+        detect = payload["detect_s"]
+        if spec.recovery == "timeout":
+            if detect is None:
+                return DrillVerdict.FAILED, (
+                    f"{spec.fault} never surfaced in the job within {spec.drill_timeout_s:g} s "
+                    "(does it set a timeout on its process group?)"
+                )
+            kinds = ", ".join(payload["error_kinds"]) or "an exit"
+            return DrillVerdict.PASSED, f"surfaced as {kinds} after {detect:.1f} s"
+        codes = [c for c in run.exit_codes.values()]
+        if any(code != 0 for code in codes):
+            why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
+            return DrillVerdict.FAILED, (
+                f"the job did not finish after {spec.fault} ({why}); first error: "
+                f"{payload['first_error'] or 'none recorded'}"
+            )
+        how = (
+            f"restarted {payload['restarts']}x"
+            if spec.recovery in RESTARTS
+            else "ran on through the fault"
+        )
+        check = payload.get("step_check")
+        if check is None:
+            return DrillVerdict.PASSED, (
+                f"{how} and exited 0; not compared step by step: the job reports no steps "
+                "(call report_step, or set job_step_pattern to its log line)"
+            )
+        if check["first_difference"] is not None:
+            return DrillVerdict.FAILED, job_compare.describe(
+                check
+            ) + f", compared {self.job.comparison()}"
+        ref_step, ref_loss = payload["reference"]["final_step"], payload["reference_loss"]
+        if payload["final_step"] != ref_step:
+            return DrillVerdict.FAILED, (
+                f"the job ended at step {payload['final_step']}, the fault-free run at {ref_step}"
+            )
+        loss = payload["final_loss"]
+        if ref_loss is not None and relative_difference(loss, ref_loss) > self.job.tolerance:
+            return DrillVerdict.FAILED, (
+                f"final loss {loss} differs from the fault-free {ref_loss}, compared "
+                f"{self.job.comparison()}"
+            )
+        return DrillVerdict.PASSED, (
+            f"{how}; ended at step {ref_step} like the fault-free run; "
+            f"{job_compare.describe(check)}, compared {self.job.comparison()}"
+        )

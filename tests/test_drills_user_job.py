@@ -1,0 +1,229 @@
+"""Drills on the team's own job: a script we did not write, launched as they launch it.
+
+The contract first, without torch (the helper and the shim are plain Python); then fixture
+jobs under real torchrun and gloo: a DDP job with its own DCP checkpoints reporting through
+the helper (both versions), one that only prints its steps, one that ignores SIGTERM and
+leaves a child behind, one that cannot start. Every test checks nothing is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from argparse import ArgumentParser
+from pathlib import Path
+
+import pytest
+
+from torchcanary.drills import job_compare, plugin, report, section
+from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.user_job import UserJobRunner, parse_job_settings, user_job
+from torchcanary.errors import ConfigError
+from torchcanary.report.view import RunView
+from torchcanary.worker.calls import DRILL_USER_JOB
+
+pytestmark = pytest.mark.usefixtures("drill_leak_check")
+
+JOBS = Path(__file__).parent / "fixtures" / "drill_jobs"
+SRC = Path(__file__).parents[1] / "src"
+SHORT = {"at_step": 4, "timeout_s": 5.0, "drill_timeout_s": 90.0}
+
+
+def _shim(tmp_path: Path, script: str, events: bool = True) -> tuple[int, list[dict]]:
+    """Run ``script`` through the shim (no torchrun, no torch); its exit code and events."""
+    path = tmp_path / "job.py"
+    path.write_text(script)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    env.pop("TORCHCANARY_DRILL_EVENTS", None)
+    if events:
+        env["TORCHCANARY_DRILL_EVENTS"] = str(tmp_path / "events")
+        env["TORCHCANARY_DRILL_STEP_PATTERN"] = parse_job_settings({})["job_step_pattern"]
+    done = subprocess.run(
+        [sys.executable, "-m", DRILL_USER_JOB, str(path), "--flag", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [
+        json.loads(line)
+        for log in sorted((tmp_path / "events").glob("*.jsonl"))
+        for line in log.read_text().splitlines()
+    ]
+    return done.returncode, lines
+
+
+# the contract, without torch -------------------------------------------------------------
+def test_report_step_does_nothing_outside_a_drill(tmp_path):
+    code, events = _shim(
+        tmp_path,
+        "import sys\nfrom torchcanary.drills import report_step\n"
+        "assert sys.argv[1:] == ['--flag', 'x']\nreport_step(3, loss=0.5)\n",
+        events=False,
+    )
+    assert code == 0
+    assert events == []
+    assert not (tmp_path / "events").exists()
+
+
+def test_printed_step_lines_are_steps_until_the_job_reports_its_own(tmp_path):
+    code, events = _shim(
+        tmp_path,
+        "from torchcanary.drills import report_step\n"
+        "print('epoch 0 step 1 | loss 0.75')\n"
+        "print('nothing to see')\n"
+        "report_step(2, loss=0.5, lr=0.1)\n"
+        "print('step 3 loss 0.25')\n",
+    )
+    assert code == 0
+    steps = [(e["step"], e["loss"], e["source"]) for e in events if e["ev"] == "step"]
+    assert steps == [(1, 0.75, "log"), (2, 0.5, "helper")]  # step 3's line: the job reports
+    assert [e["ev"] for e in events][:2] == ["launch", "start"]
+    assert events[-1]["ev"] == "done"
+    assert job_compare.step_source(events) == "report_step"
+
+
+def test_an_exception_escaping_the_job_is_recorded_in_one_line_and_still_fails_it(tmp_path):
+    code, events = _shim(tmp_path, "raise FileNotFoundError('config small.yaml not found')\n")
+    assert code == 1
+    errors = [e for e in events if e["ev"] == "error"]
+    assert [e["error"] for e in errors] == ["FileNotFoundError: config small.yaml not found"]
+
+
+def test_job_settings_name_the_problem_and_the_fix():
+    script = str(JOBS / "ddp_dcp.py")
+    settings = section.parse_settings({"job": f"{script} --ckpt-dir {{scratch}}/ck"})
+    assert user_job(settings) is not None and user_job(section.parse_settings({})) is None
+    with pytest.raises(ConfigError, match="not the launcher"):
+        section.parse_settings({"job": f"torchrun --nproc-per-node 2 {script}"})
+    with pytest.raises(ConfigError, match=r"'missing\.py' not found"):
+        section.parse_settings({"job": "missing.py --config small.yaml"})
+    with pytest.raises(ConfigError, match=r"no \(\?P<step>"):
+        section.parse_settings({"job": script, "job_step_pattern": r"iter (\d+)"})
+    with pytest.raises(ConfigError, match="job_rtol = -1: must be a positive number"):
+        section.parse_settings({"job": script, "job_rtol": -1})
+    with pytest.raises(ConfigError, match=r"unknown key 'jobs'.*job_with"):
+        section.parse_settings({"jobs": script})
+
+
+def test_drill_command_takes_the_job_its_requirements_and_ranks():
+    parser = ArgumentParser()
+    plugin.add_flags(parser, own_command=True)
+    args = parser.parse_args(
+        ["--job", "train.py --config small.yaml", "--with", "-e .", "--nproc", "3"]
+    )
+    assert plugin.flag_settings(args) == {
+        "job": "train.py --config small.yaml",
+        "job_with": ["-e ."],
+        "ranks": 3,
+    }
+
+
+# fixture jobs under real torchrun ----------------------------------------------------------
+@pytest.mark.torch_envs
+def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free_run_ends(
+    make_context, store
+):
+    job = f"{JOBS / 'ddp_dcp.py'} --steps 10 --ckpt-every 3 --ckpt-dir {{scratch}}/ckpt"
+    settings = section.parse_settings({"job": job, "faults": ["kill:restart-unshared"], **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    for role in ("baseline", "candidate"):
+        drill = results[("kill:restart-unshared", role)]
+        payload = drill.payload
+        assert drill.verdict == "passed", payload["reason"]
+        assert payload["step_source"] == "report_step" and payload["fault_at"] == "step"
+        # Its checkpoint after step 2, the kill after step 4: torchrun restarts it at step 3.
+        assert payload["last_step_before_fault"] == 4
+        assert payload["resume_step"] == 3 and payload["steps_lost"] == 2
+        assert payload["restarts"] == 1
+        # The survivor sees its peer lost, unless torchrun stops it before its next
+        # collective (a race a loaded machine can tip either way): nothing else, though.
+        assert set(payload["error_kinds"]) <= {"peer-lost"}
+        assert payload["job_errors_before_fault"] == []
+        assert payload["final_step"] == 9 and payload["final_loss"] == payload["reference_loss"]
+        assert payload["step_check"]["steps_compared"] == 10
+        assert "deterministic job" in payload["reason"]
+        assert payload["orphans_after_cleanup"] == []
+        reference = results[("reference:job", role)]
+        assert reference.verdict == "passed" and reference.payload["final_step"] == 9
+    view = RunView.load(store, ctx.run_id)
+    assert section.blocking_reasons(view, {}) == []
+    assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(view)
+    assert "ran on your job, <code>" in report.html(view)
+
+
+@pytest.mark.torch_envs
+def test_job_that_only_prints_its_steps_is_compared_within_the_users_tolerance(
+    baseline_env, import_root, tmp_path
+):
+    # It needs the team's own package, installed with --with over the torch environment.
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "stack_project", project)
+    settings = parse_job_settings(
+        {
+            "job": f"{JOBS / 'print_steps.py'} --steps 10 --noise 0.01 --import stackdemo",
+            "job_rtol": 0.1,
+            "job_with": [str(project)],
+        }
+    )
+    job = user_job(settings)
+    assert job is not None
+    runner = UserJobRunner(
+        baseline_env.python, baseline_env.path, import_root, tmp_path / "work", job
+    )
+    outcome = runner.run(DrillSpec("kill", "restart-unshared", **SHORT))  # type: ignore[arg-type]
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["step_source"] == "log lines" and payload["fault_at"] == "step"
+    assert runner.python.endswith("overlay/bin/python")  # the job ran where stackdemo is
+    assert payload["last_step_before_fault"] == 4
+    assert payload["resume_step"] == 0  # no checkpoints: it starts over, and still ends right
+    assert (
+        "non-deterministic job, within the tolerance you set (job_rtol 0.1)" in (payload["reason"])
+    )
+    assert 0 < payload["step_check"]["max_loss_rdiff"] <= 0.1
+
+
+@pytest.mark.torch_envs
+def test_job_that_ignores_sigterm_and_leaves_a_child_is_struck_by_time_and_cleaned_up(
+    baseline_env, import_root, tmp_path
+):
+    job = user_job(parse_job_settings({"job": str(JOBS / "ignores_sigterm.py")}))
+    assert job is not None
+    runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
+    outcome = runner.run(DrillSpec("hang", "timeout", **{**SHORT, "drill_timeout_s": 12.0}))  # type: ignore[arg-type]
+    payload = outcome.payload
+    # No steps to see, so the fault came by time; no timeout on its group, so it never noticed.
+    assert payload.get("fault_at") == "time", payload["reason"]
+    assert payload["step_source"] is None
+    assert outcome.verdict == "failed"
+    assert payload["reason"].startswith("hang never surfaced in the job within 12 s")
+    assert payload["bounded_out"] is True
+    # torchrun, two ranks and the detached children they got to start, all ignoring SIGTERM
+    # (the stopped rank may be struck before it starts its own): all killed.
+    assert payload["killed_at_cleanup"] >= 4
+    assert payload["final_loss"] is None and "step_check" not in payload  # it never ended
+    assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_job_that_cannot_start_is_one_clear_error_and_is_run_once(
+    baseline_env, import_root, tmp_path
+):
+    job = user_job(parse_job_settings({"job": str(JOBS / "crashes_at_start.py")}))
+    assert job is not None
+    runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
+    outcomes = [
+        runner.run(DrillSpec(f, r, **SHORT)) for f, r in (("kill", "restart"), ("hang", "timeout"))
+    ]  # type: ignore[arg-type]
+    reason = (
+        "the job fails without any fault (exit code 1): rank 0: "
+        "FileNotFoundError: config small.yaml not found"
+    )
+    assert [(o.verdict, o.payload["reason"]) for o in outcomes] == [("error", reason)] * 2
+    assert len(runner.references()) == 1  # the fault-free run is made once per environment
