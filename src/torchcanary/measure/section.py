@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 from typing import Any
 
 from torchcanary.context import RunContext
@@ -284,7 +285,7 @@ def _payload(
     settings: BenchSettings,
     seed: int,
     confounds: dict[str, Any],
-    work_dir: Any,
+    work_dir: Path,
 ) -> dict[str, Any]:
     ab, aa = decided["ab"], decided.get("aa")  # as calibrated against the A/A controls
     clock = ab.get("clock", "wall")
