@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from torchcanary.context import RunContext
     from torchcanary.report.junit import JUnitCase
     from torchcanary.report.view import RunView
+    from torchcanary.results import SectionRecord
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
@@ -56,6 +57,10 @@ class Section(Protocol):
     - ``run(ctx)``: does the work, committing each finished unit to the store.
     - ``has_results(view)`` and ``blocking_reasons(view, policy)``: for the decision.
     - ``html``, ``markdown`` and ``junit_cases`` over a run view: its report parts.
+    - ``record_from_json(data)``: one stored result ``{key, env_role, verdict, payload}``
+      as the section's typed, versioned record (``results.SectionRecord``); older
+      payloads without a ``schema`` version load as version 1. A section without typed
+      records returns the plain ``store.rows.SectionResult``.
     """
 
     name: str
@@ -87,13 +92,17 @@ class Section(Protocol):
 
     def junit_cases(self, view: RunView) -> list[JUnitCase]: ...
 
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord: ...
+
 
 @dataclass(frozen=True)
 class PackageSection:
     """A section whose work lives in ``<package>.section`` and its report in ``<package>.report``.
 
     ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
-    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``.
+    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
+    ``<package>.result``, where there is one, provides ``from_json`` for its typed records
+    (without it the rows stay plain ``SectionResult``).
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
 
@@ -151,6 +160,18 @@ class PackageSection:
     def junit_cases(self, view: RunView) -> list[JUnitCase]:
         return list(self._module("report").junit_cases(view))
 
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
+        try:
+            records = self._module("result")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{self.package}.result":
+                raise
+            from torchcanary.store.rows import SectionResult
+
+            return SectionResult.from_json(dict(data), self.name)
+        record: SectionRecord = records.from_json(dict(data))
+        return record
+
 
 _CONTRACT_METHODS = (
     "parse_settings",
@@ -164,6 +185,7 @@ _CONTRACT_METHODS = (
     "html",
     "markdown",
     "junit_cases",
+    "record_from_json",
 )
 
 
