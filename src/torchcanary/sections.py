@@ -46,7 +46,9 @@ class Section(Protocol):
       ``order`` places it in a run (lower first); ``help`` is its subcommand's one line
       (``None``: no subcommand of its own, reached through ``run --only NAME``).
     - ``policy_defaults``: every policy key ``blocking_reasons`` reads, with its default
-      (the value's type is the key's type).
+      (the value's type is the key's type). Optionally ``policy_choices``: for a key whose
+      value (or each item of its list) is a word, the words allowed; the policy refuses
+      any other at load, before the run (read through :func:`policy_choices`).
     - ``parse_settings(raw)``: the config table (file and flags merged) validated, with
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
@@ -124,6 +126,10 @@ class PackageSection:
     @property
     def policy_defaults(self) -> Mapping[str, Any]:
         return dict(self._module("section").POLICY_DEFAULTS)
+
+    @property
+    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
+        return dict(getattr(self._module("section"), "POLICY_CHOICES", {}))
 
     def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         parsed: dict[str, Any] = self._module("section").parse_settings(dict(raw))
@@ -216,7 +222,22 @@ def contract_gaps(section: object) -> list[str]:
             for key, value in defaults.items()
             if not isinstance(value, (bool, int, float, str, list))
         ]
+        try:
+            choices = policy_choices(section)
+        except Exception as exc:
+            return [*gaps, f"policy_choices cannot be read: {type(exc).__name__}: {exc}"]
+        gaps += [
+            f"policy_choices names {key!r}, which is not one of its policy keys"
+            for key in choices
+            if key not in defaults
+        ]
     return gaps
+
+
+def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
+    """The words each of ``section``'s policy keys allows (none declared: any value of its type)."""
+    choices: Mapping[str, tuple[str, ...]] = getattr(section, "policy_choices", {})
+    return choices
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:
