@@ -65,12 +65,21 @@ class BenchMeasured:
     oneshot: dict[str, Any] | None = None
     workload: dict[str, Any] | None = None  # a user's workload: its facts per side
     numerics: dict[str, Any] | None = None  # a user's workload: its outputs compared
+    settled: dict[str, Any] | None = None  # stopped early by a sequential look: groups, why
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
     _OPTIONAL = frozenset(
-        {"collective_bandwidth", "dispatch", "dispatch_diff", "oneshot", "workload", "numerics"}
+        {
+            "collective_bandwidth",
+            "dispatch",
+            "dispatch_diff",
+            "oneshot",
+            "workload",
+            "numerics",
+            "settled",
+        }
     )
 
     @property
