@@ -17,7 +17,7 @@ from typing import Any
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import get_section, policy_choices, section_names
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,34 @@ def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
     return defaults
 
 
+def _choices(sections: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    choices: dict[str, tuple[str, ...]] = {}
+    for section in sections:
+        choices.update(policy_choices(get_section(section)))
+    return choices
+
+
+def _check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """A word (or each word of a list) outside what ``key`` allows is a ConfigError."""
+    for word in value if isinstance(value, list) else [value]:
+        if word not in allowed:
+            raise ConfigError(
+                f"policy key {key!r}: {word!r} is not one of {', '.join(map(repr, allowed))}"
+            )
+
+
 def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
     """The policy of a run over ``sections``: defaults with ``overrides`` applied.
 
-    Keys unknown to every section and values of the wrong type are refused; overrides for
-    sections this run leaves out are checked the same way, then left out.
+    Keys unknown to every section, values of the wrong type and words a key does not allow
+    are refused; overrides for sections this run leaves out are checked the same way, then
+    left out.
     """
     resolved = policy_defaults(sections)
     # Other sections are imported only when the file names keys beyond this run's.
-    known = resolved | (policy_defaults(section_names()) if set(overrides) - set(resolved) else {})
+    others = set(overrides) - set(resolved)
+    known = resolved | (policy_defaults(section_names()) if others else {})
+    choices = _choices(section_names() if others else sections)
     for key, value in overrides.items():
         if key not in known:
             raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
@@ -58,6 +77,8 @@ def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ConfigError(f"policy key {key!r} must be a {expected.__name__}, not {value!r}")
+        if key in choices:
+            _check_choice(key, value, choices[key])
         if key in resolved:
             resolved[key] = value
     return resolved

@@ -9,10 +9,47 @@ that form does.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
 
 SCHEMA_VERSION = 1
+# The key under which a section's result record stores its payload version. A payload
+# without it was written before the records were versioned: that form is version 1.
+RECORD_SCHEMA_KEY = "schema"
+
+
+class SectionRecord(Protocol):
+    """One stored result of a section: a row ``(key, env_role, verdict, payload)``, typed.
+
+    Each section's record module (``measure/result.py``, ``stack/result.py``, ...) defines
+    frozen dataclasses of this shape with a verdict enum; ``to_json`` gives the form
+    ``{"key", "env_role", "verdict", "payload"}`` (the payload carrying its ``schema``
+    version) that the store keeps and ``results.json`` shows, and the section's
+    ``record_from_json`` reads it back, the unversioned form of older runs included.
+    """
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def env_role(self) -> str: ...
+
+    @property
+    def verdict(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def payload_version(payload: Mapping[str, Any], newest: int) -> int:
+    """The schema version of a stored payload; ValueError for one newer than this code."""
+    version = payload.get(RECORD_SCHEMA_KEY, 1)
+    if not isinstance(version, int) or version < 1 or version > newest:
+        raise ValueError(
+            f"result payload schema {version!r} is not one this torchcanary reads "
+            f"(1 to {newest}); upgrade torchcanary to read this run"
+        )
+    return version
 
 
 class Verdict(str, enum.Enum):
@@ -164,3 +201,44 @@ class Manifest:
             for key in self.CONFOUND_KEYS
             if self.facts.get(key) != other.facts.get(key)
         }
+
+
+# The fields of a record that live in the row itself, not in its payload.
+_ROW_FIELDS = frozenset({"key", "env_role", "verdict", "schema_version", "extra"})
+
+
+def record_payload(record: Any, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The JSON payload of a record dataclass: its own fields, then what it kept as ``extra``.
+
+    A field named in ``optional`` is left out while it is None, as the section wrote it
+    before the records existed; tuples become lists. ``extra`` holds keys this version does
+    not know (written by a newer torchcanary, or by a section adding facts), so a record
+    read and written again loses nothing.
+    """
+    data: dict[str, Any] = {RECORD_SCHEMA_KEY: record.schema_version}
+    for item in fields(record):
+        if item.name in _ROW_FIELDS:
+            continue
+        value = getattr(record, item.name)
+        if value is None and item.name in optional:
+            continue
+        data[item.name] = list(value) if isinstance(value, tuple) else value
+    return {**record.extra, **data}
+
+
+def record_arguments(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``cls`` from a stored payload: known fields, the rest as extra.
+
+    Missing fields take the dataclass's defaults (a payload from a smaller run, or a
+    hand-built one in a test); lists read into tuple fields become tuples.
+    """
+    known = {item.name: item for item in fields(cls) if item.name not in _ROW_FIELDS}
+    arguments: dict[str, Any] = {}
+    for name, value in payload.items():
+        if name in known:
+            tuple_field = str(known[name].type).startswith("tuple")
+            arguments[name] = tuple(value) if tuple_field and isinstance(value, list) else value
+    arguments["extra"] = {
+        k: v for k, v in payload.items() if k not in known and k != RECORD_SCHEMA_KEY
+    }
+    return arguments

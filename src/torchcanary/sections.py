@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from torchcanary.context import RunContext
     from torchcanary.report.junit import JUnitCase
     from torchcanary.report.view import RunView
+    from torchcanary.results import SectionRecord
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
@@ -45,7 +46,9 @@ class Section(Protocol):
       ``order`` places it in a run (lower first); ``help`` is its subcommand's one line
       (``None``: no subcommand of its own, reached through ``run --only NAME``).
     - ``policy_defaults``: every policy key ``blocking_reasons`` reads, with its default
-      (the value's type is the key's type).
+      (the value's type is the key's type). Optionally ``policy_choices``: for a key whose
+      value (or each item of its list) is a word, the words allowed; the policy refuses
+      any other at load, before the run (read through :func:`policy_choices`).
     - ``parse_settings(raw)``: the config table (file and flags merged) validated, with
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
@@ -56,6 +59,10 @@ class Section(Protocol):
     - ``run(ctx)``: does the work, committing each finished unit to the store.
     - ``has_results(view)`` and ``blocking_reasons(view, policy)``: for the decision.
     - ``html``, ``markdown`` and ``junit_cases`` over a run view: its report parts.
+    - ``record_from_json(data)``: one stored result ``{key, env_role, verdict, payload}``
+      as the section's typed, versioned record (``results.SectionRecord``); older
+      payloads without a ``schema`` version load as version 1. A section without typed
+      records returns the plain ``store.rows.SectionResult``.
     """
 
     name: str
@@ -87,13 +94,17 @@ class Section(Protocol):
 
     def junit_cases(self, view: RunView) -> list[JUnitCase]: ...
 
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord: ...
+
 
 @dataclass(frozen=True)
 class PackageSection:
     """A section whose work lives in ``<package>.section`` and its report in ``<package>.report``.
 
     ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
-    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``.
+    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
+    ``<package>.result``, where there is one, provides ``from_json`` for its typed records
+    (without it the rows stay plain ``SectionResult``).
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
 
@@ -115,6 +126,10 @@ class PackageSection:
     @property
     def policy_defaults(self) -> Mapping[str, Any]:
         return dict(self._module("section").POLICY_DEFAULTS)
+
+    @property
+    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
+        return dict(getattr(self._module("section"), "POLICY_CHOICES", {}))
 
     def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         parsed: dict[str, Any] = self._module("section").parse_settings(dict(raw))
@@ -151,6 +166,18 @@ class PackageSection:
     def junit_cases(self, view: RunView) -> list[JUnitCase]:
         return list(self._module("report").junit_cases(view))
 
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
+        try:
+            records = self._module("result")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{self.package}.result":
+                raise
+            from torchcanary.store.rows import SectionResult
+
+            return SectionResult.from_json(dict(data), self.name)
+        record: SectionRecord = records.from_json(dict(data))
+        return record
+
 
 _CONTRACT_METHODS = (
     "parse_settings",
@@ -164,6 +191,7 @@ _CONTRACT_METHODS = (
     "html",
     "markdown",
     "junit_cases",
+    "record_from_json",
 )
 
 
@@ -194,7 +222,22 @@ def contract_gaps(section: object) -> list[str]:
             for key, value in defaults.items()
             if not isinstance(value, (bool, int, float, str, list))
         ]
+        try:
+            choices = policy_choices(section)
+        except Exception as exc:
+            return [*gaps, f"policy_choices cannot be read: {type(exc).__name__}: {exc}"]
+        gaps += [
+            f"policy_choices names {key!r}, which is not one of its policy keys"
+            for key in choices
+            if key not in defaults
+        ]
     return gaps
+
+
+def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
+    """The words each of ``section``'s policy keys allows (none declared: any value of its type)."""
+    choices: Mapping[str, tuple[str, ...]] = getattr(section, "policy_choices", {})
+    return choices
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:

@@ -24,6 +24,10 @@ from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 from torchcanary.worker.calls import RUN_PROBE
 
 POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
+# The values a policy key may take, where they are words: refused at load, before the run.
+POLICY_CHOICES: dict[str, tuple[str, ...]] = {
+    "fail_on_claims": tuple(comparison.value for comparison in ClaimComparison)
+}
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchcanary.errors import EXIT_GO, CanaryError
+from torchcanary.sections import get_section, section_names
 from torchcanary.store.location import is_postgres_url, open_store
 
 STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
@@ -33,7 +34,7 @@ def register(commands: Any) -> dict[str, Handler]:
         "history", help="one benchmark's, claim's or drill's results across runs"
     )
     history.add_argument("item", metavar="ID", help="a benchmark, claim (probe) or drill id")
-    history.add_argument("--section", choices=("claims", "bench", "drill"))
+    history.add_argument("--section", choices=section_names())
     history.add_argument("--baseline", help="only runs whose baseline torch/spec contains this")
     history.add_argument("--candidate", help="only runs whose candidate torch/spec contains this")
     history.add_argument("--since", type=_date, help="only runs from this UTC date (YYYY-MM-DD)")
@@ -85,8 +86,9 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
         args.baseline, args.candidate, args.since, args.until, args.last, args.profile
     )
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:
-        section = args.section or find_section(store, args.item)
-        entries = history(store, args.item, section, run_filter)
+        section = args.section or find_section(store, args.item, section_names())
+        read = get_section(section).record_from_json
+        entries = history(store, args.item, section, run_filter, read)
         location = store.location
     if args.json:
         print(json.dumps([asdict(e) for e in entries], indent=2))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from torchcanary.measure.result import BenchMeasured
+from torchcanary.measure.result import from_rows as bench_results
 from torchcanary.report.view import RunView
 from torchcanary.store.base import ResultStore
 
@@ -69,15 +71,16 @@ def _claims(view: RunView) -> dict[str, dict[str, Any]]:
 
 
 def _bench(view: RunView) -> dict[str, dict[str, Any]]:
-    return {
-        result.key: {
-            "verdict": result.verdict,
-            "ratio": result.payload.get("ratio"),
-            "ci_low": result.payload.get("ci_low"),
-            "ci_high": result.payload.get("ci_high"),
+    compared = {}
+    for result in bench_results(view.sections.get("bench", [])):
+        measured = result if isinstance(result, BenchMeasured) else None  # skipped: no interval
+        compared[result.key] = {
+            "verdict": result.verdict.value,
+            "ratio": measured.ratio if measured else None,
+            "ci_low": measured.ci_low if measured else None,
+            "ci_high": measured.ci_high if measured else None,
         }
-        for result in view.sections.get("bench", [])
-    }
+    return compared
 
 
 def _drills(view: RunView) -> dict[str, dict[str, Any]]:

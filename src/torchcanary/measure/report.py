@@ -13,15 +13,21 @@ from typing import Any
 
 from torchcanary.measure.history_plot import recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
+from torchcanary.measure.result import (
+    BenchMeasured,
+    BenchResult,
+    BenchSkipped,
+    BenchVerdict,
+    from_rows,
+)
 from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
 from torchcanary.measure.workload_report import fact_lines, summary_line
 from torchcanary.report.junit import JUnitCase
-from torchcanary.store.sqlite import SectionResult
 
 
-def _results(view: Any) -> list[SectionResult]:
-    return list(view.sections.get(SECTION, []))
+def _results(view: Any) -> list[BenchResult]:
+    return from_rows(view.sections.get(SECTION, []))
 
 
 def time_unit(seconds: float) -> tuple[float, str]:
@@ -38,31 +44,33 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds / scale:.4g} {unit}"
 
 
-def _interval(payload: dict[str, Any]) -> str:
-    if payload.get("ratio") is None:
+def _interval(result: BenchResult) -> str:
+    if not isinstance(result, BenchMeasured) or result.ratio is None:
         return "–"
-    return f"{payload['ratio']:.3f} [{payload['ci_low']:.3f}, {payload['ci_high']:.3f}]"
+    return f"{result.ratio:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}]"
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
 
 
-def _roofline_text(payload: dict[str, Any]) -> str:
+def _roofline_text(result: BenchResult) -> str:
+    if not isinstance(result, BenchMeasured):
+        return "–"
     parts = [
         f"{role}: {describe(placed)}"
-        for role, placed in (payload.get("roofline") or {}).items()
+        for role, placed in result.roofline.items()
         if "fraction" in placed
     ]
     return "; ".join(parts) or "–"
 
 
-def _confound_flag(payload: dict[str, Any]) -> str:
-    found = payload.get("confounds") or {}
+def _confound_flag(result: BenchResult) -> str:
+    found = result.confounds if isinstance(result, BenchMeasured) else {}
     return ("also differs: " + ", ".join(sorted(found))) if found else ""
 
 
-def _family(result: SectionResult) -> str:
+def _family(result: BenchResult) -> str:
     return result.key.split("/", 1)[0]
 
 
@@ -71,7 +79,7 @@ def _family(result: SectionResult) -> str:
 
 def _confounds_html(view: Any) -> str:
     confounds = view.confounds()
-    if not confounds or any(r.payload.get("aa") for r in _results(view)):
+    if not confounds or any(r.aa for r in _results(view)):
         return ""
     rows = "".join(
         f"<tr><td>{escape(str(key))}</td><td>{escape(str(base))}</td>"
@@ -86,19 +94,18 @@ def _confounds_html(view: Any) -> str:
     )
 
 
-def _forest_html(results: list[SectionResult], equivalence: float) -> str:
+def _forest_html(results: list[BenchMeasured], equivalence: float) -> str:
     families: dict[str, list[ForestRow]] = {}
     for result in results:
-        payload = result.payload
-        if payload.get("ratio") is None:
+        if result.ratio is None or result.ci_low is None or result.ci_high is None:
             continue
         families.setdefault(_family(result), []).append(
             ForestRow(
                 result.key.split("/", 1)[-1],
-                payload["ratio"],
-                payload["ci_low"],
-                payload["ci_high"],
-                result.verdict,
+                result.ratio,
+                result.ci_low,
+                result.ci_high,
+                result.verdict.value,
             )
         )
     return "".join(
@@ -107,31 +114,32 @@ def _forest_html(results: list[SectionResult], equivalence: float) -> str:
     )
 
 
-def _table_html(results: list[SectionResult]) -> str:
+def _table_html(results: list[BenchResult]) -> str:
     head = (
         "<tr><th>benchmark</th><th>verdict</th><th>ratio [interval]</th><th>q</th>"
         "<th>MDE</th><th>baseline</th><th>candidate</th><th>roofline</th><th>notes</th></tr>"
     )
     rows = []
     for result in results:
-        payload = result.payload
-        sides = payload.get("sides") or {}
-        judged = "baseline-aa" if payload.get("aa") else "candidate"
-        notes = [_confound_flag(payload)]
-        if payload.get("noise_warnings"):
-            notes.append(f"{len(payload['noise_warnings'])} noise warning(s)")
-        if result.verdict == "skipped":
-            notes.append(payload.get("reason", ""))
-        if (payload.get("dispatch_diff") or {}).get("changed"):
+        measured = result if isinstance(result, BenchMeasured) else None
+        sides = measured.sides if measured else {}
+        judged = "baseline-aa" if result.aa else "candidate"
+        notes = [_confound_flag(result)]
+        if measured and measured.noise_warnings:
+            notes.append(f"{len(measured.noise_warnings)} noise warning(s)")
+        if isinstance(result, BenchSkipped):
+            notes.append(result.reason)
+        if measured and measured.changed_dispatch:
             notes.append("what ran changed")
-        q = payload.get("q_value")
+        q = measured.q_value if measured else None
         rows.append(
             f"<tr class='verdict-{escape(result.verdict)}'><td>{escape(result.key)}</td>"
-            f"<td>{escape(result.verdict)}</td><td>{escape(_interval(payload))}</td>"
-            f"<td>{'–' if q is None else f'{q:.2g}'}</td><td>{_percent(payload.get('mde'))}</td>"
+            f"<td>{escape(result.verdict)}</td><td>{escape(_interval(result))}</td>"
+            f"<td>{'–' if q is None else f'{q:.2g}'}</td>"
+            f"<td>{_percent(measured.mde if measured else None)}</td>"
             f"<td>{format_seconds((sides.get('baseline') or {}).get('median_s'))}</td>"
             f"<td>{format_seconds((sides.get(judged) or {}).get('median_s'))}</td>"
-            f"<td>{escape(_roofline_text(payload))}</td>"
+            f"<td>{escape(_roofline_text(result))}</td>"
             f"<td>{escape('; '.join(n for n in notes if n))}</td></tr>"
         )
     return f"<table class='bench'>{head}{''.join(rows)}</table>"
@@ -147,8 +155,8 @@ def _list_html(title: str, items: list[str]) -> str:
     )
 
 
-def _dispatch_html(payload: dict[str, Any]) -> str:
-    dispatch_diff = payload.get("dispatch_diff")
+def _dispatch_html(result: BenchMeasured) -> str:
+    dispatch_diff = result.dispatch_diff
     if not dispatch_diff:
         return ""
     if "error" in dispatch_diff:
@@ -166,71 +174,69 @@ def _dispatch_html(payload: dict[str, Any]) -> str:
     return _list_html("What ran differently", items)
 
 
-def _details_html(result: SectionResult, view: Any) -> str:
-    payload = result.payload
-    sides = payload.get("sides") or {}
+def _details_html(result: BenchMeasured, view: Any) -> str:
+    sides = result.sides
     centre = next((s["median_s"] for s in sides.values() if s.get("n")), 1.0)
     scale, unit = time_unit(centre)
     body = [distributions(sides, scale, unit)]
-    comparison = payload.get("comparison") or {}
+    comparison = result.comparison
     if comparison.get("method"):
         body.append(
             f"<p>{escape(comparison['method'])}; p = {comparison['p_value']:.2g}, "
-            f"q = {payload['q_value']:.2g}; ratio of medians "
+            f"q = {result.q_value:.2g}; ratio of medians "
             f"{comparison['ratio_of_medians']:.3f}; unpaired Mann-Whitney p = "
             f"{comparison['mann_whitney_p']:.2g}.</p>"
         )
-    if payload.get("calibration", 1.0) > 1.0:
+    if result.calibration > 1.0:
         body.append(
             f"<p>Calibrated: the run's A/A controls showed p-values too small by a factor "
-            f"{payload['calibration']:.2f} in z², so this p-value and interval were widened "
+            f"{result.calibration:.2f} in z², so this p-value and interval were widened "
             f"accordingly (uncalibrated p = {comparison.get('uncalibrated_p_value', 0):.2g}).</p>"
         )
-    control = payload.get("aa_control")
+    control = result.aa_control
     if control and control.get("testable"):
         body.append(
             f"<p>A/A control (baseline against itself): {control['ratio']:.3f} "
             f"[{control['ci_low']:.3f}, {control['ci_high']:.3f}], q = "
             f"{control['q_value']:.2g}; minimum detectable effect "
-            f"{_percent(payload.get('mde'))}.</p>"
+            f"{_percent(result.mde)}.</p>"
         )
-    body.append(_list_html("Why this verdict", payload.get("reasons") or []))
-    body.append(_list_html("Noise warnings", payload.get("noise_warnings") or []))
+    body.append(_list_html("Why this verdict", list(result.reasons)))
+    body.append(_list_html("Noise warnings", list(result.noise_warnings)))
     body.append(
         _list_html(
             "Also differs between the environments (may move this figure)",
-            [f"{k}: {v[0]} vs {v[1]}" for k, v in (payload.get("confounds") or {}).items()],
+            [f"{k}: {v[0]} vs {v[1]}" for k, v in result.confounds.items()],
         )
     )
     roofline = [
-        f"{role}: {describe(placed, detail=True)}"
-        for role, placed in (payload.get("roofline") or {}).items()
+        f"{role}: {describe(placed, detail=True)}" for role, placed in result.roofline.items()
     ]
     body.append(_list_html("Roofline", roofline))
     bandwidth = [
         f"{role}: algbw {bw['algbw_bytes_per_s'] / 1e9:.3g} GB/s, busbw "
         f"{bw['busbw_bytes_per_s'] / 1e9:.3g} GB/s"
-        for role, bw in (payload.get("collective_bandwidth") or {}).items()
+        for role, bw in (result.collective_bandwidth or {}).items()
     ]
     body.append(_list_html("Bandwidth (nccl-tests formulas)", bandwidth))
     oneshot = [
         f"{role}: phases {', '.join(f'{p} {s:.2f} s' for p, s in f['phases_s'].items())}"
         f"; graph breaks {f['graph_breaks']}; recompiles {f['recompiles']}"
-        for role, f in (payload.get("oneshot") or {}).items()
+        for role, f in (result.oneshot or {}).items()
         if f.get("phases_s")
     ]
     body.append(_list_html("Compile", oneshot))
-    body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(payload)))
-    body.append(_dispatch_html(payload))
+    body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
+    body.append(_dispatch_html(result))
     history = getattr(view, "bench_history", {}).get(result.key, [])
     body.append(recent_html(result.key, history, view.run.run_id))
-    harness = payload.get("harness") or {}
+    harness = result.harness
     body.append(
         f"<p class='harness'>{escape(', '.join(f'{k}={v}' for k, v in harness.items()))}</p>"
     )
     return (
         f"<details><summary>{escape(result.key)}: {escape(result.verdict)} "
-        f"{escape(_interval(payload))}</summary>{''.join(body)}</details>"
+        f"{escape(_interval(result))}</summary>{''.join(body)}</details>"
     )
 
 
@@ -238,13 +244,13 @@ def html(view: Any) -> str:
     results = _results(view)
     if not results:
         return "<section class='bench'><h2>Performance A/B</h2><p>No benchmarks ran.</p></section>"
-    aa = any(r.payload.get("aa") for r in results)
-    equivalence = float(results[0].payload.get("equivalence", 0.05))
+    aa = any(r.aa for r in results)
+    measured = [r for r in results if isinstance(r, BenchMeasured)]
+    skipped = [r for r in results if not isinstance(r, BenchMeasured)]
+    equivalence = measured[0].equivalence if measured else 0.05
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     title = "Performance A/A (baseline against itself)" if aa else "Performance A/B"
     summary = ", ".join(f"{n} {escape(v)}" for v, n in counts.items() if n)
-    skipped = [r for r in results if r.verdict == "skipped"]
-    measured = [r for r in results if r.verdict != "skipped"]
     parts = [
         f"<section class='bench'><h2>{title}</h2>",
         _confounds_html(view),
@@ -255,9 +261,7 @@ def html(view: Any) -> str:
         "".join(_details_html(r, view) for r in measured),
     ]
     if skipped:
-        parts.append(
-            _list_html("Skipped", [f"{r.key}: {r.payload.get('reason', '')}" for r in skipped])
-        )
+        parts.append(_list_html("Skipped", [f"{r.key}: {r.reason}" for r in skipped]))
     parts.append("</section>")
     return "".join(parts)
 
@@ -278,12 +282,14 @@ _MARKS = (
 )
 
 
-def _marks(payload: dict[str, Any]) -> str:
+def _marks(result: BenchResult) -> str:
+    if not isinstance(result, BenchMeasured):
+        return ""
     flags = (
-        bool(payload.get("confounds")),
-        bool(payload.get("noise_warnings")),
-        bool((payload.get("dispatch_diff") or {}).get("changed")),
-        bool((payload.get("numerics") or {}).get("drift")),
+        bool(result.confounds),
+        bool(result.noise_warnings),
+        result.changed_dispatch,
+        result.numerics_drift,
     )
     return "".join(mark for (mark, _meaning), flag in zip(_MARKS, flags, strict=True) if flag)
 
@@ -296,7 +302,7 @@ def markdown(view: Any) -> str:
     noise warnings, changed kernels) is a one-character mark explained once.
     """
     results = _results(view)
-    aa = any(r.payload.get("aa") for r in results)
+    aa = any(r.aa for r in results)
     lines = ["## Performance A/A (baseline against itself)" if aa else "## Performance A/B", ""]
     confounds = view.confounds()
     if confounds and not aa:
@@ -307,7 +313,7 @@ def markdown(view: Any) -> str:
         ]
     if not results:
         return "\n".join([*lines, "No benchmarks ran."])
-    used = {mark for r in results for mark in _marks(r.payload)}
+    used = {mark for r in results for mark in _marks(r)}
     legend = [f"{mark} {meaning}" for mark, meaning in _MARKS if mark in used]
     if legend:
         lines += ["Marks: " + "; ".join(legend) + ".", ""]
@@ -320,15 +326,14 @@ def markdown(view: Any) -> str:
             continue
         lines.append(f"**{verdict}** ({len(chosen)})")
         for result in chosen:
-            payload = result.payload
-            line = f"- `{result.key}`{_marks(payload)}"
-            if payload.get("ratio") is not None:
-                line += f" {_interval(payload)} MDE {_percent(payload.get('mde'))}"
-            if verdict == "skipped":
-                reason = str(payload.get("reason", ""))
+            line = f"- `{result.key}`{_marks(result)}"
+            if isinstance(result, BenchMeasured) and result.ratio is not None:
+                line += f" {_interval(result)} MDE {_percent(result.mde)}"
+            if not isinstance(result, BenchMeasured):
+                reason = result.reason
                 line += ": " + (reason if len(reason) <= 60 else reason[:59] + "…")
             lines.append(line)
-            facts = summary_line(payload) if verdict != "skipped" else ""
+            facts = summary_line(result.payload) if isinstance(result, BenchMeasured) else ""
             if facts:
                 lines.append(f"  {facts}")
         lines.append("")
@@ -344,33 +349,30 @@ def junit_cases(view: Any) -> list[JUnitCase]:
     cases = []
     rules = policy_rules(view.run.plan.get("policy"))  # as resolved and stored with the run
     limit = rules["bench_max_slowdown"]
+    changed = (BenchVerdict.SLOWER, BenchVerdict.FASTER)
     for result in _results(view):
-        payload = result.payload
-        seconds = float((payload.get("harness") or {}).get("measure_s") or 0.0)
-        text = "\n".join(
-            list(payload.get("reasons") or []) + list(payload.get("noise_warnings") or [])
-        )
-        if result.verdict == "slower" and not payload.get("aa") and payload["ratio"] - 1 > limit:
-            status, message = "failure", f"{payload['ratio'] - 1:+.1%} slower {_interval(payload)}"
-        elif (
-            result.verdict in ("slower", "faster")
-            and payload.get("aa")
-            and rules["bench_block_on_aa_alarm"]
+        seconds = float(result.harness.get("measure_s") or 0.0)
+        if not isinstance(result, BenchMeasured):
+            status = "error" if result.failed else "skipped"
+            cases.append(JUnitCase("bench", result.key, status, seconds, result.reason, ""))
+            continue
+        text = "\n".join([*result.reasons, *result.noise_warnings])
+        slowdown = result.slowdown
+        if (
+            result.verdict is BenchVerdict.SLOWER
+            and not result.aa
+            and slowdown is not None
+            and slowdown > limit
         ):
+            status, message = "failure", f"{slowdown:+.1%} slower {_interval(result)}"
+        elif result.verdict in changed and result.aa and rules["bench_block_on_aa_alarm"]:
             status, message = "failure", "A/A run: differs from itself"
-        elif (payload.get("numerics") or {}).get("drift") and rules["bench_block_on_numeric_drift"]:
-            status, message = "failure", "outputs differ: " + payload["numerics"]["reason"]
-        elif result.verdict == "skipped":
-            failed = payload.get("failed") or {}
-            status = "error" if failed else "skipped"
-            message = payload.get("reason", "")
-        elif result.verdict in ("too-noisy", "no-change-detected"):
+        elif result.numerics_drift and rules["bench_block_on_numeric_drift"]:
+            status, message = "failure", "outputs differ: " + (result.numerics or {})["reason"]
+        elif result.verdict in (BenchVerdict.TOO_NOISY, BenchVerdict.NO_CHANGE_DETECTED):
             # Neither shows the benchmark unchanged, so neither may pass.
-            status, message = (
-                "skipped",
-                f"{result.verdict}: " + "; ".join(payload.get("reasons") or []),
-            )
+            status, message = "skipped", f"{result.verdict}: " + "; ".join(result.reasons)
         else:
-            status, message = "passed", f"{result.verdict} {_interval(payload)}"
+            status, message = "passed", f"{result.verdict} {_interval(result)}"
         cases.append(JUnitCase("bench", result.key, status, seconds, message, text))
     return cases

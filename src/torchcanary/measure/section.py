@@ -33,6 +33,8 @@ from torchcanary.measure import compare, sequential
 from torchcanary.measure.confounds import affecting
 from torchcanary.measure.dispatch_diff import diff as dispatch_diff
 from torchcanary.measure.interleave import Interleaver, Measurements
+from torchcanary.measure.result import BenchMeasured, BenchResult, BenchSkipped, from_rows
+from torchcanary.measure.result import from_json as record_from_json
 from torchcanary.measure.roofline import collective_bandwidth, fraction
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
@@ -111,16 +113,12 @@ def run(ctx: RunContext) -> None:
 
     def commit_skipped(samples: BenchmarkSamples) -> None:
         _save_raw(ctx, sides, samples)
-        ctx.store.save_section_result(
-            ctx.run_id,
-            SectionResult(
-                SECTION,
-                samples.bench_id,
-                "both",
-                compare.BenchVerdict.SKIPPED.value,
-                _skipped_payload(samples, sides, settings, seed),
-            ),
+        record = _record(
+            samples.bench_id,
+            compare.BenchVerdict.SKIPPED,
+            _skipped_payload(samples, sides, settings, seed),
         )
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
     confidence = 1 - settings.fdr
     max_slowdown = float(policy_rules(ctx.plan.policy)["bench_max_slowdown"])
@@ -194,10 +192,15 @@ def run(ctx: RunContext) -> None:
             confounds,
             ctx.work_dir,
         )
-        ctx.store.save_section_result(
-            ctx.run_id,
-            SectionResult(SECTION, bench_id, "both", str(decided[bench_id]["verdict"]), payload),
-        )
+        record = _record(bench_id, compare.BenchVerdict(decided[bench_id]["verdict"]), payload)
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+
+
+def _record(bench_id: str, verdict: compare.BenchVerdict, payload: dict[str, Any]) -> BenchResult:
+    """The typed record of a payload assembled below (its fields: ``measure/result.py``)."""
+    return record_from_json(
+        {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
+    )
 
 
 def _confounds(ctx: RunContext) -> dict[str, Any]:
@@ -366,8 +369,8 @@ def _oneshot_facts(samples: BenchmarkSamples, sides: list[Side]) -> dict[str, An
     return facts
 
 
-def _confound_note(payload: dict[str, Any]) -> str:
-    found = payload.get("confounds") or {}
+def _confound_note(result: BenchMeasured) -> str:
+    found = result.confounds
     if not found:
         return ""
     return "; not only torch differs: " + ", ".join(
@@ -383,47 +386,48 @@ def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
     rules = policy_rules(policy)
-    results = view.sections.get(SECTION, [])
+    results = from_rows(view.sections.get(SECTION, []))
     reasons = []
+    changed = (compare.BenchVerdict.SLOWER, compare.BenchVerdict.FASTER)
     for result in results:
-        payload = result.payload
-        if payload.get("aa"):
-            if rules["bench_block_on_aa_alarm"] and result.verdict in ("slower", "faster"):
+        if isinstance(result, BenchSkipped):
+            if rules["bench_block_on_candidate_failure"] and result.fails_only_on_candidate:
+                failure = result.failed["candidate"]
+                reasons.append(
+                    f"{result.key}: runs on the baseline but {failure['status']} on "
+                    f"the candidate ({failure['error'][:160]})"
+                )
+            continue
+        if result.aa:
+            if rules["bench_block_on_aa_alarm"] and result.verdict in changed:
                 reasons.append(
                     f"A/A run: {result.key} differs from itself "
-                    f"({payload['ratio'] - 1:+.1%}, q = {payload['q_value']:.2g}); "
+                    f"({result.slowdown:+.1%}, q = {result.q_value:.2g}); "
                     "the benchmark harness is not trustworthy here as configured"
                 )
             continue
-        if result.verdict == "slower" and payload["ratio"] - 1 > rules["bench_max_slowdown"]:
-            reasons.append(
-                f"{result.key}: {payload['ratio'] - 1:+.1%} slower "
-                f"(interval {payload['ci_low']:.3f}-{payload['ci_high']:.3f}, "
-                f"q = {payload['q_value']:.2g}), beyond the "
-                f"{rules['bench_max_slowdown']:.0%} allowed" + _confound_note(payload)
-            )
-        numerics = payload.get("numerics") or {}
-        if rules["bench_block_on_numeric_drift"] and numerics.get("drift"):
-            reasons.append(
-                f"{result.key}: outputs differ between the versions ({numerics['reason'][:200]})"
-            )
-        failed = payload.get("failed") or {}
+        slowdown = result.slowdown
         if (
-            rules["bench_block_on_candidate_failure"]
-            and "candidate" in failed
-            and "baseline" not in failed
-            and "baseline" not in (payload.get("skipped") or {})
+            result.verdict is compare.BenchVerdict.SLOWER
+            and slowdown is not None
+            and slowdown > rules["bench_max_slowdown"]
         ):
-            failure = failed["candidate"]
             reasons.append(
-                f"{result.key}: runs on the baseline but {failure['status']} on "
-                f"the candidate ({failure['error'][:160]})"
+                f"{result.key}: {slowdown:+.1%} slower "
+                f"(interval {result.ci_low:.3f}-{result.ci_high:.3f}, "
+                f"q = {result.q_value:.2g}), beyond the "
+                f"{rules['bench_max_slowdown']:.0%} allowed" + _confound_note(result)
             )
-    skipped = compare.BenchVerdict.SKIPPED.value
-    if results and all(result.verdict == skipped for result in results):
-        first = min(results, key=lambda result: result.key)
+        if rules["bench_block_on_numeric_drift"] and result.numerics_drift:
+            reasons.append(
+                f"{result.key}: outputs differ between the versions "
+                f"({(result.numerics or {})['reason'][:200]})"
+            )
+    skipped = [result for result in results if isinstance(result, BenchSkipped)]
+    if skipped and len(skipped) == len(results):
+        first = min(skipped, key=lambda result: result.key)
         reasons.append(
             f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
-            f"nothing was compared ({first.key}: {first.payload.get('reason', 'skipped')})"
+            f"nothing was compared ({first.key}: {first.reason or 'skipped'})"
         )
     return reasons

@@ -74,11 +74,8 @@ def render_json(view: RunView) -> dict[str, Any]:
         # One row per claim of every pack the run qualified against (release-packs addition).
         "coverage": [row.to_json() for row in claim_coverage(view.packs, view.probe_results)],
         "packs": view.packs,
+        # Each row as its section's typed record writes it (docs/json-schema.md).
         "sections": {
-            name: [
-                {"key": r.key, "env_role": r.env_role, "verdict": r.verdict, "payload": r.payload}
-                for r in results
-            ]
-            for name, results in view.sections.items()
+            name: [record.to_json() for record in view.records(name)] for name in view.sections
         },
     }

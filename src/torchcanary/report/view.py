@@ -10,17 +10,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.results import ClaimComparison, ProbeResult, compare_claim
-from torchcanary.sections import section_names
+from torchcanary.results import ClaimComparison, ProbeResult, SectionRecord, compare_claim
+from torchcanary.sections import registered, section_names
 from torchcanary.store.base import ResultStore
-from torchcanary.store.history import HistoryEntry, bench_history
+from torchcanary.store.history import HistoryEntry, RecordReader, bench_history
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 CATALOG_ARTIFACT = "catalog.json"
 PROBE_RESULTS_SECTION = "claims"  # its results are probe results, kept in a table of their own
+BENCH_SECTION = "bench"  # its benchmarks' recent history is shown beside each
 PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
 FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
 LEDGER_SECTION = "fleet"  # a fleet run's units, one row per profile and section: how each ended
+
+
+def _reader(section: str) -> RecordReader | None:
+    known = registered().get(section)
+    return known.record_from_json if known is not None else None
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,12 @@ class RunView:
             catalog,
             store.probe_results(run_id),
             sections,
-            bench_history(store, run, [r.key for r in sections.get("bench", [])]),
+            bench_history(
+                store,
+                run,
+                [r.key for r in sections.get(BENCH_SECTION, [])],
+                _reader(BENCH_SECTION),
+            ),
             json.loads(artifacts.get(PACKS_ARTIFACT, b"[]")),
             {
                 profile: cls.load(store.scoped(node, profile), run_id)
@@ -83,6 +94,18 @@ class RunView:
             },
             json.loads(artifacts.get(FLEET_ARTIFACT, b"{}")),
         )
+
+    def records(self, section: str) -> list[SectionRecord]:
+        """``section``'s stored rows as its typed records, read by the registered section.
+
+        A section this installation does not know (a plugin since removed) keeps its plain
+        rows, so an old run still renders.
+        """
+        known = registered().get(section)
+        rows = self.sections.get(section, [])
+        if known is None:
+            return list(rows)
+        return [known.record_from_json(row.to_json()) for row in rows]
 
     def claim_rows(self) -> list[ClaimRow]:
         by_key = {(r.probe_id, r.env_role): r for r in self.probe_results}

@@ -29,19 +29,10 @@ from torchcanary.stack.records import (
     WarningRecord,
     normalise,
 )
+from torchcanary.stack.result import ChangeVerdict
 
-VERDICTS = (
-    "newly-erroring",
-    "newly-failing",
-    "newly-skipped",
-    "newly-passing",
-    "numeric-drift",
-    "new-warning",
-    "slower",
-    "faster",
-    "unchanged",
-)
-NEW_BREAKS = ("newly-failing", "newly-erroring")
+VERDICTS = tuple(verdict.value for verdict in ChangeVerdict)  # most serious first
+NEW_BREAKS = tuple(verdict.value for verdict in ChangeVerdict if verdict.is_new_break)
 COMMAND_KEY = "command"
 ABSENT = "absent"  # a test a run did not report: not collected, or not reached
 

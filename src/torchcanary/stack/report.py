@@ -10,52 +10,49 @@ from html import escape
 from typing import Any
 
 from torchcanary.report.junit import JUnitCase
-from torchcanary.stack.diff import NEW_BREAKS, VERDICTS
-from torchcanary.stack.section import (
-    BOTH,
-    SECTION,
-    SUMMARY_KEY,
-    blocking_changes,
-    policy_rules,
+from torchcanary.stack.diff import VERDICTS
+from torchcanary.stack.result import (
+    ComparisonStatus,
+    StackChange,
+    StackRun,
+    StackSummary,
+    from_rows,
 )
-from torchcanary.store.sqlite import SectionResult
+from torchcanary.stack.section import SECTION, blocking_changes, policy_rules
 
 _ROLES = ("baseline", "candidate")
 _NOT_RUN = "The stack was not run: no command was given (e.g. --stack 'pytest tests/')."
 
 
-def _rows(view: Any) -> tuple[dict[str, SectionResult], SectionResult | None, list[SectionResult]]:
-    rows: list[SectionResult] = view.sections.get(SECTION, [])
-    sides = {r.env_role: r for r in rows if r.key == SUMMARY_KEY and r.env_role in _ROLES}
-    summary = next((r for r in rows if r.key == SUMMARY_KEY and r.env_role == BOTH), None)
-    changes = [r for r in rows if r.key != SUMMARY_KEY]
+def _rows(view: Any) -> tuple[dict[str, StackRun], StackSummary | None, list[StackChange]]:
+    records = from_rows(view.sections.get(SECTION, []))
+    sides = {r.env_role: r for r in records if isinstance(r, StackRun) and r.env_role in _ROLES}
+    summary = next((r for r in records if isinstance(r, StackSummary)), None)
+    changes = [r for r in records if isinstance(r, StackChange)]
     order = {verdict: index for index, verdict in enumerate(VERDICTS)}
-    changes.sort(key=lambda r: (order.get(r.verdict, len(order)), r.key))
+    changes.sort(key=lambda r: (order.get(r.verdict.value, len(order)), r.key))
     return sides, summary, changes
 
 
-def _determinism(row: SectionResult) -> str:
-    if row.verdict not in NEW_BREAKS:
+def _determinism(row: StackChange) -> str:
+    if not row.verdict.is_new_break:
         return ""
-    deterministic = row.payload.get("deterministic")
-    if deterministic is None:
+    if row.deterministic is None:
         return "not re-run"
-    reruns = row.payload.get("reruns", {})
-    runs = len(reruns.get("candidate", []))
-    return f"deterministic ({runs} re-runs)" if deterministic else f"flaky ({runs} re-runs)"
+    runs = len(row.reruns.get("candidate", []))
+    return f"deterministic ({runs} re-runs)" if row.deterministic else f"flaky ({runs} re-runs)"
 
 
-def _side_line(role: str, row: SectionResult) -> str:
-    payload = row.payload
-    text = f"{role} (torch {payload.get('torch_version', '?')}): {row.verdict}"
-    if payload.get("detail"):
-        text += f" - {payload['detail']}"
-    if payload.get("duration_s"):
-        text += f" in {payload['duration_s']:.1f} s"
-    if payload.get("stragglers"):
-        text += f"; killed {len(payload['stragglers'])} leftover process(es)"
-    if payload.get("log_truncated"):
-        text += f"; output was {payload.get('output_bytes', 0)} bytes, log cut short"
+def _side_line(role: str, row: StackRun) -> str:
+    text = f"{role} (torch {row.torch_version}): {row.verdict}"
+    if row.detail:
+        text += f" - {row.detail}"
+    if row.duration_s:
+        text += f" in {row.duration_s:.1f} s"
+    if row.stragglers:
+        text += f"; killed {len(row.stragglers)} leftover process(es)"
+    if row.log_truncated:
+        text += f"; output was {row.output_bytes} bytes, log cut short"
     return text
 
 
@@ -87,12 +84,11 @@ def _timing_svg(durations: dict[str, list[float]]) -> str:
     )
 
 
-def _detail_lines(row: SectionResult) -> list[tuple[str, str]]:
+def _detail_lines(row: StackChange) -> list[tuple[str, str]]:
     """(label, text) pairs shown under a change, shared by HTML and Markdown."""
-    payload = row.payload
     items: list[tuple[str, str]] = []
     for role in _ROLES:
-        side = payload.get(role) or {}
+        side = row.baseline if role == "baseline" else row.candidate
         if side:
             items.append(
                 (
@@ -101,25 +97,25 @@ def _detail_lines(row: SectionResult) -> list[tuple[str, str]]:
                     + (f": {side['message']}" if side.get("message") else ""),
                 )
             )
-    if payload.get("also"):
-        items.append(("also", ", ".join(payload["also"])))
-    lines = payload.get("first_differing_lines") or {}
+    if row.also:
+        items.append(("also", ", ".join(row.also)))
+    lines = row.first_differing_lines
     for role in _ROLES:
         if lines.get(role):
             where = f" (from line {lines['line']})" if lines.get("line") else ""
             items.append((f"{role} output{where}", "\n".join(lines[role])))
-    for role, outcomes in (payload.get("reruns") or {}).items():
+    for role, outcomes in row.reruns.items():
         items.append((f"{role} re-runs", ", ".join(outcomes) or "none"))
-    for role, samples in (payload.get("durations") or {}).items():
+    for role, samples in row.durations.items():
         items.append((f"{role} seconds", ", ".join(f"{s:.3f}" for s in samples)))
-    for warning in payload.get("new_warnings") or ():
+    for warning in row.new_warnings:
         items.append(
             (
                 "new warning",
                 f"{warning['category']}: {warning['message']} ({warning.get('location', '')})",
             )
         )
-    numerics = payload.get("numerics")
+    numerics = row.numerics
     if numerics:
         items.append(
             (
@@ -142,7 +138,7 @@ def html(view: Any) -> str:
         return parts[0] + f"<p>{escape(_NOT_RUN)}</p></section>"
     if summary is not None:
         parts.append(
-            f"<p>Command: <code>{escape(str(summary.payload.get('command', '')))}"
+            f"<p>Command: <code>{escape(summary.command)}"
             f"</code>. {escape(_counts_line(summary))}</p>"
         )
     parts.append(
@@ -160,7 +156,7 @@ def html(view: Any) -> str:
         for row in changes:
             parts.append(
                 f"<tr><td>{escape(row.verdict)}</td><td><code>{escape(row.key)}"
-                f"</code></td><td>{escape(str(row.payload.get('detail', '')))}</td>"
+                f"</code></td><td>{escape(row.detail)}</td>"
                 f"<td>{escape(_determinism(row))}</td></tr>"
             )
         parts.append("</tbody></table>")
@@ -171,28 +167,28 @@ def html(view: Any) -> str:
             )
             for label, text in _detail_lines(row):
                 parts.append(f"<dt>{escape(label)}</dt><dd><pre>{escape(text)}</pre></dd>")
-            parts.append("</dl>" + _timing_svg(row.payload.get("durations") or {}) + "</details>")
+            parts.append("</dl>" + _timing_svg(row.durations) + "</details>")
     parts.extend(f"<p>{escape(line)}</p>" for line in _one_sided(summary))
     parts.append("</section>")
     return "".join(parts)
 
 
-def _counts_line(summary: SectionResult) -> str:
-    if summary.verdict == "not-compared":
-        return f"No comparison: {summary.payload.get('reason', '')}"
-    counts = summary.payload.get("counts", {})
+def _counts_line(summary: StackSummary) -> str:
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
+        return f"No comparison: {summary.reason or ''}"
+    counts = summary.counts or {}
     shown = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
-    return f"{shown or 'nothing ran'}; re-runs per environment: {summary.payload.get('reruns')}."
+    return f"{shown or 'nothing ran'}; re-runs per environment: {summary.reruns}."
 
 
-def _one_sided(summary: SectionResult | None) -> list[str]:
+def _one_sided(summary: StackSummary | None) -> list[str]:
     if summary is None:
         return []
     lines = []
     for role in _ROLES:
-        count = summary.payload.get(f"only_in_{role}_count", 0)
+        names, count = summary.only_in(role)
         if count:
-            listed = ", ".join(summary.payload.get(f"only_in_{role}", []))
+            listed = ", ".join(names)
             lines.append(
                 f"{count} test(s) seen only in the {role}'s run "
                 f"(not collected or not reached in the other): {listed}"
@@ -206,14 +202,13 @@ def markdown(view: Any) -> str:
     if summary is None and not sides:
         return "\n".join([*out, _NOT_RUN, ""])
     if summary is not None:
-        out += [f"Command: `{summary.payload.get('command', '')}`. {_counts_line(summary)}", ""]
+        out += [f"Command: `{summary.command}`. {_counts_line(summary)}", ""]
     out += [f"- {_side_line(role, sides[role])}" for role in _ROLES if role in sides]
     out.append("")
     if changes:
         out += ["| Change | Test | Detail | Re-runs |", "|---|---|---|---|"]
         out += [
-            f"| {row.verdict} | `{_cell(row.key)}` | {_cell(str(row.payload.get('detail')))}"
-            f" | {_determinism(row)} |"
+            f"| {row.verdict} | `{_cell(row.key)}` | {_cell(row.detail)} | {_determinism(row)} |"
             for row in changes
         ]
         out.append("")
@@ -241,24 +236,23 @@ def junit_cases(view: Any) -> list[JUnitCase]:
     cases = []
     for role in _ROLES:
         if role in sides:
-            row = sides[role]
-            ran = row.verdict not in ("install-failed", "not-found")
+            run = sides[role]
             cases.append(
                 JUnitCase(
                     "torchcanary.stack",
                     f"{role}: run the stack",
-                    "passed" if ran else "error",
-                    float(row.payload.get("duration_s") or 0.0),
-                    message=_side_line(role, row),
+                    "passed" if run.verdict.ran else "error",
+                    float(run.duration_s or 0.0),
+                    message=_side_line(role, run),
                 )
             )
-    if summary is not None and summary.verdict == "not-compared":
+    if summary is not None and summary.verdict is ComparisonStatus.NOT_COMPARED:
         cases.append(
             JUnitCase(
                 "torchcanary.stack",
                 "compare baseline and candidate",
                 "error",
-                message=str(summary.payload.get("reason", "")),
+                message=summary.reason or "",
             )
         )
     for row in changes:
@@ -269,7 +263,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
                 "torchcanary.stack",
                 f"{row.verdict}: {row.key}",
                 "failure" if blocking else "passed",
-                message=str(row.payload.get("detail", "")),
+                message=row.detail,
                 text=text,
             )
         )

@@ -6,14 +6,14 @@ soon as it ends (a summary row, and the full record as artifact ``stack/<role>.j
 ``--resume`` reuses). Then the runs are compared, what newly broke is re-run in both, the
 recorded tensors are compared, and every change is stored with a summary row.
 
-Rows (section ``stack``):
+Rows (section ``stack``; their typed records are in ``stack/result.py``):
   key ``__summary__``, env_role baseline|candidate: verdict is how the run ended (passed,
     failed, crashed, timeout, not-found, install-failed, pytest-error, no-tests); payload:
     outcome counts, exit code, duration, install, output tails, stragglers killed.
   key ``__summary__``, env_role ``both``: verdict changes|no-changes|not-compared; payload:
     counts per verdict (``unchanged`` included), tests seen in one run only, re-run keys.
   key <test id>|``command``|``numerics:<name>``, env_role ``both``: verdict one of
-    ``diff.VERDICTS``; payload: both sides, detail, deterministic, reruns, durations,
+    ``result.ChangeVerdict``; payload: both sides, detail, deterministic, reruns, durations,
     first_differing_lines, new_warnings, numerics.
 
 Policy keys for ``blocking_reasons`` (defaults):
@@ -37,9 +37,16 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs
-from torchcanary.stack.diff import NEW_BREAKS
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.records import EnvRun
+from torchcanary.stack.result import (
+    ComparisonStatus,
+    StackChange,
+    StackRecord,
+    StackSummary,
+    from_json,
+    from_rows,
+)
 from torchcanary.stack.settings import StackSettings
 from torchcanary.store.sqlite import SectionResult
 
@@ -112,31 +119,30 @@ def run(ctx: RunContext) -> None:
                 "application/json",
                 json.dumps(stored.to_json()).encode(),
             )
-            ctx.store.save_section_result(
-                ctx.run_id,
-                SectionResult(SECTION, SUMMARY_KEY, role, stored.status, stored.summary()),
-            )
+            _save(ctx, SUMMARY_KEY, role, stored.status, stored.summary())
         ctx.progress.note(f"stack: {role}: {stored.status}: {stored.detail}")
         runs[role] = stored
     comparison = compare_runs(runs["baseline"], runs["candidate"], runners, settings)
     for change in comparison.changes:
-        ctx.store.save_section_result(
-            ctx.run_id, SectionResult(SECTION, change.key, BOTH, change.verdict, change.payload())
-        )
+        _save(ctx, change.key, BOTH, change.verdict, change.payload())
     verdict = (
-        "not-compared"
+        ComparisonStatus.NOT_COMPARED
         if not comparison.compared
-        else "changes"
+        else ComparisonStatus.CHANGES
         if comparison.changes
-        else "no-changes"
+        else ComparisonStatus.NO_CHANGES
     )
-    ctx.store.save_section_result(
-        ctx.run_id, SectionResult(SECTION, SUMMARY_KEY, BOTH, verdict, comparison.summary)
-    )
+    _save(ctx, SUMMARY_KEY, BOTH, verdict.value, comparison.summary)
     ctx.progress.note(f"stack: {verdict} ({len(comparison.changes)} change(s))")
 
 
-def _listed(rows: list[SectionResult], limit: int = 5) -> str:
+def _save(ctx: RunContext, key: str, role: str, verdict: str, payload: dict[str, Any]) -> None:
+    """Store one row as its typed record (which checks the verdict is one of its enum's)."""
+    record = from_json({"key": key, "env_role": role, "verdict": verdict, "payload": payload})
+    ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+
+
+def _listed(rows: list[StackChange], limit: int = 5) -> str:
     names = ", ".join(row.key for row in rows[:limit])
     return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
@@ -146,42 +152,40 @@ def policy_rules(policy: Mapping[str, Any] | None) -> dict[str, Any]:
     return {**POLICY_DEFAULTS, **(policy or {})}
 
 
-def blocking_changes(changes: list[SectionResult], rules: Mapping[str, Any]) -> set[str]:
+def blocking_changes(changes: list[StackChange], rules: Mapping[str, Any]) -> set[str]:
     """The keys of the per-test changes that stop the run under ``rules``.
 
     The gate and the JUnit cases both read this, so a test case fails exactly when its
     change is part of a no-go (breaks within ``stack_max_new_failures`` pass).
     """
-    breaks = [r for r in changes if r.verdict in NEW_BREAKS]
-    hard = [r for r in breaks if r.payload.get("deterministic") is not False]
+    breaks = [r for r in changes if r.verdict.is_new_break]
+    hard = [r for r in breaks if r.blocks_as_new_break]
     blocked = {r.key for r in hard} if len(hard) > int(rules["stack_max_new_failures"]) else set()
     if rules["stack_block_on_flaky"]:
-        blocked |= {r.key for r in breaks if r.payload.get("deterministic") is False}
+        blocked |= {r.key for r in breaks if not r.blocks_as_new_break}
     for verdict, key, _words in _OPTIONAL_BLOCKS:
         if rules[key]:
-            blocked |= {
-                r.key for r in changes if verdict in (r.verdict, *r.payload.get("also", ()))
-            }
+            blocked |= {r.key for r in changes if verdict in r.findings}
     return blocked
 
 
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the stack says no-go under ``policy`` (keys and defaults in the module docstring)."""
     rules = policy_rules(policy)
-    rows: list[SectionResult] = view.sections.get(SECTION, [])
-    if not rows:
+    records: list[StackRecord] = from_rows(view.sections.get(SECTION, []))
+    if not records:
         return []
-    summary = next((r for r in rows if r.key == SUMMARY_KEY and r.env_role == BOTH), None)
+    summary = next((r for r in records if isinstance(r, StackSummary)), None)
     if summary is None:
         return ["stack: the comparison did not finish; run again with --resume"]
-    if summary.verdict == "not-compared":
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
         if rules["stack_block_on_no_comparison"]:
-            return [f"stack: no comparison: {summary.payload.get('reason', '')}"]
+            return [f"stack: no comparison: {summary.reason or ''}"]
         return []
-    changes = [r for r in rows if r.env_role == BOTH and r.key != SUMMARY_KEY]
-    breaks = [r for r in changes if r.verdict in NEW_BREAKS]
-    hard = [r for r in breaks if r.payload.get("deterministic") is not False]
-    flaky = [r for r in breaks if r.payload.get("deterministic") is False]
+    changes = [r for r in records if isinstance(r, StackChange) and r.env_role == BOTH]
+    breaks = [r for r in changes if r.verdict.is_new_break]
+    hard = [r for r in breaks if r.blocks_as_new_break]
+    flaky = [r for r in breaks if not r.blocks_as_new_break]
     blocked = blocking_changes(changes, rules)
     reasons = []
     if len(hard) > int(rules["stack_max_new_failures"]):
@@ -192,7 +196,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     if any(r.key in blocked for r in flaky):
         reasons.append(f"stack: {len(flaky)} flaky new failure(s): {_listed(flaky)}")
     for verdict, key, words in _OPTIONAL_BLOCKS:
-        found = [r for r in changes if verdict in (r.verdict, *r.payload.get("also", ()))]
+        found = [r for r in changes if verdict in r.findings]
         if found and rules[key]:
             reasons.append(f"stack: {len(found)} test(s) {words}: {_listed(found)}")
     return reasons

@@ -1,4 +1,4 @@
-"""One benchmark's, claim's or drill's results across the runs of a store, in one query.
+"""One item's results (a claim, benchmark, drill, ...) across the runs of a store, in one query.
 
 A run is described by its environments' torch versions (from the manifests the run
 recorded) and its specs; filters match either, so ``--candidate 2.14`` finds every run
@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.errors import CanaryError
-from torchcanary.results import Verdict, compare_claim
+from torchcanary.results import SectionRecord, Verdict, compare_claim
 from torchcanary.store.base import ResultStore
-from torchcanary.store.rows import RunRow
+from torchcanary.store.rows import RunRow, SectionResult
 
-SECTIONS = ("claims", "bench", "drill")
+PROBE_RESULTS = "claims"  # the section whose results are probe results, in their own table
+# Reads one stored row {key, env_role, verdict, payload} as its section's record.
+RecordReader = Callable[[dict[str, Any]], SectionRecord]
 
 
 @dataclass(frozen=True)
@@ -84,19 +87,28 @@ def _where(run_filter: HistoryFilter) -> tuple[str, list[Any]]:
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
-def find_section(store: ResultStore, item: str) -> str:
-    """The one section that has results for ``item``; several or none is a usage error."""
+def find_section(store: ResultStore, item: str, sections: Iterable[str]) -> str:
+    """The one of ``sections`` (the registered ones) that has results for ``item``.
+
+    Several or none is a usage error.
+    """
+    wanted = list(sections)
     found = []
-    if store.query("SELECT 1 FROM probe_results WHERE probe_id = ? LIMIT 1", (item,)):
-        found.append("claims")
-    for section in ("bench", "drill"):
-        if store.query(
-            "SELECT 1 FROM section_results WHERE section = ? AND key = ? LIMIT 1", (section, item)
-        ):
-            found.append(section)
+    if PROBE_RESULTS in wanted and store.query(
+        "SELECT 1 FROM probe_results WHERE probe_id = ? LIMIT 1", (item,)
+    ):
+        found.append(PROBE_RESULTS)
+    stored = {
+        str(row[0])
+        for row in store.query(
+            "SELECT DISTINCT section FROM section_results WHERE key = ?", (item,)
+        )
+    }
+    found += [section for section in wanted if section in stored]
     if not found:
         raise CanaryError(
-            f"no claim, benchmark or drill {item!r} in {store.location}; "
+            f"no claim, benchmark or drill {item!r} in {store.location}, nor any other "
+            "section's result by that name; "
             "`torchcanary report RUN` shows a run's ids"
         )
     if len(found) > 1:
@@ -105,11 +117,19 @@ def find_section(store: ResultStore, item: str) -> str:
 
 
 def history(
-    store: ResultStore, item: str, section: str, run_filter: HistoryFilter
+    store: ResultStore,
+    item: str,
+    section: str,
+    run_filter: HistoryFilter,
+    read: RecordReader | None = None,
 ) -> list[HistoryEntry]:
-    """``item``'s results in ``section`` across the runs that pass ``run_filter``, oldest first."""
+    """``item``'s results in ``section`` across the runs that pass ``run_filter``, oldest first.
+
+    ``read`` is the section's ``record_from_json``: a record with an interval (``ratio``,
+    ``ci_low``, ``ci_high``, as a benchmark's) gives the entry its ratio.
+    """
     where, params = _where(run_filter)
-    if section == "claims":
+    if section == PROBE_RESULTS:
         sql = (
             "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
             "x.env_role, x.verdict, NULL FROM probe_results x"
@@ -128,13 +148,15 @@ def history(
         )
         args = [section, item, *params]
     rows = store.query(sql + " ORDER BY r.created_at, r.run_id, x.profile", args)
-    entries = _entries(rows, section)
+    entries = _entries(rows, item, section, read or SectionResult.from_json)
     if run_filter.limit is not None:
         entries = entries[-run_filter.limit :]
     return entries
 
 
-def _entries(rows: list[tuple[Any, ...]], section: str) -> list[HistoryEntry]:
+def _entries(
+    rows: list[tuple[Any, ...]], item: str, section: str, read: RecordReader
+) -> list[HistoryEntry]:
     # A fleet run has one entry per profile: each profile's verdicts stand on their own.
     by_run: dict[tuple[str, str], dict[str, Any]] = {}
     for run_id, profile, created, base, cand, role, verdict, payload in rows:
@@ -145,22 +167,23 @@ def _entries(rows: list[tuple[Any, ...]], section: str) -> list[HistoryEntry]:
                 "baseline": base or "?",
                 "candidate": cand or "?",
                 "verdicts": {},
-                "payload": None,
+                "record": None,
             },
         )
         run["verdicts"][role] = verdict
         if payload is not None and role == "both":
-            run["payload"] = json.loads(payload)
+            row = {"key": item, "env_role": role, "verdict": verdict}
+            run["record"] = read({**row, "payload": json.loads(payload)})
     return [_entry(run_id, profile, run, section) for (run_id, profile), run in by_run.items()]
 
 
 def _entry(run_id: str, profile: str, run: dict[str, Any], section: str) -> HistoryEntry:
     verdicts: dict[str, str] = run["verdicts"]
-    payload = run["payload"] or {}
-    if section == "claims":
+    record = run["record"]
+    if section == PROBE_RESULTS:
         verdict = _claim_verdict(verdicts)
-    elif section == "bench":
-        verdict = verdicts.get("both", "?")
+    elif set(verdicts) == {"both"}:  # one verdict across the environments (a benchmark)
+        verdict = verdicts["both"]
     else:
         verdict = ", ".join(f"{role}: {v}" for role, v in sorted(verdicts.items()))
     return HistoryEntry(
@@ -170,11 +193,17 @@ def _entry(run_id: str, profile: str, run: dict[str, Any], section: str) -> Hist
         run["candidate"],
         verdict,
         dict(verdicts),
-        payload.get("ratio"),
-        payload.get("ci_low"),
-        payload.get("ci_high"),
+        *_interval(record),
         profile,
     )
+
+
+def _interval(record: SectionRecord | None) -> tuple[float | None, float | None, float | None]:
+    """A record's ratio and interval, when it is a record that has them."""
+    figures = tuple(getattr(record, name, None) for name in ("ratio", "ci_low", "ci_high"))
+    if not all(value is None or isinstance(value, float | int) for value in figures):
+        return None, None, None  # a plain row's payload, or a field of another meaning
+    return figures  # type: ignore[return-value]
 
 
 def _claim_verdict(verdicts: dict[str, str]) -> str:
@@ -188,7 +217,11 @@ def _claim_verdict(verdicts: dict[str, str]) -> str:
 
 
 def bench_history(
-    store: ResultStore, run: RunRow, bench_ids: list[str], runs: int = 10
+    store: ResultStore,
+    run: RunRow,
+    bench_ids: list[str],
+    read: RecordReader | None = None,
+    runs: int = 10,
 ) -> dict[str, list[HistoryEntry]]:
     """Each benchmark's last ``runs`` results up to and including ``run`` (for its report).
 
@@ -196,4 +229,4 @@ def bench_history(
     Only the store's own profile counts: a fleet profile's history is that hardware's.
     """
     up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs, profile=store.profile)
-    return {bench_id: history(store, bench_id, "bench", up_to) for bench_id in bench_ids}
+    return {bench_id: history(store, bench_id, "bench", up_to, read) for bench_id in bench_ids}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from torchcanary.results import Manifest
+from torchcanary.results import Manifest, SectionRecord
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,35 @@ class EnvironmentRow:
 
 @dataclass(frozen=True)
 class SectionResult:
+    """One row of ``section_results`` as stored: the payload is plain JSON.
+
+    It is also the record of a section that declares no typed one (a third party's):
+    ``to_json``/``from_json`` give the same ``{key, env_role, verdict, payload}`` form as
+    the typed records do. Typed sections build the row with :meth:`of`.
+    """
+
     section: str
     key: str
     env_role: str
     verdict: str
     payload: dict[str, Any]
+
+    @classmethod
+    def of(cls, section: str, record: SectionRecord) -> SectionResult:
+        """The row that stores ``record`` under ``section``."""
+        data = record.to_json()
+        return cls(section, data["key"], data["env_role"], data["verdict"], data["payload"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "env_role": self.env_role,
+            "verdict": self.verdict,
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], section: str = "") -> SectionResult:
+        return cls(
+            section, data["key"], data["env_role"], str(data["verdict"]), dict(data["payload"])
+        )

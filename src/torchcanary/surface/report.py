@@ -11,7 +11,6 @@ from html import escape
 from typing import Any
 
 from torchcanary.report.junit import JUnitCase
-from torchcanary.store.sqlite import SectionResult
 from torchcanary.surface.assess import (
     IN_USE_OTHER,
     IN_USE_OVERRIDDEN,
@@ -20,7 +19,8 @@ from torchcanary.surface.assess import (
     IN_USE_SIGNATURE,
 )
 from torchcanary.surface.changes import ChangeKind
-from torchcanary.surface.section import SECTION, SUMMARY_KEY
+from torchcanary.surface.result import DiffChange, DiffStatus, DiffSummary, from_rows
+from torchcanary.surface.section import SECTION
 
 _TITLE = "What changed that the notes don't say"
 _NOT_RUN = "The surface diff was not run."
@@ -31,59 +31,53 @@ _ONLY_IN_CANDIDATE = ("config-added", "api-added", "env-var-added")
 _ONLY_IN_BASELINE = ("config-removed", "api-removed", "env-var-removed")
 
 
-def _rows(view: Any) -> tuple[SectionResult | None, list[SectionResult]]:
-    rows: list[SectionResult] = view.sections.get(SECTION, [])
-    summary = next((r for r in rows if r.key == SUMMARY_KEY), None)
-    return summary, [r for r in rows if r.key != SUMMARY_KEY]
+def _rows(view: Any) -> tuple[DiffSummary | None, list[DiffChange]]:
+    records = from_rows(view.sections.get(SECTION, []))
+    summary = next((r for r in records if isinstance(r, DiffSummary)), None)
+    return summary, [r for r in records if isinstance(r, DiffChange)]
 
 
-def _order(row: SectionResult) -> tuple[bool, bool, int, str]:
-    kinds = [k.value for k in ChangeKind]
-    payload = row.payload
+def _order(row: DiffChange) -> tuple[bool, bool, int, str]:
     return (
-        bool(payload.get("announced")),
-        not payload.get("alters_results"),
-        kinds.index(row.verdict) if row.verdict in kinds else len(kinds),
-        str(payload.get("symbol", "")),
+        row.announced,
+        not row.alters_results,
+        list(ChangeKind).index(row.verdict),
+        row.symbol,
     )
 
 
-def _in_use(changes: list[SectionResult]) -> list[SectionResult]:
+def _in_use(changes: list[DiffChange]) -> list[DiffChange]:
     """Changes the code meets, worst use first."""
     ranks = {use: rank for rank, use in enumerate((*_IN_USE_ORDER, IN_USE_OTHER))}
     return sorted(
-        (r for r in changes if r.payload.get("in_use")),
-        key=lambda r: (ranks.get(r.payload["in_use"], len(ranks)), _order(r)),
+        (r for r in changes if r.in_use),
+        key=lambda r: (ranks.get(r.in_use or "", len(ranks)), _order(r)),
     )
 
 
-def _leading(changes: list[SectionResult]) -> list[SectionResult]:
+def _leading(changes: list[DiffChange]) -> list[DiffChange]:
     """Unannounced changes that can alter results, in report order."""
-    return sorted(
-        (r for r in changes if r.payload.get("alters_results") and not r.payload.get("announced")),
-        key=_order,
-    )
+    return sorted((r for r in changes if r.unannounced_altering), key=_order)
 
 
-def _announced(changes: list[SectionResult]) -> list[SectionResult]:
-    return sorted((r for r in changes if r.payload.get("announced")), key=_order)
+def _announced(changes: list[DiffChange]) -> list[DiffChange]:
+    return sorted((r for r in changes if r.announced), key=_order)
 
 
-def _headline(summary: SectionResult) -> str:
-    payload = summary.payload
-    if summary.verdict == "not-compared":
-        return f"Not compared: {payload.get('reason', '')}"
-    versions = payload.get("torch_versions", {})
+def _headline(summary: DiffSummary) -> str:
+    if summary.verdict is DiffStatus.NOT_COMPARED:
+        return f"Not compared: {summary.reason or ''}"
+    versions = summary.torch_versions or {}
     return (
         f"torch {versions.get('baseline')} -> {versions.get('candidate')}: "
-        f"{payload.get('total', 0)} change(s), {payload.get('announced', 0)} announced, "
-        f"{payload.get('unannounced_altering', 0)} unannounced that can alter results; "
-        f"collected and compared in {payload.get('section_s', 0)} s."
+        f"{summary.total or 0} change(s), {summary.announced or 0} announced, "
+        f"{summary.unannounced_altering or 0} unannounced that can alter results; "
+        f"collected and compared in {summary.section_s or 0} s."
     )
 
 
-def _scan_line(summary: SectionResult) -> str:
-    scan = summary.payload.get("scan")
+def _scan_line(summary: DiffSummary) -> str:
+    scan = summary.scan
     if not scan:
         return "Your code was not scanned (give --code PATH or [diff] code)."
     line = f"Scanned {scan['files_scanned']} file(s) under {scan['root']}: {scan['hits']} hit(s)."
@@ -97,41 +91,31 @@ def _value(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _sides(row: SectionResult) -> tuple[str, str]:
+def _sides(row: DiffChange) -> tuple[str, str]:
     """Both values as text; the side a name is missing from says so."""
-    baseline = (
-        "absent" if row.verdict in _ONLY_IN_CANDIDATE else _value(row.payload.get("baseline"))
-    )
-    candidate = (
-        "absent" if row.verdict in _ONLY_IN_BASELINE else _value(row.payload.get("candidate"))
-    )
+    baseline = "absent" if row.verdict in _ONLY_IN_CANDIDATE else _value(row.baseline)
+    candidate = "absent" if row.verdict in _ONLY_IN_BASELINE else _value(row.candidate)
     return baseline, candidate
 
 
-def _hit_lines(row: SectionResult) -> list[str]:
-    return [
-        f"{hit['path']}:{hit['line']} ({hit['use']}): {hit['code']}"
-        for hit in row.payload.get("hits", [])
-    ]
+def _hit_lines(row: DiffChange) -> list[str]:
+    return [f"{hit['path']}:{hit['line']} ({hit['use']}): {hit['code']}" for hit in row.hits]
 
 
-def _counts_rows(summary: SectionResult) -> list[tuple[str, int, int]]:
-    counts = summary.payload.get("counts", {})
-    silent = summary.payload.get("unannounced_counts", {})
+def _counts_rows(summary: DiffSummary) -> list[tuple[str, int, int]]:
+    counts = summary.counts or {}
+    silent = summary.unannounced_counts or {}
     return [
         (kind.value, counts.get(kind.value, 0), silent.get(kind.value, 0)) for kind in ChangeKind
     ]
 
 
-def _change_cells(row: SectionResult) -> tuple[str, str, str, str]:
-    payload = row.payload
+def _change_cells(row: DiffChange) -> tuple[str, str, str, str]:
     return (
-        row.verdict,
-        str(payload.get("symbol", row.key)),
-        str(payload.get("detail", "")),
-        "announced (" + ", ".join(payload.get("mentions", [])) + ")"
-        if payload.get("announced")
-        else "unannounced",
+        row.verdict.value,
+        row.name,
+        row.detail,
+        "announced (" + ", ".join(row.mentions) + ")" if row.announced else "unannounced",
     )
 
 
@@ -141,7 +125,7 @@ def html(view: Any) -> str:
     if summary is None:
         return parts[0] + f"<p>{escape(_NOT_RUN)}</p></section>"
     parts.append(f"<p>{escape(_headline(summary))}</p>")
-    if summary.verdict == "not-compared":
+    if summary.verdict is DiffStatus.NOT_COMPARED:
         return "".join(parts) + "</section>"
     parts.append(f"<p>{escape(_scan_line(summary))}</p>")
     used = _in_use(changes)
@@ -151,7 +135,7 @@ def html(view: Any) -> str:
             kind, symbol, detail, notes = _change_cells(row)
             hits = "".join(f"<li><code>{escape(h)}</code></li>" for h in _hit_lines(row))
             parts.append(
-                f"<li><strong>{escape(str(row.payload.get('in_use')))}</strong>: "
+                f"<li><strong>{escape(str(row.in_use))}</strong>: "
                 f"<code>{escape(symbol)}</code> ({escape(kind)}, {escape(notes)}): "
                 f"{escape(detail)}<ul>{hits}</ul></li>"
             )
@@ -186,10 +170,10 @@ def html(view: Any) -> str:
                 f"<td>{escape(detail)}</td><td>{escape(notes)}</td></tr>"
             )
         parts.append("</tbody></table></details>")
-    parts.append(f"<p><small>{escape(summary.payload.get('normalisation', ''))}</small></p>")
+    parts.append(f"<p><small>{escape(summary.normalisation or '')}</small></p>")
     parts.append(
         "<p><small>Not checked: "
-        + escape(" ".join(summary.payload.get("not_checked", [])))
+        + escape(" ".join(summary.not_checked or ()))
         + "</small></p></section>"
     )
     return "".join(parts)
@@ -210,7 +194,7 @@ def markdown(view: Any) -> str:
     if summary is None:
         return "\n".join([*out, _NOT_RUN, ""])
     out += [_headline(summary), ""]
-    if summary.verdict == "not-compared":
+    if summary.verdict is DiffStatus.NOT_COMPARED:
         return "\n".join(out)
     out += [_scan_line(summary), ""]
     used = _in_use(changes)
@@ -218,10 +202,7 @@ def markdown(view: Any) -> str:
         out += ["### Where your code meets a change", ""]
         for row in used:
             kind, symbol, detail, notes = _change_cells(row)
-            out.append(
-                f"- **{row.payload.get('in_use')}**: `{symbol}` ({kind}, {notes}): "
-                + _text_cell(detail)
-            )
+            out.append(f"- **{row.in_use}**: `{symbol}` ({kind}, {notes}): " + _text_cell(detail))
             out += [f"  - `{_cell(line)}`" for line in _hit_lines(row)]
         out.append("")
     out += ["| Kind | All | Unannounced |", "|---|---|---|"]
@@ -244,7 +225,7 @@ def markdown(view: Any) -> str:
     if announced:
         out.append(
             "Announced: "
-            + ", ".join(f"`{r.payload.get('symbol')}` ({r.verdict})" for r in announced[:20])
+            + ", ".join(f"`{r.name}` ({r.verdict.value})" for r in announced[:20])
             + (f" and {len(announced) - 20} more" if len(announced) > 20 else "")
         )
         out.append("")
@@ -258,7 +239,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
     if summary is None:
         return []
     suite = "torchcanary.diff"
-    if summary.verdict == "not-compared":
+    if summary.verdict is DiffStatus.NOT_COMPARED:
         return [
             JUnitCase(suite, "collect and compare surfaces", "error", message=_headline(summary))
         ]
@@ -267,7 +248,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
             suite,
             "collect and compare surfaces",
             "passed",
-            float(summary.payload.get("section_s") or 0.0),
+            float(summary.section_s or 0.0),
             message=_headline(summary),
         )
     ]
@@ -276,12 +257,12 @@ def junit_cases(view: Any) -> list[JUnitCase]:
         for kind, count, silent in _counts_rows(summary)
     ]
     for row in _in_use(changes):
-        blocking = row.payload.get("in_use") in _BLOCKING_BY_DEFAULT
+        blocking = row.in_use in _BLOCKING_BY_DEFAULT
         kind, symbol, detail, notes = _change_cells(row)
         cases.append(
             JUnitCase(
                 suite,
-                f"{row.payload.get('in_use')}: {symbol}",
+                f"{row.in_use}: {symbol}",
                 "failure" if blocking else "passed",
                 message=f"{kind}, {notes}: {detail}",
                 text="\n".join(_hit_lines(row)),

@@ -7,7 +7,7 @@ collection is stored as artifact ``diff/<role>.json`` (``--resume`` reuses it). 
 compared, each change is checked against the release's text (the claims pack and any notes
 files) and against the user's code, and every change is stored as a row.
 
-Rows (section ``diff``, env_role ``both``):
+Rows (section ``diff``, env_role ``both``; typed as the records of ``surface/result.py``):
   key ``__summary__``: verdict changes|no-changes|not-compared; payload: counts per kind,
     unannounced counts, hits, the scan's files and errors, timings, import failures,
     how values were normalised, what was not checked.
@@ -51,6 +51,7 @@ from torchcanary.surface.assess import (
 )
 from torchcanary.surface.changes import Change, counts_by_kind
 from torchcanary.surface.notes import ReleaseText, claims_pack_texts, read_notes
+from torchcanary.surface.result import DiffChange, DiffStatus, DiffSummary, from_json, from_rows
 from torchcanary.surface.settings import DiffSettings
 from torchcanary.worker.calls import COLLECT_SURFACE
 
@@ -154,10 +155,7 @@ def run(ctx: RunContext) -> None:
             reason = "; ".join(
                 f"{role}: {call.status}: {call.error}" for role, call in failed.items()
             )
-            ctx.store.save_section_result(
-                ctx.run_id,
-                SectionResult(SECTION, SUMMARY_KEY, BOTH, "not-compared", {"reason": reason}),
-            )
+            _save(ctx, SUMMARY_KEY, DiffStatus.NOT_COMPARED.value, {"reason": reason})
             ctx.progress.note(f"diff: not compared: {reason}")
             return
         for role, call in calls.items():
@@ -175,51 +173,50 @@ def run(ctx: RunContext) -> None:
         code_root(ctx, settings),
     )
     for change in diff.changes:
-        ctx.store.save_section_result(
-            ctx.run_id,
-            SectionResult(SECTION, change.key, BOTH, change.kind.value, change_payload(change)),
-        )
+        _save(ctx, change.key, change.kind.value, change_payload(change))
     payload = summary_payload(diff, collections, time.monotonic() - started)
-    verdict = "changes" if diff.changes else "no-changes"
-    ctx.store.save_section_result(
-        ctx.run_id, SectionResult(SECTION, SUMMARY_KEY, BOTH, verdict, payload)
-    )
+    verdict = DiffStatus.CHANGES if diff.changes else DiffStatus.NO_CHANGES
+    _save(ctx, SUMMARY_KEY, verdict.value, payload)
     ctx.progress.note(
         f"diff: {payload['total']} change(s), {payload['total'] - payload['announced']} "
         f"unannounced, {payload['hits']} hit(s) in your code"
     )
 
 
-def _listed(rows: list[SectionResult], limit: int = 5) -> str:
-    names = ", ".join(row.payload.get("symbol", row.key) for row in rows[:limit])
+def _save(ctx: RunContext, key: str, verdict: str, payload: dict[str, Any]) -> None:
+    """Store one row as its typed record (``surface/result.py``)."""
+    record = from_json({"key": key, "env_role": BOTH, "verdict": verdict, "payload": payload})
+    ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+
+
+def _listed(rows: list[DiffChange], limit: int = 5) -> str:
+    names = ", ".join(row.name for row in rows[:limit])
     return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the diff says no-go under ``policy`` (keys and defaults in the module docstring)."""
     rules = {**POLICY_DEFAULTS, **policy}
-    rows: list[SectionResult] = view.sections.get(SECTION, [])
-    if not rows:
+    records = from_rows(view.sections.get(SECTION, []))
+    if not records:
         return []
-    summary = next((r for r in rows if r.key == SUMMARY_KEY), None)
+    summary = next((r for r in records if isinstance(r, DiffSummary)), None)
     if summary is None:
         return ["diff: the comparison did not finish; run again with --resume"]
-    if summary.verdict == "not-compared":  # a build whose surface could not be read
-        return [f"diff: not compared: {summary.payload.get('reason', '')}"]
-    changes = [r for r in rows if r.key != SUMMARY_KEY]
+    if summary.verdict is DiffStatus.NOT_COMPARED:  # a build whose surface could not be read
+        return [f"diff: not compared: {summary.reason or ''}"]
+    changes = [r for r in records if isinstance(r, DiffChange)]
     reasons = []
     for use, rule, words in (
         (IN_USE_REMOVED, "diff_block_on_removed", "uses removed name(s)"),
         (IN_USE_RELIED_DEFAULT, "diff_block_on_relied_default", "relies on changed default(s)"),
         (IN_USE_SIGNATURE, "diff_block_on_signature", "calls changed signature(s)"),
     ):
-        found = [r for r in changes if r.payload.get("in_use") == use]
+        found = [r for r in changes if r.in_use == use]
         if found and rules[rule]:
             reasons.append(f"diff: your code {words}: {_listed(found)}")
     if rules["diff_block_on_unannounced"]:
-        silent = [
-            r for r in changes if r.payload.get("alters_results") and not r.payload.get("announced")
-        ]
+        silent = [r for r in changes if r.unannounced_altering]
         if silent:
             reasons.append(
                 f"diff: {len(silent)} unannounced change(s) that can alter results: "

@@ -1,0 +1,145 @@
+"""Typed section results: every row reads as its section's versioned record and back, a run
+stored before the records renders exactly as it did, and a policy word outside the ones a
+key allows is refused before the run."""
+
+from __future__ import annotations
+
+import enum
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import run_canary
+from torchcanary.measure.result import BenchMeasured, BenchSkipped
+from torchcanary.policy import decide
+from torchcanary.report.view import RunView
+from torchcanary.results import RECORD_SCHEMA_KEY
+from torchcanary.sections import get_section, section_names
+from torchcanary.stack.result import StackChange, StackRun, StackSummary
+from torchcanary.store.history import PROBE_RESULTS, find_section
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import Store
+from torchcanary.surface.result import DiffChange, DiffSummary
+
+STORED = Path(__file__).parent / "fixtures" / "records"
+RUN_ID = "20261203-211235-f57d7a"
+TYPED = {
+    "bench": (BenchMeasured, BenchSkipped),
+    "stack": (StackRun, StackSummary, StackChange),
+    "diff": (DiffSummary, DiffChange),
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run stored before the records, reported again by today's code (a copy of the store)."""
+    work = tmp_path_factory.mktemp("records")
+    shutil.copy(STORED / "before-records.db", work / "canary.db")
+    result = run_canary("report", RUN_ID, "--store", "canary.db", "--output", "out", cwd=work)
+    assert result.returncode == 0, result.stderr
+    return work / "out" / RUN_ID
+
+
+def _without_schema(results: dict[str, Any]) -> dict[str, Any]:
+    for rows in results["sections"].values():
+        for row in rows:
+            row["payload"].pop(RECORD_SCHEMA_KEY, None)
+    return results
+
+
+def test_a_run_stored_before_the_records_reports_its_results_as_it_did(rendered: Path) -> None:
+    now = json.loads((rendered / "results.json").read_text())
+    before = json.loads((STORED / "before-records.results.json").read_text())
+    # The one difference: each typed section's payload now says its schema version.
+    assert {
+        row["payload"][RECORD_SCHEMA_KEY] for name in TYPED for row in now["sections"][name]
+    } == {1}
+    assert _without_schema(now)["sections"] == before["sections"]
+    assert (now["decision"], now["decision_detail"]) == (
+        before["decision"],
+        before["decision_detail"],
+    )
+    # Every section's Markdown summary and JUnit case reads the records the same way.
+    summary = (rendered / "summary.md").read_text()
+    for heading in ("## Performance A/B", "## Your stack", "## What changed"):
+        assert heading in (STORED / "before-records.summary.md").read_text()
+        assert heading in summary
+    junit = (rendered / "junit.xml").read_text()
+    assert junit.count("<testcase") == (STORED / "before-records.junit.xml").read_text().count(
+        "<testcase"
+    )
+
+
+def test_the_decision_read_from_the_records_is_the_one_the_run_made(tmp_path: Path) -> None:
+    shutil.copy(STORED / "before-records.db", tmp_path / "canary.db")
+    with Store(tmp_path / "canary.db") as store:
+        view = RunView.load(store, RUN_ID)
+    detail = view.run.decision_detail or {}
+    plan = view.run.plan
+    decision = decide(
+        view, plan["policy"], tuple(plan["sections"]), detail.get("section_failures", {})
+    )
+    assert decision.label == view.run.decision == "no-go"
+    assert list(decision.reasons) == detail["reasons"]
+    assert any(reason.startswith("stack:") for reason in decision.reasons)
+    assert any(reason.startswith("diff:") for reason in decision.reasons)
+
+
+def test_every_row_of_results_json_is_its_sections_record_and_round_trips(
+    rendered: Path,
+) -> None:
+    sections = json.loads((rendered / "results.json").read_text())["sections"]
+    # claims' results are ProbeResult records, under "claims" at the top level
+    assert set(sections) == set(section_names()) - {PROBE_RESULTS}
+    seen: set[type] = set()
+    for name, rows in sections.items():
+        for row in rows:
+            record = get_section(name).record_from_json(row)
+            assert record.to_json() == row
+            if name in TYPED:
+                assert isinstance(record, TYPED[name]), (name, row["key"])
+                assert isinstance(record.verdict, enum.Enum)  # one vocabulary, declared
+                seen.add(type(record))
+    assert seen == {kind for kinds in TYPED.values() for kind in kinds}
+
+
+def test_a_row_of_an_unknown_verdict_or_a_newer_schema_is_refused_by_name() -> None:
+    row = {"key": "gemm/x", "env_role": "both", "verdict": "slower", "payload": {}}
+    with pytest.raises(ValueError, match="'slowish' is not a valid BenchVerdict"):
+        get_section("bench").record_from_json({**row, "verdict": "slowish"})
+    with pytest.raises(ValueError, match="schema 2 is not one this torchcanary reads"):
+        get_section("bench").record_from_json({**row, "payload": {RECORD_SCHEMA_KEY: 2}})
+
+
+def test_facts_a_record_does_not_know_are_kept_when_it_is_written_again() -> None:
+    row = {
+        "key": "gemm/x",
+        "env_role": "both",
+        "verdict": "same",
+        "payload": {RECORD_SCHEMA_KEY: 1, "ratio": 1.0, "workload": {"name": "mine"}},
+    }
+    record = get_section("bench").record_from_json(row)
+    assert isinstance(record, BenchMeasured) and record.ratio == 1.0
+    assert record.to_json()["payload"]["workload"] == {"name": "mine"}
+
+
+def test_history_finds_an_id_in_any_registered_section(tmp_path: Path) -> None:
+    with Store(tmp_path / "canary.db") as store:
+        run_id = store.create_run({"sections": ["stack"]})
+        change = SectionResult("stack", "tests/t.py::test_a", "both", "newly-failing", {})
+        store.save_section_result(run_id, change)
+        assert find_section(store, "tests/t.py::test_a", section_names()) == "stack"
+
+
+def test_a_policy_word_a_key_does_not_allow_is_refused_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text('[policy]\nfail_on_claims = ["regressed", "typo"]\n')
+    result = run_canary("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "'fail_on_claims'" in lines[0] and "'typo'" in lines[0]
+    assert "'regressed'" in lines[0] and "'new in candidate'" in lines[0]
+    assert not (tmp_path / "canary-results").exists()  # no run was started
