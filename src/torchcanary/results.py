@@ -226,6 +226,16 @@ def record_payload(record: Any, optional: frozenset[str] = frozenset()) -> dict[
     return {**record.extra, **data}
 
 
+def record_row(record: Any, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A record's stored form ``{key, env_role, verdict, payload}`` (see ``record_payload``)."""
+    return {
+        "key": record.key,
+        "env_role": record.env_role,
+        "verdict": record.verdict.value,
+        "payload": record_payload(record, optional),
+    }
+
+
 def record_arguments(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``cls`` from a stored payload: known fields, the rest as extra.
 

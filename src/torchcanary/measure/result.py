@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.measure.compare import BenchVerdict
-from torchcanary.results import payload_version, record_arguments, record_payload
+from torchcanary.results import payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
 SCHEMA_VERSION = 1
@@ -107,7 +107,7 @@ class BenchMeasured:
         return payload
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self, self._OPTIONAL))
+        return record_row(self, self._OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -145,19 +145,10 @@ class BenchSkipped:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self))
+        return record_row(self)
 
 
 BenchResult = BenchMeasured | BenchSkipped
-
-
-def _row(record: BenchResult, payload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "key": record.key,
-        "env_role": record.env_role,
-        "verdict": record.verdict.value,
-        "payload": payload,
-    }
 
 
 def from_json(data: dict[str, Any]) -> BenchResult:

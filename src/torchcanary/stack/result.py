@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.results import payload_version, record_arguments, record_payload
+from torchcanary.results import payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
 SCHEMA_VERSION = 1
@@ -104,7 +104,7 @@ class StackRun:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self))
+        return record_row(self)
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class StackSummary:
         return tuple(listed or ()), int(count or 0)
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self, self._OPTIONAL))
+        return record_row(self, self._OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -195,19 +195,10 @@ class StackChange:
         return (self.verdict.value, *self.also)
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self))
+        return record_row(self)
 
 
 StackRecord = StackRun | StackSummary | StackChange
-
-
-def _row(record: StackRecord, payload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "key": record.key,
-        "env_role": record.env_role,
-        "verdict": record.verdict.value,
-        "payload": payload,
-    }
 
 
 def from_json(data: dict[str, Any]) -> StackRecord:

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.results import payload_version, record_arguments, record_payload
+from torchcanary.results import payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 from torchcanary.surface.changes import ChangeKind
 
@@ -65,7 +65,7 @@ class DiffSummary:
 
     def to_json(self) -> dict[str, Any]:
         optional = frozenset(name for name in self.__dataclass_fields__ if name != "verdict")
-        return _row(self, record_payload(self, optional))
+        return record_row(self, optional)
 
 
 @dataclass(frozen=True)
@@ -99,19 +99,10 @@ class DiffChange:
         return self.alters_results and not self.announced
 
     def to_json(self) -> dict[str, Any]:
-        return _row(self, record_payload(self))
+        return record_row(self)
 
 
 DiffRecord = DiffSummary | DiffChange
-
-
-def _row(record: DiffRecord, payload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "key": record.key,
-        "env_role": record.env_role,
-        "verdict": record.verdict.value,
-        "payload": payload,
-    }
 
 
 def from_json(data: dict[str, Any]) -> DiffRecord:
