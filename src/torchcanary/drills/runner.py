@@ -66,6 +66,21 @@ def _restart_could_not_connect(area: Area) -> bool:
     )
 
 
+def fault_facts(injector: Injector, figures: timeline.Recovery) -> dict[str, Any]:
+    """What was injected and how the job recovered: the figures every drill row carries."""
+    return {
+        "injected": injector.detail,
+        "struck_rank": injector.struck_rank,
+        "detect_s": figures.detect_s,
+        "resume_s": figures.resume_s,
+        "last_step_before_fault": figures.last_step_before,
+        "resume_step": figures.resume_step,
+        "steps_lost": figures.steps_lost,
+        "throughput_before": figures.throughput_before,
+        "throughput_after": figures.throughput_after,
+    }
+
+
 def _modes_run(events: list[dict[str, Any]]) -> str | None:
     """The data-parallel mode the job's processes said they ran (from their launch events)."""
     modes = sorted({str(e["parallel"]) for e in events if e["ev"] == "launch" and "parallel" in e})
@@ -310,15 +325,7 @@ class DrillRunner:
             "parallel": _modes_run(events),
             "restored": recovered[0].get("restored") if recovered else None,
             "old_wrapper_freed": recovered[0].get("old_wrapper_freed") if recovered else None,
-            "injected": injector.detail,
-            "struck_rank": injector.struck_rank,
-            "detect_s": figures.detect_s,
-            "resume_s": figures.resume_s,
-            "last_step_before_fault": figures.last_step_before,
-            "resume_step": figures.resume_step,
-            "steps_lost": figures.steps_lost,
-            "throughput_before": figures.throughput_before,
-            "throughput_after": figures.throughput_after,
+            **fault_facts(injector, figures),
             # One loss when the replicas agree; every rank's when they do not.
             "final_loss": losses[0] if len(losses) == 1 else None,
             "final_losses": losses,

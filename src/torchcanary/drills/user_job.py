@@ -38,7 +38,7 @@ from torchcanary.drills.job_report import EVENTS_VARIABLE
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed
 from torchcanary.drills.netns import RankNetwork
 from torchcanary.drills.procs import ProcessSet
-from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
+from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run, fault_facts
 from torchcanary.drills.trajectory import LOSS_RTOL, relative_difference
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.stack.overlay import OverlayError, create_overlay, install
@@ -409,15 +409,7 @@ class UserJobRunner(DrillRunner):
             "job_rtol": self.job.tolerance,
             "step_source": job_compare.step_source(run.events),
             "fault_at": "step" if reference.get("steps") else "time",
-            "injected": injector.detail,
-            "struck_rank": injector.struck_rank,
-            "detect_s": figures.detect_s,
-            "resume_s": figures.resume_s,
-            "last_step_before_fault": figures.last_step_before,
-            "resume_step": figures.resume_step,
-            "steps_lost": figures.steps_lost,
-            "throughput_before": figures.throughput_before,
-            "throughput_after": figures.throughput_after,
+            **fault_facts(injector, figures),
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
             "final_loss": final_loss if finished else None,
