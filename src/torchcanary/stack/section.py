@@ -186,14 +186,13 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     breaks = [r for r in changes if r.verdict.is_new_break]
     hard = [r for r in breaks if r.blocks_as_new_break]
     flaky = [r for r in breaks if not r.blocks_as_new_break]
-    blocked = blocking_changes(changes, rules)
     reasons = []
     if len(hard) > int(rules["stack_max_new_failures"]):
         reasons.append(
             f"stack: {len(hard)} new failure(s) in the candidate that re-runs did "
             f"not clear (allowed {rules['stack_max_new_failures']}): {_listed(hard)}"
         )
-    if any(r.key in blocked for r in flaky):
+    if flaky and rules["stack_block_on_flaky"]:
         reasons.append(f"stack: {len(flaky)} flaky new failure(s): {_listed(flaky)}")
     for verdict, key, words in _OPTIONAL_BLOCKS:
         found = [r for r in changes if verdict in r.findings]
