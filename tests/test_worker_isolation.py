@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from torchcanary.claims import section as claims_section
+from torchcanary.context import ROLES
 from torchcanary.envs.worker_process import WorkerProcess, import_root_for
 from torchcanary.results import Verdict
 
@@ -43,6 +44,17 @@ def test_every_faulty_probe_gets_its_own_verdict_and_the_run_goes_on(faulty_cont
         assert results[(role, "faulty.huge-output")].verdict is Verdict.CONFIRMED
         gpu = results[(role, "faulty.needs-gpu")]
         assert gpu.verdict is Verdict.NOT_CHECKABLE and "cuda" in gpu.summary
+    # the two environments' probes ran side by side, and the timed one alone after them
+    stored = faulty_context.store.probe_results(faulty_context.run_id)
+    spans = {(r.env_role, r.probe_id): (r.started_at, r.started_at + r.duration_s) for r in stored}
+    untimed = [span for key, span in spans.items() if key[1] != "faulty.timed"]
+    first_start = {role: min(s for (r, _), (s, _) in spans.items() if r == role) for role in ROLES}
+    last_end = {role: max(e for (r, _), (_, e) in spans.items() if r == role) for role in ROLES}
+    assert first_start["candidate"] < last_end["baseline"]
+    assert first_start["baseline"] < last_end["candidate"]
+    for role in ROLES:
+        assert results[(role, "faulty.timed")].verdict is Verdict.CONFIRMED
+        assert spans[(role, "faulty.timed")][0] >= max(end for _, end in untimed)
     # the probes after each failure still ran with the torch of their own environment
     assert results[("baseline", "faulty.hostile")].evidence["torch_version"].startswith("2.13")
     assert results[("candidate", "faulty.hostile")].evidence["torch_version"].startswith("2.14")

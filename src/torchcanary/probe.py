@@ -60,6 +60,9 @@ class Probe:
     needs: Needs = Needs()
     timeout_s: float = 180.0
     release_claim: str = ""
+    # A probe that times something runs alone: claims runs the others of both environments
+    # side by side, which would put the other environment's work on the timed cores.
+    timed: bool = False
 
     def __post_init__(self) -> None:
         if not _PROBE_ID.match(self.id):

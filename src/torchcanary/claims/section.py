@@ -10,8 +10,13 @@ no-go, whatever the baseline showed; default true).
 
 from __future__ import annotations
 
+import itertools
 import json
+import queue
+import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from torchcanary.claims.catalog import requested_torch, select_claims
@@ -74,26 +79,81 @@ def run(ctx: RunContext) -> None:
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
     done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
+    alone = [(role, pid) for role, pid in todo if selected[pid].probe.timed]
+    lanes = {
+        role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
+        for role in ROLES
+    }
     with ctx.progress.task("claims", total=len(todo)) as task:
         workers = {role: ctx.new_worker(role) for role in ROLES}
-        for role, probe_id in todo:
+
+        def run_one(role: str, probe_id: str) -> ProbeResult:
             probe, source = selected[probe_id].probe, selected[probe_id].source
             timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
-            task.status(f"{role}: {probe_id}")
             started = time.time()
             call = workers[role].call(
                 RUN_PROBE,
                 {"module": source.module, "probe_id": probe_id, "params": params[role]},
                 timeout_s,
             )
-            outcome = outcome_of_call(call, timeout_s)
             duration = (
                 float(call.value.get("duration_s", call.duration_s)) if call.ok else call.duration_s
             )
-            ctx.store.save_probe_result(
-                ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
-            )
-            task.advance(f"{role} {probe_id}: {outcome.verdict.value}")
+            outcome = outcome_of_call(call, timeout_s)
+            return ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
+
+        # The store and the progress display stay on this thread; lanes only run probes.
+        finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
+        for result in itertools.chain(finished, (run_one(*item) for item in alone)):
+            ctx.store.save_probe_result(result)
+            task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
+
+
+def side_by_side(
+    lanes: dict[str, list[str]],
+    run_one: Callable[[str, str], ProbeResult],
+    on_start: Callable[[str, str], None],
+) -> Iterator[ProbeResult]:
+    """Each lane's probes in order, the lanes at once; results as they finish.
+
+    One lane per environment, each with its own worker, so the two environments' probes use
+    both cores instead of waiting for each other. ``on_start`` and the results are delivered
+    on the caller's thread.
+    """
+    events: queue.Queue[tuple[str, str, ProbeResult | None]] = queue.Queue()
+    lane_ended = ""  # the probe id a lane reports once it has nothing more to give
+
+    stop = threading.Event()
+
+    def lane(role: str) -> None:
+        try:
+            for probe_id in lanes[role]:
+                if stop.is_set():
+                    return
+                events.put((role, probe_id, None))
+                events.put((role, probe_id, run_one(role, probe_id)))
+        finally:
+            events.put((role, lane_ended, None))
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(lanes)))
+    futures = [pool.submit(lane, role) for role in lanes]
+    try:
+        running = len(lanes)
+        while running:
+            role, probe_id, result = events.get()
+            if probe_id == lane_ended:
+                running -= 1
+            elif result is None:
+                on_start(role, probe_id)
+            else:
+                yield result
+        for future in futures:
+            future.result()  # a lane's own failure, not a probe's, surfaces here
+    finally:
+        # Interrupted (Ctrl-C, a store error): no new probe starts, and the caller's
+        # clean-up closes the workers, which ends the probes still running.
+        stop.set()
+        pool.shutdown(wait=False)
 
 
 def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:

@@ -156,6 +156,7 @@ PROBES = (
         scope="mps",
         run=run_fast_route,
         timeout_s=120,
+        timed=True,
     ),
     Probe(
         id="mps.decode-gemv",
@@ -166,5 +167,6 @@ PROBES = (
         scope="mps",
         run=run_gemv,
         timeout_s=120,
+        timed=True,
     ),
 )
