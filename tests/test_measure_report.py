@@ -256,3 +256,15 @@ def test_results_json_is_strict_json_even_when_a_ratio_is_infinite(store: Store,
     parsed = json.loads(written, parse_constant=refuse)
     (bench,) = parsed["sections"]["bench"]
     assert bench["payload"]["ratio"] is None and bench["payload"]["ci_low"] is None
+
+
+def test_an_interval_or_mde_too_wide_to_mean_anything_is_not_printed_digit_by_digit(
+    store: Store,
+) -> None:
+    # Two groups leave one degree of freedom: the bound and the MDE come out near 1e20.
+    payload = _measured(1.008, 1e-9, 2.07e8, 0.9, mde=1.6e15)
+    view = _view(store, [SectionResult("bench", "linear/wide", "both", "too-noisy", payload)])
+    for text in (report.markdown(view), report.html(view)):
+        assert "1.008 [0.000, over 1000]" in text
+        assert "over 1000%" in text
+        assert "207664" not in text and "e+" not in text

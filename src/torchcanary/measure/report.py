@@ -44,14 +44,26 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds / scale:.4g} {unit}"
 
 
+# Past this a figure says only "no bound worth printing": with two or three groups an
+# interval or MDE can be 1e20 wide, and its digits would read as a measurement.
+_UNBOUNDED_RATIO = 1000.0
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.3f}" if value < _UNBOUNDED_RATIO else f"over {_UNBOUNDED_RATIO:g}"
+
+
 def _interval(result: BenchResult) -> str:
     if not isinstance(result, BenchMeasured) or result.ratio is None:
         return "–"
-    return f"{result.ratio:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}]"
+    return f"{_ratio(result.ratio)} [{_ratio(result.ci_low)}, {_ratio(result.ci_high)}]"
 
 
 def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
+    if value is None:
+        return "–"
+    bound = _UNBOUNDED_RATIO / 100
+    return f"{value:.1%}" if value < bound else f"over {bound:.0%}"
 
 
 def _roofline_text(result: BenchResult) -> str:
