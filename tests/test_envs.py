@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.envs import cache as cache_module
 from torchcanary.envs.cache import MARKER, ensure_environment, verify
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import EnvSpecError
@@ -53,6 +54,20 @@ def test_cached_env_is_reused_and_a_broken_one_is_detected_and_rebuilt(
     (copy / "bin" / "python").symlink_to(Path(baseline_env.python).resolve())
     reused = ensure_environment("baseline", spec)
     assert reused.reused and reused.path == str(copy)
+
+    # Verified once, the same files are not imported again on the next run...
+    imports: list[str] = []
+    real_verify = cache_module.verify
+    monkeypatch.setattr(
+        cache_module, "verify", lambda python, s: imports.append(python) or real_verify(python, s)
+    )
+    again = ensure_environment("baseline", spec)
+    assert imports == [] and again.torch_version == reused.torch_version
+    # ...but a package added or removed since (the folder changed) is verified again.
+    site = next(copy.glob("lib/python*/site-packages"))
+    (site / "added_since.py").write_text("")
+    assert ensure_environment("baseline", spec).torch_version == reused.torch_version
+    assert len(imports) == 1
 
     torch_init = next(copy.glob("lib/python*/site-packages/torch/__init__.py"))
     torch_init.unlink()  # the kind of damage an interrupted pip leaves

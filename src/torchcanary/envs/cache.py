@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from torchcanary.envs.scripts import relocate, stale_scripts
 from torchcanary.envs.spec import EnvSpec
@@ -209,8 +210,14 @@ def ensure_environment(
         except BaseException:
             shutil.rmtree(final, ignore_errors=True)  # never leave a half-built venv
             raise
-        (final / MARKER).write_text(
-            json.dumps({"spec": spec.text, "torch": torch_version, "installer": installer})
+        _write_marker(
+            final,
+            {
+                "spec": spec.text,
+                "torch": torch_version,
+                "installer": installer,
+                "verified": {"torch": torch_version, "files": verified_files(final)},
+            },
         )
     return Environment(
         role, spec, str(python), str(final), torch_version, False, time.monotonic() - started
@@ -218,15 +225,70 @@ def ensure_environment(
 
 
 def _reuse(venv: Path, spec: EnvSpec, progress: Progress) -> str | None:
-    """The torch version of a cached ``venv``, its console scripts repaired; None if broken."""
+    """The torch version of a cached ``venv``, its console scripts repaired; None if broken.
+
+    Importing torch to verify costs seconds per environment and run; the marker remembers
+    the files that import depended on, and while they are unchanged the answer stands.
+    """
     try:
         repaired = relocate(venv)
     except OSError as exc:  # a read-only cache: torch still works, its tools may not
         progress(f"cannot repair the console scripts of {venv}: {exc}")
-    else:
-        if repaired:
-            progress(f"repaired console scripts of {venv}: {', '.join(repaired)}")
-    return verify(str(venv / "bin" / "python"), spec)
+        repaired = []
+    if repaired:
+        progress(f"repaired console scripts of {venv}: {', '.join(repaired)}")
+    marker = _read_marker(venv)
+    fingerprint = verified_files(venv)
+    verified = marker.get("verified") or {}
+    if not repaired and fingerprint and verified.get("files") == fingerprint:
+        return str(verified["torch"])
+    torch_version = verify(str(venv / "bin" / "python"), spec)
+    if torch_version is not None and fingerprint:
+        _write_marker(venv, marker | {"verified": {"torch": torch_version, "files": fingerprint}})
+    return torch_version
+
+
+def verified_files(venv: Path) -> list[list[Any]] | None:
+    """Size and mtime of what ``import torch`` in ``venv`` rests on; None if any is missing.
+
+    The interpreter (through its link), the venv's configuration, the site-packages folder
+    (its mtime moves when a package is added or removed) and torch's own entry points and
+    core library: an interrupted pip or a damaged install changes one of them.
+    """
+    site = sorted(venv.glob("lib/python*/site-packages"))
+    if len(site) != 1:
+        return None
+    paths = [
+        venv / "pyvenv.cfg",
+        venv / "bin" / "python",
+        site[0],
+        site[0] / "torch" / "__init__.py",
+        site[0] / "torch" / "version.py",
+        *sorted((site[0] / "torch" / "lib").glob("libtorch*.so*")),
+    ]
+    files = []
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        files.append([str(path.relative_to(venv)), stat.st_size, stat.st_mtime_ns])
+    return files
+
+
+def _read_marker(venv: Path) -> dict[str, Any]:
+    try:
+        marker = json.loads((venv / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _write_marker(venv: Path, content: dict[str, Any]) -> None:
+    """Written beside and renamed: never half a marker, and never into a hard-linked copy's."""
+    staged = venv / f"{MARKER}.tmp"
+    staged.write_text(json.dumps(content))
+    staged.replace(venv / MARKER)
 
 
 def _build(
