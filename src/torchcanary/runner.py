@@ -8,6 +8,7 @@ decision then says that section could not finish.
 from __future__ import annotations
 
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from torchcanary.claims.catalog import worker_packages
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.envs.worker_process import WorkerProcess, import_root_for
+from torchcanary.envs.worker_process import CallResult, WorkerProcess, import_root_for
 from torchcanary.errors import CanaryError, EnvBuildError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
@@ -53,11 +54,24 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
 
 
 def record_manifests(ctx: RunContext) -> None:
-    """Each environment's manifest, collected inside it by a worker and stored."""
-    for role, env in ctx.environments.items():
+    """Each environment's manifest, collected inside it by a worker and stored.
+
+    Both environments are asked at once (each import of torch takes seconds, and nothing
+    is timed here); the store is written from this thread only.
+    """
+
+    def collect(env: Environment) -> CallResult:
         worker = WorkerProcess(env.python, ctx.import_root)
-        call = worker.call(COLLECT_MANIFEST, {}, timeout_s=300)
-        worker.close()
+        try:
+            return worker.call(COLLECT_MANIFEST, {}, timeout_s=300)
+        finally:
+            worker.close()
+
+    roles = list(ctx.environments)
+    with ThreadPoolExecutor(max_workers=len(roles)) as pool:
+        calls = dict(zip(roles, pool.map(collect, ctx.environments.values()), strict=True))
+    for role, env in ctx.environments.items():
+        call = calls[role]
         if not call.ok:
             raise EnvBuildError(
                 f"the {role} environment ({env.spec.text}) cannot run the "
