@@ -102,3 +102,19 @@ def test_the_final_family_keeps_what_the_interim_looks_did_not_spend() -> None:
     assert sequential.look_points(12) == (4, 6, 8, 10)
     assert sequential.final_fdr(0.05, 4) == 0.05 * 0.96
     assert sequential.look_points(4) == ()
+
+
+def test_a_cold_compile_stops_waiting_once_its_step_is_settled() -> None:
+    from torchcanary.measure.interleave import still_measuring
+
+    step = BenchmarkSamples("workload/step", {"kind": "workload"})
+    cold = BenchmarkSamples("workload/step/cold", {"kind": "workload_cold"})
+    other = BenchmarkSamples("linear/x", {"kind": "linear"})
+    benchmarks = {s.bench_id: s for s in (step, cold, other)}
+    cold_of = {step.bench_id: cold.bench_id}
+    assert still_measuring(benchmarks, cold_of)
+    other.settled_at = 4
+    assert still_measuring(benchmarks, cold_of)  # the step (and so its cold) goes on
+    step.settled_at = 6
+    # Nothing but the cold compile is unsettled, and it is sampled only with its step.
+    assert cold.measuring and not still_measuring(benchmarks, cold_of)

@@ -129,6 +129,19 @@ def resolve_device(requested: str, devices_by_role: dict[str, list[str]]) -> tup
     return "cpu", ""
 
 
+def still_measuring(benchmarks: dict[str, BenchmarkSamples], cold_of: dict[str, str]) -> bool:
+    """Whether another group would measure anything.
+
+    A compiled workload's cold compile is sampled only while its step is prepared, so once
+    the step has settled or stopped the cold one can gain nothing more by waiting.
+    """
+    step_of = {cold: step for step, cold in cold_of.items()}
+    return any(
+        samples.measuring and (bench_id not in step_of or benchmarks[step_of[bench_id]].measuring)
+        for bench_id, samples in benchmarks.items()
+    )
+
+
 class Interleaver:
     def __init__(
         self,
@@ -206,7 +219,7 @@ class Interleaver:
                     self.on_stopped(samples)
             if group + 1 in self.looks:
                 self.on_look(group + 1)
-            if not any(s.measuring for s in self.result.benchmarks.values()):
+            if not still_measuring(self.result.benchmarks, self._cold_of):
                 self.result.ended_by = "settled"
                 break
             last_group_s = time.monotonic() - group_started

@@ -49,7 +49,9 @@ def format_seconds(seconds: float | None) -> str:
 _UNBOUNDED_RATIO = 1000.0
 
 
-def _ratio(value: float) -> str:
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return "–"
     return f"{value:.3f}" if value < _UNBOUNDED_RATIO else f"over {_UNBOUNDED_RATIO:g}"
 
 
