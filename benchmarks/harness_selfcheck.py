@@ -254,10 +254,7 @@ def _rows(
     comparisons = {}
     for spec in specs:
         samples = measured.benchmarks[spec["id"]]
-        comparisons[spec["id"]] = {
-            "ab": compare.compare_sides(samples, "A", "B", 1 - args.fdr, clock),
-            "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
-        }
+        comparisons[spec["id"]] = compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)
     decided = compare.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
     replayed, used = _replay_sequential(args, specs, measured, clock)
     rows, pairs = [], []
@@ -304,10 +301,7 @@ def _replay_sequential(
     settled: dict[str, sequential.Stop] = {}
 
     def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
-        return {
-            "ab": compare.compare_sides(samples, "A", "B", 1 - args.fdr, clock),
-            "aa": compare.compare_sides(samples, "A", "A2", 1 - args.fdr, clock),
-        }
+        return compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)
 
     def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
         return compare.decide(comparisons, fdr, 0.05, max_slowdown=MAX_SLOWDOWN)

@@ -117,14 +117,37 @@ def summary(samples: BenchmarkSamples, side: str, clock: str = "wall") -> dict[s
     }
 
 
+def compare_pair(
+    samples: BenchmarkSamples,
+    reference: str,
+    judged: str,
+    control: str | None,
+    confidence: float,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """A benchmark's judged comparison (``ab``) and, with a control side, its A/A (``aa``)."""
+    pair = {"ab": compare_sides(samples, reference, judged, confidence, clock, control)}
+    if control is not None:
+        pair["aa"] = compare_sides(samples, reference, control, confidence, clock)
+    return pair
+
+
 def compare_sides(
     samples: BenchmarkSamples,
     reference: str,
     other: str,
     confidence: float,
     clock: str = "wall",
+    second_reference: str | None = None,
 ) -> dict[str, Any]:
-    """Ratio other/reference with interval and p-value, judged across worker groups."""
+    """Ratio other/reference with interval and p-value, judged across worker groups.
+
+    ``second_reference`` is another worker set of the reference's environment (the A/A
+    control). Where each group holds only a few pairs (one-shot), the reference of a round
+    is the geometric mean of both sets: the difference to it has 3/4 of the variance of the
+    difference to one set, and it is uncorrelated with the A/A comparison of the two sets,
+    so the control still checks the harness independently.
+    """
     for side in (reference, other):
         problem = stats.sample_problem(samples.times(side, clock))
         if problem:
@@ -144,12 +167,16 @@ def compare_sides(
     for (group, _round), d in pairs:
         by_group.setdefault(group, []).append(d)
     groups = list(by_group.values())
+    reference_sets = 1
     if len(groups) < 2:
         judged = _one_group(diffs)
     elif all(len(g) >= _MIN_GROUP_PAIRS for g in groups):
         judged = _rank_and_random_effects(diffs, groups, confidence)
     else:
-        judged = _across_group_summaries(groups, confidence)
+        pooled = _pooled_groups(samples, pairs, ref_centres, second_reference, clock)
+        if pooled is not None:
+            groups, reference_sets = pooled, 2
+        judged = _across_group_summaries(groups, confidence, reference_sets)
     _u, unpaired_p = stats.mann_whitney_u(
         samples.times(reference, clock), samples.times(other, clock)
     )
@@ -157,6 +184,7 @@ def compare_sides(
         "testable": True,
         "pairs": len(diffs),
         "groups": len(by_group),
+        "reference_sets": reference_sets,
         "method": judged.method,
         "ratio": math.exp(judged.estimate),
         "ci_low": _exp(judged.low),
@@ -172,6 +200,27 @@ def compare_sides(
         "ratio_of_medians": stats.median(samples.times(other, clock))
         / stats.median(samples.times(reference, clock)),
     }
+
+
+def _pooled_groups(
+    samples: BenchmarkSamples,
+    pairs: list[tuple[tuple[int, int], float]],
+    ref_centres: dict[tuple[int, int], float],
+    second_reference: str | None,
+    clock: str,
+) -> list[list[float]] | None:
+    """Each pair's log ratio against both reference sets; None unless both cover every pair."""
+    if second_reference is None or stats.sample_problem(samples.times(second_reference, clock)):
+        return None
+    second = _batch_centres(samples, second_reference, clock)
+    if any(key not in second for key, _ in pairs):
+        return None
+    by_group: dict[int, list[float]] = {}
+    for key, diff in pairs:
+        # other - (ref + second) / 2 on the log scale, from other - ref
+        pooled = diff - (math.log(second[key]) - math.log(ref_centres[key])) / 2
+        by_group.setdefault(key[0], []).append(pooled)
+    return list(by_group.values())
 
 
 @dataclass(frozen=True)
@@ -238,7 +287,9 @@ def _rank_and_random_effects(
     )
 
 
-def _across_group_summaries(groups: list[list[float]], confidence: float) -> _Judged:
+def _across_group_summaries(
+    groups: list[list[float]], confidence: float, reference_sets: int = 1
+) -> _Judged:
     """Few rounds per group (one-shot, slow steady): each group is one observation.
 
     Each group's log ratio (the Hodges-Lehmann centre of its rounds) is one value, a
@@ -261,7 +312,9 @@ def _across_group_summaries(groups: list[list[float]], confidence: float) -> _Ju
         f"Student's t across {len(groups)} worker groups ({per_group} paired round(s) "
         f"each, one log ratio per group"
         + (f", {trimmed} trimmed at each end (Yuen)" if trimmed else "")
-        + f", {df:g} degrees of freedom)",
+        + f", {df:g} degrees of freedom"
+        + (", against both baseline worker sets" if reference_sets == 2 else "")
+        + ")",
     )
 
 
@@ -282,7 +335,9 @@ def _exp(value: float) -> float:
     return math.exp(value) if math.isfinite(value) else (math.inf if value > 0 else 0.0)
 
 
-def mde_from_aa(aa: dict[str, Any], alpha: float, inflation: float = 1.0) -> float | None:
+def mde_from_aa(
+    aa: dict[str, Any], alpha: float, inflation: float = 1.0, reference_sets: int = 1
+) -> float | None:
     """Smallest slowdown found with 90% power, given the A/A control's noise (a fraction).
 
     ``aa`` is the control as measured (before calibration); ``alpha`` the two-sided level
@@ -298,7 +353,10 @@ def mde_from_aa(aa: dict[str, Any], alpha: float, inflation: float = 1.0) -> flo
         math.sqrt(max(inflation, 1.0)) * stats.normal_quantile(1 - alpha / 2)
     )
     shift = stats.detectable_shift(max(raw_alpha, 1e-300), _POWER, aa["df"])
-    return _exp(shift * aa["se_log"]) - 1 if shift * aa["se_log"] < 700 else math.inf
+    # The control differs two worker sets; a comparison against both baseline sets has
+    # 3/4 of that variance (1 + 1/2 against 1 + 1).
+    se = aa["se_log"] * (math.sqrt(0.75) if reference_sets == 2 else 1.0)
+    return _exp(shift * se) - 1 if shift * se < 700 else math.inf
 
 
 def noise_warnings(
@@ -477,7 +535,11 @@ def decide(
         result["ab"], result["aa"] = ab, pair.get("aa")
         aa = pair.get("aa") or {}
         control = measured[bench_id]["ab"] if aa_run else measured[bench_id].get("aa")
-        result["mde"] = mde_from_aa(control, single_alpha, inflation) if control else None
+        result["mde"] = (
+            mde_from_aa(control, single_alpha, inflation, pair["ab"].get("reference_sets", 1))
+            if control
+            else None
+        )
         result["mde_alpha"] = single_alpha
         if not ab.get("testable"):
             result.update(

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from torchcanary.context import RunContext
@@ -129,6 +130,15 @@ def resolve_device(requested: str, devices_by_role: dict[str, list[str]]) -> tup
     return "cpu", ""
 
 
+def at_once(calls: list[Callable[[], object]]) -> None:
+    """Run ``calls`` on threads of their own and wait for all of them."""
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def still_measuring(benchmarks: dict[str, BenchmarkSamples], cold_of: dict[str, str]) -> bool:
     """Whether another group would measure anything.
 
@@ -179,11 +189,7 @@ class Interleaver:
         def start(name: str) -> None:
             outcomes[name] = workers[name].start()
 
-        threads = [threading.Thread(target=start, args=(name,)) for name in workers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        at_once([partial(start, name) for name in workers])
         for name, outcome in outcomes.items():
             self.result.workers.append(
                 {
@@ -432,8 +438,13 @@ class Interleaver:
         return self.rng.sample(self.sides, len(self.sides))
 
     def _release(self, workers: dict[str, SideWorker], bench_id: str) -> None:
-        for worker in workers.values():
-            worker.call(f"{_TIMING}:release", {"bench_id": bench_id})
+        """Every side drops the benchmark at once: nothing is timed while they collect."""
+        at_once(
+            [
+                partial(worker.call, f"{_TIMING}:release", {"bench_id": bench_id})
+                for worker in workers.values()
+            ]
+        )
 
     def _refused(
         self, samples: BenchmarkSamples, side: str, outcome: CallResult, answer: dict[str, Any]

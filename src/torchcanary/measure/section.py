@@ -126,12 +126,14 @@ def run(ctx: RunContext) -> None:
 
     def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
         clock = compare.clock_for(samples.spec, settings.threads, settings.clock)
-        pair = {"ab": compare.compare_sides(samples, BASELINE.name, judged.name, confidence, clock)}
-        if control is not None:
-            pair["aa"] = compare.compare_sides(
-                samples, BASELINE.name, control.name, confidence, clock
-            )
-        return pair
+        return compare.compare_pair(
+            samples,
+            BASELINE.name,
+            judged.name,
+            control.name if control is not None else None,
+            confidence,
+            clock,
+        )
 
     def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
         return compare.decide(
