@@ -123,3 +123,20 @@ def test_third_party_section_runs_and_judges_in_every_report(tmp_path: Path) -> 
     assert "## Footprint" in (out / "summary.md").read_text()
     assert '<section id="footprint">' in (out / "report.html").read_text()
     assert 'name="footprint: torch"' in (out / "junit.xml").read_text()
+
+
+def test_each_section_says_how_the_history_command_draws_its_items(third_party: None) -> None:
+    from torchcanary.history.render import plot
+    from torchcanary.store.history import HistoryEntry
+
+    def entry(verdict: str, ratio: float | None = None) -> HistoryEntry:
+        bounds = (ratio * 0.98, ratio * 1.02) if ratio else (None, None)
+        return HistoryEntry("r1", 0.0, "2.13.0", "2.14.1", verdict, {}, ratio, *bounds)
+
+    # the third party's own plot, found through the registry like every other part
+    assert 'id="footprint-history"' in plot("torch", "footprint", [entry("measured")])
+    # the bench draws its forest of ratios; a drill, with no plot of its own, its verdicts
+    forest = plot("matmul", "bench", [entry("slower", 1.2)])
+    strip = plot("kill:restart", "drill", [entry("baseline: passed, candidate: failed")])
+    assert "<line" in forest and "1.2" in forest and "candidate: failed" not in forest
+    assert "candidate: failed" in strip and "footprint-history" not in strip

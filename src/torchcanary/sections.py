@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from torchcanary.report.junit import JUnitCase
     from torchcanary.report.view import RunView
     from torchcanary.results import SectionRecord
+    from torchcanary.store.history import HistoryEntry
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
@@ -63,6 +64,9 @@ class Section(Protocol):
       as the section's typed, versioned record (``results.SectionRecord``); older
       payloads without a ``schema`` version load as version 1. A section without typed
       records returns the plain ``store.rows.SectionResult``.
+    - Optionally ``history_plot(item, entries)``: how ``torchcanary history`` draws one of
+      its items across runs, as SVG (the bench: a forest of ratios); without it, or when it
+      returns None, the history is a strip of verdicts (read through :func:`history_plot`).
     """
 
     name: str
@@ -104,7 +108,9 @@ class PackageSection:
     ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
     ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
-    (without it the rows stay plain ``SectionResult``).
+    (without it the rows stay plain ``SectionResult``); ``report`` may provide
+    ``history_plot`` (how the ``history`` command draws an item), and ``section`` may
+    declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
 
@@ -165,6 +171,10 @@ class PackageSection:
 
     def junit_cases(self, view: RunView) -> list[JUnitCase]:
         return list(self._module("report").junit_cases(view))
+
+    def history_plot(self, item: str, entries: list[HistoryEntry]) -> str | None:
+        draw = getattr(self._module("report"), "history_plot", None)
+        return str(draw(item, entries)) if draw is not None else None
 
     def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
         try:
@@ -238,6 +248,13 @@ def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
     """The words each of ``section``'s policy keys allows (none declared: any value of its type)."""
     choices: Mapping[str, tuple[str, ...]] = getattr(section, "policy_choices", {})
     return choices
+
+
+def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str | None:
+    """``section``'s own drawing of ``item``'s history (SVG), or None where it has none."""
+    draw = getattr(section, "history_plot", None)
+    drawn = draw(item, entries) if callable(draw) else None
+    return str(drawn) if drawn is not None else None
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:

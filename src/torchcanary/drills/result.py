@@ -142,11 +142,6 @@ class DrillReference:
     extra: dict[str, Any] = field(default_factory=dict)
     stored_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
-    @property
-    def mode(self) -> str:
-        """The mode named in the key (``reference:ddp`` -> ``ddp``)."""
-        return self.key.removeprefix(REFERENCE_PREFIX)
-
     def to_json(self) -> dict[str, Any]:
         return record_row(self, _payload_fields(type(self)))
 
