@@ -39,6 +39,30 @@ class SectionDiscoveryError(Exception):
     """A section plugin could not be loaded or does not provide what the contract asks."""
 
 
+@dataclass(frozen=True)
+class PolicyBounds:
+    """The numbers a numeric policy key accepts, both ends included (None: open).
+
+    ``meaning`` says what the number is ("a fraction: 0.05 is 5% slower"), for the line
+    that refuses a value out of bounds, so a percentage written as 5 is caught with its fix.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    meaning: str = ""
+
+    def admits(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        """The accepted range in words: 'from 0 to 1', 'at least 0', 'at most 1'."""
+        if self.low is not None and self.high is not None:
+            return f"from {self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"at least {self.low:g}"
+        return f"at most {self.high:g}" if self.high is not None else "any number"
+
+
 @runtime_checkable
 class Section(Protocol):
     """What every section provides; :func:`contract_gaps` checks a section against it.
@@ -49,7 +73,9 @@ class Section(Protocol):
     - ``policy_defaults``: every policy key ``blocking_reasons`` reads, with its default
       (the value's type is the key's type). Optionally ``policy_choices``: for a key whose
       value (or each item of its list) is a word, the words allowed; the policy refuses
-      any other at load, before the run (read through :func:`policy_choices`).
+      any other at load, before the run (read through :func:`policy_choices`). Optionally
+      ``policy_bounds``: for a numeric key, its :class:`PolicyBounds`; a value outside is
+      refused at load the same way (read through :func:`policy_bounds`).
     - ``parse_settings(raw)``: the config table (file and flags merged) validated, with
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
@@ -136,6 +162,10 @@ class PackageSection:
     @property
     def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
         return dict(getattr(self._module("section"), "POLICY_CHOICES", {}))
+
+    @property
+    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
+        return dict(getattr(self._module("section"), "POLICY_BOUNDS", {}))
 
     def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         parsed: dict[str, Any] = self._module("section").parse_settings(dict(raw))
@@ -241,6 +271,25 @@ def contract_gaps(section: object) -> list[str]:
             for key in choices
             if key not in defaults
         ]
+        gaps += _bounds_gaps(section, defaults)
+    return gaps
+
+
+def _bounds_gaps(section: object, defaults: Mapping[str, Any]) -> list[str]:
+    """Bounds must be on numeric policy keys, and hold those keys' own defaults."""
+    try:
+        bounds = policy_bounds(section)
+    except Exception as exc:
+        return [f"policy_bounds cannot be read: {type(exc).__name__}: {exc}"]
+    gaps = []
+    for key, bound in bounds.items():
+        default = defaults.get(key)
+        if not isinstance(bound, PolicyBounds):
+            gaps.append(f"policy_bounds[{key!r}] must be a PolicyBounds")
+        elif isinstance(default, bool) or not isinstance(default, (int, float)):
+            gaps.append(f"policy_bounds names {key!r}, which is not one of its numeric policy keys")
+        elif not bound.admits(default):
+            gaps.append(f"policy key {key!r} has a default {default!r} outside its bounds")
     return gaps
 
 
@@ -255,6 +304,12 @@ def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str
     draw = getattr(section, "history_plot", None)
     drawn = draw(item, entries) if callable(draw) else None
     return str(drawn) if drawn is not None else None
+
+
+def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:
+    """The bounds of ``section``'s numeric policy keys (none declared: any number)."""
+    bounds: Mapping[str, PolicyBounds] = getattr(section, "policy_bounds", {})
+    return bounds
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:

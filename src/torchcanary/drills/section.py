@@ -58,6 +58,7 @@ from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.errors import ConfigError
+from torchcanary.sections import PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
@@ -70,6 +71,12 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "drill_max_slowdown": 3.0,
     "drill_slowdown_floor_s": 5.0,
     "drill_block_on_flight_recorder": False,
+}
+# Numbers a policy may set, refused at load when outside.
+POLICY_BOUNDS: dict[str, PolicyBounds] = {
+    "drill_loss_rtol": PolicyBounds(0.0, 1.0, "a relative tolerance: 1e-4 is 0.01%"),
+    "drill_max_slowdown": PolicyBounds(1.0, None, "a factor on the baseline's time: 3.0 is 3x"),
+    "drill_slowdown_floor_s": PolicyBounds(0.0, None, "seconds"),
 }
 
 _DEFAULTS = {f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")}
