@@ -90,6 +90,9 @@ class Section(Protocol):
       as the section's typed, versioned record (``results.SectionRecord``); older
       payloads without a ``schema`` version load as version 1. A section without typed
       records returns the plain ``store.rows.SectionResult``.
+    - Optionally ``terminal(view)``: its part of the summary printed after a run, as rich
+      renderables (the claims: a table); without it, or when it returns None, the summary
+      shows its ``markdown`` (read through :func:`terminal_summary`).
     - Optionally ``history_plot(item, entries)``: how ``torchcanary history`` draws one of
       its items across runs, as SVG (the bench: a forest of ratios); without it, or when it
       returns None, the history is a strip of verdicts (read through :func:`history_plot`).
@@ -135,7 +138,8 @@ class PackageSection:
     ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``report`` may provide
-    ``history_plot`` (how the ``history`` command draws an item), and ``section`` may
+    ``history_plot`` (how the ``history`` command draws an item) and ``terminal`` (its part
+    of the summary printed after a run), and ``section`` may
     declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
@@ -201,6 +205,10 @@ class PackageSection:
 
     def junit_cases(self, view: RunView) -> list[JUnitCase]:
         return list(self._module("report").junit_cases(view))
+
+    def terminal(self, view: RunView) -> list[Any] | None:
+        render = getattr(self._module("report"), "terminal", None)
+        return list(render(view)) if render is not None else None
 
     def history_plot(self, item: str, entries: list[HistoryEntry]) -> str | None:
         draw = getattr(self._module("report"), "history_plot", None)
@@ -297,6 +305,14 @@ def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
     """The words each of ``section``'s policy keys allows (none declared: any value of its type)."""
     choices: Mapping[str, tuple[str, ...]] = getattr(section, "policy_choices", {})
     return choices
+
+
+def terminal_summary(section: object, view: RunView) -> list[Any] | None:
+    """``section``'s own part of the terminal summary (rich renderables), or None where it
+    has none (the summary then shows its Markdown)."""
+    render = getattr(section, "terminal", None)
+    parts = render(view) if callable(render) else None
+    return list(parts) if parts is not None else None
 
 
 def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str | None:
