@@ -210,6 +210,11 @@ ORDER_FIELD = "stored_order"
 _ROW_FIELDS = frozenset({"key", "env_role", "verdict", "schema_version", "extra", ORDER_FIELD})
 
 
+def payload_fields(cls: type) -> frozenset[str]:
+    """The fields of a record class that its payload stores (not key, role, verdict, ...)."""
+    return frozenset(item.name for item in fields(cls) if item.name not in _ROW_FIELDS)
+
+
 def record_payload(record: Any, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The JSON payload of a record dataclass: its own fields, then what it kept as ``extra``.
 

@@ -20,16 +20,15 @@ reads the unversioned payloads of older runs as version 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.drills.verdict import DrillVerdict
-from torchcanary.results import ORDER_FIELD, payload_version, record_arguments, record_row
+from torchcanary.results import payload_fields, payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
 SCHEMA_VERSION = 1
 REFERENCE_PREFIX = "reference:"
-_ROW_FIELDS = frozenset({"key", "env_role", "verdict", "schema_version", "extra", ORDER_FIELD})
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ class DrillRun:
         return named
 
     def to_json(self) -> dict[str, Any]:
-        return record_row(self, _payload_fields(type(self)))
+        return record_row(self, payload_fields(type(self)))
 
 
 @dataclass(frozen=True)
@@ -143,15 +142,10 @@ class DrillReference:
     stored_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return record_row(self, _payload_fields(type(self)))
+        return record_row(self, payload_fields(type(self)))
 
 
 DrillRecord = DrillRun | DrillReference
-
-
-def _payload_fields(cls: type) -> frozenset[str]:
-    """Every field stored in the payload: each is written only when the drill set it."""
-    return frozenset(item.name for item in fields(cls) if item.name not in _ROW_FIELDS)
 
 
 def is_reference(key: str) -> bool:
@@ -167,7 +161,7 @@ def from_json(data: dict[str, Any]) -> DrillRecord:
     kind: type[DrillRun] | type[DrillReference] = DrillReference if is_reference(key) else DrillRun
     arguments = record_arguments(kind, payload)
     # A field stored as null stays in the payload as null (the field reads None either way).
-    for name in _payload_fields(kind):
+    for name in payload_fields(kind):
         if name in payload and payload[name] is None:
             arguments["extra"][name] = arguments.pop(name)
     return kind(

@@ -35,6 +35,8 @@ Policy keys for :func:`blocking_reasons` (defaults in brackets):
   later blocks;
 - ``drill_block_on_flight_recorder`` [false]: the Flight Recorder named the culprit in the
   baseline but not in the candidate.
+The numbers' ranges are declared in POLICY_BOUNDS (a tolerance from 0 to 1, a slowdown
+factor of at least 1, seconds of at least 0); a policy outside them is refused at load.
 """
 
 from __future__ import annotations
@@ -48,12 +50,7 @@ from typing import Any
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
-from torchcanary.drills.result import (
-    REFERENCE_PREFIX,
-    DrillRun,
-    drill_record,
-    from_rows,
-)
+from torchcanary.drills.result import REFERENCE_PREFIX, DrillRun, drill_record, from_rows
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
