@@ -6,17 +6,26 @@ import importlib
 import json
 import re
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
+from cli_helpers import run_canary
 from torchcanary.config import load_settings
+from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide, policy_defaults
 from torchcanary.report.junit import render_junit
 from torchcanary.report.view import RunView
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import (
+    _CONTRACT_METHODS,
+    PolicyBounds,
+    contract_gaps,
+    get_section,
+    policy_bounds,
+    section_names,
+)
 from torchcanary.store.sqlite import SectionResult, Store
 
 ALL_SECTIONS = section_names()
@@ -160,3 +169,93 @@ def test_junit_carries_the_runs_decision_with_every_reason(store: Store) -> None
     assert not decision.go
     assert '<testcase classname="torchcanary" name="decision"' in junit
     assert "no-go: linear/x" in junit and "section stack was asked for" in junit
+
+
+# numbers a policy key declares bounds for ------------------------------------------------
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        # a percentage written as a whole number, where the key takes a fraction
+        (
+            "bench_max_slowdown = 5",
+            "'bench_max_slowdown' = 5.0 is out of bounds: use a number "
+            "from 0 to 1 (a fraction of the baseline's time: 0.05 is 5%)",
+        ),
+        ("bench_max_slowdown = -0.1", "from 0 to 1"),
+        # a count below zero
+        (
+            "stack_max_new_failures = -1",
+            "'stack_max_new_failures' = -1 is out of bounds: use a "
+            "number at least 0 (a count of tests)",
+        ),
+        # a factor below one, a tolerance above one, negative seconds
+        (
+            "drill_max_slowdown = 0.5",
+            "'drill_max_slowdown' = 0.5 is out of bounds: use a number at least 1",
+        ),
+        (
+            "drill_loss_rtol = 2.0",
+            "'drill_loss_rtol' = 2.0 is out of bounds: use a number from 0 to 1",
+        ),
+        (
+            "drill_slowdown_floor_s = -5",
+            "'drill_slowdown_floor_s' = -5.0 is out of bounds: use a number at least 0 (seconds)",
+        ),
+    ],
+)
+def test_a_policy_number_outside_its_declared_bounds_is_refused_at_load(
+    tmp_path: Path, line: str, words: str
+) -> None:
+    (tmp_path / "policy.toml").write_text(f"[policy]\n{line}\n")
+    flags = {"policy_file": "policy.toml", "sections": ["bench"]}  # others' keys checked too
+    with pytest.raises(ConfigError) as refused:
+        load_settings(None, flags, tmp_path)
+    assert words in str(refused.value)
+
+
+def test_a_policy_number_at_its_bounds_is_accepted(tmp_path: Path) -> None:
+    lines = [
+        "bench_max_slowdown = 1",
+        "stack_max_new_failures = 0",
+        "drill_max_slowdown = 1",
+        "drill_loss_rtol = 0",
+        "drill_slowdown_floor_s = 0",
+    ]
+    (tmp_path / "policy.toml").write_text("[policy]\n" + "\n".join(lines) + "\n")
+    flags = {"policy_file": "policy.toml", "sections": ["bench", "drill"]}
+    policy = load_settings(None, flags, tmp_path).plan.policy
+    assert (policy["bench_max_slowdown"], policy["drill_max_slowdown"]) == (1.0, 1.0)
+
+
+def test_every_declared_bound_holds_its_keys_default_and_names_a_numeric_key() -> None:
+    for name in ALL_SECTIONS:
+        section = get_section(name)
+        for key, bounds in policy_bounds(section).items():
+            default = section.policy_defaults[key]
+            assert isinstance(default, (int, float)) and not isinstance(default, bool), key
+            assert bounds.admits(default), key
+    assert contract_gaps(
+        SimpleNamespace(
+            name="x",
+            order=1,
+            help=None,
+            policy_defaults={"limit": 5, "strict": True},
+            policy_bounds={"limit": PolicyBounds(0, 1), "strict": PolicyBounds(0, 1)},
+            **{m: print for m in _CONTRACT_METHODS},
+        )
+    ) == [
+        "policy key 'limit' has a default 5 outside its bounds",
+        "policy_bounds names 'strict', which is not one of its numeric policy keys",
+    ]
+
+
+def test_a_policy_number_out_of_bounds_stops_the_cli_with_one_line_before_the_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "policy.toml").write_text("[policy]\nbench_max_slowdown = 5\n")
+    result = run_canary("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "'bench_max_slowdown' = 5.0 is out of bounds" in lines[0] and "0.05 is 5%" in lines[0]
+    assert not (tmp_path / "canary-results").exists()  # no run was started

@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from cli_helpers import run_canary
+from torchcanary.context import RunContext
+from torchcanary.drills import section as drill_section
+from torchcanary.drills.result import DrillReference, DrillRun
+from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.measure.result import BenchMeasured, BenchSkipped
+from torchcanary.plan import RunPlan
 from torchcanary.policy import decide
+from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
 from torchcanary.results import RECORD_SCHEMA_KEY
 from torchcanary.sections import get_section, section_names
@@ -26,10 +34,13 @@ from torchcanary.surface.result import DiffChange, DiffSummary
 
 STORED = Path(__file__).parent / "fixtures" / "records"
 RUN_ID = "20261203-211235-f57d7a"
+# A drill run stored before the drill records (see fixtures/records/README.md).
+DRILL_RUN_ID = "20261204-004048-9d191f"
 TYPED = {
     "bench": (BenchMeasured, BenchSkipped),
     "stack": (StackRun, StackSummary, StackChange),
     "diff": (DiffSummary, DiffChange),
+    "drill": (DrillRun, DrillReference),
 }
 
 
@@ -89,11 +100,14 @@ def test_the_decision_read_from_the_records_is_the_one_the_run_made(tmp_path: Pa
 
 
 def test_every_row_of_results_json_is_its_sections_record_and_round_trips(
-    rendered: Path,
+    rendered: Path, drills_rendered: Path
 ) -> None:
     sections = json.loads((rendered / "results.json").read_text())["sections"]
     # claims' results are ProbeResult records, under "claims" at the top level
     assert set(sections) == set(section_names()) - {PROBE_RESULTS}
+    sections["drill"] = json.loads((drills_rendered / "results.json").read_text())["sections"][
+        "drill"
+    ]
     seen: set[type] = set()
     for name, rows in sections.items():
         for row in rows:
@@ -143,3 +157,117 @@ def test_a_policy_word_a_key_does_not_allow_is_refused_before_the_run(tmp_path: 
     assert "'fail_on_claims'" in lines[0] and "'typo'" in lines[0]
     assert "'regressed'" in lines[0] and "'new in candidate'" in lines[0]
     assert not (tmp_path / "canary-results").exists()  # no run was started
+
+
+# drills --------------------------------------------------------------------------------
+def _drill_block(text: str, start: str, end: str) -> str:
+    """The drill section's part of a rendered file, from ``start`` to ``end`` inclusive."""
+    first = text.index(start)
+    return text[first : text.index(end, first) + len(end)]
+
+
+@pytest.fixture(scope="module")
+def drills_rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The drill run stored before the drill records, reported again by today's code."""
+    work = tmp_path_factory.mktemp("drill-records")
+    shutil.copy(STORED / "before-drill-records.db", work / "canary.db")
+    result = run_canary("report", DRILL_RUN_ID, "--store", "canary.db", "--output", "out", cwd=work)
+    assert result.returncode == 0, result.stderr
+    return work / "out" / DRILL_RUN_ID
+
+
+def test_a_drill_run_stored_before_the_records_renders_to_the_byte_as_it_did(
+    drills_rendered: Path,
+) -> None:
+    def read(name: str) -> tuple[str, str]:
+        return (
+            (STORED / f"before-drill-records.{name}").read_text(),
+            (drills_rendered / name).read_text(),
+        )
+
+    before, now = read("report.html")
+    html = ('<section class="drills">', "</section>")
+    assert _drill_block(now, *html) == _drill_block(before, *html)
+    before, now = read("summary.md")
+    markdown = ("## Fault drills", "Details: the HTML report.")
+    assert _drill_block(now, *markdown) == _drill_block(before, *markdown)
+    before, now = read("junit.xml")
+    assert re.findall(r"<testcase.*?</testcase>", now, re.S) == re.findall(
+        r"<testcase.*?</testcase>", before, re.S
+    )
+    # results.json: each drill row is its stored text, its schema version added at the end
+    before_json = json.loads(read("results.json")[0])
+    now_json = json.loads(read("results.json")[1])
+    rows = now_json["sections"]["drill"]
+    assert {row["payload"].pop(RECORD_SCHEMA_KEY) for row in rows} == {1}
+    assert json.dumps(rows, indent=2) == json.dumps(before_json["sections"]["drill"], indent=2)
+    assert now_json["decision_detail"] == before_json["decision_detail"]
+
+
+def test_the_drill_decision_read_from_the_records_is_the_one_the_old_code_made(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(STORED / "before-drill-records.db", tmp_path / "canary.db")
+    with Store(tmp_path / "canary.db") as store:
+        view = RunView.load(store, DRILL_RUN_ID)
+    plan = view.run.plan
+    decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
+    assert decision.label == view.run.decision == "go"
+    # Under a strict policy the candidate's slower restart blocks, in the old code's words
+    # (the stored run re-judged at commit 9a42da8, before the records).
+    strict = {
+        "drill_max_slowdown": 1.5,
+        "drill_slowdown_floor_s": 2.0,
+        "drill_block_on_flight_recorder": True,
+        "drill_loss_rtol": 0.0,
+    }
+    assert drill_section.blocking_reasons(view, strict) == [
+        "drill kill:restart-unshared: resume_s 15.3 s in the candidate against 8.2 s in the "
+        "baseline"
+    ]
+
+
+def test_a_drill_row_keeps_unknown_facts_and_stored_nulls_and_refuses_a_strange_verdict() -> None:
+    row = {
+        "key": "kill:restart",
+        "env_role": "candidate",
+        "verdict": "failed",
+        "payload": {"newer_fact": [1, 2], "reason": None, "detect_s": 1.5, "step_diffs": []},
+    }
+    record = get_section("drill").record_from_json(row)
+    assert isinstance(record, DrillRun) and record.verdict is DrillVerdict.FAILED
+    assert record.detect_s == 1.5 and record.step_diffs == () and record.reason is None
+    assert record.reason_text == "None"  # as the reports always showed a null reason
+    written = record.to_json()
+    assert written["payload"].pop(RECORD_SCHEMA_KEY) == 1
+    assert json.dumps(written) == json.dumps(row)
+    with pytest.raises(ValueError, match="'passing' is not a valid DrillVerdict"):
+        get_section("drill").record_from_json({**row, "verdict": "passing"})
+
+
+def test_the_drill_section_stores_each_row_as_its_versioned_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `ip`: a network drill is not checkable here
+    settings = drill_section.parse_settings({"faults": ["net-slow:none"]})
+    with Store(tmp_path / "canary.db") as store:
+        plan = RunPlan("b", "c", sections=("drill",), settings={"drill": settings})
+        run_id = store.create_run(plan.to_json())
+        env = SimpleNamespace(python="/nonexistent/python", path=tmp_path)
+        ctx = RunContext(
+            run_id,
+            store,
+            plan,
+            {"baseline": env, "candidate": env},  # type: ignore[dict-item]
+            tmp_path,
+            tmp_path / "work",
+            Progress(quiet=True),
+        )
+        drill_section.run(ctx)
+        rows = store.section_results(run_id, "drill")
+    assert [(r.key, r.env_role, r.verdict) for r in rows] == [
+        ("net-slow:none", "baseline", "not-checkable"),
+        ("net-slow:none", "candidate", "not-checkable"),
+    ]
+    assert all(row.payload[RECORD_SCHEMA_KEY] == 1 for row in rows)
+    assert "'ip' command" in rows[0].payload["reason"]

@@ -123,3 +123,52 @@ def test_third_party_section_runs_and_judges_in_every_report(tmp_path: Path) -> 
     assert "## Footprint" in (out / "summary.md").read_text()
     assert '<section id="footprint">' in (out / "report.html").read_text()
     assert 'name="footprint: torch"' in (out / "junit.xml").read_text()
+
+
+def test_each_section_says_how_the_history_command_draws_its_items(third_party: None) -> None:
+    from torchcanary.history.render import plot
+    from torchcanary.store.history import HistoryEntry
+
+    def entry(verdict: str, ratio: float | None = None) -> HistoryEntry:
+        bounds = (ratio * 0.98, ratio * 1.02) if ratio else (None, None)
+        return HistoryEntry("r1", 0.0, "2.13.0", "2.14.1", verdict, {}, ratio, *bounds)
+
+    # the third party's own plot, found through the registry like every other part
+    assert 'id="footprint-history"' in plot("torch", "footprint", [entry("measured")])
+    # the bench draws its forest of ratios; a drill, with no plot of its own, its verdicts
+    forest = plot("matmul", "bench", [entry("slower", 1.2)])
+    strip = plot("kill:restart", "drill", [entry("baseline: passed, candidate: failed")])
+    assert "<line" in forest and "1.2" in forest and "candidate: failed" not in forest
+    assert "candidate: failed" in strip and "footprint-history" not in strip
+
+
+def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
+    third_party: None, tmp_path: Path
+) -> None:
+    from rich.console import Console
+
+    from torchcanary.cli import _print_summary
+    from torchcanary.results import Outcome, ProbeResult, Verdict
+    from torchcanary.store.rows import SectionResult
+    from torchcanary.store.sqlite import Store
+
+    with Store(tmp_path / "canary.db") as store:
+        run_id = store.create_run({"sections": ["claims", "drill", "footprint"]})
+        for role, verdict in (("baseline", Verdict.REFUTED), ("candidate", Verdict.CONFIRMED)):
+            outcome = Outcome(verdict, "why")
+            store.save_probe_result(ProbeResult(run_id, role, "c10d.new_thing", outcome, 1.0, 0.0))
+        store.save_section_result(
+            run_id, SectionResult("drill", "kill:restart", "candidate", "passed", {"reason": ""})
+        )
+        store.save_section_result(
+            run_id, SectionResult("footprint", "torch", "both", "measured", {"growth": 0.1})
+        )
+        console = Console(record=True, width=100)
+        _print_summary(console, store, run_id)
+    printed = console.export_text()
+    # the claims' table, the drill's Markdown, the third party's own lines, in run order
+    assert "claims, run" in printed and "refuted -> confirmed" in printed
+    assert "claims: 1 new in candidate" in printed
+    assert printed.index("claims: 1") < printed.index("Fault drills")
+    assert printed.index("Fault drills") < printed.index("footprint: 1 packages weighed")
+    assert "Footprint" not in printed  # its Markdown is replaced by its own terminal part

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from rich.table import Table
 from torchcanary import __version__
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
-from torchcanary.sections import get_section, registered, section_names
+from torchcanary.sections import registered, section_names, terminal_summary
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url
 
@@ -360,39 +359,18 @@ def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> N
 
 
 def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
-    from torchcanary.claims import report as claims_report
     from torchcanary.report.view import RunView
 
     view = RunView.load(store, run_id)
-    table = Table(title=f"claims, run {run_id}")
-    # The probe id is what a reader looks up: it keeps its full width, the verdicts wrap;
-    # the pack is a heading row, not a column, so the table fits 80 columns.
-    table.add_column("probe", no_wrap=True)
-    table.add_column("baseline -> candidate", overflow="fold")
-    table.add_column("upgrade", overflow="fold")
-    pack = None
-    for row in view.claim_rows():
-        if row.description.get("pack", "-") != pack:
-            pack = row.description.get("pack", "-")
-            table.add_row(f"[bold]{pack}[/]", "", "")
-        table.add_row(
-            row.probe_id,
-            (row.baseline.outcome.verdict.value if row.baseline else "-")
-            + " -> "
-            + (row.candidate.outcome.verdict.value if row.candidate else "-"),
-            row.comparison.value if row.comparison else "incomplete",
-        )
-    if view.claim_rows():
-        console.print(table)
-        counts = Counter(
-            row.comparison.value if row.comparison else "incomplete" for row in view.claim_rows()
-        )
-        console.print("claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common()))
-        for line in claims_report.coverage_summary(view):  # release packs: coverage of notes
-            console.print(f"coverage: {line}", highlight=False, markup=False)
-    for section in view.run.plan.get("sections", ()):
-        if section != "claims":
-            console.print(Markdown(get_section(section).markdown(view)))
+    # Each section prints its own part: its terminal rendering where it has one (the claims'
+    # table), else its Markdown summary.
+    for name in view.run.plan.get("sections", ()):
+        section = registered().get(name)
+        if section is None:
+            continue  # a plugin since removed: `torchcanary report` still has its rows
+        parts = terminal_summary(section, view)
+        for part in [Markdown(section.markdown(view))] if parts is None else parts:
+            console.print(part)
     confounds = view.confounds()
     if confounds:
         console.print(

@@ -17,7 +17,13 @@ from typing import Any
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
-from torchcanary.sections import get_section, policy_choices, section_names
+from torchcanary.sections import (
+    PolicyBounds,
+    get_section,
+    policy_bounds,
+    policy_choices,
+    section_names,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,23 @@ def _choices(sections: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     return choices
 
 
+def _bounds(sections: tuple[str, ...]) -> dict[str, PolicyBounds]:
+    bounds: dict[str, PolicyBounds] = {}
+    for section in sections:
+        bounds.update(policy_bounds(get_section(section)))
+    return bounds
+
+
+def _check_bounds(key: str, value: float, bounds: PolicyBounds) -> None:
+    """A number outside what ``key`` declares is a ConfigError naming the range to use."""
+    if not bounds.admits(value):
+        meaning = f" ({bounds.meaning})" if bounds.meaning else ""
+        raise ConfigError(
+            f"policy key {key!r} = {value!r} is out of bounds: use a number "
+            f"{bounds.describe()}{meaning}"
+        )
+
+
 def _check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
     """A word (or each word of a list) outside what ``key`` allows is a ConfigError."""
     for word in value if isinstance(value, list) else [value]:
@@ -60,15 +83,16 @@ def _check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
 def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
     """The policy of a run over ``sections``: defaults with ``overrides`` applied.
 
-    Keys unknown to every section, values of the wrong type and words a key does not allow
-    are refused; overrides for sections this run leaves out are checked the same way, then
-    left out.
+    Keys unknown to every section, values of the wrong type, words a key does not allow and
+    numbers outside a key's declared bounds are refused; overrides for sections this run
+    leaves out are checked the same way, then left out.
     """
     resolved = policy_defaults(sections)
     # Other sections are imported only when the file names keys beyond this run's.
     others = set(overrides) - set(resolved)
     known = resolved | (policy_defaults(section_names()) if others else {})
     choices = _choices(section_names() if others else sections)
+    bounds = _bounds(section_names() if others else sections)
     for key, value in overrides.items():
         if key not in known:
             raise ConfigError(f"unknown policy key {key!r}; known keys: {', '.join(sorted(known))}")
@@ -79,6 +103,8 @@ def resolve_policy(overrides: dict[str, Any], sections: tuple[str, ...]) -> dict
             raise ConfigError(f"policy key {key!r} must be a {expected.__name__}, not {value!r}")
         if key in choices:
             _check_choice(key, value, choices[key])
+        if key in bounds:
+            _check_bounds(key, value, bounds[key])
         if key in resolved:
             resolved[key] = value
     return resolved

@@ -203,8 +203,16 @@ class Manifest:
         }
 
 
-# The fields of a record that live in the row itself, not in its payload.
-_ROW_FIELDS = frozenset({"key", "env_role", "verdict", "schema_version", "extra"})
+# The fields of a record that live in the row itself, not in its payload. A record that
+# declares ``stored_order`` (the payload's keys in the order they were stored) is written
+# back in that order, so a row read and written again is the same text.
+ORDER_FIELD = "stored_order"
+_ROW_FIELDS = frozenset({"key", "env_role", "verdict", "schema_version", "extra", ORDER_FIELD})
+
+
+def payload_fields(cls: type) -> frozenset[str]:
+    """The fields of a record class that its payload stores (not key, role, verdict, ...)."""
+    return frozenset(item.name for item in fields(cls) if item.name not in _ROW_FIELDS)
 
 
 def record_payload(record: Any, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -223,7 +231,12 @@ def record_payload(record: Any, optional: frozenset[str] = frozenset()) -> dict[
         if value is None and item.name in optional:
             continue
         data[item.name] = list(value) if isinstance(value, tuple) else value
-    return {**record.extra, **data}
+    payload = {**record.extra, **data}
+    order: tuple[str, ...] = getattr(record, ORDER_FIELD, ())
+    if order:  # keys the stored row did not have (its schema version) come last
+        rank = {name: index for index, name in enumerate(order)}
+        payload = dict(sorted(payload.items(), key=lambda item: rank.get(item[0], len(rank))))
+    return payload
 
 
 def record_row(record: Any, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -251,4 +264,6 @@ def record_arguments(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
     arguments["extra"] = {
         k: v for k, v in payload.items() if k not in known and k != RECORD_SCHEMA_KEY
     }
+    if any(item.name == ORDER_FIELD for item in fields(cls)):
+        arguments[ORDER_FIELD] = tuple(payload)
     return arguments

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from torchcanary.report.junit import JUnitCase
     from torchcanary.report.view import RunView
     from torchcanary.results import SectionRecord
+    from torchcanary.store.history import HistoryEntry
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
@@ -36,6 +37,30 @@ THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks ot
 
 class SectionDiscoveryError(Exception):
     """A section plugin could not be loaded or does not provide what the contract asks."""
+
+
+@dataclass(frozen=True)
+class PolicyBounds:
+    """The numbers a numeric policy key accepts, both ends included (None: open).
+
+    ``meaning`` says what the number is ("a fraction: 0.05 is 5% slower"), for the line
+    that refuses a value out of bounds, so a percentage written as 5 is caught with its fix.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    meaning: str = ""
+
+    def admits(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        """The accepted range in words: 'from 0 to 1', 'at least 0', 'at most 1'."""
+        if self.low is not None and self.high is not None:
+            return f"from {self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"at least {self.low:g}"
+        return f"at most {self.high:g}" if self.high is not None else "any number"
 
 
 @runtime_checkable
@@ -48,7 +73,9 @@ class Section(Protocol):
     - ``policy_defaults``: every policy key ``blocking_reasons`` reads, with its default
       (the value's type is the key's type). Optionally ``policy_choices``: for a key whose
       value (or each item of its list) is a word, the words allowed; the policy refuses
-      any other at load, before the run (read through :func:`policy_choices`).
+      any other at load, before the run (read through :func:`policy_choices`). Optionally
+      ``policy_bounds``: for a numeric key, its :class:`PolicyBounds`; a value outside is
+      refused at load the same way (read through :func:`policy_bounds`).
     - ``parse_settings(raw)``: the config table (file and flags merged) validated, with
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
@@ -63,6 +90,12 @@ class Section(Protocol):
       as the section's typed, versioned record (``results.SectionRecord``); older
       payloads without a ``schema`` version load as version 1. A section without typed
       records returns the plain ``store.rows.SectionResult``.
+    - Optionally ``terminal(view)``: its part of the summary printed after a run, as rich
+      renderables (the claims: a table); without it, or when it returns None, the summary
+      shows its ``markdown`` (read through :func:`terminal_summary`).
+    - Optionally ``history_plot(item, entries)``: how ``torchcanary history`` draws one of
+      its items across runs, as SVG (the bench: a forest of ratios); without it, or when it
+      returns None, the history is a strip of verdicts (read through :func:`history_plot`).
     """
 
     name: str
@@ -104,7 +137,10 @@ class PackageSection:
     ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
     ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
-    (without it the rows stay plain ``SectionResult``).
+    (without it the rows stay plain ``SectionResult``); ``report`` may provide
+    ``history_plot`` (how the ``history`` command draws an item) and ``terminal`` (its part
+    of the summary printed after a run), and ``section`` may
+    declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
 
@@ -130,6 +166,10 @@ class PackageSection:
     @property
     def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
         return dict(getattr(self._module("section"), "POLICY_CHOICES", {}))
+
+    @property
+    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
+        return dict(getattr(self._module("section"), "POLICY_BOUNDS", {}))
 
     def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         parsed: dict[str, Any] = self._module("section").parse_settings(dict(raw))
@@ -165,6 +205,14 @@ class PackageSection:
 
     def junit_cases(self, view: RunView) -> list[JUnitCase]:
         return list(self._module("report").junit_cases(view))
+
+    def terminal(self, view: RunView) -> list[Any] | None:
+        render = getattr(self._module("report"), "terminal", None)
+        return list(render(view)) if render is not None else None
+
+    def history_plot(self, item: str, entries: list[HistoryEntry]) -> str | None:
+        draw = getattr(self._module("report"), "history_plot", None)
+        return str(draw(item, entries)) if draw is not None else None
 
     def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
         try:
@@ -231,6 +279,25 @@ def contract_gaps(section: object) -> list[str]:
             for key in choices
             if key not in defaults
         ]
+        gaps += _bounds_gaps(section, defaults)
+    return gaps
+
+
+def _bounds_gaps(section: object, defaults: Mapping[str, Any]) -> list[str]:
+    """Bounds must be on numeric policy keys, and hold those keys' own defaults."""
+    try:
+        bounds = policy_bounds(section)
+    except Exception as exc:
+        return [f"policy_bounds cannot be read: {type(exc).__name__}: {exc}"]
+    gaps = []
+    for key, bound in bounds.items():
+        default = defaults.get(key)
+        if not isinstance(bound, PolicyBounds):
+            gaps.append(f"policy_bounds[{key!r}] must be a PolicyBounds")
+        elif isinstance(default, bool) or not isinstance(default, (int, float)):
+            gaps.append(f"policy_bounds names {key!r}, which is not one of its numeric policy keys")
+        elif not bound.admits(default):
+            gaps.append(f"policy key {key!r} has a default {default!r} outside its bounds")
     return gaps
 
 
@@ -238,6 +305,27 @@ def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
     """The words each of ``section``'s policy keys allows (none declared: any value of its type)."""
     choices: Mapping[str, tuple[str, ...]] = getattr(section, "policy_choices", {})
     return choices
+
+
+def terminal_summary(section: object, view: RunView) -> list[Any] | None:
+    """``section``'s own part of the terminal summary (rich renderables), or None where it
+    has none (the summary then shows its Markdown)."""
+    render = getattr(section, "terminal", None)
+    parts = render(view) if callable(render) else None
+    return list(parts) if parts is not None else None
+
+
+def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str | None:
+    """``section``'s own drawing of ``item``'s history (SVG), or None where it has none."""
+    draw = getattr(section, "history_plot", None)
+    drawn = draw(item, entries) if callable(draw) else None
+    return str(drawn) if drawn is not None else None
+
+
+def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:
+    """The bounds of ``section``'s numeric policy keys (none declared: any number)."""
+    bounds: Mapping[str, PolicyBounds] = getattr(section, "policy_bounds", {})
+    return bounds
 
 
 def _source_tree_entry_points() -> list[EntryPoint]:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from html import escape
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
 
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
 from torchcanary.report.junit import JUnitCase
@@ -170,3 +175,35 @@ def junit_cases(view: RunView) -> list[JUnitCase]:
             )
         )
     return cases
+
+
+def terminal(view: RunView) -> list[Any]:
+    """The claims in the summary printed after a run: a table by pack (the probe id keeps
+    its full width, the verdicts wrap, so it fits 80 columns), the tally, the coverage of
+    the release notes. Nothing when no claim ran."""
+    rows = view.claim_rows()
+    if not rows:
+        return []
+    table = Table(title=f"claims, run {view.run.run_id}")
+    table.add_column("probe", no_wrap=True)
+    table.add_column("baseline -> candidate", overflow="fold")
+    table.add_column("upgrade", overflow="fold")
+    pack = None
+    for row in rows:
+        if row.description.get("pack", "-") != pack:
+            pack = row.description.get("pack", "-")
+            table.add_row(f"[bold]{pack}[/]", "", "")
+        table.add_row(
+            row.probe_id,
+            (row.baseline.outcome.verdict.value if row.baseline else "-")
+            + " -> "
+            + (row.candidate.outcome.verdict.value if row.candidate else "-"),
+            _comparison(row),
+        )
+    counts = Counter(_comparison(row) for row in rows)
+    tally = "claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common())
+    return [table, Text(tally), *(Text(f"coverage: {line}") for line in coverage_summary(view))]
+
+
+def _comparison(row: ClaimRow) -> str:
+    return row.comparison.value if row.comparison else "incomplete"

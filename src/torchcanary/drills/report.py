@@ -11,6 +11,7 @@ import html as html_lib
 from typing import Any
 
 from torchcanary.drills.catalog import FAULTS, RECOVERIES
+from torchcanary.drills.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.report.junit import JUnitCase
 
@@ -29,9 +30,13 @@ _MARKS = {
 }
 
 
-def _drills(view: Any) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for result in view.sections.get(SECTION, []):
+def _records(view: Any) -> list[DrillRecord]:
+    return from_rows(view.sections.get(SECTION, []))
+
+
+def _drills(view: Any) -> dict[str, dict[str, DrillRecord]]:
+    rows: dict[str, dict[str, DrillRecord]] = {}
+    for result in _records(view):
         rows.setdefault(result.key, {})[result.env_role] = result
     return rows
 
@@ -40,8 +45,7 @@ def _seconds(value: Any) -> str:
     return f"{value:.1f} s" if isinstance(value, (int, float)) else "–"
 
 
-def _rate(payload: dict[str, Any]) -> str:
-    before, after = payload.get("throughput_before"), payload.get("throughput_after")
+def _rate(before: Any, after: Any = None) -> str:
     if not isinstance(before, (int, float)):
         return "–"
     text = f"{before:.1f}"
@@ -50,8 +54,7 @@ def _rate(payload: dict[str, Any]) -> str:
     return text + " steps/s"
 
 
-def _loss(payload: dict[str, Any]) -> str:
-    loss, ref = payload.get("final_loss"), payload.get("reference_loss")
+def _loss(loss: Any, ref: Any = None) -> str:
     if not isinstance(loss, (int, float)):
         return "–"
     if not isinstance(ref, (int, float)):
@@ -59,8 +62,7 @@ def _loss(payload: dict[str, Any]) -> str:
     return f"{loss:.6f} (ref {ref:.6f}, Δ {abs(loss - ref):.1e})"
 
 
-def _steps(payload: dict[str, Any]) -> str:
-    check = payload.get("step_check")
+def _steps(check: dict[str, Any] | None) -> str:
     if not check:
         return "–"
     first = check.get("first_difference")
@@ -77,13 +79,13 @@ def _relative(value: Any) -> str:
     return f"{value:.1e}" if isinstance(value, (int, float)) else "NaN"
 
 
-def _mode(payload: dict[str, Any]) -> str:
+def _mode(result: DrillRecord) -> str:
     """The data-parallel mode that ran (as the job said), or '–' when nothing ran."""
-    return str(payload.get("parallel") or "–")
+    return str(result.parallel or "–")
 
 
-def _flight(payload: dict[str, Any]) -> str:
-    fr = payload.get("flight_recorder") or {}
+def _flight(result: DrillRun) -> str:
+    fr = result.flight_recorder or {}
     if not fr:
         return "–"
     named = {
@@ -104,21 +106,36 @@ def _flight(payload: dict[str, Any]) -> str:
     return text
 
 
-def _cells(result: Any) -> list[str]:
-    payload = result.payload
-    identical = payload.get("params_identical")
+def _cells(result: DrillRun) -> list[str]:
+    identical = result.params_identical
     return [
-        _mode(payload),
-        result.verdict,
-        _seconds(payload.get("detect_s")),
-        _seconds(payload.get("resume_s")),
-        "–" if payload.get("steps_lost") is None else str(payload["steps_lost"]),
-        _rate(payload),
-        _steps(payload),
-        _loss(payload),
+        _mode(result),
+        result.verdict.value,
+        _seconds(result.detect_s),
+        _seconds(result.resume_s),
+        "–" if result.steps_lost is None else str(result.steps_lost),
+        _rate(result.throughput_before, result.throughput_after),
+        _steps(result.step_check),
+        _loss(result.final_loss, result.reference_loss),
         "–" if identical is None else ("yes" if identical else "NO"),
-        _flight(payload),
-        str(payload.get("reason", "")),
+        _flight(result),
+        result.reason_text,
+    ]
+
+
+def _reference_cells(result: DrillReference) -> list[str]:
+    return [
+        _mode(result),
+        result.verdict.value,
+        "–",
+        "–",
+        "–",
+        _rate(result.throughput),
+        f"{len(result.steps or [])} recorded",
+        _loss(result.final_loss),
+        str(result.params_identical),
+        "–",
+        str(result.reason or ""),
     ]
 
 
@@ -218,14 +235,14 @@ def html(view: Any) -> str:
     if not rows:
         out.append("<p>No drills ran.</p></section>")
         return "".join(out)
-    jobs = sorted({str(r.payload["job"]) for r in view.sections[SECTION] if r.payload.get("job")})
+    jobs = sorted({str(r.job) for r in _records(view) if r.job})
     for job in jobs:
         out.append(
             f"<p>These drills ran on your job, <code>{_esc(job)}</code>, under torchrun in "
             "place of the tiny GPT; each is compared with that job's own fault-free run (the "
             "why column says how: as a deterministic job or within your tolerance).</p>"
         )
-    for key in sorted(rows, key=lambda k: (k.startswith("reference:"), k)):
+    for key in sorted(rows, key=lambda k: (is_reference(k), k)):
         fault, _, recovery = key.partition(":")
         what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"
         out.append(
@@ -238,28 +255,18 @@ def html(view: Any) -> str:
             result = rows[key].get(role)
             if result is None:
                 continue
-            cells = (
-                [role, *_cells(result)]
-                if not key.startswith("reference:")
-                else [
-                    role,
-                    _mode(result.payload),
-                    result.verdict,
-                    "–",
-                    "–",
-                    "–",
-                    _rate({"throughput_before": result.payload.get("throughput")}),
-                    f"{len(result.payload.get('steps') or [])} recorded",
-                    _loss(result.payload),
-                    str(result.payload.get("params_identical")),
-                    "–",
-                    str(result.payload.get("reason") or ""),
-                ]
-            )
+            cells = [
+                role,
+                *(
+                    _reference_cells(result)
+                    if isinstance(result, DrillReference)
+                    else _cells(result)
+                ),
+            ]
             out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
         out.append("</tbody></table>")
         plots = [
-            timeline_svg(rows[key][role].payload.get("timeline") or {}, f"{key} — {role}")
+            timeline_svg(_timeline(rows[key][role]), f"{key} — {role}")
             for role in _ROLES
             if role in rows[key]
         ]
@@ -273,20 +280,20 @@ def html(view: Any) -> str:
     return "".join(out)
 
 
-def _summary_line(key: str, role: str, result: Any) -> str:
+def _timeline(result: DrillRecord) -> dict[str, Any]:
+    return (result.timeline if isinstance(result, DrillRun) else None) or {}
+
+
+def _summary_line(key: str, role: str, result: DrillRun) -> str:
     """One drill in one environment as a line a terminal shows whole at 80 columns."""
-    payload = result.payload
-    facts = [
-        f"detected {_seconds(payload.get('detect_s'))}",
-        f"resumed {_seconds(payload.get('resume_s'))}",
-    ]
-    if payload.get("steps_lost") is not None:
-        facts.append(f"{payload['steps_lost']} steps lost")
-    if payload.get("step_check"):
-        facts.append(f"steps vs fault-free: {_steps(payload)}")
-    line = f"- `{key}` {role} ({_mode(payload)}): **{result.verdict}**; " + ", ".join(facts)
-    if result.verdict != "passed" and payload.get("reason"):
-        line += f"; {str(payload['reason'])[:160]}"
+    facts = [f"detected {_seconds(result.detect_s)}", f"resumed {_seconds(result.resume_s)}"]
+    if result.steps_lost is not None:
+        facts.append(f"{result.steps_lost} steps lost")
+    if result.step_check:
+        facts.append(f"steps vs fault-free: {_steps(result.step_check)}")
+    line = f"- `{key}` {role} ({_mode(result)}): **{result.verdict.value}**; " + ", ".join(facts)
+    if not result.passed and result.reason:
+        line += f"; {result.reason[:160]}"
     return line.replace("\n", " ")
 
 
@@ -298,11 +305,11 @@ def markdown(view: Any) -> str:
     if not rows:
         return "\n".join([*lines, "No drills ran.", ""])
     for key in sorted(rows):
-        if key.startswith("reference:"):
+        if is_reference(key):
             continue
         for role in _ROLES:
             result = rows[key].get(role)
-            if result is not None:
+            if isinstance(result, DrillRun):
                 lines.append(_summary_line(key, role, result))
     lines += [
         "",
@@ -322,18 +329,17 @@ def junit_cases(view: Any) -> list[JUnitCase]:
         DrillVerdict.NOT_CHECKABLE: "skipped",
     }
     cases = []
-    for result in view.sections.get(SECTION, []):
-        if result.key.startswith("reference:"):
+    for result in _records(view):
+        if not isinstance(result, DrillRun):
             continue
-        payload = result.payload
         cases.append(
             JUnitCase(
                 suite="drill",
                 name=f"{result.key} [{result.env_role}]",
-                status=status.get(result.verdict, "error"),
-                time_s=float(payload.get("duration_s") or 0.0),
-                message=str(payload.get("reason", "")),
-                text=_flight(payload),
+                status=status[result.verdict],
+                time_s=float(result.duration_s or 0.0),
+                message=result.reason_text,
+                text=_flight(result),
             )
         )
     return cases

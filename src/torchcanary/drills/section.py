@@ -1,9 +1,10 @@
 """The drill section: fault drills on a small real training job, in both environments.
 
 Each drill (``fault:recovery``, see :mod:`torchcanary.drills.catalog`) runs once per
-environment and is stored at once as ``SectionResult(section="drill", key=<drill>,
-env_role=<role>, verdict=passed|failed|absent|not-checkable|error, payload=...)``; the
-fault-free runs the drills were compared against are stored as ``reference:<mode>``.
+environment and is stored at once as its typed record (``drills/result.py``:
+``DrillRun``, key ``<drill>``, env_role ``<role>``, verdict a ``DrillVerdict``); the
+fault-free runs the drills were compared against are stored as ``DrillReference`` rows
+keyed ``reference:<mode>``. The policy and the report read these records' fields.
 
 Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
 - ``faults``: drill names, ``"fault"`` or ``"fault:recovery"``, or ``"all"``
@@ -34,6 +35,8 @@ Policy keys for :func:`blocking_reasons` (defaults in brackets):
   later blocks;
 - ``drill_block_on_flight_recorder`` [false]: the Flight Recorder named the culprit in the
   baseline but not in the candidate.
+The numbers' ranges are declared in POLICY_BOUNDS (a tolerance from 0 to 1, a slowdown
+factor of at least 1, seconds of at least 0); a policy outside them is refused at load.
 """
 
 from __future__ import annotations
@@ -47,11 +50,13 @@ from typing import Any
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
+from torchcanary.drills.result import REFERENCE_PREFIX, DrillRun, drill_record, from_rows
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.errors import ConfigError
-from torchcanary.store.sqlite import SectionResult
+from torchcanary.sections import PolicyBounds
+from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
 MAX_RANKS = 4
@@ -63,6 +68,12 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "drill_max_slowdown": 3.0,
     "drill_slowdown_floor_s": 5.0,
     "drill_block_on_flight_recorder": False,
+}
+# Numbers a policy may set, refused at load when outside.
+POLICY_BOUNDS: dict[str, PolicyBounds] = {
+    "drill_loss_rtol": PolicyBounds(0.0, 1.0, "a relative tolerance: 1e-4 is 0.01%"),
+    "drill_max_slowdown": PolicyBounds(1.0, None, "a factor on the baseline's time: 3.0 is 3x"),
+    "drill_slowdown_floor_s": PolicyBounds(0.0, None, "seconds"),
 }
 
 _DEFAULTS = {f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")}
@@ -177,24 +188,15 @@ def run(ctx: RunContext) -> None:
                     task.advance(f"{role} {spec.key}: already stored")
                     continue
                 outcome = _run_one(runners[role], spec)
-                ctx.store.save_section_result(
-                    ctx.run_id,
-                    SectionResult(SECTION, spec.key, role, outcome.verdict.value, outcome.payload),
-                )
+                record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
+                ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
                 task.advance(f"{role} {spec.key}: {outcome.verdict.value}")
     for role, runner in runners.items():
         for reference in runner.references():
             verdict = DrillVerdict.PASSED if reference.get("ok") else DrillVerdict.FAILED
-            ctx.store.save_section_result(
-                ctx.run_id,
-                SectionResult(
-                    SECTION,
-                    f"reference:{reference.get('parallel')}",
-                    role,
-                    verdict.value,
-                    reference,
-                ),
-            )
+            key = f"{REFERENCE_PREFIX}{reference.get('parallel')}"
+            record = drill_record(key, role, verdict, reference)
+            ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
 
 def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:
@@ -216,9 +218,14 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def drill_runs(view: Any) -> list[DrillRun]:
+    """The drill rows of ``view`` as records, the fault-free reference runs left out."""
+    return [r for r in from_rows(view.sections.get(SECTION, [])) if isinstance(r, DrillRun)]
+
+
 def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
     """Why the drills say no-go under ``policy`` (keys and defaults: module docstring)."""
-    results = [r for r in view.sections.get(SECTION, []) if not r.key.startswith("reference:")]
+    results = drill_runs(view)
     by_key = {(r.key, r.env_role): r for r in results}
     rules = {**POLICY_DEFAULTS, **policy}
     rtol = float(rules["drill_loss_rtol"])
@@ -229,23 +236,18 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
         if cand is None:
             continue
-        payload = cand.payload
-        if (
-            rules["drill_block_on_regression"]
-            and base is not None
-            and base.verdict == DrillVerdict.PASSED
-            and cand.verdict != DrillVerdict.PASSED
-        ):
+        regressed = base is not None and base.passed and not cand.passed
+        if rules["drill_block_on_regression"] and regressed:
             reasons.append(
-                f"drill {key} passed in the baseline but is {cand.verdict} in the "
-                f"candidate: {payload.get('reason', '')}"
+                f"drill {key} passed in the baseline but is {cand.verdict.value} in the "
+                f"candidate: {cand.reason_text}"
             )
         # A non-deterministic job of the user's is judged within the tolerance they set.
-        rtol_here = max(rtol, float(payload.get("job_rtol") or 0.0))
+        rtol_here = max(rtol, float(cand.job_rtol or 0.0))
         if rules["drill_block_on_wrong_result"]:
-            loss, ref = _number(payload.get("final_loss")), _number(payload.get("reference_loss"))
-            rows = payload.get("step_diffs") or []
-            if payload.get("params_identical") is False:
+            loss, ref = _number(cand.final_loss), _number(cand.reference_loss)
+            rows = list(cand.step_diffs or [])
+            if cand.params_identical is False:
                 reasons.append(
                     f"drill {key}: the candidate's replicas finished with different parameters"
                 )
@@ -260,7 +262,7 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         if base is None:
             continue
         for metric in ("detect_s", "resume_s"):
-            before, after = _number(base.payload.get(metric)), _number(payload.get(metric))
+            before, after = _number(getattr(base, metric)), _number(getattr(cand, metric))
             if (
                 before is not None
                 and after is not None
@@ -271,13 +273,10 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                     f"drill {key}: {metric} {after:.1f} s in the candidate against "
                     f"{before:.1f} s in the baseline"
                 )
-        if rules["drill_block_on_flight_recorder"]:
-            named = [
-                (r.payload.get("flight_recorder") or {}).get("named_culprit") for r in (base, cand)
-            ]
-            if named == [True, False]:
-                reasons.append(
-                    f"drill {key}: the Flight Recorder named the culprit in the "
-                    "baseline but not in the candidate"
-                )
+        lost_culprit = (base.named_culprit, cand.named_culprit) == (True, False)
+        if rules["drill_block_on_flight_recorder"] and lost_culprit:
+            reasons.append(
+                f"drill {key}: the Flight Recorder named the culprit in the "
+                "baseline but not in the candidate"
+            )
     return reasons

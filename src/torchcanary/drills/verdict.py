@@ -13,3 +13,6 @@ class DrillVerdict(str, enum.Enum):
     ABSENT = "absent"
     NOT_CHECKABLE = "not-checkable"
     ERROR = "error"
+
+    def __str__(self) -> str:  # in text (reasons, tables) a verdict reads as its stored word
+        return self.value

@@ -30,11 +30,12 @@ Handler = Callable[[argparse.Namespace, Console], int]
 
 def register(commands: Any) -> dict[str, Handler]:
     """Add ``history``, ``compare`` and ``store`` to the CLI's subparsers; their handlers."""
-    history = commands.add_parser(
-        "history", help="one benchmark's, claim's or drill's results across runs"
+    names = section_names()
+    history = commands.add_parser("history", help="one result id's verdicts across runs")
+    history.add_argument(
+        "item", metavar="ID", help=f"a result id of any section ({', '.join(names)})"
     )
-    history.add_argument("item", metavar="ID", help="a benchmark, claim (probe) or drill id")
-    history.add_argument("--section", choices=section_names())
+    history.add_argument("--section", choices=names)
     history.add_argument("--baseline", help="only runs whose baseline torch/spec contains this")
     history.add_argument("--candidate", help="only runs whose candidate torch/spec contains this")
     history.add_argument("--since", type=_date, help="only runs from this UTC date (YYYY-MM-DD)")

@@ -85,8 +85,8 @@ def _bench(view: RunView) -> dict[str, dict[str, Any]]:
 
 def _drills(view: RunView) -> dict[str, dict[str, Any]]:
     return {
-        f"{result.key} ({result.env_role})": {"verdict": result.verdict}
-        for result in view.sections.get("drill", [])
+        f"{result.key} ({result.env_role})": {"verdict": str(result.verdict)}
+        for result in view.records("drill")
     }
 
 

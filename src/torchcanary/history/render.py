@@ -1,14 +1,16 @@
 """History as a table for the terminal and a plot file (SVG) for people and CI artefacts.
 
-A benchmark's history is drawn as the bench report's forest plot, one row per run
-(ratio candidate/baseline with its interval); a claim's or drill's as a strip of verdicts.
+Each section says how its items are drawn (``history_plot`` in the section contract: the
+bench draws its forest plot, one row per run, ratio candidate/baseline with its interval);
+an item of a section that draws nothing of its own is a strip of verdicts.
 """
 
 from __future__ import annotations
 
 import time
 
-from torchcanary.measure.history_plot import history_forest, verdict_strip
+from torchcanary.measure.history_plot import verdict_strip
+from torchcanary.sections import history_plot, registered
 from torchcanary.store.history import HistoryEntry
 
 
@@ -23,6 +25,6 @@ def ratio_text(entry: HistoryEntry) -> str:
 
 
 def plot(item: str, section: str, entries: list[HistoryEntry]) -> str:
-    """The SVG for ``item``'s history: a forest for a benchmark, a verdict strip otherwise."""
-    forest = history_forest(item, entries) if section == "bench" else None
-    return forest or verdict_strip(item, entries)
+    """The SVG for ``item``'s history: its section's own plot, else a strip of verdicts."""
+    drawn = history_plot(registered().get(section), item, entries)
+    return drawn or verdict_strip(item, entries)

@@ -11,7 +11,7 @@ import math
 from html import escape
 from typing import Any
 
-from torchcanary.measure.history_plot import recent_html
+from torchcanary.measure.history_plot import history_forest, recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.result import (
     BenchMeasured,
@@ -24,6 +24,7 @@ from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
 from torchcanary.measure.workload_report import fact_lines, summary_line
 from torchcanary.report.junit import JUnitCase
+from torchcanary.store.history import HistoryEntry
 
 
 def _results(view: Any) -> list[BenchResult]:
@@ -390,3 +391,9 @@ def junit_cases(view: Any) -> list[JUnitCase]:
             status, message = "passed", f"{result.verdict} {_interval(result)}"
         cases.append(JUnitCase("bench", result.key, status, seconds, message, text))
     return cases
+
+
+def history_plot(item: str, entries: list[HistoryEntry]) -> str | None:
+    """A benchmark's history for ``torchcanary history``: the forest of its ratios across
+    runs (None when no run has a ratio, and the command draws its verdicts instead)."""
+    return history_forest(item, entries)

@@ -42,6 +42,7 @@ from torchcanary.measure.settings import parse_settings as _parse
 from torchcanary.measure.suite import expand
 from torchcanary.measure.workload_checks import compare_numerics, summarise_facts
 from torchcanary.measure.workload_env import with_project
+from torchcanary.sections import PolicyBounds
 from torchcanary.store.sqlite import SectionResult
 
 SECTION = "bench"
@@ -51,6 +52,10 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "bench_block_on_candidate_failure": True,
     "bench_block_on_aa_alarm": True,
     "bench_block_on_numeric_drift": True,
+}
+# Numbers a policy may set, refused at load when outside (a 5 meant as 5% among them).
+POLICY_BOUNDS: dict[str, PolicyBounds] = {
+    "bench_max_slowdown": PolicyBounds(0.0, 1.0, "a fraction of the baseline's time: 0.05 is 5%"),
 }
 
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
+from torchcanary.sections import PolicyBounds
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs
@@ -61,6 +62,10 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "stack_block_on_new_warnings": False,
     "stack_block_on_slower": False,
     "stack_block_on_newly_skipped": False,
+}
+# Numbers a policy may set, refused at load when outside.
+POLICY_BOUNDS: dict[str, PolicyBounds] = {
+    "stack_max_new_failures": PolicyBounds(0, None, "a count of tests"),
 }
 _OPTIONAL_BLOCKS = (
     ("numeric-drift", "stack_block_on_numeric_drift", "drifted numerically"),

@@ -107,8 +107,7 @@ def find_section(store: ResultStore, item: str, sections: Iterable[str]) -> str:
     found += [section for section in wanted if section in stored]
     if not found:
         raise CanaryError(
-            f"no claim, benchmark or drill {item!r} in {store.location}, nor any other "
-            "section's result by that name; "
+            f"no result {item!r} in any section ({', '.join(wanted)}) of {store.location}; "
             "`torchcanary report RUN` shows a run's ids"
         )
     if len(found) > 1:
