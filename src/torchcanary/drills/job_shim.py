@@ -10,6 +10,8 @@ this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expect
   pattern (``TORCHCANARY_DRILL_STEP_PATTERN``, named groups ``step`` and ``loss``) becomes a
   step event, for a job that only prints; once the job calls ``report_step`` itself, its own
   reports are the steps and the printed lines are left alone;
+- starts the job in ``job_cwd`` (``TORCHCANARY_DRILL_JOB_CWD``), as ``cd DIR && torchrun
+  ...`` would, so its relative paths read from there;
 - runs the job as ``__main__``; an exception that escapes it is written as an error event
   (one line) before it propagates as usual, and a normal end as a done event.
 """
@@ -25,6 +27,7 @@ from typing import Any, TextIO
 from torchcanary.drills import job_report
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
+CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"
 _PENDING_LIMIT = 65536
 
 
@@ -80,11 +83,17 @@ def main(argv: list[str] | None = None) -> int:
         compiled = re.compile(pattern)
         sys.stdout = _LineWatcher(sys.stdout, compiled)  # type: ignore[assignment]
         sys.stderr = _LineWatcher(sys.stderr, compiled)  # type: ignore[assignment]
+    job_cwd = os.environ.get(CWD_VARIABLE)
+    if job_cwd:  # where the user starts the job (torchrun itself stays where it was started)
+        os.chdir(job_cwd)
+        os.environ["PWD"] = job_cwd
     job_report.emit("launch", node=os.environ.get("TORCHCANARY_NODE"), job=args[:4])
     job_report.emit("start")
     try:
         if args[0] == "-m":
             sys.argv = [args[1], *args[2:]]
+            if job_cwd:  # `python -m` looks for the module where it starts
+                sys.path[0] = job_cwd
             runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = args
