@@ -345,12 +345,14 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
     work = tmp_path / "work"
     spec = DrillSpec("kill", "restart", **SHORT)  # type: ignore[arg-type]
 
-    def reference(fresh: bool = False) -> dict:
+    def runner(fresh: bool = False) -> UserJobRunner:
         job = _job(tmp_path, job_cwd=str(project), job_env={"FIXTURE_LOSS_SCALE": "2"})
-        runner = UserJobRunner(
+        return UserJobRunner(
             baseline_env.python, baseline_env.path, import_root, work, job, cache, "env", fresh
         )
-        return runner.reference(spec)
+
+    def reference(fresh: bool = False) -> dict:
+        return runner(fresh).reference(spec)
 
     def runs_made() -> int:
         return len(list(work.glob("reference-job-*")))
@@ -378,3 +380,37 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
     assert runs_made() == 3 and "cached" not in refreshed and refreshed["final_step"] == 5
     entries = [json.loads(p.read_text()) for p in cache.directory.glob("*.json")]
     assert len(entries) == 2 and max(e["made_at"] for e in entries) > made_at
+    # A job that does not take part in in-place recovery: that path is absent, and says why.
+    in_place = runner().run(DrillSpec("kill", "reconfigure", **SHORT))  # type: ignore[arg-type]
+    assert runs_made() == 3  # the cached reference served the drill
+    assert (
+        in_place.verdict == "absent"
+        and "never called torchcanary.drills.in_place_drill()" in (in_place.payload["reason"])
+    )
+
+
+@pytest.mark.torch_envs
+def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
+    make_context, store, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
+    job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
+    settings = section.parse_settings({"job": job, "faults": ["kill:reconfigure"], **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    baseline = results[("kill:reconfigure", "baseline")]
+    assert baseline.verdict == "absent", baseline.payload["reason"]
+    assert baseline.payload["reason"].startswith(
+        "your job cannot reconfigure: torch 2.13.0+cpu has no torch.distributed._reconfigure"
+    )
+    candidate = results[("kill:reconfigure", "candidate")]
+    payload = candidate.payload
+    assert candidate.verdict == "passed", payload["reason"]
+    assert payload["reason"].startswith("reconfigure done in place; ended at step 9")
+    assert payload["in_place"]["opted_in"] and payload["in_place"]["dead"] == [1]
+    assert payload["in_place"]["replacements"] == 1
+    assert payload["in_place"]["recovered"][0]["resume_step"] == 5
+    assert payload["step_check"]["steps_compared"] == 10 and payload["restarts"] == 0
+    assert payload["exit_codes"]["main1"] != 0 and payload["exit_codes"]["replacement1.1"] == 0
+    assert payload["orphans_after_cleanup"] == []

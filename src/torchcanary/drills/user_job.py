@@ -9,11 +9,15 @@ not write lets us see, the contract in ``docs/drills.md``:
 - unchanged, it is started by torchrun (``--nproc-per-node`` = ``ranks``) through a shim
   (:mod:`torchcanary.drills.job_shim`) that notes each launch, turns printed lines that
   match ``job_step_pattern`` into steps, and records an exception that escapes the job;
-- with ``report_step(step, loss=...)`` it reports its exact steps itself.
+- with ``report_step(step, loss=...)`` it reports its exact steps itself;
+- for ``shrink`` and ``reconfigure`` it is started as plain ranks sharing the drill's store
+  and recovers in place itself, taking part through ``job_inplace.py``'s contract; a job
+  that does not take part, or says it cannot, makes that path absent.
 
 The fault strikes after step ``at_step`` when the fault-free run showed steps, else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
-fault-free run is made first in each environment and kept for every drill of the job;
+fault-free run is made first in each environment and kept for every drill of the job
+(and on disk, ``job_reference_cache.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """
@@ -62,6 +66,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "job_env": {},
     "job_fresh_reference": False,
 }
+IN_PLACE = ("shrink", "reconfigure")  # recovered inside the job, by the job_inplace contract
 REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
 _LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
 # Variables the drill or torchrun sets for each rank: a job_env entry may not replace them.
@@ -310,7 +315,11 @@ class UserLauncher(Launcher):
         self, recovery: str, store: str | None = None, join_generation: int | None = None
     ) -> list[str]:
         self.scratch.mkdir(parents=True, exist_ok=True)
-        return ["-m", DRILL_USER_JOB, *self.job.argv_for(self.scratch)]
+        in_place: list[str] = []
+        if recovery in IN_PLACE and store is not None:  # plain ranks: the shim sets the contract
+            generation = "-" if join_generation is None else str(join_generation)
+            in_place = ["--in-place", recovery, store, generation]
+        return ["-m", DRILL_USER_JOB, *in_place, *self.job.argv_for(self.scratch)]
 
 
 @dataclass
@@ -480,16 +489,6 @@ class UserJobRunner(DrillRunner):
 
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
-        if spec.recovery in ("shrink", "reconfigure"):
-            return DrillOutcome(
-                DrillVerdict.ABSENT,
-                {
-                    "reason": f"{spec.recovery} recovers in place inside the job: it is drilled "
-                    "on the built-in job; a job of yours would have to rebuild its own group",
-                    "spec": spec.to_json(),
-                    "parallel": "job",
-                },
-            )
         reference = self.reference(spec)
         if not reference.get("ok"):
             return DrillOutcome(
@@ -515,7 +514,13 @@ class UserJobRunner(DrillRunner):
     def _start(
         self, spec: DrillSpec, launcher: Launcher, network: RankNetwork | None
     ) -> tuple[list[subprocess.Popen[bytes]], subprocess.Popen[bytes] | None, str]:
-        """torchrun always, as the user runs it; restarts only on the restart paths."""
+        """torchrun, as the user runs it, restarting only on the restart paths; plain ranks
+        sharing the drill's store for the in-place ones (``job_inplace.py``)."""
+        if spec.recovery in IN_PLACE:
+            host = network.store_address if network is not None else "127.0.0.1"
+            store_proc, store = launcher.store_host(host)
+            ranks = [launcher.rank(r, spec.recovery, store, network) for r in range(spec.ranks)]
+            return ranks, store_proc, store
         restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
         if spec.fault not in ("store-kill", *NETWORK_FAULTS):
             return [launcher.torchrun_standalone(restarts)], None, ""
@@ -548,7 +553,10 @@ class UserJobRunner(DrillRunner):
         reference = self.reference(spec)
         final_step, final_loss = job_compare.final_step_and_loss(events)
         # Only a run that should end, and did, has an end to compare with the fault-free one.
-        finished = spec.recovery != "timeout" and all(code == 0 for code in run.exit_codes.values())
+        finished = spec.recovery != "timeout" and all(
+            code == 0 for code in _codes_that_count(spec, run).values()
+        )
+        recovered = [e for e in events if e["ev"] == "recovered"]
         dumps = sorted(p.name for p in area.flight.glob("*")) if area.flight.exists() else []
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
@@ -571,6 +579,8 @@ class UserJobRunner(DrillRunner):
                     "cached",
                 )
             },
+            "in_place": _in_place_facts(spec, events, recovered),
+            "unsupported": next((e["reason"] for e in events if e["ev"] == "unsupported"), None),
             "job_errors_before_fault": [e.get("error") for e in own],
             "first_error": after[0]["error"] if after else None,
             "error_kinds": sorted({str(e.get("kind")) for e in after}),
@@ -590,6 +600,14 @@ class UserJobRunner(DrillRunner):
     def _judge(
         self, spec: DrillSpec, run: _Run, payload: dict[str, Any]
     ) -> tuple[DrillVerdict, str]:
+        if payload["unsupported"]:
+            return DrillVerdict.ABSENT, f"your job cannot {spec.recovery}: {payload['unsupported']}"
+        if spec.recovery in IN_PLACE and not payload["in_place"]["opted_in"]:
+            return DrillVerdict.ABSENT, (
+                f"{spec.recovery} recovers in place inside the job, and your job does not "
+                "take part: it never called torchcanary.drills.in_place_drill() (see "
+                "docs/drills.md, 'Recovering in place')"
+            )
         if run.injector.fault_t is None:
             if payload["job_errors_before_fault"]:
                 return DrillVerdict.ERROR, (
@@ -612,8 +630,7 @@ class UserJobRunner(DrillRunner):
                 )
             kinds = ", ".join(payload["error_kinds"]) or "an exit"
             return DrillVerdict.PASSED, f"surfaced as {kinds} after {detect:.1f} s"
-        codes = [c for c in run.exit_codes.values()]
-        if any(code != 0 for code in codes):
+        if any(code != 0 for code in _codes_that_count(spec, run).values()):
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
             return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first error: "
@@ -622,6 +639,8 @@ class UserJobRunner(DrillRunner):
         how = (
             f"restarted {payload['restarts']}x"
             if spec.recovery in RESTARTS
+            else f"{spec.recovery} done in place"
+            if spec.recovery in IN_PLACE
             else "ran on through the fault"
         )
         check = payload.get("step_check")
@@ -649,3 +668,31 @@ class UserJobRunner(DrillRunner):
             f"{how}; ended at step {ref_step} like the fault-free run; "
             f"{job_compare.describe(check)}, compared {self.job.comparison()}"
         )
+
+
+def _codes_that_count(spec: DrillSpec, run: _Run) -> dict[str, int | None]:
+    """The exits that say whether the job finished: in place, the struck rank's original
+    process is the fault's (its replacement, if any, counts instead)."""
+    if spec.recovery not in IN_PLACE or run.injector.struck_rank is None:
+        return run.exit_codes
+    struck = f"main{run.injector.struck_rank}"
+    return {name: code for name, code in run.exit_codes.items() if name != struck}
+
+
+def _in_place_facts(
+    spec: DrillSpec, events: list[dict[str, Any]], recovered: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What the job said of its in-place recovery (``job_inplace.py``), or None off that path."""
+    if spec.recovery not in IN_PLACE:
+        return None
+    recovering = [e for e in events if e["ev"] == "recovering"]
+    return {
+        "opted_in": any(e["ev"] == "in_place" for e in events),
+        "dead": recovering[0].get("dead") if recovering else None,
+        "replacements": sum(len(e.get("dead") or ()) for e in recovering)
+        if spec.recovery == "reconfigure"
+        else 0,
+        "recovered": [
+            {k: v for k, v in e.items() if k not in ("ev", "pid", "attempt")} for e in recovered
+        ],
+    }
