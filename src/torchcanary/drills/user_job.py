@@ -342,8 +342,13 @@ class TimedInjector(Injector):
 
 
 def _first_error(events: list[dict[str, Any]], logs: ProcessSet) -> str:
-    """The job's own failure in one line: its exception, else the last line it wrote."""
-    errors = [e for e in events if e["ev"] == "error"]
+    """The job's own failure in one line: its exception, else the last line it wrote.
+
+    Ranks that fail alike (a missing file) fail within the same instant, in any order: the
+    lowest rank's error is named, so the line is the same from run to run."""
+    errors = sorted(
+        (e for e in events if e["ev"] == "error"), key=lambda e: (int(e.get("rank", 0)), e["t"])
+    )
     if errors:
         return f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
     lines = [line for line in logs.log_tail("torchrun", 4000).splitlines() if line.strip()]
