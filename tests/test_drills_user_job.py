@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.drills import job_compare, plugin, report, section
+from torchcanary.drills import job_compare, job_reference_cache, plugin, report, section
 from torchcanary.drills.catalog import DrillSpec
-from torchcanary.drills.user_job import UserJobRunner, parse_job_settings, user_job
+from torchcanary.drills.job_reference_cache import ReferenceCache
+from torchcanary.drills.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
+from torchcanary.store.sqlite import SectionResult
 from torchcanary.worker.calls import DRILL_USER_JOB
 
 pytestmark = pytest.mark.usefixtures("drill_leak_check")
@@ -120,13 +123,111 @@ def test_drill_command_takes_the_job_its_requirements_and_ranks():
         "job_with": ["-e ."],
         "ranks": 3,
     }
+    args = parser.parse_args(
+        ["--job-cwd", "proj", "--job-env", "SEED=1", "--job-env", "A=b=c", "--fresh-reference"]
+    )
+    assert plugin.flag_settings(args) == {
+        "job_cwd": "proj",
+        "job_env": ["SEED=1", "A=b=c"],
+        "job_fresh_reference": True,
+    }
+
+
+def test_job_cwd_and_env_are_checked_and_paths_read_from_the_jobs_folder(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    settings = section.parse_settings(
+        {"job": "train.py --lr 1", "job_cwd": str(tmp_path), "job_env": ["SEED=1", "X=a=b"]}
+    )
+    assert settings["job_cwd"] == str(tmp_path.resolve())
+    assert settings["job_env"] == {"SEED": "1", "X": "a=b"}
+    job = user_job(settings)
+    assert job is not None and job.cwd == str(tmp_path.resolve())
+    assert section.parse_settings(
+        {"job": "train.py", "job_cwd": str(tmp_path), "job_env": {"N": 2}}
+    )["job_env"] == {"N": "2"}
+    problems = {
+        "is not a folder": {"job_cwd": str(tmp_path / "nowhere")},
+        "'FOO' is not KEY=VALUE": {"job_env": ["FOO"]},
+        "RANK is set by the drill": {"job_env": {"RANK": "3"}},
+        "TORCHCANARY_DRILL_EVENTS is set by the drill": {"job_env": ["TORCHCANARY_DRILL_EVENTS=x"]},
+        "'1X' is not a variable name": {"job_env": {"1X": "a"}},
+        "give a table of variables": {"job_env": "SEED=1"},
+        "SEED = True: give a string or a number": {"job_env": {"SEED": True}},
+        "job_fresh_reference = 'yes'": {"job_fresh_reference": "yes"},
+    }
+    for message, keys in problems.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            section.parse_settings({"job": "train.py", "job_cwd": str(tmp_path), **keys})
+    # The script is looked for in job_cwd, not where torchcanary runs.
+    with pytest.raises(ConfigError, match=r"job script 'train\.py' not found"):
+        section.parse_settings({"job": "train.py"})
+
+
+def _job(tmp_path: Path, **keys: object) -> UserJob:
+    job = user_job(parse_job_settings({"job": "train.py --config job.cfg", **keys}))
+    assert job is not None
+    return job
+
+
+def test_reference_key_changes_with_everything_the_fault_free_run_depends_on(tmp_path):
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "train.py").write_text("print('step 0 loss 1')\n")
+    (project / "job.cfg").write_text("steps=5")
+    (project / "pkg" / "model.py").write_text("WIDTH = 8\n")
+    (project / "pkg" / "__pycache__").mkdir()
+    base = {"job_cwd": str(project), "job_with": ["-e ."], "job_env": {"SEED": "1"}}
+
+    def key(job: UserJob, environment: str = "env-a", ranks: int = 2) -> str:
+        return job_reference_cache.reference_key(job.identity(environment, ranks))
+
+    first = key(_job(tmp_path, **base))
+    assert key(_job(tmp_path, **base)) == first
+    # A fresh scratch folder per run is not a change: the key reads the job as written.
+    scratch = {**base, "job": "train.py --config job.cfg --ckpt {scratch}/c"}
+    assert key(_job(tmp_path, **scratch)) == key(_job(tmp_path, **scratch))
+    (project / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    assert key(_job(tmp_path, **base)) == first  # build output is not the job's source
+    changed = {
+        "environment": key(_job(tmp_path, **base), environment="env-b"),
+        "ranks": key(_job(tmp_path, **base), ranks=3),
+        "env": key(_job(tmp_path, **{**base, "job_env": {"SEED": "2"}})),
+        "arguments": key(_job(tmp_path, **{**base, "job": "train.py --config job.cfg --lr 2"})),
+        "tolerance": key(_job(tmp_path, **{**base, "job_rtol": 0.1})),
+        "pattern": key(_job(tmp_path, **{**base, "job_step_pattern": r"it (?P<step>\d+)"})),
+        "with": key(_job(tmp_path, **{**base, "job_with": []})),
+    }
+    assert first not in changed.values() and len(set(changed.values())) == len(changed)
+    for path, text in (("job.cfg", "steps=6"), ("train.py", "#\n"), ("pkg/model.py", "W = 9")):
+        before = key(_job(tmp_path, **base))
+        (project / path).write_text(text)
+        assert key(_job(tmp_path, **base)) != before, f"{path} changed but the key did not"
+
+
+def test_unreadable_or_foreign_cache_entry_is_ignored_with_one_warning(tmp_path):
+    warnings: list[str] = []
+    cache = ReferenceCache(tmp_path / "cache", warnings.append)
+    reference = {"ok": True, "final_step": 4, "steps": [[0, 0, 1.0]]}
+    cache.save("k1", reference, {"job": "train.py"})
+    loaded = cache.load("k1")
+    assert loaded is not None and loaded["final_step"] == 4 and loaded["cached"]["age_s"] >= 0
+    cache.save("failed", {"ok": False, "reason": "exit 1"}, {})  # a failing run is not kept
+    assert cache.load("failed") is None and not cache.path("failed").exists()
+    cache.path("k2").write_text("{not json")
+    cache.path("k3").write_text(cache.path("k1").read_text())  # another key's entry
+    assert cache.load("k2") is None and cache.load("k3") is None
+    assert len(warnings) == 2 and all("\n" not in w for w in warnings)
+    assert warnings[0].startswith(f"ignoring the cached fault-free run {cache.path('k2')}")
+    assert "making it again" in warnings[1] and "another key" in warnings[1]
+    assert list(cache.directory.glob("*.partial")) == []
 
 
 # fixture jobs under real torchrun ----------------------------------------------------------
 @pytest.mark.torch_envs
 def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free_run_ends(
-    make_context, store
+    make_context, store, tmp_path, monkeypatch
 ):
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'ddp_dcp.py'} --steps 10 --ckpt-every 3 --ckpt-dir {{scratch}}/ckpt"
     settings = section.parse_settings({"job": job, "faults": ["kill:restart-unshared"], **SHORT})
     ctx = make_context(sections=("drill",), settings={"drill": settings})
@@ -151,6 +252,8 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         assert payload["orphans_after_cleanup"] == []
         reference = results[("reference:job", role)]
         assert reference.verdict == "passed" and reference.payload["final_step"] == 9
+        assert "cached" not in reference.payload  # made in this run, and kept for the next
+    assert len(list((tmp_path / "cache" / "drill-references").glob("*.json"))) == 2
     view = RunView.load(store, ctx.run_id)
     assert section.blocking_reasons(view, {}) == []
     assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(view)
@@ -227,3 +330,87 @@ def test_job_that_cannot_start_is_one_clear_error_and_is_run_once(
     )
     assert [(o.verdict, o.payload["reason"]) for o in outcomes] == [("error", reason)] * 2
     assert len(runner.references()) == 1  # the fault-free run is made once per environment
+
+
+@pytest.mark.torch_envs
+def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_on_request(
+    baseline_env, import_root, tmp_path, make_context, store
+):
+    # The job reads a file relative to the folder it starts in, and a variable it is given.
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(JOBS / "reads_cwd_and_env.py", project / "train.py")
+    (project / "job.cfg").write_text("steps=5")
+    cache = ReferenceCache(tmp_path / "cache")
+    work = tmp_path / "work"
+    spec = DrillSpec("kill", "restart", **SHORT)  # type: ignore[arg-type]
+
+    def runner(fresh: bool = False) -> UserJobRunner:
+        job = _job(tmp_path, job_cwd=str(project), job_env={"FIXTURE_LOSS_SCALE": "2"})
+        return UserJobRunner(
+            baseline_env.python, baseline_env.path, import_root, work, job, cache, "env", fresh
+        )
+
+    def reference(fresh: bool = False) -> dict:
+        return runner(fresh).reference(spec)
+
+    def runs_made() -> int:
+        return len(list(work.glob("reference-job-*")))
+
+    first = reference()
+    assert first["ok"], first.get("reason")
+    assert (first["final_step"], first["final_loss"]) == (4, 0.4)  # steps=5, scale 2 / 5
+    assert "cached" not in first and runs_made() == 1
+    again = reference()  # a later run: no torchrun started, the same steps
+    assert runs_made() == 1
+    assert again["cached"]["age_s"] >= 0 and again["steps"] == first["steps"]
+    assert again["reason"].startswith("reused from the cache: made ")
+    ctx = make_context(sections=("drill",))  # the report says which reference was reused
+    store.save_section_result(
+        ctx.run_id, SectionResult("drill", "reference:job", "baseline", "passed", again)
+    )
+    assert "- your job's fault-free run in the baseline: reused from the cache, made " in (
+        report.markdown(RunView.load(store, ctx.run_id))
+    )
+    (project / "job.cfg").write_text("steps=6")  # the job's file changed: made again
+    changed = reference()
+    assert runs_made() == 2 and "cached" not in changed and changed["final_step"] == 5
+    made_at = json.loads(next(cache.directory.glob("*.json")).read_text())["made_at"]
+    refreshed = reference(fresh=True)  # --fresh-reference: made again, and replaces it
+    assert runs_made() == 3 and "cached" not in refreshed and refreshed["final_step"] == 5
+    entries = [json.loads(p.read_text()) for p in cache.directory.glob("*.json")]
+    assert len(entries) == 2 and max(e["made_at"] for e in entries) > made_at
+    # A job that does not take part in in-place recovery: that path is absent, and says why.
+    in_place = runner().run(DrillSpec("kill", "reconfigure", **SHORT))  # type: ignore[arg-type]
+    assert runs_made() == 3  # the cached reference served the drill
+    assert (
+        in_place.verdict == "absent"
+        and "never called torchcanary.drills.in_place_drill()" in (in_place.payload["reason"])
+    )
+
+
+@pytest.mark.torch_envs
+def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
+    make_context, store, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
+    job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
+    settings = section.parse_settings({"job": job, "faults": ["kill:reconfigure"], **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    baseline = results[("kill:reconfigure", "baseline")]
+    assert baseline.verdict == "absent", baseline.payload["reason"]
+    assert baseline.payload["reason"].startswith(
+        "your job cannot reconfigure: torch 2.13.0+cpu has no torch.distributed._reconfigure"
+    )
+    candidate = results[("kill:reconfigure", "candidate")]
+    payload = candidate.payload
+    assert candidate.verdict == "passed", payload["reason"]
+    assert payload["reason"].startswith("reconfigure done in place; ended at step 9")
+    assert payload["in_place"]["opted_in"] and payload["in_place"]["dead"] == [1]
+    assert payload["in_place"]["replacements"] == 1
+    assert payload["in_place"]["recovered"][0]["resume_step"] == 5
+    assert payload["step_check"]["steps_compared"] == 10 and payload["restarts"] == 0
+    assert payload["exit_codes"]["main1"] != 0 and payload["exit_codes"]["replacement1.1"] == 0
+    assert payload["orphans_after_cleanup"] == []

@@ -1,5 +1,19 @@
-"""Fault drills; ``report_step`` is the one call a user's own job makes for a drill to see it."""
+"""Fault drills; ``report_step`` is the one call a user's own job makes for a drill to see
+it, and ``in_place_drill`` with its ``report_*`` calls the contract for a job that recovers
+in place (``job_inplace.py``)."""
 
+from torchcanary.drills.job_inplace import (
+    in_place_drill,
+    report_recovered,
+    report_recovering,
+    report_unsupported,
+)
 from torchcanary.drills.job_report import report_step
 
-__all__ = ["report_step"]
+__all__ = [
+    "in_place_drill",
+    "report_recovered",
+    "report_recovering",
+    "report_step",
+    "report_unsupported",
+]

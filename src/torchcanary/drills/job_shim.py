@@ -10,6 +10,10 @@ this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expect
   pattern (``TORCHCANARY_DRILL_STEP_PATTERN``, named groups ``step`` and ``loss``) becomes a
   step event, for a job that only prints; once the job calls ``report_step`` itself, its own
   reports are the steps and the printed lines are left alone;
+- under an in-place drill (``--in-place RECOVERY HOST:PORT GENERATION``, plain ranks, no
+  torchrun) sets the variables of that contract (``job_inplace.py``) for the job;
+- starts the job in ``job_cwd`` (``TORCHCANARY_DRILL_JOB_CWD``), as ``cd DIR && torchrun
+  ...`` would, so its relative paths read from there;
 - runs the job as ``__main__``; an exception that escapes it is written as an error event
   (one line) before it propagates as usual, and a normal end as a done event.
 """
@@ -22,9 +26,10 @@ import runpy
 import sys
 from typing import Any, TextIO
 
-from torchcanary.drills import job_report
+from torchcanary.drills import job_inplace, job_report
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
+CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"
 _PENDING_LIMIT = 65536
 
 
@@ -70,21 +75,50 @@ def _kind(text: str) -> str:
     return "other"
 
 
+def _set_in_place(recovery: str, store: str, generation: str) -> None:
+    """The variables of an in-place drill's rank (the contract in ``job_inplace.py``)."""
+    host, _, port = store.rpartition(":")
+    os.environ.update(
+        {
+            job_inplace.RECOVERY_VARIABLE: recovery,
+            job_inplace.STORE_VARIABLE: store,
+            "MASTER_ADDR": host,
+            "MASTER_PORT": port,
+            # env:// rendezvous then joins the drill's store as a client instead of serving one.
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+        }
+    )
+    if generation != "-":
+        os.environ[job_inplace.JOIN_VARIABLE] = generation
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--in-place"] and len(args) >= 4:
+        _set_in_place(*args[1:4])
+        args = args[4:]
     if not args or (args[0] == "-m" and len(args) < 2):
-        print("usage: python -m torchcanary.drills.job_shim SCRIPT|-m MODULE [ARGS]")
+        print(
+            "usage: python -m torchcanary.drills.job_shim [--in-place RECOVERY HOST:PORT "
+            "GENERATION|-] SCRIPT|-m MODULE [ARGS]"
+        )
         return 2
     pattern = os.environ.get(PATTERN_VARIABLE)
     if pattern:
         compiled = re.compile(pattern)
         sys.stdout = _LineWatcher(sys.stdout, compiled)  # type: ignore[assignment]
         sys.stderr = _LineWatcher(sys.stderr, compiled)  # type: ignore[assignment]
+    job_cwd = os.environ.get(CWD_VARIABLE)
+    if job_cwd:  # where the user starts the job (torchrun itself stays where it was started)
+        os.chdir(job_cwd)
+        os.environ["PWD"] = job_cwd
     job_report.emit("launch", node=os.environ.get("TORCHCANARY_NODE"), job=args[:4])
     job_report.emit("start")
     try:
         if args[0] == "-m":
             sys.argv = [args[1], *args[2:]]
+            if job_cwd:  # `python -m` looks for the module where it starts
+                sys.path[0] = job_cwd
             runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = args

@@ -31,6 +31,23 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
         help="install this into both environments for --job first, e.g. '-e .'",
     )
     parser.add_argument("--nproc", type=int, dest="ranks", help="ranks per job (as --ranks)")
+    parser.add_argument(
+        "--job-cwd", dest="job_cwd", metavar="DIR", help="the folder --job starts in"
+    )
+    parser.add_argument(
+        "--job-env",
+        action="append",
+        dest="job_env",
+        metavar="KEY=VALUE",
+        help="a variable for --job (repeatable; replaces the config's job_env)",
+    )
+    parser.add_argument(
+        "--fresh-reference",
+        action="store_true",
+        default=None,
+        dest="job_fresh_reference",
+        help="make --job's fault-free run again instead of reusing the cached one",
+    )
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -40,7 +57,7 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
         settings["faults"] = (
             "all" if faults == "all" else [p.strip() for p in faults.split(",") if p.strip()]
         )
-    for key in ("ranks", "steps", "at_step", "job"):
+    for key in ("ranks", "steps", "at_step", "job", "job_cwd", "job_env", "job_fresh_reference"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
     if getattr(args, "drill_with", None):

@@ -11,6 +11,7 @@ import html as html_lib
 from typing import Any
 
 from torchcanary.drills.catalog import FAULTS, RECOVERIES
+from torchcanary.drills.job_reference_cache import describe_age
 from torchcanary.drills.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.report.junit import JUnitCase
@@ -311,6 +312,7 @@ def markdown(view: Any) -> str:
             result = rows[key].get(role)
             if isinstance(result, DrillRun):
                 lines.append(_summary_line(key, role, result))
+    lines += _cached_reference_lines(rows)
     lines += [
         "",
         "Network faults: veth link down and tc tbf rate limits between per-rank "
@@ -318,6 +320,20 @@ def markdown(view: Any) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cached_reference_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per environment whose fault-free run of the user's job came from the cache."""
+    lines = []
+    for role, result in sorted(rows.get("reference:job", {}).items()):
+        cached = result.cached if isinstance(result, DrillReference) else None
+        if cached is not None and isinstance(cached.get("age_s"), (int, float)):
+            lines.append(
+                f"- your job's fault-free run in the {role}: reused from the cache, made "
+                f"{describe_age(cached['age_s'])} before this run (`--fresh-reference` "
+                "makes it again)"
+            )
+    return lines
 
 
 def junit_cases(view: Any) -> list[JUnitCase]:

@@ -73,6 +73,7 @@ class DrillRun:
     first_error: str | None = None
     error_kinds: tuple[str, ...] | None = None
     unsupported: str | None = None
+    in_place: dict[str, Any] | None = None  # a user's job recovering in place: what it said
     exit_codes: dict[str, int | None] | None = None
     bounded_out: bool | None = None
     killed_at_cleanup: int | None = None
@@ -137,6 +138,7 @@ class DrillReference:
     step_source: str | None = None
     params_identical: bool | None = None
     throughput: float | None = None
+    cached: dict[str, Any] | None = None  # reused from the on-disk cache: when it was made
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
     stored_order: tuple[str, ...] = field(default=(), compare=False, repr=False)

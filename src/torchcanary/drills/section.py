@@ -21,7 +21,10 @@ Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
   ``job_with`` [[]], requirements installed over each environment first (``"-e ."``);
   ``job_step_pattern``, the regex (groups ``step``, ``loss``) for printed step lines;
   ``job_rtol`` [none: deterministic], the relative tolerance of a non-deterministic job;
-  ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps.
+  ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps;
+  ``job_cwd`` [where torchcanary runs], the folder the job starts in; ``job_env`` [{}],
+  variables the job is given; ``job_fresh_reference`` [false], make the job's fault-free
+  run again instead of reusing the one cached for this job, its files and environment.
 
 Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
@@ -50,10 +53,12 @@ from typing import Any
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
+from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.result import REFERENCE_PREFIX, DrillRun, drill_record, from_rows
 from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.envs.cache import cache_root
 from torchcanary.errors import ConfigError
 from torchcanary.sections import PolicyBounds
 from torchcanary.store.rows import SectionResult
@@ -178,7 +183,16 @@ def run(ctx: RunContext) -> None:
         runners[role] = (
             DrillRunner(env.python, ctx.import_root, work)
             if job is None
-            else UserJobRunner(env.python, env.path, ctx.import_root, work, job)
+            else UserJobRunner(
+                env.python,
+                env.path,
+                ctx.import_root,
+                work,
+                job,
+                cache=ReferenceCache(cache_root() / "drill-references", ctx.progress.note),
+                environment_key=f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}",
+                fresh_reference=settings["job_fresh_reference"],
+            )
         )
     with ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task:
         # Drill by drill, both environments each, so a cut-short run still compares.

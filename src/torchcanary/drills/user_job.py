@@ -9,17 +9,22 @@ not write lets us see, the contract in ``docs/drills.md``:
 - unchanged, it is started by torchrun (``--nproc-per-node`` = ``ranks``) through a shim
   (:mod:`torchcanary.drills.job_shim`) that notes each launch, turns printed lines that
   match ``job_step_pattern`` into steps, and records an exception that escapes the job;
-- with ``report_step(step, loss=...)`` it reports its exact steps itself.
+- with ``report_step(step, loss=...)`` it reports its exact steps itself;
+- for ``shrink`` and ``reconfigure`` it is started as plain ranks sharing the drill's store
+  and recovers in place itself, taking part through ``job_inplace.py``'s contract; a job
+  that does not take part, or says it cannot, makes that path absent.
 
 The fault strikes after step ``at_step`` when the fault-free run showed steps, else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
-fault-free run is made first in each environment and kept for every drill of the job;
+fault-free run is made first in each environment and kept for every drill of the job
+(and on disk, ``job_reference_cache.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -30,10 +35,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drills import job_compare, timeline
+from torchcanary.drills import job_compare, job_reference_cache, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.job_report import EVENTS_VARIABLE
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed
 from torchcanary.drills.netns import RankNetwork
@@ -46,6 +52,7 @@ from torchcanary.worker.calls import DRILL_USER_JOB
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"  # read by the shim (job_shim.py)
 SCRATCH_VARIABLE = "TORCHCANARY_DRILL_SCRATCH"
+CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"  # read by the shim: the job starts there
 DEFAULT_STEP_PATTERN = (
     r"\bstep\W+(?P<step>\d+)\b(?:.*?\bloss\W+(?P<loss>[-+]?[0-9.]+(?:e[-+]?\d+)?))?"
 )
@@ -55,9 +62,28 @@ JOB_DEFAULTS: dict[str, Any] = {
     "job_step_pattern": DEFAULT_STEP_PATTERN,
     "job_rtol": None,
     "job_fault_after_s": None,
+    "job_cwd": "",
+    "job_env": {},
+    "job_fresh_reference": False,
 }
+IN_PLACE = ("shrink", "reconfigure")  # recovered inside the job, by the job_inplace contract
 REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
 _LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
+# Variables the drill or torchrun sets for each rank: a job_env entry may not replace them.
+_OWNED_VARIABLES = frozenset(
+    [
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "PYTHONHOME",
+    ]
+)
+_OWNED_PREFIXES = ("TORCHCANARY_", "TORCHELASTIC_")
 
 
 @dataclass(frozen=True)
@@ -69,6 +95,8 @@ class UserJob:
     step_pattern: str = DEFAULT_STEP_PATTERN
     rtol: float | None = None  # None: a deterministic job, compared at LOSS_RTOL
     fault_after_s: float | None = None
+    cwd: str = "."  # where the job starts; its relative paths (script, files, --with) read here
+    env: tuple[tuple[str, str], ...] = ()  # job_env, sorted by name
 
     @property
     def text(self) -> str:
@@ -87,6 +115,47 @@ class UserJob:
     def argv_for(self, scratch: Path) -> list[str]:
         return [arg.replace("{scratch}", str(scratch)) for arg in self.argv]
 
+    def files(self) -> list[Path]:
+        """The job's own files, whose content decides its fault-free run: the script (or
+        the ``-m`` module under ``cwd``), every argument naming a file, local ``job_with``
+        projects. Folders given as arguments (data) are known by name only."""
+        here = Path(self.cwd)
+        found: list[Path] = []
+        if self.argv[0] == "-m":
+            module = here / Path(*self.argv[1].split("."))
+            found += [p for p in (module.with_suffix(".py"), module) if p.exists()]
+            args = self.argv[2:]
+        else:
+            found.append(here / self.argv[0])
+            args = self.argv[1:]
+        for arg in args:
+            if "{scratch}" in arg:
+                continue
+            for candidate in {arg, arg.partition("=")[2]} - {""}:
+                with contextlib.suppress(OSError, ValueError):
+                    if (here / candidate).is_file():
+                        found.append(here / candidate)
+        for requirement in self.with_:
+            local = re.sub(r"^(-e|--editable)\s*", "", requirement.strip())
+            with contextlib.suppress(OSError, ValueError):
+                if local and (here / local).exists():
+                    found.append(here / local)
+        return found
+
+    def identity(self, environment: str, ranks: int) -> dict[str, Any]:
+        """Everything the job's fault-free run depends on, as the reference cache keys it."""
+        return {
+            "environment": environment,
+            "argv": list(self.argv),
+            "cwd": str(Path(self.cwd).resolve()),
+            "env": [list(pair) for pair in self.env],
+            "with": list(self.with_),
+            "files": job_reference_cache.files_digest(self.files()),
+            "ranks": ranks,
+            "step_pattern": self.step_pattern,
+            "rtol": self.rtol,
+        }
+
 
 def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     """The job keys of the drill table, checked; ValueError names the problem and the fix."""
@@ -98,8 +167,15 @@ def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
             'e.g. "train.py --config small.yaml"'
         )
     settings["job"] = job.strip()
+    if settings["job"] or mapping.get("job_cwd"):
+        settings["job_cwd"] = _job_cwd(mapping.get("job_cwd", ""))
     if settings["job"]:
-        _check_job_text(settings["job"])
+        _check_job_text(settings["job"], Path(settings["job_cwd"]))
+    settings["job_env"] = _job_env(mapping.get("job_env", {}))
+    fresh = mapping.get("job_fresh_reference", False)
+    if not isinstance(fresh, bool):
+        raise ValueError(f"job_fresh_reference = {fresh!r}: must be true or false")
+    settings["job_fresh_reference"] = fresh
     with_ = mapping.get("job_with", [])
     if isinstance(with_, str):
         with_ = [with_]
@@ -129,7 +205,50 @@ def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _check_job_text(text: str) -> None:
+def _job_cwd(value: Any) -> str:
+    """``job_cwd`` as an absolute folder (default: where torchcanary runs)."""
+    if not isinstance(value, str):
+        raise ValueError(f"job_cwd = {value!r}: give the folder the job starts in as a string")
+    folder = Path(value or ".").expanduser()
+    if not folder.is_dir():
+        raise ValueError(
+            f"job_cwd = {value!r} is not a folder (from {os.getcwd()}): give the folder "
+            "your job starts in, relative to where torchcanary runs or absolute"
+        )
+    return str(folder.resolve())
+
+
+def _job_env(value: Any) -> dict[str, str]:
+    """``job_env``: a table of variables, or ``KEY=VALUE`` words (``--job-env``)."""
+    if isinstance(value, list):
+        table: dict[str, Any] = {}
+        for word in value:
+            name, equals, text = str(word).partition("=")
+            if not equals or not name:
+                raise ValueError(
+                    f"--job-env {word!r} is not KEY=VALUE: write it as --job-env NAME=value"
+                )
+            table[name] = text
+        value = table
+    if not isinstance(value, dict):
+        raise ValueError(
+            f'job_env = {value!r}: give a table of variables, e.g. job_env = {{ SEED = "1" }}'
+        )
+    env: dict[str, str] = {}
+    for name, text in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+            raise ValueError(f"job_env: {name!r} is not a variable name (letters, digits, _)")
+        if name in _OWNED_VARIABLES or str(name).startswith(_OWNED_PREFIXES):
+            raise ValueError(
+                f"job_env: {name} is set by the drill and torchrun for each rank; leave it out"
+            )
+        if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+            raise ValueError(f"job_env: {name} = {text!r}: give a string or a number")
+        env[str(name)] = str(text)
+    return dict(sorted(env.items()))
+
+
+def _check_job_text(text: str, cwd: Path) -> None:
     try:
         argv = shlex.split(text)
     except ValueError as exc:
@@ -145,10 +264,10 @@ def _check_job_text(text: str) -> None:
         if len(argv) < 2:
             raise ValueError(f"job = {text!r}: -m needs a module name")
         return
-    if not Path(argv[0]).is_file():
+    if not (cwd / argv[0]).is_file():
         raise ValueError(
-            f"job script {argv[0]!r} not found (from {os.getcwd()}): give its path "
-            "relative to where torchcanary runs, or an absolute one"
+            f"job script {argv[0]!r} not found (from {cwd}): give its path relative to "
+            "job_cwd (default: where torchcanary runs), or an absolute one"
         )
 
 
@@ -162,6 +281,8 @@ def user_job(settings: dict[str, Any]) -> UserJob | None:
         step_pattern=settings.get("job_step_pattern") or DEFAULT_STEP_PATTERN,
         rtol=settings.get("job_rtol"),
         fault_after_s=settings.get("job_fault_after_s"),
+        cwd=settings.get("job_cwd") or os.getcwd(),
+        env=tuple(sorted((settings.get("job_env") or {}).items())),
     )
 
 
@@ -173,25 +294,32 @@ class UserLauncher(Launcher):
 
     @property
     def scratch(self) -> Path:
-        return self.area.root / "scratch"
+        return (self.area.root / "scratch").absolute()  # the job may start elsewhere
 
     def base_env(self) -> dict[str, str]:
         env = super().base_env()
+        given = dict(self.job.env)
         # The job keeps its own imports; torchcanary's (the shim, report_step) come first.
-        own = os.environ.get("PYTHONPATH")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.import_root), own) if p)
-        env[EVENTS_VARIABLE] = str(self.area.events)
+        paths = (str(self.import_root), given.pop("PYTHONPATH", None), os.environ.get("PYTHONPATH"))
+        env.update(given)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        env[CWD_VARIABLE] = self.job.cwd
+        env[EVENTS_VARIABLE] = str(self.area.events.absolute())
         env[PATTERN_VARIABLE] = self.job.step_pattern
         env[SCRATCH_VARIABLE] = str(self.scratch)
         # Where a job's Flight Recorder dumps go, if its backend dumps on a timeout (NCCL).
-        env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight / "rank_"))
+        env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight.absolute() / "rank_"))
         return env
 
     def job_args(
         self, recovery: str, store: str | None = None, join_generation: int | None = None
     ) -> list[str]:
         self.scratch.mkdir(parents=True, exist_ok=True)
-        return ["-m", DRILL_USER_JOB, *self.job.argv_for(self.scratch)]
+        in_place: list[str] = []
+        if recovery in IN_PLACE and store is not None:  # plain ranks: the shim sets the contract
+            generation = "-" if join_generation is None else str(join_generation)
+            in_place = ["--in-place", recovery, store, generation]
+        return ["-m", DRILL_USER_JOB, *in_place, *self.job.argv_for(self.scratch)]
 
 
 @dataclass
@@ -214,8 +342,13 @@ class TimedInjector(Injector):
 
 
 def _first_error(events: list[dict[str, Any]], logs: ProcessSet) -> str:
-    """The job's own failure in one line: its exception, else the last line it wrote."""
-    errors = [e for e in events if e["ev"] == "error"]
+    """The job's own failure in one line: its exception, else the last line it wrote.
+
+    Ranks that fail alike (a missing file) fail within the same instant, in any order: the
+    lowest rank's error is named, so the line is the same from run to run."""
+    errors = sorted(
+        (e for e in events if e["ev"] == "error"), key=lambda e: (int(e.get("rank", 0)), e["t"])
+    )
     if errors:
         return f"rank {errors[0].get('rank')}: {errors[0].get('error')}"
     lines = [line for line in logs.log_tail("torchrun", 4000).splitlines() if line.strip()]
@@ -226,11 +359,25 @@ class UserJobRunner(DrillRunner):
     """The drill runner for one environment, driving the user's job instead of ours."""
 
     def __init__(
-        self, python: str, env_path: str, import_root: Path, work_dir: Path, job: UserJob
+        self,
+        python: str,
+        env_path: str,
+        import_root: Path,
+        work_dir: Path,
+        job: UserJob,
+        cache: ReferenceCache | None = None,
+        environment_key: str = "",
+        fresh_reference: bool = False,
     ) -> None:
+        """``cache`` keeps fault-free runs across runs (None: made once per runner);
+        ``environment_key`` names the environment in their key; ``fresh_reference`` makes
+        the fault-free run again and replaces the cached one."""
         super().__init__(python, import_root, work_dir)
         self.env_path = env_path
         self.job = job
+        self.cache = cache
+        self.environment_key = environment_key or f"{env_path}|{python}"
+        self.fresh_reference = fresh_reference
         self._overlay_problem: str | None = None
         self._prepared = False
         self._job_references: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -255,7 +402,7 @@ class UserJobRunner(DrillRunner):
             overlay,
             list(self.job.with_),
             [],
-            cwd=Path.cwd(),
+            cwd=Path(self.job.cwd),
             timeout_s=900.0,
             log_path=self.work_dir / "install.log",
         )
@@ -277,10 +424,26 @@ class UserJobRunner(DrillRunner):
             if problem:
                 self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
             else:
-                self._job_references[key] = self._run_reference(
-                    replace(spec, fault="none", recovery="reference")
-                )
+                self._job_references[key] = self._cached_or_made(spec)
         return self._job_references[key]
+
+    def _cached_or_made(self, spec: DrillSpec) -> dict[str, Any]:
+        """The fault-free run from the on-disk cache when its key matches, else made now."""
+        if self.cache is None:
+            return self._run_reference(replace(spec, fault="none", recovery="reference"))
+        ingredients = self.job.identity(self.environment_key, spec.ranks)
+        key = job_reference_cache.reference_key(ingredients)
+        cached = None if self.fresh_reference else self.cache.load(key)
+        if cached is not None:
+            age = job_reference_cache.describe_age(cached["cached"]["age_s"])
+            cached["reason"] = (
+                f"reused from the cache: made {age} ago for the same job, files and "
+                "environment (--fresh-reference makes it again)"
+            )
+            return cached
+        made = self._run_reference(replace(spec, fault="none", recovery="reference"))
+        self.cache.save(key, made, ingredients)
+        return made
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         # Its own bound: a drill may be bounded tightly where a job never notices a hang.
@@ -331,16 +494,6 @@ class UserJobRunner(DrillRunner):
 
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
-        if spec.recovery in ("shrink", "reconfigure"):
-            return DrillOutcome(
-                DrillVerdict.ABSENT,
-                {
-                    "reason": f"{spec.recovery} recovers in place inside the job: it is drilled "
-                    "on the built-in job; a job of yours would have to rebuild its own group",
-                    "spec": spec.to_json(),
-                    "parallel": "job",
-                },
-            )
         reference = self.reference(spec)
         if not reference.get("ok"):
             return DrillOutcome(
@@ -366,7 +519,13 @@ class UserJobRunner(DrillRunner):
     def _start(
         self, spec: DrillSpec, launcher: Launcher, network: RankNetwork | None
     ) -> tuple[list[subprocess.Popen[bytes]], subprocess.Popen[bytes] | None, str]:
-        """torchrun always, as the user runs it; restarts only on the restart paths."""
+        """torchrun, as the user runs it, restarting only on the restart paths; plain ranks
+        sharing the drill's store for the in-place ones (``job_inplace.py``)."""
+        if spec.recovery in IN_PLACE:
+            host = network.store_address if network is not None else "127.0.0.1"
+            store_proc, store = launcher.store_host(host)
+            ranks = [launcher.rank(r, spec.recovery, store, network) for r in range(spec.ranks)]
+            return ranks, store_proc, store
         restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
         if spec.fault not in ("store-kill", *NETWORK_FAULTS):
             return [launcher.torchrun_standalone(restarts)], None, ""
@@ -399,7 +558,10 @@ class UserJobRunner(DrillRunner):
         reference = self.reference(spec)
         final_step, final_loss = job_compare.final_step_and_loss(events)
         # Only a run that should end, and did, has an end to compare with the fault-free one.
-        finished = spec.recovery != "timeout" and all(code == 0 for code in run.exit_codes.values())
+        finished = spec.recovery != "timeout" and all(
+            code == 0 for code in _codes_that_count(spec, run).values()
+        )
+        recovered = [e for e in events if e["ev"] == "recovered"]
         dumps = sorted(p.name for p in area.flight.glob("*")) if area.flight.exists() else []
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
@@ -417,8 +579,13 @@ class UserJobRunner(DrillRunner):
             "reference_loss": reference.get("final_loss"),
             "reference": {
                 k: reference.get(k)
-                for k in ("ok", "final_step", "final_loss", "run_s", "throughput", "step_source")
+                for k in (
+                    *("ok", "final_step", "final_loss", "run_s", "throughput", "step_source"),
+                    "cached",
+                )
             },
+            "in_place": _in_place_facts(spec, events, recovered),
+            "unsupported": next((e["reason"] for e in events if e["ev"] == "unsupported"), None),
             "job_errors_before_fault": [e.get("error") for e in own],
             "first_error": after[0]["error"] if after else None,
             "error_kinds": sorted({str(e.get("kind")) for e in after}),
@@ -438,6 +605,14 @@ class UserJobRunner(DrillRunner):
     def _judge(
         self, spec: DrillSpec, run: _Run, payload: dict[str, Any]
     ) -> tuple[DrillVerdict, str]:
+        if payload["unsupported"]:
+            return DrillVerdict.ABSENT, f"your job cannot {spec.recovery}: {payload['unsupported']}"
+        if spec.recovery in IN_PLACE and not payload["in_place"]["opted_in"]:
+            return DrillVerdict.ABSENT, (
+                f"{spec.recovery} recovers in place inside the job, and your job does not "
+                "take part: it never called torchcanary.drills.in_place_drill() (see "
+                "docs/drills.md, 'Recovering in place')"
+            )
         if run.injector.fault_t is None:
             if payload["job_errors_before_fault"]:
                 return DrillVerdict.ERROR, (
@@ -460,8 +635,7 @@ class UserJobRunner(DrillRunner):
                 )
             kinds = ", ".join(payload["error_kinds"]) or "an exit"
             return DrillVerdict.PASSED, f"surfaced as {kinds} after {detect:.1f} s"
-        codes = [c for c in run.exit_codes.values()]
-        if any(code != 0 for code in codes):
+        if any(code != 0 for code in _codes_that_count(spec, run).values()):
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
             return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first error: "
@@ -470,6 +644,8 @@ class UserJobRunner(DrillRunner):
         how = (
             f"restarted {payload['restarts']}x"
             if spec.recovery in RESTARTS
+            else f"{spec.recovery} done in place"
+            if spec.recovery in IN_PLACE
             else "ran on through the fault"
         )
         check = payload.get("step_check")
@@ -497,3 +673,31 @@ class UserJobRunner(DrillRunner):
             f"{how}; ended at step {ref_step} like the fault-free run; "
             f"{job_compare.describe(check)}, compared {self.job.comparison()}"
         )
+
+
+def _codes_that_count(spec: DrillSpec, run: _Run) -> dict[str, int | None]:
+    """The exits that say whether the job finished: in place, the struck rank's original
+    process is the fault's (its replacement, if any, counts instead)."""
+    if spec.recovery not in IN_PLACE or run.injector.struck_rank is None:
+        return run.exit_codes
+    struck = f"main{run.injector.struck_rank}"
+    return {name: code for name, code in run.exit_codes.items() if name != struck}
+
+
+def _in_place_facts(
+    spec: DrillSpec, events: list[dict[str, Any]], recovered: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What the job said of its in-place recovery (``job_inplace.py``), or None off that path."""
+    if spec.recovery not in IN_PLACE:
+        return None
+    recovering = [e for e in events if e["ev"] == "recovering"]
+    return {
+        "opted_in": any(e["ev"] == "in_place" for e in events),
+        "dead": recovering[0].get("dead") if recovering else None,
+        "replacements": sum(len(e.get("dead") or ()) for e in recovering)
+        if spec.recovery == "reconfigure"
+        else 0,
+        "recovered": [
+            {k: v for k, v in e.items() if k not in ("ev", "pid", "attempt")} for e in recovered
+        ],
+    }
