@@ -6,6 +6,9 @@ Prints both figures and the claim verdicts the run produced. Usage:
     python benchmarks/main_job_walltime.py --warm-only --only claims
 
 Cold uses a fresh, temporary TORCHCANARY_CACHE, so it measures what a new machine pays.
+Each line also says where the run's time went (environments, manifests, each section), as
+the run stored it. The load average at the start and end is printed: on a shared machine a
+figure taken under load is not the machine's.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def _run(workdir: Path, cache: Path | None, extra: list[str]) -> tuple[float, in
         stdout=subprocess.DEVNULL,
     ).returncode
     elapsed = time.monotonic() - started
-    latest = workdir / "canary-results" / "latest" / "results.json"
+    # Resolved now: the next run moves "latest".
+    latest = (workdir / "canary-results" / "latest").resolve() / "results.json"
     return elapsed, code, latest
 
 
@@ -42,6 +46,7 @@ def main() -> None:
     parser.add_argument("--only", help="sections to run, e.g. claims,bench")
     args = parser.parse_args()
     extra = ["--only", args.only] if args.only else []
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="canary-walltime-") as scratch:
         workdir = Path(scratch)
         cache = workdir / "cache" if not args.warm_only else None
@@ -49,15 +54,25 @@ def main() -> None:
         if not args.warm_only:
             figures.append(("cold", *_run(workdir, cache, extra)))
         figures.append(("warm", *_run(workdir, cache, extra)))
-        for label, seconds, code, _ in figures:
-            print(f"{label:>5}: {seconds:7.1f} s  (exit {code})")
+        for label, seconds, code, latest in figures:
+            spent = json.loads(latest.read_text())["decision_detail"].get("seconds", {})
+            parts = ", ".join(f"{part} {taken:.0f} s" for part, taken in spent.items())
+            print(f"{label:>5}: {seconds:7.1f} s  (exit {code}; {parts})")
         results = json.loads(figures[-1][3].read_text())
     print(f"\n{'probe':40} {'baseline':20} {'candidate':20} upgrade")
     for claim in results["claims"]:
         base = (claim["baseline"] or {}).get("outcome", {}).get("verdict", "-")
         cand = (claim["candidate"] or {}).get("outcome", {}).get("verdict", "-")
         print(f"{claim['probe_id']:40} {base:20} {cand:20} {claim['comparison']}")
+    bench = results["sections"].get("bench", [])
+    if bench:
+        print(f"\n{'benchmark':48} {'verdict':20} groups")
+    for row in bench:
+        harness = row["payload"].get("harness", {})
+        groups = f"{harness.get('groups_measured', '-')} of {harness.get('groups', '-')}"
+        print(f"{row['key'][:48]:48} {row['verdict']:20} {groups}")
     print(f"\ndecision: {results['decision']}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

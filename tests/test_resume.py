@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -67,6 +68,11 @@ def test_kill_9_mid_run_then_resume_keeps_finished_results_and_finishes(tmp_path
     with sqlite3.connect(db) as connection:
         runs = connection.execute("SELECT status FROM runs").fetchall()
     assert runs == [("finished",)]
+    # The resumed invocation says where its own time went.
+    results = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
+    assert set(results["decision_detail"]["seconds"]) == {"environments", "manifests", "claims"}
+    summary = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
+    assert "Time: environments " in summary and " · claims " in summary
 
 
 def test_resume_with_nothing_to_resume_is_a_clear_usage_error(tmp_path):

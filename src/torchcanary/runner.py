@@ -7,6 +7,7 @@ decision then says that section could not finish.
 
 from __future__ import annotations
 
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -103,7 +104,9 @@ def execute(
     resume_run_id: str | None = None,
 ) -> RunOutcome:
     """Run (or resume) ``plan``; every finished unit is in ``store`` as soon as it exists."""
+    clock = time.monotonic()
     environments = prepare_environments(plan, progress)  # before the run exists: no husk
+    seconds = {"environments": time.monotonic() - clock}
     if resume_run_id is None:
         run_id = store.create_run(plan.to_json())
     else:
@@ -124,8 +127,11 @@ def execute(
     )
     failures: dict[str, str] = {}
     try:
+        clock = time.monotonic()
         record_manifests(ctx)
+        seconds["manifests"] = time.monotonic() - clock
         for section in plan.sections:
+            clock = time.monotonic()
             try:
                 get_section(section).run(ctx)
             except CanaryError:
@@ -141,11 +147,14 @@ def execute(
                 progress.note(f"section {section} failed: {failures[section]}")
             finally:
                 ctx.close_workers()
+                seconds[section] = time.monotonic() - clock
     except BaseException:
         store.set_run_status(run_id, "interrupted")
         raise
     view = RunView.load(store, run_id)
     decision = decide(view, plan.policy, plan.sections, failures)
-    store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": failures})
+    # Where this invocation's time went (a resumed run counts only what it redid).
+    detail = decision.to_json() | {"section_failures": failures, "seconds": seconds}
+    store.finish_run(run_id, decision.label, detail)
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
     return RunOutcome(run_id, decision, outputs, failures)

@@ -18,6 +18,9 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     ]
     for reason in detail.get("reasons", []):
         lines.append(f"- {reason}")
+    if detail.get("seconds"):
+        spent = " · ".join(f"{part} {seconds:.0f} s" for part, seconds in detail["seconds"].items())
+        lines += ["", f"Time: {spent}."]
     confounds = view.confounds()
     if confounds:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]
