@@ -41,14 +41,26 @@ class RunOutcome:
 
 
 def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environment]:
+    """Both environments, built or reused at once: a cold build is mostly pip waiting on
+    downloads and unpacking, and the two do not need each other."""
     specs = {"baseline": parse_env_spec(plan.baseline), "candidate": parse_env_spec(plan.candidate)}
     environments = {}
-    for role in ROLES:
-        with progress.task(f"environment {role}: {specs[role].text}", total=None) as task:
-            environments[role] = ensure_environment(
-                role, specs[role], installer=plan.installer, progress=task.status
+    with progress.task("environments", total=len(ROLES)) as task:
+
+        def ensure(role: str) -> Environment:
+            return ensure_environment(
+                role,
+                specs[role],
+                installer=plan.installer,
+                progress=lambda message: task.status(f"{role}: {message}"),
             )
-        env = environments[role]
+
+        with ThreadPoolExecutor(max_workers=len(ROLES)) as pool:
+            pending = {role: pool.submit(ensure, role) for role in ROLES}
+            for role in ROLES:
+                environments[role] = pending[role].result()
+                task.advance(f"{role}: {specs[role].text}")
+    for role, env in environments.items():
         how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
         progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
     return environments

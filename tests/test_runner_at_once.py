@@ -1,4 +1,4 @@
-"""Both environments' manifests are collected at once and stored from the run's thread."""
+"""What the run does for both environments (prepare, collect manifests) it does at once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.runner import record_manifests
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.runner import prepare_environments, record_manifests
 
 pytestmark = pytest.mark.torch_envs
 
@@ -41,3 +43,14 @@ def test_manifests_of_both_environments_are_collected_at_once(make_context, tmp_
     stored = ctx.store.environments(ctx.run_id)
     assert stored["baseline"].manifest.facts["torch_version"].startswith("2.13")
     assert stored["candidate"].manifest.facts["torch_version"].startswith("2.14")
+
+
+def test_both_environments_are_prepared_at_once(baseline_env, candidate_env, tmp_path):
+    plan = RunPlan(
+        baseline="python:" + _rendezvous_python(baseline_env.python, tmp_path, "b", "c"),
+        candidate="python:" + _rendezvous_python(candidate_env.python, tmp_path, "c", "b"),
+    )
+    environments = prepare_environments(plan, Progress(quiet=True))
+    assert not list(tmp_path.glob("*.waited-alone"))
+    assert environments["baseline"].torch_version.startswith("2.13")
+    assert environments["candidate"].torch_version.startswith("2.14")
