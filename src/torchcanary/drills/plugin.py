@@ -31,6 +31,12 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
         help="install this into both environments for --job first, e.g. '-e .'",
     )
     parser.add_argument("--nproc", type=int, dest="ranks", help="ranks per job (as --ranks)")
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        help="with --fleet: one rank on each of this many Ray nodes (STRICT_SPREAD), "
+        "faults including node-kill (see docs/fleet.md)",
+    )
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""One node's share of a multi-node drill: its environment, its torchrun, its faults.
+
+Runs on a fleet node inside a Ray actor that a STRICT_SPREAD placement group put there
+(``fleet/node_drill.py`` drives it from the driver). It builds or reuses the plan's
+environment in the node's own cache, starts one torchrun for this node (one rank), hosts
+the rendezvous store when asked, hands its job events to the driver, and strikes the faults
+that must happen on this node: killing its rank, hanging it, or killing the whole node.
+
+Every fault is checked before it is tried: one this node cannot strike comes back as a
+reason ("needs root", ...), never as a half-done fault. Every process started here carries
+the drill's token, and ``close`` kills them; a watchdog does the same if the driver stops
+polling, so a driver that dies leaves nothing running on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.events import read_events
+from torchcanary.drills.launch import Area, Launcher
+from torchcanary.drills.procs import ProcessSet
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.runner import import_root, prepare_environments
+
+# A test (or an operator) can make a node act as if it had no privileges, to see the
+# "needs root" path on a machine where everything runs as root.
+UNPRIVILEGED_VARIABLE = "TORCHCANARY_NODE_UNPRIVILEGED"
+ORPHAN_AFTER_S = 120.0
+
+
+def node_privileges() -> dict[str, Any]:
+    """What this node lets a drill do: root, and the tools the network faults use."""
+    pretend = os.environ.get(UNPRIVILEGED_VARIABLE) == "1"
+    return {
+        "root": os.geteuid() == 0 and not pretend,
+        "iptables": shutil.which("iptables") is not None,
+        "tc": shutil.which("tc") is not None,
+    }
+
+
+def node_token(token: str, index: int) -> str:
+    """The token that tags the drill's processes on node ``index``."""
+    return f"{token}-node{index}"
+
+
+def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_address: bool) -> str:
+    """Why this node cannot strike ``fault`` ('' when it can), checked before the drill."""
+    if fault in ("net-down", "net-slow"):
+        if not privileges["root"]:
+            return "needs root (iptables / tc change the node's network)"
+        tool = "iptables" if fault == "net-down" else "tc"
+        if not privileges[tool]:
+            return f"needs the '{tool}' command, which is not installed"
+        if shared_address:
+            return (
+                "the drill's nodes share one address (a local test cluster on 127.0.0.1): "
+                "cutting or slowing it would hit every node and Ray itself"
+            )
+    if fault == "node-kill" and not privileges["root"] and _raylet_owner() != os.geteuid():
+        return "needs root (the node's Ray process belongs to another user)"
+    return ""
+
+
+def _raylet_owner() -> int:
+    try:
+        return os.stat(f"/proc/{os.getppid()}").st_uid
+    except OSError:
+        return -1
+
+
+class RankHost:
+    """The drill's processes on this node (made a Ray actor by ``ray_executor.spread``)."""
+
+    def __init__(self, index: int, token: str) -> None:
+        self.index = index
+        self.root = Path(tempfile.mkdtemp(prefix=f"torchcanary-drill-{token}-{index}-"))
+        self.area = Area(self.root)
+        self.token = token
+        # Its own token per node: on a cluster on one machine, a node that dies must take
+        # only its own processes with it.
+        self.procs = ProcessSet(self.area.logs, token=node_token(token, index))
+        self.python = ""
+        self.import_root = self.root
+        self.torchrun: subprocess.Popen[bytes] | None = None
+        self.store: subprocess.Popen[bytes] | None = None
+        self.checkpoints = str(self.area.checkpoints)
+        self._last_poll = time.monotonic()
+        self._closed = threading.Event()
+        threading.Thread(target=self._watchdog, daemon=True).start()
+
+    # setting up ----------------------------------------------------------------------
+    def prepare(self, plan_json: Mapping[str, Any], role: str) -> dict[str, Any]:
+        """The role's environment here (built in this node's cache if missing); node facts."""
+        plan = RunPlan.from_json(dict(plan_json))
+        environments = prepare_environments(plan, Progress(quiet=True))
+        self.python = environments[role].python
+        self.import_root = import_root(plan, self.root)
+        return {
+            "index": self.index,
+            "host": socket.gethostname(),
+            "privileges": node_privileges(),
+            "raylet_pid": os.getppid(),
+        }
+
+    def reset(self, area_name: str, checkpoints: str) -> None:
+        """A fresh scratch folder for the next job; the previous one's processes are gone.
+
+        ``checkpoints`` is the folder every node's rank saves to and restores from: it
+        must be one that all nodes see (shared storage), or a restart finds the ranks
+        resuming from different steps.
+        """
+        self.procs.kill_all()
+        self.area = Area(self.root / area_name)
+        self.checkpoints = checkpoints
+        self.procs = ProcessSet(self.area.logs, token=self.procs.token)
+        self.torchrun = self.store = None
+
+    def start_store(self, spec_json: Mapping[str, Any], address: str) -> str:
+        """Host the rendezvous store on this node; its ``host:port``."""
+        self.store, endpoint = self._launcher(spec_json).store_host(address)
+        return endpoint
+
+    def start_rank(
+        self, spec_json: Mapping[str, Any], endpoint: str, nodes: int, max_restarts: int
+    ) -> int:
+        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``."""
+        launcher = self._launcher(spec_json)
+        command = [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(nodes),
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            self.token,
+            "--rdzv-conf",
+            "is_host=false",
+            "--max-restarts",
+            str(max_restarts),
+            "--monitor-interval",
+            "0.5",
+            *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
+        ]
+        env = launcher.base_env()
+        env["TORCHCANARY_NODE"] = str(self.index)
+        self.torchrun = self.procs.start(f"torchrun-node{self.index}", command, env)
+        return self.torchrun.pid
+
+    def _launcher(self, spec_json: Mapping[str, Any]) -> Launcher:
+        return Launcher(
+            self.python, self.import_root, DrillSpec(**spec_json), self.area, self.procs
+        )
+
+    # watching ------------------------------------------------------------------------
+    def poll(self) -> dict[str, Any]:
+        """The job's events so far and whether this node's torchrun still runs."""
+        self._last_poll = time.monotonic()
+        code = None if self.torchrun is None else self.torchrun.poll()
+        return {"events": read_events(self.area.events), "exit_code": code, "t": time.time()}
+
+    def log_tail(self, limit: int = 1500) -> str:
+        return self.procs.log_tail(f"torchrun-node{self.index}", limit)
+
+    # faults ----------------------------------------------------------------------------
+    def strike(self, fault: str, pid: int) -> dict[str, Any]:
+        """Strike ``fault`` here; when (this node's clock) and what was done."""
+        if fault == "kill":
+            os.kill(pid, signal.SIGKILL)
+            detail = f"SIGKILL to the rank on node {self.index} (pid {pid})"
+        elif fault == "hang":
+            os.kill(pid, signal.SIGSTOP)
+            detail = f"SIGSTOP to the rank on node {self.index} (pid {pid})"
+        elif fault == "node-kill":
+            return self._kill_node()
+        else:
+            raise ValueError(f"{fault} is not struck by a node's host")
+        return {"t": time.time(), "detail": detail}
+
+    def release(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    def _kill_node(self) -> dict[str, Any]:
+        """The whole node dies at once: every drill process here, then its Ray raylet.
+
+        Ray starts its workers (this actor included) from the raylet, so the raylet is this
+        process's parent; without it the node is dead to the cluster and its workers exit.
+        """
+        struck_t = time.time()
+        raylet = os.getppid()
+        self.procs.kill_all()
+        detail = f"node {self.index} killed: its drill processes and its raylet (pid {raylet})"
+        # The reply must leave before the raylet (and with it this actor) goes.
+        threading.Timer(0.2, os.kill, (raylet, signal.SIGKILL)).start()
+        return {"t": struck_t, "detail": detail}
+
+    # cleaning up -----------------------------------------------------------------------
+    def close(self) -> list[int]:
+        """Kill every process of the drill on this node; the pids that had to be killed."""
+        self._closed.set()
+        killed = self.procs.kill_all()
+        shutil.rmtree(self.root, ignore_errors=True)
+        return killed
+
+    def _watchdog(self) -> None:
+        while not self._closed.wait(5.0):
+            if time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
+                self.close()  # the driver is gone: leave nothing running
+
+
+def _with_checkpoints(job_args: list[str], checkpoints: str) -> list[str]:
+    """The job's arguments with its checkpoint folder replaced by the shared one."""
+    at = job_args.index("--ckpt-dir") + 1
+    return [*job_args[:at], checkpoints, *job_args[at + 1 :]]

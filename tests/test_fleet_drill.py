@@ -1,0 +1,96 @@
+"""Drills across nodes: one rank on each of two real Ray nodes, a rank and a node killed.
+
+The cluster is this module's own (a head that holds no work and two one-CPU nodes, all on
+127.0.0.1), because the node-kill drill kills one of its nodes. Only the candidate
+environment is drilled, to keep the test near a minute; ``drill --fleet --nodes`` runs both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BASELINE_SPEC, CANDIDATE_SPEC
+from torchcanary.drills.procs import processes_with_token
+from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
+from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+from torchcanary.fleet.rank_host import node_token
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.report.view import RunView
+from torchcanary.store.sqlite import Store
+
+pytestmark = pytest.mark.ray
+
+DRILLS = {
+    "faults": ["kill:restart-unshared", "node-kill:timeout"],
+    "steps": 16,
+    "at_step": 6,
+    "ckpt_every": 3,
+    "timeout_s": 10.0,
+    "drill_timeout_s": 90.0,
+}
+
+
+@pytest.fixture(scope="module")
+def drill_cluster(candidate_env):
+    """A head that holds no work and two one-CPU nodes; no Ray process outlives it."""
+    pytest.importorskip("ray")
+    cluster = start_local_cluster(["drill-head", "drill-a", "drill-b"], head_cpus=0)
+    try:
+        yield cluster
+    finally:
+        assert stop_local_cluster(cluster) == []
+
+
+def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
+    drill_cluster, tmp_path: Path
+) -> None:
+    import ray
+
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": dict(DRILLS)},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
+            fleet,
+            drill_cluster.address,
+            2,
+            roles=("candidate",),
+        )
+        alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    kill, node_kill = rows["kill:restart-unshared"], rows["node-kill:timeout"]
+    # One rank on each of two distinct nodes.
+    assert len({node["node_id"] for node in kill.payload["nodes"]}) == 2
+    assert kill.verdict == "passed", kill.payload["reason"]
+    assert kill.payload["restarts"] >= 1 and kill.payload["steps_lost"] is not None
+    assert kill.payload["detect_s"] is not None and kill.payload["resume_s"] is not None
+    assert node_kill.verdict == "passed", node_kill.payload["reason"]
+    assert node_kill.payload["nodes_gone"] == [1]
+    assert node_kill.payload["detect_s"] < DRILLS["timeout_s"] + 10
+    # The killed node is dead to Ray, and no process of the drills is left on any node.
+    assert node_kill.payload["nodes"][1]["node_id"] not in alive
+    token = placed["placed"]["candidate"]["token"]
+    assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
+    assert (tmp_path / "out" / "report.html").exists()
