@@ -15,8 +15,12 @@ import pytest
 from conftest import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.drills.procs import processes_with_token
 from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
-from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
-from torchcanary.fleet.rank_host import node_token
+from torchcanary.fleet.local_cluster import (
+    local_node_args,
+    start_local_cluster,
+    stop_local_cluster,
+)
+from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, node_token, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
@@ -25,7 +29,7 @@ from torchcanary.store.sqlite import Store
 pytestmark = pytest.mark.ray
 
 DRILLS = {
-    "faults": ["kill:restart-unshared", "node-kill:timeout"],
+    "faults": ["kill:restart-unshared", "node-kill:timeout", "net-down:timeout"],
     "steps": 16,
     "at_step": 6,
     "ckpt_every": 3,
@@ -36,13 +40,30 @@ DRILLS = {
 
 @pytest.fixture(scope="module")
 def drill_cluster(candidate_env):
-    """A head that holds no work and two one-CPU nodes; no Ray process outlives it."""
+    """A head that holds no work and two one-CPU nodes; no Ray process outlives it.
+
+    The two nodes act as if torchcanary ran there without root (a raylet setting), so a
+    fault that needs privileges is refused there before it is tried.
+    """
     pytest.importorskip("ray")
-    cluster = start_local_cluster(["drill-head", "drill-a", "drill-b"], head_cpus=0)
+    cluster = start_local_cluster(["drill-head"], head_cpus=0)
     try:
+        for name in ("drill-a", "drill-b"):
+            cluster.add_node(**local_node_args(name, 1, {UNPRIVILEGED_VARIABLE: "1"}))
+        cluster.wait_for_nodes()
         yield cluster
     finally:
         assert stop_local_cluster(cluster) == []
+
+
+def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tried() -> None:
+    without_root = {"root": False, "iptables": True, "tc": True}
+    with_root = {"root": True, "iptables": False, "tc": True}
+    assert why_not_strikable("net-down", without_root, False).startswith("needs root")
+    assert why_not_strikable("net-slow", without_root, False).startswith("needs root")
+    assert "iptables" in why_not_strikable("net-down", with_root, False)
+    assert "share one address" in why_not_strikable("net-slow", with_root, True)
+    assert why_not_strikable("kill", without_root, True) == ""
 
 
 def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
@@ -81,6 +102,12 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
             if name == NODE_DRILL_ARTIFACT
         )
     kill, node_kill = rows["kill:restart-unshared"], rows["node-kill:timeout"]
+    net_down = rows["net-down:timeout"]
+    assert net_down.verdict == "not-checkable"
+    assert net_down.payload["reason"].startswith("not checkable on ")
+    assert net_down.payload["reason"].endswith(
+        "needs root (iptables / tc change the node's network)"
+    )
     # One rank on each of two distinct nodes.
     assert len({node["node_id"] for node in kill.payload["nodes"]}) == 2
     assert kill.verdict == "passed", kill.payload["reason"]
@@ -89,8 +116,9 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     assert node_kill.verdict == "passed", node_kill.payload["reason"]
     assert node_kill.payload["nodes_gone"] == [1]
     assert node_kill.payload["detect_s"] < DRILLS["timeout_s"] + 10
+    assert node_kill.payload["ray_noticed_s"] is not None
     # The killed node is dead to Ray, and no process of the drills is left on any node.
     assert node_kill.payload["nodes"][1]["node_id"] not in alive
     token = placed["placed"]["candidate"]["token"]
     assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
-    assert (tmp_path / "out" / "report.html").exists()
+    assert outcome.outputs and all(path.exists() for path in outcome.outputs.values())

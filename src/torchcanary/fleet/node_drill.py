@@ -40,6 +40,8 @@ ACROSS_NODES = {
     "kill": ("restart", "restart-unshared", "timeout"),
     "hang": ("timeout",),
     "node-kill": ("timeout",),
+    "net-down": ("timeout",),
+    "net-slow": ("none",),
 }
 DEFAULT_NODE_DRILLS = ("kill:restart-unshared", "node-kill:timeout")
 
@@ -78,6 +80,7 @@ class NodeDrills:
     ) -> None:
         self.nodes = nodes
         self.shared_dir = shared_dir
+        self.executor = executor
         self.token = secrets.token_hex(8)
         self.group: SpreadGroup = executor.spread(RankHost, nodes, [self.token])
         facts = self.group.call_all("prepare", dict(plan_json), role)
@@ -135,12 +138,24 @@ class NodeDrills:
         watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
+        if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
+            payload["ray_noticed_s"] = self._ray_notices(strike.node, strike.t)
         payload["duration_s"] = time.monotonic() - started
         verdict, reason = self._judge(spec, strike, payload)
         payload["reason"] = reason
         if verdict is not DrillVerdict.PASSED:  # what each node's torchrun said, for the reader
             payload["logs"] = self.group.call_all("log_tail", timeout_s=30)
         return DrillOutcome(verdict, payload)
+
+    def _ray_notices(self, node: int, struck_t: float, wait_s: float = 60.0) -> float | None:
+        """Seconds from the node's death until Ray counts it dead (None: not within wait_s)."""
+        node_id = self.group.places[node].node_id
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not self.executor.node_alive(node_id):
+                return time.time() - struck_t
+            time.sleep(POLL_S)
+        return None
 
     def _why_not(self, spec: DrillSpec) -> str:
         if spec.recovery not in ACROSS_NODES.get(spec.fault, ()):
@@ -174,6 +189,10 @@ class NodeDrills:
         self.group.call_all("reset", name, str(checkpoints))
         store_host = self.group.places[0].address or "127.0.0.1"
         endpoint = self.group.call(0, "start_store", spec_json, store_host)
+        addresses = [place.address for place in self.group.places]
+        for index in range(self.nodes):
+            peers = [a for i, a in enumerate(addresses) if i != index]
+            self.group.call(index, "set_peers", peers, spec.net_rate)
         self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts)
         watch, strike = _Watch(), _Strike()
         deadline = time.monotonic() + spec.drill_timeout_s

@@ -97,6 +97,9 @@ class RankHost:
         self.torchrun: subprocess.Popen[bytes] | None = None
         self.store: subprocess.Popen[bytes] | None = None
         self.checkpoints = str(self.area.checkpoints)
+        self.peers: list[str] = []
+        self.net_rate = "20mbit"
+        self.undo: list[list[str]] = []
         self._last_poll = time.monotonic()
         self._closed = threading.Event()
         threading.Thread(target=self._watchdog, daemon=True).start()
@@ -191,9 +194,39 @@ class RankHost:
             detail = f"SIGSTOP to the rank on node {self.index} (pid {pid})"
         elif fault == "node-kill":
             return self._kill_node()
+        elif fault in ("net-down", "net-slow"):
+            return self._cut_or_slow(fault)
         else:
             raise ValueError(f"{fault} is not struck by a node's host")
         return {"t": time.time(), "detail": detail}
+
+    def set_peers(self, peers: list[str], net_rate: str) -> None:
+        """The other nodes' addresses and the rate limit: what a network fault acts on."""
+        self.peers = [peer for peer in peers if peer]
+        self.net_rate = net_rate
+
+    def _cut_or_slow(self, fault: str) -> dict[str, Any]:
+        """Cut (iptables DROP both ways) or slow (tc tbf) this node's link to its peers.
+
+        Not checked here: a local test cluster's nodes share 127.0.0.1, where either would
+        hit every node and Ray itself, so ``why_not_strikable`` refuses before this.
+        Every change is listed in ``self.undo`` and reverted by ``close``.
+        """
+        struck_t = time.time()
+        if fault == "net-down":
+            for peer in self.peers:
+                for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
+                    rule = [chain, side, peer, "-j", "DROP"]
+                    _run(["iptables", "-I", *rule])
+                    self.undo.append(["iptables", "-D", *rule])
+            return {"t": struck_t, "detail": f"node {self.index}'s link to {self.peers} cut"}
+        devices = sorted({_device_towards(peer) for peer in self.peers})
+        for device in devices:
+            qdisc = ["qdisc", "add", "dev", device, "root", "tbf", "rate", self.net_rate]
+            _run(["tc", *qdisc, "burst", "32kbit", "latency", "400ms"])
+            self.undo.append(["tc", "qdisc", "del", "dev", device, "root"])
+        detail = f"node {self.index}'s link ({', '.join(devices)}) limited to {self.net_rate}"
+        return {"t": struck_t, "detail": detail}
 
     def release(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -218,6 +251,9 @@ class RankHost:
         """Kill every process of the drill on this node; the pids that had to be killed."""
         self._closed.set()
         killed = self.procs.kill_all()
+        while self.undo:  # every network change made here, in reverse order
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(self.undo.pop(), capture_output=True, timeout=30)
         shutil.rmtree(self.root, ignore_errors=True)
         return killed
 
@@ -231,3 +267,17 @@ def _with_checkpoints(job_args: list[str], checkpoints: str) -> list[str]:
     """The job's arguments with its checkpoint folder replaced by the shared one."""
     at = job_args.index("--ckpt-dir") + 1
     return [*job_args[:at], checkpoints, *job_args[at + 1 :]]
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"'{' '.join(command)}' failed: {done.stderr.strip()}")
+
+
+def _device_towards(peer: str) -> str:
+    """The network interface this node reaches ``peer`` through (``ip route get``)."""
+    route = subprocess.run(
+        ["ip", "route", "get", peer], capture_output=True, text=True, timeout=30
+    ).stdout.split()
+    return route[route.index("dev") + 1]

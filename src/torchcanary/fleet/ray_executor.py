@@ -231,6 +231,10 @@ class RayExecutor:
     def _shippable(unit: WorkUnit) -> WorkUnit:
         return replace(unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env))
 
+    def node_alive(self, node_id: str) -> bool:
+        """Whether Ray still counts ``node_id`` among its live nodes."""
+        return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
+
     def spread(
         self, host_class: type, count: int, args: Sequence[Any], timeout_s: float = 60.0
     ) -> SpreadGroup:
