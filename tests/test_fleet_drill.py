@@ -8,6 +8,8 @@ environment is drilled, to keep the test near a minute; ``drill --fleet --nodes`
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,8 +28,6 @@ from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
 from torchcanary.store.sqlite import Store
 
-pytestmark = pytest.mark.ray
-
 DRILLS = {
     "faults": ["kill:restart-unshared", "node-kill:timeout", "net-down:timeout"],
     "steps": 16,
@@ -36,6 +36,29 @@ DRILLS = {
     "timeout_s": 10.0,
     "drill_timeout_s": 90.0,
 }
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        (["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs at least 2"),
+        (["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
+    ],
+)
+def test_a_drill_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torchcanary.cli", "drill", *flags, "--output", "out"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +89,7 @@ def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tr
     assert why_not_strikable("kill", without_root, True) == ""
 
 
+@pytest.mark.ray
 def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     drill_cluster, tmp_path: Path
 ) -> None:

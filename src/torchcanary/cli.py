@@ -345,6 +345,7 @@ def _cmd_node_drills(args: argparse.Namespace, console: Console, settings: Any, 
                 executor,
                 args.fleet,
                 nodes,
+                shared_dir=getattr(args, "shared_dir", None),
             )
             _print_summary(console, store, outcome.run_id)
     finally:
