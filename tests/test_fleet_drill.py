@@ -90,6 +90,35 @@ def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tr
 
 
 @pytest.mark.ray
+def test_collectives_across_two_nodes_report_algbw_and_busbw_by_the_nccl_tests_formulas(
+    drill_cluster,
+) -> None:
+    # Before the drill test: that one kills a node.
+    from torchcanary.fleet.node_collectives import collectives_across_nodes
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, sections=("bench",))
+    with connect(drill_cluster.address, timeout_s=60) as fleet:
+        figures = collectives_across_nodes(
+            fleet,
+            plan.to_json(),
+            "candidate",
+            2,
+            ops=("all_reduce", "all_gather"),
+            sizes=(2**20,),
+            budget_s=0.2,
+        )
+    by_op = {figure.op: figure for figure in figures}
+    assert all(figure.skipped == "" for figure in figures), figures
+    for figure in figures:
+        assert figure.bytes == 2**20 and figure.nodes == 2 and figure.seconds > 0
+        assert figure.algbw_gbps == pytest.approx(2**20 / figure.seconds / 1e9)
+    # n = 2: all_reduce's 2(n-1)/n is 1, all_gather's (n-1)/n is 1/2.
+    assert by_op["all_reduce"].busbw_gbps == pytest.approx(by_op["all_reduce"].algbw_gbps)
+    assert by_op["all_gather"].busbw_gbps == pytest.approx(by_op["all_gather"].algbw_gbps / 2)
+
+
+@pytest.mark.ray
 def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     drill_cluster, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ polling, so a driver that dies leaves nothing running on the node.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ from torchcanary.drills.procs import ProcessSet
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root, prepare_environments
+from torchcanary.worker.calls import RANK_MAIN
 
 # A test (or an operator) can make a node act as if it had no privileges, to see the
 # "needs root" path on a machine where everything runs as root.
@@ -245,6 +247,49 @@ class RankHost:
         # The reply must leave before the raylet (and with it this actor) goes.
         threading.Timer(0.2, os.kill, (raylet, signal.SIGKILL)).start()
         return {"t": struck_t, "detail": detail}
+
+    # collectives across nodes ----------------------------------------------------------
+    def free_port(self) -> int:
+        """A port free on this node, for the group's rendezvous (node 0 hosts it)."""
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            return int(sock.getsockname()[1])
+
+    def collective_rank(
+        self,
+        rank: int,
+        world: int,
+        master: tuple[str, int],
+        call: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """One rank of a group spread over the nodes, running ``call``; its answer.
+
+        ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
+        ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
+        the group's address pointing at node 0 instead of loopback.
+        """
+        out = self.root / f"collective-rank{rank}.json"
+        out.unlink(missing_ok=True)
+        env = {
+            "PYTHONPATH": str(self.import_root),
+            "MASTER_ADDR": master[0],
+            "MASTER_PORT": str(master[1]),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": "0",  # one rank per node
+            "TORCHCANARY_PARENT_PID": str(os.getpid()),
+        }
+        spec = json.dumps({**dict(call), "out": str(out)})
+        proc = self.procs.start(f"collective-rank{rank}", [self.python, "-m", RANK_MAIN, spec], env)
+        try:
+            proc.wait(timeout=float(call["timeout_s"]))
+        except subprocess.TimeoutExpired:
+            self.procs.kill_all()
+            return {"failed": f"rank {rank} timed out after {call['timeout_s']} s"}
+        if proc.returncode != 0 or not out.exists():
+            tail = self.procs.log_tail(f"collective-rank{rank}", 800)
+            return {"failed": f"rank {rank} exited {proc.returncode}: {tail}"}
+        return dict(json.loads(out.read_text())["value"])
 
     # cleaning up -----------------------------------------------------------------------
     def close(self) -> list[int]:

@@ -334,8 +334,14 @@ class SpreadGroup:
 
     def call_all(self, method: str, *args: Any, timeout_s: float = 600.0) -> list[Any]:
         """``method(*args)`` on every live member at once; None for a gone one."""
+        return self.call_each(method, [args] * len(self._handles), timeout_s)
+
+    def call_each(
+        self, method: str, args_by_index: Sequence[Sequence[Any]], timeout_s: float = 600.0
+    ) -> list[Any]:
+        """``method(*args_by_index[i])`` on every member i at once; None for a gone one."""
         refs = {
-            index: getattr(handle, method).remote(*args)
+            index: getattr(handle, method).remote(*args_by_index[index])
             for index, handle in enumerate(self._handles)
             if index not in self.gone
         }
