@@ -175,3 +175,17 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     token = placed["placed"]["candidate"]["token"]
     assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
     assert outcome.outputs and all(path.exists() for path in outcome.outputs.values())
+
+
+def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_path: Path) -> None:
+    from torchcanary.drills import section
+    from torchcanary.drills.catalog import DrillSpec
+    from torchcanary.drills.runner import DrillRunner
+
+    outcome = DrillRunner(sys.executable, tmp_path, tmp_path).run(DrillSpec("node-kill", "timeout"))
+    assert outcome.verdict.value == "not-checkable"
+    assert "drill --fleet ADDR --nodes 2" in outcome.payload["reason"]
+    assert list(tmp_path.iterdir()) == []  # nothing was started
+    assert not any(
+        name.startswith("node-kill") for name in section.parse_settings({"faults": "all"})["faults"]
+    )
