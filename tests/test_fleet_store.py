@@ -8,6 +8,7 @@ narrows a claim's or benchmark's history to one profile.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -149,3 +150,58 @@ def _execute(location: str, statements: list[str]) -> None:
         with sqlite3.connect(location) as connection:
             for statement in statements:
                 connection.execute(statement)
+
+
+def _profiled_run(store, verdicts: dict[str, str]) -> str:
+    """A fleet run whose claim has ``verdicts[profile]`` on each of its profiles."""
+    run_id = store.create_run({"baseline": "b", "candidate": "c", "sections": ["claims"]})
+    for profile, verdict in verdicts.items():
+        scoped = store.scoped(f"node-{profile}", profile)
+        scoped.save_probe_result(_claim(run_id, "baseline", "confirmed"))
+        scoped.save_probe_result(_claim(run_id, "candidate", verdict))
+    return run_id
+
+
+def test_compare_sets_each_profile_against_the_same_profile_and_names_a_lone_one(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "canary.db"
+    with open_store(str(db)) as store:
+        # h100-box changes; mi300-box is only in A, rtx-box only in B (with the verdict
+        # mi300-box had, which a comparison across profiles would wrongly call unchanged).
+        run_a = _profiled_run(store, {"h100-box": "confirmed", "mi300-box": "refuted"})
+        run_b = _profiled_run(store, {"h100-box": "refuted", "rtx-box": "refuted"})
+    compare = [sys.executable, "-m", "torchcanary.cli", "compare", run_a, run_b, "--store", str(db)]
+    done = subprocess.run(
+        [*compare, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    changes = {(c["profile"], c["section"]): c for c in json.loads(done.stdout)["changes"]}
+    assert sorted(changes) == [
+        ("h100-box", "claims"),
+        ("mi300-box", "fleet"),
+        ("rtx-box", "fleet"),
+    ]
+    claim = changes[("h100-box", "claims")]
+    assert claim["item"] == "inductor.fusion" and claim["before"] != claim["after"]
+    assert (
+        changes[("mi300-box", "fleet")]["before"],
+        changes[("mi300-box", "fleet")]["after"],
+    ) == (
+        "results",
+        "absent",
+    )
+    assert f"only run {run_b}" in changes[("rtx-box", "fleet")]["detail"]
+    table = subprocess.run(
+        compare,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert "profile" in table.stdout and "rtx-box" in table.stdout

@@ -18,7 +18,14 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from torchcanary import __version__
-from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO, EXIT_USAGE, CanaryError
+from torchcanary.errors import (
+    EXIT_GO,
+    EXIT_INTERNAL,
+    EXIT_NO_GO,
+    EXIT_USAGE,
+    CanaryError,
+    ConfigError,
+)
 from torchcanary.history import commands as history_commands
 from torchcanary.sections import registered, section_names, terminal_summary
 from torchcanary.store.base import ResultStore
@@ -267,6 +274,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     selection = NodeSelection.parse(
         "all" if args.fleet_nodes == "all" else "profile", args.fleet_select
     )
+    nodes = getattr(args, "nodes", None)
+    if nodes is not None:
+        return _cmd_node_drills(args, console, settings, nodes)
     request, executor = None, None
     if args.fleet:
         from torchcanary.fleet import driver
@@ -307,6 +317,41 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     if failed:
         return EXIT_INTERNAL
     return EXIT_GO if go else EXIT_NO_GO
+
+
+def _cmd_node_drills(args: argparse.Namespace, console: Console, settings: Any, nodes: int) -> int:
+    """``drill --fleet ADDR --nodes N``: the drills with one rank on each of N Ray nodes."""
+    if not args.fleet:
+        raise ConfigError(
+            f"--nodes {nodes} places ranks on Ray nodes: add --fleet ADDRESS "
+            "(ray://HEAD:10001, HOST:PORT or auto)"
+        )
+    if nodes < 2:
+        raise ConfigError(f"--nodes {nodes}: a drill across nodes needs at least 2")
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.progress import Progress
+    from torchcanary.store.location import open_store
+
+    executor = connect(args.fleet)  # before the store: an unusable address is exit 2
+    try:
+        with open_store(settings.store) as store:
+            outcome = execute_node_drills(
+                settings.plan,
+                store,
+                settings.output,
+                Progress(quiet=args.quiet),
+                executor,
+                args.fleet,
+                nodes,
+                shared_dir=getattr(args, "shared_dir", None),
+            )
+            _print_summary(console, store, outcome.run_id)
+    finally:
+        executor.close()
+    for kind, path in outcome.outputs.items():
+        console.print(f"{kind:>8}: {path}", highlight=False)
+    return EXIT_GO if outcome.decision.go else EXIT_NO_GO
 
 
 def _stored_fleet(store: ResultStore, run_id: str, selection: Any) -> tuple[Any, Any]:

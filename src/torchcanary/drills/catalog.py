@@ -16,6 +16,7 @@ FAULTS = {
     "net-down": "a rank's network link is taken down (its own namespace, veth set down)",
     "net-slow": "a rank's link is rate-limited with a tc tbf filter (no netem on this kernel)",
     "store-kill": "the process hosting the rendezvous store is killed",
+    "node-kill": "a whole node dies (its drill processes and its Ray node); across nodes only",
 }
 
 RECOVERIES = {
@@ -37,6 +38,7 @@ VALID = {
     "net-down": ("timeout", "restart-unshared"),
     "net-slow": ("none",),
     "store-kill": ("restart", "restart-unshared"),
+    "node-kill": ("timeout",),
 }
 
 DEFAULT_RECOVERY = {
@@ -45,13 +47,18 @@ DEFAULT_RECOVERY = {
     "net-down": "timeout",
     "net-slow": "none",
     "store-kill": "restart",
+    "node-kill": "timeout",
 }
 
 # The default avoids torchrun's shared rendezvous store, whose restarts fail about half the
 # time on gloo in both versions (pytorch/pytorch#135712); "all" includes the plain restart.
 DEFAULT_DRILLS = ("kill:restart-unshared", "kill:reconfigure", "hang:timeout")
+ACROSS_NODES_ONLY = ("node-kill",)  # drill --fleet ADDR --nodes N (fleet/node_drill.py)
 FULL_DRILLS = tuple(
-    f"{fault}:{recovery}" for fault, recoveries in VALID.items() for recovery in recoveries
+    f"{fault}:{recovery}"
+    for fault, recoveries in VALID.items()
+    if fault not in ACROSS_NODES_ONLY
+    for recovery in recoveries
 )
 
 NETWORK_FAULTS = ("net-down", "net-slow")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from torchcanary.sections import PackageSection
@@ -47,6 +48,19 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
         default=None,
         dest="job_fresh_reference",
         help="make --job's fault-free run again instead of reusing the cached one",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        help="with --fleet: one rank on each of this many Ray nodes (STRICT_SPREAD), "
+        "faults including node-kill (see docs/fleet.md)",
+    )
+    parser.add_argument(
+        "--shared-dir",
+        type=Path,
+        dest="shared_dir",
+        help="with --nodes: a folder every node sees, for the job's checkpoints "
+        "(default: the output folder, which a cluster on one machine shares)",
     )
 
 

@@ -84,6 +84,9 @@ class DrillRun:
     reference_loss: float | None = None
     step_diffs: tuple[dict[str, Any], ...] | None = None
     step_check: dict[str, Any] | None = None
+    # a drill across Ray nodes (``drill --fleet --nodes N``)
+    nodes: tuple[Any, ...] | None = None  # where each rank ran
+    ray_noticed_s: float | None = None  # a node kill: how long until Ray counted it dead
     # the drill as a whole
     duration_s: float | None = None
     orphans_after_cleanup: tuple[int, ...] | None = None

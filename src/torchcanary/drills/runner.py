@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.drills import flight, timeline, trajectory
-from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
+from torchcanary.drills.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
@@ -150,6 +150,8 @@ class DrillRunner:
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
         problem = machine_capacity_problem(spec.ranks)
+        if spec.fault in ACROSS_NODES_ONLY:
+            problem = f"{spec.fault} needs ranks on several nodes: drill --fleet ADDR --nodes 2"
         if problem:
             return DrillOutcome(
                 DrillVerdict.NOT_CHECKABLE, {"reason": problem, "spec": spec.to_json()}

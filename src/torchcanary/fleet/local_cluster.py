@@ -17,11 +17,16 @@ from torchcanary.fleet.profile import PROFILE_LABEL
 
 
 def start_local_cluster(
-    profiles: Sequence[str], num_cpus: int = 1, client_port: int | None = None
+    profiles: Sequence[str],
+    num_cpus: int = 1,
+    client_port: int | None = None,
+    head_cpus: int | None = None,
 ) -> Any:
     """A ``ray.cluster_utils.Cluster`` with one node per profile name (the first is the head).
 
     With ``client_port`` the head also serves Ray clients (``ray://127.0.0.1:PORT``).
+    ``head_cpus=0`` keeps work off the head, so a drill may kill any node that holds work
+    without ending the cluster.
     """
     # Ray turns 127.0.0.1 into the machine's outward address unless told to stay local.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -33,7 +38,7 @@ def start_local_cluster(
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
-            **local_node_args(head, num_cpus),
+            **local_node_args(head, num_cpus if head_cpus is None else head_cpus),
             "include_dashboard": False,
             # Notice a dead node within seconds, not the default quarter minute.
             "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 5},

@@ -8,13 +8,14 @@ than quietly re-run on another profile.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -230,10 +231,136 @@ class RayExecutor:
     def _shippable(unit: WorkUnit) -> WorkUnit:
         return replace(unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env))
 
+    def node_alive(self, node_id: str) -> bool:
+        """Whether Ray still counts ``node_id`` among its live nodes."""
+        return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
+
+    def spread(
+        self, host_class: type, count: int, args: Sequence[Any], timeout_s: float = 60.0
+    ) -> SpreadGroup:
+        """``count`` instances of ``host_class``, each on a different node (STRICT_SPREAD).
+
+        Each holds one CPU of its node. FleetError when the cluster has fewer than ``count``
+        nodes with a CPU free within ``timeout_s``: a multi-node drill never falls back to
+        ranks sharing a node.
+        """
+        from ray.util.placement_group import (
+            placement_group,
+            placement_group_table,
+            remove_placement_group,
+        )
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        group = placement_group([{"CPU": 1}] * count, strategy="STRICT_SPREAD")
+        ready, _ = self._ray.wait([group.ready()], timeout=timeout_s)
+        if not ready:
+            remove_placement_group(group)
+            raise FleetError(
+                f"the Ray cluster has no {count} distinct nodes with a free CPU "
+                f"(STRICT_SPREAD placement group not ready within {timeout_s:.0f}s); "
+                f"add nodes or lower --nodes"
+            )
+        node_ids = placement_group_table(group)["bundles_to_node_id"]
+        addresses = {
+            node["NodeID"]: node.get("NodeManagerAddress", "")
+            for node in self._ray.nodes()
+            if node.get("Alive")
+        }
+        head_ids = {
+            node["NodeID"]
+            for node in self._ray.nodes()
+            if "node:__internal_head__" in (node.get("Resources") or {})
+        }
+        actor_class = self._ray.remote(host_class)
+        handles = [
+            actor_class.options(
+                num_cpus=1,
+                max_restarts=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=group, placement_group_bundle_index=index
+                ),
+            ).remote(index, *args)
+            for index in range(count)
+        ]
+        places = [
+            SpreadPlace(node_ids[i], addresses.get(node_ids[i], ""), node_ids[i] in head_ids)
+            for i in range(count)
+        ]
+        return SpreadGroup(self._ray, group, handles, places, remove_placement_group)
+
     def _pinned(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+@dataclass(frozen=True)
+class SpreadPlace:
+    """Where one member of a spread group runs."""
+
+    node_id: str
+    address: str
+    is_head: bool
+
+
+class SpreadGroup:
+    """Actors on distinct nodes, called by index; a call to a dead node's actor is None."""
+
+    def __init__(
+        self,
+        ray: ModuleType,
+        group: Any,
+        handles: list[Any],
+        places: list[SpreadPlace],
+        remove: Callable[[Any], None],
+    ) -> None:
+        self._ray = ray
+        self._group = group
+        self._handles = handles
+        self.places = places
+        self._remove = remove
+        self.gone: set[int] = set()
+
+    def call(self, index: int, method: str, *args: Any, timeout_s: float = 600.0) -> Any:
+        """``method(*args)`` on member ``index``; None once its node (or actor) is gone."""
+        if index in self.gone:
+            return None
+        try:
+            ref = getattr(self._handles[index], method).remote(*args)
+            return self._ray.get(ref, timeout=timeout_s)
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
+            self.gone.add(index)
+            return None
+
+    def call_all(self, method: str, *args: Any, timeout_s: float = 600.0) -> list[Any]:
+        """``method(*args)`` on every live member at once; None for a gone one."""
+        return self.call_each(method, [args] * len(self._handles), timeout_s)
+
+    def call_each(
+        self, method: str, args_by_index: Sequence[Sequence[Any]], timeout_s: float = 600.0
+    ) -> list[Any]:
+        """``method(*args_by_index[i])`` on every member i at once; None for a gone one."""
+        refs = {
+            index: getattr(handle, method).remote(*args_by_index[index])
+            for index, handle in enumerate(self._handles)
+            if index not in self.gone
+        }
+        results: list[Any] = [None] * len(self._handles)
+        for index, ref in refs.items():
+            try:
+                results[index] = self._ray.get(ref, timeout=timeout_s)
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
+                self.gone.add(index)
+        return results
+
+    def close(self) -> None:
+        """Every member's ``close`` (its processes killed), then the actors and the group."""
+        self.call_all("close", timeout_s=60.0)
+        for handle in self._handles:
+            with contextlib.suppress(Exception):
+                self._ray.kill(handle)
+        with contextlib.suppress(Exception):
+            self._remove(self._group)
 
 
 if TYPE_CHECKING:

@@ -130,10 +130,14 @@ def _cmd_compare(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(asdict(found), indent=2))
         return EXIT_GO
     table = Table(title=f"{found.run_a} -> {found.run_b}")
-    for column in ("section", "item", found.run_a, found.run_b, "detail"):
+    # Fleet runs are compared per hardware profile; the column appears when one is involved.
+    profiled = any(change.profile for change in found.changes)
+    columns = ("section", "item", found.run_a, found.run_b, "detail")
+    for column in ("profile", *columns) if profiled else columns:
         table.add_column(column, overflow="fold")
     for change in found.changes:
-        table.add_row(change.section, change.item, change.before, change.after, change.detail)
+        row = (change.section, change.item, change.before, change.after, change.detail)
+        table.add_row(*((change.profile, *row) if profiled else row))
     console.print(table)
     console.print(
         f"decision: {found.decision_a} -> {found.decision_b}; {len(found.changes)} changed, "

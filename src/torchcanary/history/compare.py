@@ -1,6 +1,10 @@
 """Two runs side by side: the claims and drills whose verdicts changed, the benchmarks
 that moved.
 
+Fleet runs are compared profile by profile: a result on one hardware profile is only ever
+set against the same profile's result in the other run. A profile that only one of the two
+runs has (a run on one machine has the one profile '') is named as such, not compared.
+
 A benchmark moved when its verdict changed or when the two runs' intervals for the ratio
 (candidate/baseline) do not overlap: each run's interval already carries that run's noise,
 so disjoint intervals are a change the runs' own measurements can stand behind.
@@ -8,7 +12,7 @@ so disjoint intervals are a change the runs' own measurements can stand behind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torchcanary.measure.result import BenchMeasured
@@ -26,6 +30,7 @@ class Change:
     before: str
     after: str
     detail: str = ""
+    profile: str = ""  # the fleet hardware profile it was found on ('' for one machine)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,41 @@ class RunComparison:
 
 def compare_runs(store: ResultStore, run_a: str, run_b: str) -> RunComparison:
     view_a, view_b = RunView.load(store, run_a), RunView.load(store, run_b)
+    scopes_a, scopes_b = _by_profile(view_a), _by_profile(view_b)
+    changes: list[Change] = []
+    unchanged = 0
+    for profile in sorted(set(scopes_a) | set(scopes_b)):
+        if profile not in scopes_a or profile not in scopes_b:
+            in_a = profile in scopes_a
+            changes.append(_lone_profile(profile, in_a, run_a if in_a else run_b))
+            continue
+        found, same = _compare_views(scopes_a[profile], scopes_b[profile], profile)
+        changes += found
+        unchanged += same
+    return RunComparison(
+        run_a,
+        run_b,
+        view_a.run.decision or view_a.run.status,
+        view_b.run.decision or view_b.run.status,
+        changes,
+        unchanged,
+    )
+
+
+def _by_profile(view: RunView) -> dict[str, RunView]:
+    """Each hardware profile's own view of a fleet run; the run itself ('') otherwise."""
+    return dict(view.profiles) if view.profiles else {"": view}
+
+
+def _lone_profile(profile: str, in_a: bool, run_id: str) -> Change:
+    """A profile only one run has: said, not compared."""
+    name = profile or "'' (this machine: a run without --fleet)"
+    before, after = ("results", "absent") if in_a else ("absent", "results")
+    detail = f"only run {run_id} has results on this profile; not compared"
+    return Change("fleet", f"profile {name}", before, after, detail, profile)
+
+
+def _compare_views(view_a: RunView, view_b: RunView, profile: str) -> tuple[list[Change], int]:
     changes: list[Change] = []
     unchanged = 0
     for section, results_a, results_b in (
@@ -52,15 +92,8 @@ def compare_runs(store: ResultStore, run_a: str, run_b: str) -> RunComparison:
             if change is None:
                 unchanged += 1
             else:
-                changes.append(change)
-    return RunComparison(
-        run_a,
-        run_b,
-        view_a.run.decision or view_a.run.status,
-        view_b.run.decision or view_b.run.status,
-        changes,
-        unchanged,
-    )
+                changes.append(replace(change, profile=profile))
+    return changes, unchanged
 
 
 def _claims(view: RunView) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ operation, since a collective is done when its last rank is.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -89,7 +90,8 @@ def rank_main(
 
     device = entries[0]["device"] if entries else "cpu"
     if device == "cuda":
-        torch.cuda.set_device(rank)
+        # The rank's GPU on its own machine: on several nodes, rank and local rank differ.
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     torch.set_num_threads(1)
     results: dict[str, Any] = {}
     for entry in entries:

@@ -1,0 +1,339 @@
+"""One drill across nodes: ranks on distinct Ray nodes, a fault struck on one, measured.
+
+The driver side of ``torchcanary drill --fleet ADDR --nodes N``. A STRICT_SPREAD placement
+group puts one :class:`~torchcanary.fleet.rank_host.RankHost` on each of N nodes; node 0
+hosts the rendezvous store, every node runs one torchrun (one rank) that rendezvouses with
+the others over the network at the store's address, and the faults strike on the target
+node (``target_rank``, a node index here): its rank killed or stopped, or the whole node
+killed (its drill processes and its Ray raylet).
+
+Detection, recovery and lost work are measured by the same code as a drill on one machine
+(``drills/timeline.py``, ``trajectory.py``) from the events every node sends back. The
+figures put times from different nodes on one axis, so they assume the nodes' clocks agree
+(NTP keeps them within milliseconds; on a local test cluster they are one clock). A restart
+from a checkpoint needs a checkpoint folder every node sees (``--shared-dir``): with a
+folder per node, the ranks come back from different steps and the restart deadlocks.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchcanary.drills import timeline, trajectory
+from torchcanary.drills.catalog import RESTARTS, DrillSpec
+from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome
+from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.fleet.rank_host import RankHost, why_not_strikable
+
+if TYPE_CHECKING:
+    from torchcanary.fleet.ray_executor import RayExecutor, SpreadGroup
+
+POLL_S = 0.2
+# What a drill across nodes can do today; the others say so (not-checkable).
+ACROSS_NODES = {
+    "kill": ("restart", "restart-unshared", "timeout"),
+    "hang": ("timeout",),
+    "node-kill": ("timeout",),
+    "net-down": ("timeout",),
+    "net-slow": ("none",),
+}
+DEFAULT_NODE_DRILLS = ("kill:restart-unshared", "node-kill:timeout")
+
+
+@dataclass
+class _Strike:
+    """The fault, once struck: when (the striking node's clock), where, what was done."""
+
+    t: float | None = None
+    detail: str = ""
+    node: int | None = None
+    pid: int | None = None
+    rank: int | None = None
+
+
+@dataclass
+class _Watch:
+    events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    exit_codes: dict[int, int | None] = field(default_factory=dict)
+
+    def all_events(self) -> list[dict[str, Any]]:
+        merged = [event for events in self.events.values() for event in events]
+        return sorted(merged, key=lambda event: float(event["t"]))
+
+
+class NodeDrills:
+    """Drills of one environment (role) across ``nodes`` Ray nodes, one rank per node."""
+
+    def __init__(
+        self,
+        executor: RayExecutor,
+        plan_json: Mapping[str, Any],
+        role: str,
+        nodes: int,
+        shared_dir: Path,
+    ) -> None:
+        self.nodes = nodes
+        self.shared_dir = shared_dir
+        self.executor = executor
+        self.token = secrets.token_hex(8)
+        self.group: SpreadGroup = executor.spread(RankHost, nodes, [self.token])
+        facts = self.group.call_all("prepare", dict(plan_json), role)
+        if any(fact is None for fact in facts):
+            self.group.close()
+            raise RuntimeError("a node of the drill went away while its environment was built")
+        self.facts: list[dict[str, Any]] = facts
+        self._reference: dict[str, Any] | None = None
+        self._runs = 0
+
+    def where(self) -> list[dict[str, Any]]:
+        """Each node of the drill: its Ray node id, address, host and privileges."""
+        return [
+            {
+                "node_id": place.node_id,
+                "address": place.address,
+                "host": fact["host"],
+                "privileges": fact["privileges"],
+            }
+            for place, fact in zip(self.group.places, self.facts, strict=True)
+        ]
+
+    def close(self) -> None:
+        self.group.close()
+
+    # the fault-free run ----------------------------------------------------------------
+    def reference(self, spec: DrillSpec) -> dict[str, Any]:
+        if self._reference is None:
+            clean = replace(spec, fault="none", recovery="reference")
+            watch, _, _, _ = self._launch_and_watch(clean, max_restarts=0)
+            events = watch.all_events()
+            done = [e for e in events if e["ev"] == "done"]
+            digests = sorted({e["digest"] for e in done})
+            self._reference = {
+                "ok": len(done) == self.nodes and len(digests) == 1,
+                "final_loss": done[0]["final_loss"] if done else None,
+                "steps": trajectory.reference_steps(events),
+                "parallel": spec.parallel,
+                "exit_codes": watch.exit_codes,
+            }
+            if not self._reference["ok"]:
+                tails = self.group.call_all("log_tail", timeout_s=30)
+                self._reference["reason"] = f"fault-free run did not finish: {tails}"[-800:]
+        return self._reference
+
+    # a drill ---------------------------------------------------------------------------
+    def run(self, spec: DrillSpec) -> DrillOutcome:
+        spec = replace(spec, ranks=self.nodes)
+        payload: dict[str, Any] = {"spec": spec.to_json(), "nodes": self.where()}
+        why = self._why_not(spec)
+        if why:
+            return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
+        started = time.monotonic()
+        restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
+        payload.update(self._measure(spec, watch, strike, exit_t))
+        payload["bounded_out"] = bounded_out
+        if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
+            payload["ray_noticed_s"] = self._ray_notices(strike.node, strike.t)
+        payload["duration_s"] = time.monotonic() - started
+        verdict, reason = self._judge(spec, strike, payload)
+        payload["reason"] = reason
+        if verdict is not DrillVerdict.PASSED:  # what each node's torchrun said, for the reader
+            payload["logs"] = self.group.call_all("log_tail", timeout_s=30)
+        return DrillOutcome(verdict, payload)
+
+    def _ray_notices(self, node: int, struck_t: float, wait_s: float = 60.0) -> float | None:
+        """Seconds from the node's death until Ray counts it dead (None: not within wait_s)."""
+        node_id = self.group.places[node].node_id
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not self.executor.node_alive(node_id):
+                return time.time() - struck_t
+            time.sleep(POLL_S)
+        return None
+
+    def _why_not(self, spec: DrillSpec) -> str:
+        if spec.recovery not in ACROSS_NODES.get(spec.fault, ()):
+            done = ", ".join(f"{f}:{r}" for f, rs in ACROSS_NODES.items() for r in rs)
+            return f"{spec.key} is not built across nodes yet; across nodes: {done}"
+        target = spec.target_rank
+        if not 0 <= target < self.nodes:
+            last = self.nodes - 1
+            return f"target_rank {target} names no node of {self.nodes}: choose 0 to {last}"
+        if target == 0 and spec.fault == "node-kill":
+            return "node 0 hosts the rendezvous store: strike another node (target_rank 1)"
+        place = self.group.places[target]
+        if spec.fault == "node-kill" and place.is_head:
+            return (
+                f"not checkable on {place.node_id[:12]}: it is the Ray head; killing it "
+                "would end the cluster (give the head no CPU, or add nodes)"
+            )
+        addresses = {p.address for p in self.group.places}
+        privileges = self.facts[target]["privileges"]
+        problem = why_not_strikable(spec.fault, privileges, len(addresses) < self.nodes)
+        return f"not checkable on {place.node_id[:12]}: {problem}" if problem else ""
+
+    def _launch_and_watch(
+        self, spec: DrillSpec, max_restarts: int
+    ) -> tuple[_Watch, _Strike, bool, float | None]:
+        """Start the job on every node, strike once the target reaches the step, watch."""
+        self._runs += 1
+        spec_json = spec.to_json()
+        name = f"{spec.fault}-{spec.recovery}-{self._runs}"
+        checkpoints = self.shared_dir / self.token / name
+        self.group.call_all("reset", name, str(checkpoints))
+        store_host = self.group.places[0].address or "127.0.0.1"
+        endpoint = self.group.call(0, "start_store", spec_json, store_host)
+        addresses = [place.address for place in self.group.places]
+        for index in range(self.nodes):
+            peers = [a for i, a in enumerate(addresses) if i != index]
+            self.group.call(index, "set_peers", peers, spec.net_rate)
+        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts)
+        watch, strike = _Watch(), _Strike()
+        deadline = time.monotonic() + spec.drill_timeout_s
+        settle: float | None = None
+        exit_t: float | None = None
+        while time.monotonic() < deadline:
+            for index, polled in enumerate(self.group.call_all("poll", timeout_s=30)):
+                if polled is not None:  # a dead node keeps the events it had sent
+                    watch.events[index] = polled["events"]
+                    watch.exit_codes[index] = polled["exit_code"]
+            if spec.fault != "none" and strike.t is None:
+                self._maybe_strike(spec, watch, strike)
+            errors = [
+                e
+                for e in watch.all_events()
+                if e["ev"] == "error" and strike.t is not None and e["t"] > strike.t
+            ]
+            if errors and spec.recovery == "timeout" and settle is None:
+                if spec.fault == "hang" and strike.pid is not None and strike.node is not None:
+                    self.group.call(strike.node, "release", strike.pid)
+                settle = time.monotonic() + spec.timeout_s + 10
+            live = [
+                i
+                for i in range(self.nodes)
+                if i not in self.group.gone and watch.exit_codes.get(i, 0) is None
+            ]
+            if not live and watch.exit_codes:
+                exit_t = time.time()
+                break
+            if settle is not None and time.monotonic() > settle:
+                break
+            time.sleep(POLL_S)
+        bounded_out = exit_t is None and settle is None
+        shutil.rmtree(checkpoints, ignore_errors=True)  # megabytes each, no evidence
+        return watch, strike, bounded_out, exit_t
+
+    def _maybe_strike(self, spec: DrillSpec, watch: _Watch, strike: _Strike) -> None:
+        for node, events in watch.events.items():
+            if node != spec.target_rank:
+                continue
+            steps = [
+                e
+                for e in events
+                if e["ev"] == "step" and int(e.get("attempt", 0)) == 0 and e["step"] >= spec.at_step
+            ]
+            if not steps:
+                return
+            done = self.group.call(node, "strike", spec.fault, int(steps[0]["pid"]), timeout_s=30)
+            strike.t = done["t"] if done else time.time()
+            strike.detail = done["detail"] if done else f"node {node} went away when struck"
+            strike.node, strike.pid, strike.rank = node, int(steps[0]["pid"]), steps[0]["rank"]
+            if spec.fault == "node-kill":
+                self.group.gone.add(node)
+            return
+
+    # measuring and judging -------------------------------------------------------------
+    def _measure(
+        self, spec: DrillSpec, watch: _Watch, strike: _Strike, exit_t: float | None
+    ) -> dict[str, Any]:
+        events = watch.all_events()
+        failed_exit = any(code not in (0, None) for code in watch.exit_codes.values())
+        figures = timeline.measure(events, strike.t, exit_t if failed_exit else None)
+        # Each node's agent counts its own restarts (a failed rendezvous round counts too),
+        # so the finished launch is each node's last one.
+        done = [
+            e
+            for node_events in watch.events.values()
+            for e in node_events
+            if e["ev"] == "done"
+            and int(e.get("attempt", 0)) == max(int(n.get("attempt", 0)) for n in node_events)
+        ]
+        last_attempt = max((int(e.get("attempt", 0)) for e in events), default=0)
+        losses = sorted({float(e["final_loss"]) for e in done})
+        errors = [e for e in events if e["ev"] == "error" and strike.t and e["t"] > strike.t]
+        payload: dict[str, Any] = {
+            "injected": strike.detail,
+            "struck_node": strike.node,
+            "struck_rank": strike.rank,
+            "detect_s": figures.detect_s,
+            "resume_s": figures.resume_s,
+            "last_step_before_fault": figures.last_step_before,
+            "resume_step": figures.resume_step,
+            "steps_lost": figures.steps_lost,
+            "throughput_before": figures.throughput_before,
+            "throughput_after": figures.throughput_after,
+            "final_loss": losses[0] if len(losses) == 1 else None,
+            "finished_ranks": len(done),
+            "params_identical": (len({e["digest"] for e in done}) == 1) if done else None,
+            "restarts": last_attempt,
+            "first_error": errors[0]["error"] if errors else None,
+            "errors": [f"attempt {e.get('attempt')}: {e['error'][:200]}" for e in errors][:6],
+            "error_kinds": sorted({e["kind"] for e in errors}),
+            "exit_codes": {f"node{i}": code for i, code in watch.exit_codes.items()},
+            "nodes_gone": sorted(self.group.gone),
+            "timeline": timeline.compact(events, strike.t, strike.detail),
+        }
+        if done and spec.recovery != "timeout":
+            reference = self.reference(spec)
+            payload["reference_loss"] = reference.get("final_loss")
+            payload["reference"] = {k: reference.get(k) for k in ("ok", "final_loss", "reason")}
+            if reference.get("ok"):
+                rows = trajectory.step_differences(events, reference["steps"])
+                payload["step_diffs"] = rows
+                payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
+        return payload
+
+    def _judge(
+        self, spec: DrillSpec, strike: _Strike, payload: dict[str, Any]
+    ) -> tuple[DrillVerdict, str]:
+        if strike.t is None:
+            tails = self.group.call_all("log_tail", timeout_s=30)
+            return DrillVerdict.ERROR, (
+                f"the job never reached step {spec.at_step} on node {spec.target_rank}, so no "
+                f"fault was injected: {tails}"[:800]
+            )
+        detect = payload["detect_s"]
+        if spec.recovery == "timeout":
+            if detect is None:
+                return DrillVerdict.FAILED, (
+                    f"{spec.fault} never surfaced on the other nodes within "
+                    f"{spec.drill_timeout_s:g} s"
+                )
+            kinds = ", ".join(payload["error_kinds"]) or "an exit"
+            return DrillVerdict.PASSED, (
+                f"surfaced across nodes as {kinds} after {detect:.1f} s "
+                f"(timeout {spec.timeout_s:g} s)"
+            )
+        if payload["finished_ranks"] < self.nodes:
+            return DrillVerdict.FAILED, (
+                f"the job did not finish on all {self.nodes} nodes after {spec.fault}; first "
+                f"error: {payload['first_error'] or 'none recorded'}"
+            )
+        reference = payload.get("reference") or {}
+        if not reference.get("ok"):
+            return DrillVerdict.ERROR, f"no fault-free reference: {reference.get('reason')}"
+        if not payload["params_identical"]:
+            return DrillVerdict.FAILED, "replicas on the nodes finished with different parameters"
+        check = payload["step_check"]
+        if check["first_difference"] is not None:
+            return DrillVerdict.FAILED, trajectory.describe(check)
+        return DrillVerdict.PASSED, (
+            f"restarted {payload['restarts']}x across {self.nodes} nodes; "
+            f"{trajectory.describe(check)}"
+        )

@@ -1,0 +1,328 @@
+"""One node's share of a multi-node drill: its environment, its torchrun, its faults.
+
+Runs on a fleet node inside a Ray actor that a STRICT_SPREAD placement group put there
+(``fleet/node_drill.py`` drives it from the driver). It builds or reuses the plan's
+environment in the node's own cache, starts one torchrun for this node (one rank), hosts
+the rendezvous store when asked, hands its job events to the driver, and strikes the faults
+that must happen on this node: killing its rank, hanging it, or killing the whole node.
+
+Every fault is checked before it is tried: one this node cannot strike comes back as a
+reason ("needs root", ...), never as a half-done fault. Every process started here carries
+the drill's token, and ``close`` kills them; a watchdog does the same if the driver stops
+polling, so a driver that dies leaves nothing running on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.events import read_events
+from torchcanary.drills.launch import Area, Launcher
+from torchcanary.drills.procs import ProcessSet
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.runner import import_root, prepare_environments
+from torchcanary.worker.calls import RANK_MAIN
+
+# A test (or an operator) can make a node act as if it had no privileges, to see the
+# "needs root" path on a machine where everything runs as root.
+UNPRIVILEGED_VARIABLE = "TORCHCANARY_NODE_UNPRIVILEGED"
+ORPHAN_AFTER_S = 120.0
+
+
+def node_privileges() -> dict[str, Any]:
+    """What this node lets a drill do: root, and the tools the network faults use."""
+    pretend = os.environ.get(UNPRIVILEGED_VARIABLE) == "1"
+    return {
+        "root": os.geteuid() == 0 and not pretend,
+        "iptables": shutil.which("iptables") is not None,
+        "tc": shutil.which("tc") is not None,
+    }
+
+
+def node_token(token: str, index: int) -> str:
+    """The token that tags the drill's processes on node ``index``."""
+    return f"{token}-node{index}"
+
+
+def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_address: bool) -> str:
+    """Why this node cannot strike ``fault`` ('' when it can), checked before the drill."""
+    if fault in ("net-down", "net-slow"):
+        if not privileges["root"]:
+            return "needs root (iptables / tc change the node's network)"
+        tool = "iptables" if fault == "net-down" else "tc"
+        if not privileges[tool]:
+            return f"needs the '{tool}' command, which is not installed"
+        if shared_address:
+            return (
+                "the drill's nodes share one address (a local test cluster on 127.0.0.1): "
+                "cutting or slowing it would hit every node and Ray itself"
+            )
+    if fault == "node-kill" and not privileges["root"] and _raylet_owner() != os.geteuid():
+        return "needs root (the node's Ray process belongs to another user)"
+    return ""
+
+
+def _raylet_owner() -> int:
+    try:
+        return os.stat(f"/proc/{os.getppid()}").st_uid
+    except OSError:
+        return -1
+
+
+class RankHost:
+    """The drill's processes on this node (made a Ray actor by ``ray_executor.spread``)."""
+
+    def __init__(self, index: int, token: str) -> None:
+        self.index = index
+        self.root = Path(tempfile.mkdtemp(prefix=f"torchcanary-drill-{token}-{index}-"))
+        self.area = Area(self.root)
+        self.token = token
+        # Its own token per node: on a cluster on one machine, a node that dies must take
+        # only its own processes with it.
+        self.procs = ProcessSet(self.area.logs, token=node_token(token, index))
+        self.python = ""
+        self.import_root = self.root
+        self.torchrun: subprocess.Popen[bytes] | None = None
+        self.store: subprocess.Popen[bytes] | None = None
+        self.checkpoints = str(self.area.checkpoints)
+        self.peers: list[str] = []
+        self.net_rate = "20mbit"
+        self.undo: list[list[str]] = []
+        self._last_poll = time.monotonic()
+        self._closed = threading.Event()
+        threading.Thread(target=self._watchdog, daemon=True).start()
+
+    # setting up ----------------------------------------------------------------------
+    def prepare(self, plan_json: Mapping[str, Any], role: str) -> dict[str, Any]:
+        """The role's environment here (built in this node's cache if missing); node facts."""
+        plan = RunPlan.from_json(dict(plan_json))
+        environments = prepare_environments(plan, Progress(quiet=True))
+        self.python = environments[role].python
+        self.import_root = import_root(plan, self.root)
+        return {
+            "index": self.index,
+            "host": socket.gethostname(),
+            "privileges": node_privileges(),
+            "raylet_pid": os.getppid(),
+        }
+
+    def reset(self, area_name: str, checkpoints: str) -> None:
+        """A fresh scratch folder for the next job; the previous one's processes are gone.
+
+        ``checkpoints`` is the folder every node's rank saves to and restores from: it
+        must be one that all nodes see (shared storage), or a restart finds the ranks
+        resuming from different steps.
+        """
+        self.procs.kill_all()
+        self.area = Area(self.root / area_name)
+        self.checkpoints = checkpoints
+        self.procs = ProcessSet(self.area.logs, token=self.procs.token)
+        self.torchrun = self.store = None
+
+    def start_store(self, spec_json: Mapping[str, Any], address: str) -> str:
+        """Host the rendezvous store on this node; its ``host:port``."""
+        self.store, endpoint = self._launcher(spec_json).store_host(address)
+        return endpoint
+
+    def start_rank(
+        self, spec_json: Mapping[str, Any], endpoint: str, nodes: int, max_restarts: int
+    ) -> int:
+        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``."""
+        launcher = self._launcher(spec_json)
+        command = [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(nodes),
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            self.token,
+            "--rdzv-conf",
+            "is_host=false",
+            "--max-restarts",
+            str(max_restarts),
+            "--monitor-interval",
+            "0.5",
+            *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
+        ]
+        env = launcher.base_env()
+        env["TORCHCANARY_NODE"] = str(self.index)
+        self.torchrun = self.procs.start(f"torchrun-node{self.index}", command, env)
+        return self.torchrun.pid
+
+    def _launcher(self, spec_json: Mapping[str, Any]) -> Launcher:
+        return Launcher(
+            self.python, self.import_root, DrillSpec(**spec_json), self.area, self.procs
+        )
+
+    # watching ------------------------------------------------------------------------
+    def poll(self) -> dict[str, Any]:
+        """The job's events so far and whether this node's torchrun still runs."""
+        self._last_poll = time.monotonic()
+        code = None if self.torchrun is None else self.torchrun.poll()
+        return {"events": read_events(self.area.events), "exit_code": code, "t": time.time()}
+
+    def log_tail(self, limit: int = 1500) -> str:
+        return self.procs.log_tail(f"torchrun-node{self.index}", limit)
+
+    # faults ----------------------------------------------------------------------------
+    def strike(self, fault: str, pid: int) -> dict[str, Any]:
+        """Strike ``fault`` here; when (this node's clock) and what was done."""
+        if fault == "kill":
+            os.kill(pid, signal.SIGKILL)
+            detail = f"SIGKILL to the rank on node {self.index} (pid {pid})"
+        elif fault == "hang":
+            os.kill(pid, signal.SIGSTOP)
+            detail = f"SIGSTOP to the rank on node {self.index} (pid {pid})"
+        elif fault == "node-kill":
+            return self._kill_node()
+        elif fault in ("net-down", "net-slow"):
+            return self._cut_or_slow(fault)
+        else:
+            raise ValueError(f"{fault} is not struck by a node's host")
+        return {"t": time.time(), "detail": detail}
+
+    def set_peers(self, peers: list[str], net_rate: str) -> None:
+        """The other nodes' addresses and the rate limit: what a network fault acts on."""
+        self.peers = [peer for peer in peers if peer]
+        self.net_rate = net_rate
+
+    def _cut_or_slow(self, fault: str) -> dict[str, Any]:
+        """Cut (iptables DROP both ways) or slow (tc tbf) this node's link to its peers.
+
+        Not checked here: a local test cluster's nodes share 127.0.0.1, where either would
+        hit every node and Ray itself, so ``why_not_strikable`` refuses before this.
+        Every change is listed in ``self.undo`` and reverted by ``close``.
+        """
+        struck_t = time.time()
+        if fault == "net-down":
+            for peer in self.peers:
+                for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
+                    rule = [chain, side, peer, "-j", "DROP"]
+                    _run(["iptables", "-I", *rule])
+                    self.undo.append(["iptables", "-D", *rule])
+            return {"t": struck_t, "detail": f"node {self.index}'s link to {self.peers} cut"}
+        devices = sorted({_device_towards(peer) for peer in self.peers})
+        for device in devices:
+            qdisc = ["qdisc", "add", "dev", device, "root", "tbf", "rate", self.net_rate]
+            _run(["tc", *qdisc, "burst", "32kbit", "latency", "400ms"])
+            self.undo.append(["tc", "qdisc", "del", "dev", device, "root"])
+        detail = f"node {self.index}'s link ({', '.join(devices)}) limited to {self.net_rate}"
+        return {"t": struck_t, "detail": detail}
+
+    def release(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    def _kill_node(self) -> dict[str, Any]:
+        """The whole node dies at once: every drill process here, then its Ray raylet.
+
+        Ray starts its workers (this actor included) from the raylet, so the raylet is this
+        process's parent; without it the node is dead to the cluster and its workers exit.
+        """
+        struck_t = time.time()
+        raylet = os.getppid()
+        self.procs.kill_all()
+        detail = f"node {self.index} killed: its drill processes and its raylet (pid {raylet})"
+        # The reply must leave before the raylet (and with it this actor) goes.
+        threading.Timer(0.2, os.kill, (raylet, signal.SIGKILL)).start()
+        return {"t": struck_t, "detail": detail}
+
+    # collectives across nodes ----------------------------------------------------------
+    def free_port(self) -> int:
+        """A port free on this node, for the group's rendezvous (node 0 hosts it)."""
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            return int(sock.getsockname()[1])
+
+    def collective_rank(
+        self,
+        rank: int,
+        world: int,
+        master: tuple[str, int],
+        call: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """One rank of a group spread over the nodes, running ``call``; its answer.
+
+        ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
+        ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
+        the group's address pointing at node 0 instead of loopback.
+        """
+        out = self.root / f"collective-rank{rank}.json"
+        out.unlink(missing_ok=True)
+        env = {
+            "PYTHONPATH": str(self.import_root),
+            "MASTER_ADDR": master[0],
+            "MASTER_PORT": str(master[1]),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": "0",  # one rank per node
+            "TORCHCANARY_PARENT_PID": str(os.getpid()),
+        }
+        spec = json.dumps({**dict(call), "out": str(out)})
+        proc = self.procs.start(f"collective-rank{rank}", [self.python, "-m", RANK_MAIN, spec], env)
+        try:
+            proc.wait(timeout=float(call["timeout_s"]))
+        except subprocess.TimeoutExpired:
+            self.procs.kill_all()
+            return {"failed": f"rank {rank} timed out after {call['timeout_s']} s"}
+        if proc.returncode != 0 or not out.exists():
+            tail = self.procs.log_tail(f"collective-rank{rank}", 800)
+            return {"failed": f"rank {rank} exited {proc.returncode}: {tail}"}
+        return dict(json.loads(out.read_text())["value"])
+
+    # cleaning up -----------------------------------------------------------------------
+    def close(self) -> list[int]:
+        """Kill every process of the drill on this node; the pids that had to be killed."""
+        self._closed.set()
+        killed = self.procs.kill_all()
+        while self.undo:  # every network change made here, in reverse order
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(self.undo.pop(), capture_output=True, timeout=30)
+        shutil.rmtree(self.root, ignore_errors=True)
+        return killed
+
+    def _watchdog(self) -> None:
+        while not self._closed.wait(5.0):
+            if time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
+                self.close()  # the driver is gone: leave nothing running
+
+
+def _with_checkpoints(job_args: list[str], checkpoints: str) -> list[str]:
+    """The job's arguments with its checkpoint folder replaced by the shared one."""
+    at = job_args.index("--ckpt-dir") + 1
+    return [*job_args[:at], checkpoints, *job_args[at + 1 :]]
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"'{' '.join(command)}' failed: {done.stderr.strip()}")
+
+
+def _device_towards(peer: str) -> str:
+    """The network interface this node reaches ``peer`` through (``ip route get``)."""
+    route = subprocess.run(
+        ["ip", "route", "get", peer], capture_output=True, text=True, timeout=30
+    ).stdout.split()
+    return route[route.index("dev") + 1]

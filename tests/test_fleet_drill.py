@@ -1,0 +1,191 @@
+"""Drills across nodes: one rank on each of two real Ray nodes, a rank and a node killed.
+
+The cluster is this module's own (a head that holds no work and two one-CPU nodes, all on
+127.0.0.1), because the node-kill drill kills one of its nodes. Only the candidate
+environment is drilled, to keep the test near a minute; ``drill --fleet --nodes`` runs both.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BASELINE_SPEC, CANDIDATE_SPEC
+from torchcanary.drills.procs import processes_with_token
+from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
+from torchcanary.fleet.local_cluster import (
+    local_node_args,
+    start_local_cluster,
+    stop_local_cluster,
+)
+from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, node_token, why_not_strikable
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.report.view import RunView
+from torchcanary.store.sqlite import Store
+
+DRILLS = {
+    "faults": ["kill:restart-unshared", "node-kill:timeout", "net-down:timeout"],
+    "steps": 16,
+    "at_step": 6,
+    "ckpt_every": 3,
+    "timeout_s": 10.0,
+    "drill_timeout_s": 90.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        (["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs at least 2"),
+        (["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
+    ],
+)
+def test_a_drill_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torchcanary.cli", "drill", *flags, "--output", "out"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def drill_cluster(candidate_env):
+    """A head that holds no work and two one-CPU nodes; no Ray process outlives it.
+
+    The two nodes act as if torchcanary ran there without root (a raylet setting), so a
+    fault that needs privileges is refused there before it is tried.
+    """
+    pytest.importorskip("ray")
+    cluster = start_local_cluster(["drill-head"], head_cpus=0)
+    try:
+        for name in ("drill-a", "drill-b"):
+            cluster.add_node(**local_node_args(name, 1, {UNPRIVILEGED_VARIABLE: "1"}))
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        assert stop_local_cluster(cluster) == []
+
+
+def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tried() -> None:
+    without_root = {"root": False, "iptables": True, "tc": True}
+    with_root = {"root": True, "iptables": False, "tc": True}
+    assert why_not_strikable("net-down", without_root, False).startswith("needs root")
+    assert why_not_strikable("net-slow", without_root, False).startswith("needs root")
+    assert "iptables" in why_not_strikable("net-down", with_root, False)
+    assert "share one address" in why_not_strikable("net-slow", with_root, True)
+    assert why_not_strikable("kill", without_root, True) == ""
+
+
+@pytest.mark.ray
+def test_collectives_across_two_nodes_report_algbw_and_busbw_by_the_nccl_tests_formulas(
+    drill_cluster,
+) -> None:
+    # Before the drill test: that one kills a node.
+    from torchcanary.fleet.node_collectives import collectives_across_nodes
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, sections=("bench",))
+    with connect(drill_cluster.address, timeout_s=60) as fleet:
+        figures = collectives_across_nodes(
+            fleet,
+            plan.to_json(),
+            "candidate",
+            2,
+            ops=("all_reduce", "all_gather"),
+            sizes=(2**20,),
+            budget_s=0.2,
+        )
+    by_op = {figure.op: figure for figure in figures}
+    assert all(figure.skipped == "" for figure in figures), figures
+    for figure in figures:
+        assert figure.bytes == 2**20 and figure.nodes == 2 and figure.seconds > 0
+        assert figure.algbw_gbps == pytest.approx(2**20 / figure.seconds / 1e9)
+    # n = 2: all_reduce's 2(n-1)/n is 1, all_gather's (n-1)/n is 1/2.
+    assert by_op["all_reduce"].busbw_gbps == pytest.approx(by_op["all_reduce"].algbw_gbps)
+    assert by_op["all_gather"].busbw_gbps == pytest.approx(by_op["all_gather"].algbw_gbps / 2)
+
+
+@pytest.mark.ray
+def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
+    drill_cluster, tmp_path: Path
+) -> None:
+    import ray
+
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": dict(DRILLS)},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
+            fleet,
+            drill_cluster.address,
+            2,
+            roles=("candidate",),
+        )
+        alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    kill, node_kill = rows["kill:restart-unshared"], rows["node-kill:timeout"]
+    net_down = rows["net-down:timeout"]
+    assert net_down.verdict == "not-checkable"
+    assert net_down.payload["reason"].startswith("not checkable on ")
+    assert net_down.payload["reason"].endswith(
+        "needs root (iptables / tc change the node's network)"
+    )
+    # One rank on each of two distinct nodes.
+    assert len({node["node_id"] for node in kill.payload["nodes"]}) == 2
+    assert kill.verdict == "passed", kill.payload["reason"]
+    assert kill.payload["restarts"] >= 1 and kill.payload["steps_lost"] is not None
+    assert kill.payload["detect_s"] is not None and kill.payload["resume_s"] is not None
+    assert node_kill.verdict == "passed", node_kill.payload["reason"]
+    assert node_kill.payload["nodes_gone"] == [1]
+    assert node_kill.payload["detect_s"] < DRILLS["timeout_s"] + 10
+    assert node_kill.payload["ray_noticed_s"] is not None
+    # The killed node is dead to Ray, and no process of the drills is left on any node.
+    assert node_kill.payload["nodes"][1]["node_id"] not in alive
+    token = placed["placed"]["candidate"]["token"]
+    assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
+    assert outcome.outputs and all(path.exists() for path in outcome.outputs.values())
+
+
+def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_path: Path) -> None:
+    from torchcanary.drills import section
+    from torchcanary.drills.catalog import DrillSpec
+    from torchcanary.drills.runner import DrillRunner
+
+    outcome = DrillRunner(sys.executable, tmp_path, tmp_path).run(DrillSpec("node-kill", "timeout"))
+    assert outcome.verdict.value == "not-checkable"
+    assert "drill --fleet ADDR --nodes 2" in outcome.payload["reason"]
+    assert list(tmp_path.iterdir()) == []  # nothing was started
+    assert not any(
+        name.startswith("node-kill") for name in section.parse_settings({"faults": "all"})["faults"]
+    )
