@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
 from torchcanary.drills.procs import TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, ensure_environment
@@ -29,8 +30,6 @@ settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-BASELINE_SPEC = os.environ.get("CANARY_TEST_BASELINE", "torch==2.13.0 numpy")
-CANDIDATE_SPEC = os.environ.get("CANARY_TEST_CANDIDATE", "torch==2.14.1 numpy")
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASELINE_SPEC, CANDIDATE_SPEC
+from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.drills.procs import processes_with_token
 from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
 from torchcanary.fleet.local_cluster import (
