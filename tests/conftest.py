@@ -31,7 +31,6 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-
 @pytest.fixture(scope="session")
 def baseline_env() -> Environment:
     return ensure_environment("baseline", parse_env_spec(BASELINE_SPEC))
