@@ -72,6 +72,8 @@ def main() -> None:
         groups = f"{harness.get('groups_measured', '-')} of {harness.get('groups', '-')}"
         print(f"{row['key'][:48]:48} {row['verdict']:20} {groups}")
     print(f"\ndecision: {results['decision']}")
+    for reason in (results.get("decision_detail") or {}).get("reasons", []):
+        print(f"  - {reason}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
