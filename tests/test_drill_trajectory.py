@@ -115,7 +115,9 @@ def test_a_drill_with_a_wrong_step_fails_although_its_final_loss_matches():
 def _candidate(events: list[dict]) -> SimpleNamespace:
     payload = _payload(events)
     return SimpleNamespace(
-        sections={"drill": [SectionResult("drill", "kill:reconfigure", "candidate", "passed", payload)]}
+        sections={
+            "drill": [SectionResult("drill", "kill:reconfigure", "candidate", "passed", payload)]
+        }
     )
 
 
