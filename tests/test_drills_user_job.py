@@ -408,6 +408,7 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     )
     candidate = results[("kill:reconfigure", "candidate")]
     payload = candidate.payload
+    assert "in_place" in payload, (candidate.verdict, payload.get("reason"))
     assert payload["in_place"]["opted_in"] and payload["orphans_after_cleanup"] == []
     if candidate.verdict == "failed":
         # Seen once in three full-suite runs: the survivor aborted inside 2.14.1's
