@@ -157,11 +157,14 @@ def run(ctx: RunContext) -> None:
         else ()
     )
     settled: dict[str, sequential.Stop] = {}
+    stop_rule = sequential.StopRule(settings.groups, settings.min_effect)
     interleaver: Interleaver
 
     def on_look(groups: int) -> None:
         compared = {b: s for b, s in interleaver.result.benchmarks.items() if not s.stopped}
-        found = sequential.look(compared, groups, settled, pair_of, decide, settings.fdr, half_band)
+        found = sequential.look(
+            compared, groups, settled, pair_of, decide, settings.fdr, half_band, stop_rule
+        )
         for bench_id, stop in found.items():
             compared[bench_id].settled_at = groups
             settled[bench_id] = stop
