@@ -440,13 +440,17 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
             f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
             f"nothing was compared ({first.key}: {first.reason or 'skipped'})"
         )
-    unjudged = [r for r in results if r.verdict is compare.BenchVerdict.TOO_NOISY]
+    unjudged = [
+        result
+        for result in results
+        if isinstance(result, BenchMeasured) and result.verdict is compare.BenchVerdict.TOO_NOISY
+    ]
     if unjudged and len(unjudged) + len(skipped) == len(results):
         # A bench asked for and answered by no verdict at all is not evidence of a go.
-        first = min(unjudged, key=lambda result: result.key)
-        why = first.reasons[0] if first.reasons else "too noisy"
+        example = min(unjudged, key=lambda result: result.key)
+        why = example.reasons[0] if example.reasons else "too noisy"
         reasons.append(
-            f"bench: none of the {len(results)} benchmarks could be judged ({first.key}: "
+            f"bench: none of the {len(results)} benchmarks could be judged ({example.key}: "
             f"{why[:160]}); give the bench more worker groups (groups >= 3) or a quieter "
             "machine"
         )
