@@ -53,7 +53,7 @@ FIRST_LOOK = 4
 # Undecidable: the last group's interval would still be this many bands wide ...
 FUTILITY_BANDS = 2.0
 # ... and the evidence so far shows no hint of a change (per-comparison p above this) ...
-FUTILITY_P = 0.2
+FUTILITY_P = 0.5
 # ... judged from this many groups on: the spread of fewer is too rough to project.
 FUTILITY_FROM = 6
 
