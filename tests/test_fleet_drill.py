@@ -1,4 +1,4 @@
-"""Drills across nodes: one rank on each of two real Ray nodes, a rank and a node killed.
+"""Work across nodes: one rank on each of two real Ray nodes; a bench, a rank and a node killed.
 
 The cluster is this module's own (a head that holds no work and two one-CPU nodes, all on
 127.0.0.1), because the node-kill drill kills one of its nodes. Only the candidate
@@ -36,21 +36,32 @@ DRILLS = {
     "timeout_s": 10.0,
     "drill_timeout_s": 90.0,
 }
+# Two ops at one size, two groups, no A/A control: real figures, near half a minute.
+NODE_BENCH = {
+    "families": ["collectives"],
+    "collectives": {"ops": ["all_reduce", "all_gather"], "bytes": [2**20]},
+    "groups": 2,
+    "aa_control": False,
+    "group_budget_s": 0.2,
+}
+BENCH_KEYS = ("collective/all_reduce/1MiB/gloox2nodes", "collective/all_gather/1MiB/gloox2nodes")
 
 
 @pytest.mark.parametrize(
-    ("flags", "said"),
+    ("command", "flags", "said"),
     [
-        (["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
-        (["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs at least 2"),
-        (["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
+        ("drill", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        ("bench", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        ("drill", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs"),
+        ("bench", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a bench across nodes needs"),
+        ("drill", ["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
     ],
 )
-def test_a_drill_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
-    tmp_path: Path, flags: list[str], said: str
+def test_work_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
+    tmp_path: Path, command: str, flags: list[str], said: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "torchcanary.cli", "drill", *flags, "--output", "out"],
+        [sys.executable, "-m", "torchcanary.cli", command, *flags, "--output", "out"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -90,32 +101,75 @@ def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tr
 
 
 @pytest.mark.ray
-def test_collectives_across_two_nodes_report_algbw_and_busbw_by_the_nccl_tests_formulas(
-    drill_cluster,
+def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile(
+    drill_cluster, tmp_path: Path
 ) -> None:
     # Before the drill test: that one kills a node.
-    from torchcanary.fleet.node_collectives import collectives_across_nodes
+    from torchcanary.fleet.node_bench import execute_node_bench
     from torchcanary.fleet.ray_executor import connect
+    from torchcanary.measure.result import BenchMeasured, from_rows
 
-    plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, sections=("bench",))
-    with connect(drill_cluster.address, timeout_s=60) as fleet:
-        figures = collectives_across_nodes(
-            fleet,
-            plan.to_json(),
-            "candidate",
-            2,
-            ops=("all_reduce", "all_gather"),
-            sizes=(2**20,),
-            budget_s=0.2,
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("bench",),
+        settings={"bench": dict(NODE_BENCH)},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_bench(
+            plan, store, tmp_path / "out", Progress(quiet=True), fleet, drill_cluster.address, 2
         )
-    by_op = {figure.op: figure for figure in figures}
-    assert all(figure.skipped == "" for figure in figures), figures
-    for figure in figures:
-        assert figure.bytes == 2**20 and figure.nodes == 2 and figure.seconds > 0
-        assert figure.algbw_gbps == pytest.approx(2**20 / figure.seconds / 1e9)
-    # n = 2: all_reduce's 2(n-1)/n is 1, all_gather's (n-1)/n is 1/2.
-    assert by_op["all_reduce"].busbw_gbps == pytest.approx(by_op["all_reduce"].algbw_gbps)
-    assert by_op["all_gather"].busbw_gbps == pytest.approx(by_op["all_gather"].algbw_gbps / 2)
+        view = RunView.load(store, outcome.run_id)
+        node = store.run_profiles(outcome.run_id).get("drill-a+drill-b", "")
+        scoped = store.scoped(node, "drill-a+drill-b")
+        samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}
+    # One profile made of the two distinct nodes (labelled drill-a and drill-b).
+    assert list(view.profiles) == ["drill-a+drill-b"]
+    records = {r.key: r for r in from_rows(view.profiles["drill-a+drill-b"].sections["bench"])}
+    assert set(records) == set(BENCH_KEYS)
+    for record in records.values():
+        assert isinstance(record, BenchMeasured), record
+        assert record.nodes == 2 and record.spec["world_size"] == 2
+        assert record.ratio is not None and record.ci_low <= record.ratio <= record.ci_high
+        # busbw by nccl-tests: n = 2 makes all_reduce's 2(n-1)/n 1, all_gather's (n-1)/n 1/2.
+        factor = 1.0 if record.spec["op"] == "all_reduce" else 0.5
+        for role in ("baseline", "candidate"):
+            bandwidth = (record.collective_bandwidth or {})[role]
+            median = record.sides[role]["median_s"]
+            assert bandwidth["algbw_bytes_per_s"] == pytest.approx(2**20 / median)
+            assert bandwidth["busbw_bytes_per_s"] == pytest.approx(
+                bandwidth["algbw_bytes_per_s"] * factor
+            )
+    # Raw samples of both sides stored, and the profile in every report format.
+    for series in samples.values():
+        assert series[("baseline", "samples_s")] and series[("candidate", "samples_s")]
+    results = json.loads(outcome.outputs["json"].read_text())
+    assert "collective/all_reduce/1MiB/gloox2nodes" in json.dumps(
+        results["fleet"]["profiles"]["drill-a+drill-b"]
+    )
+    assert "gloox2nodes" in outcome.outputs["junit"].read_text()
+    assert "drill-a+drill-b" in outcome.outputs["markdown"].read_text()
+
+
+@pytest.mark.ray
+def test_bench_on_more_nodes_than_the_cluster_has_is_one_line_and_exit_2(
+    drill_cluster, tmp_path: Path
+) -> None:
+    flags = ["--fleet", drill_cluster.address, "--nodes", "3", "--output", "out"]
+    done = subprocess.run(
+        [sys.executable, "-m", "torchcanary.cli", "bench", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "the Ray cluster has 2 live nodes with a CPU" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.ray

@@ -95,6 +95,7 @@ class RankHost:
         # only its own processes with it.
         self.procs = ProcessSet(self.area.logs, token=node_token(token, index))
         self.python = ""
+        self.pythons: dict[str, str] = {}  # every environment of the plan, by role
         self.import_root = self.root
         self.torchrun: subprocess.Popen[bytes] | None = None
         self.store: subprocess.Popen[bytes] | None = None
@@ -111,7 +112,8 @@ class RankHost:
         """The role's environment here (built in this node's cache if missing); node facts."""
         plan = RunPlan.from_json(dict(plan_json))
         environments = prepare_environments(plan, Progress(quiet=True))
-        self.python = environments[role].python
+        self.pythons = {name: environment.python for name, environment in environments.items()}
+        self.python = self.pythons[role]
         self.import_root = import_root(plan, self.root)
         return {
             "index": self.index,
@@ -261,8 +263,9 @@ class RankHost:
         world: int,
         master: tuple[str, int],
         call: Mapping[str, Any],
+        role: str,
     ) -> dict[str, Any]:
-        """One rank of a group spread over the nodes, running ``call``; its answer.
+        """One rank of a group spread over the nodes, in ``role``'s environment; its answer.
 
         ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
         ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
@@ -280,7 +283,8 @@ class RankHost:
             "TORCHCANARY_PARENT_PID": str(os.getpid()),
         }
         spec = json.dumps({**dict(call), "out": str(out)})
-        proc = self.procs.start(f"collective-rank{rank}", [self.python, "-m", RANK_MAIN, spec], env)
+        command = [self.pythons[role], "-m", RANK_MAIN, spec]
+        proc = self.procs.start(f"collective-rank{rank}", command, env)
         try:
             proc.wait(timeout=float(call["timeout_s"]))
         except subprocess.TimeoutExpired:
