@@ -108,6 +108,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     from torchcanary.fleet.node_bench import execute_node_bench
     from torchcanary.fleet.ray_executor import connect
     from torchcanary.measure.result import BenchMeasured, from_rows
+    from torchcanary.store.history import HistoryFilter, history
 
     plan = RunPlan(
         baseline=BASELINE_SPEC,
@@ -126,6 +127,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         node = store.run_profiles(outcome.run_id).get("drill-a+drill-b", "")
         scoped = store.scoped(node, "drill-a+drill-b")
         samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}
+        followed = history(store, BENCH_KEYS[0], "bench", HistoryFilter(profile="drill-a+drill-b"))
     # One profile made of the two distinct nodes (labelled drill-a and drill-b).
     assert list(view.profiles) == ["drill-a+drill-b"]
     records = {r.key: r for r in from_rows(view.profiles["drill-a+drill-b"].sections["bench"])}
@@ -146,6 +148,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     # Raw samples of both sides stored, and the profile in every report format.
     for series in samples.values():
         assert series[("baseline", "samples_s")] and series[("candidate", "samples_s")]
+    assert [(e.run_id, e.profile) for e in followed] == [(outcome.run_id, "drill-a+drill-b")]
     results = json.loads(outcome.outputs["json"].read_text())
     assert "collective/all_reduce/1MiB/gloox2nodes" in json.dumps(
         results["fleet"]["profiles"]["drill-a+drill-b"]

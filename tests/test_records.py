@@ -271,3 +271,17 @@ def test_the_drill_section_stores_each_row_as_its_versioned_record(
     ]
     assert all(row.payload[RECORD_SCHEMA_KEY] == 1 for row in rows)
     assert "'ip' command" in rows[0].payload["reason"]
+
+
+def test_a_bench_row_across_nodes_keeps_its_node_count_and_a_row_from_one_machine_has_none() -> (
+    None
+):
+    bench = get_section("bench")
+    for verdict, kind in (("same", BenchMeasured), ("skipped", BenchSkipped)):
+        row = {"key": "collective/x", "env_role": "both", "verdict": verdict, "payload": {}}
+        here = bench.record_from_json(row)
+        across = bench.record_from_json({**row, "payload": {"nodes": 2}})
+        assert isinstance(here, kind) and here.nodes is None
+        assert "nodes" not in here.to_json()["payload"]  # rows of one machine unchanged
+        assert isinstance(across, kind) and across.nodes == 2
+        assert across.to_json()["payload"]["nodes"] == 2

@@ -127,6 +127,33 @@ class Launcher:
         ]
         return self.procs.start("torchrun", command, self.base_env())
 
+    def torchrun_node(
+        self, nodes: int, per_node: int, store: str, rdzv_id: str, max_restarts: int
+    ) -> list[str]:
+        """One node's torchrun (without the job's arguments) for a job of ``nodes`` nodes,
+        rendezvousing at the store host ``store``; here or on a fleet node."""
+        return [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(nodes),
+            "--nproc-per-node",
+            str(per_node),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            store,
+            "--rdzv-id",
+            rdzv_id,
+            "--rdzv-conf",
+            "is_host=false",
+            "--max-restarts",
+            str(max_restarts),
+            "--monitor-interval",
+            "0.5",
+        ]
+
     def torchrun_nodes(
         self, store: str, max_restarts: int, network: RankNetwork | None
     ) -> list[subprocess.Popen[bytes]]:
@@ -135,27 +162,7 @@ class Launcher:
         per_node = 1 if network is not None else self.spec.ranks
         launched = []
         for node in range(nodes):
-            command = [
-                self.python,
-                "-m",
-                "torch.distributed.run",
-                "--nnodes",
-                str(nodes),
-                "--nproc-per-node",
-                str(per_node),
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-endpoint",
-                store,
-                "--rdzv-id",
-                self.procs.token,
-                "--rdzv-conf",
-                "is_host=false",
-                "--max-restarts",
-                str(max_restarts),
-                "--monitor-interval",
-                "0.5",
-            ]
+            command = self.torchrun_node(nodes, per_node, store, self.procs.token, max_restarts)
             env = self.base_env()
             env["TORCHCANARY_NODE"] = str(node)
             if network is not None:

@@ -13,7 +13,9 @@ Differences from the local bench, on purpose: the other families do not run here
 one machine's); there are no interim looks (every group is measured); the ids end in
 ``xNnodes`` (``collective/all_reduce/4MiB/gloox2nodes``) so they never share a history with
 N ranks on one machine. On GPU nodes (``device`` cuda, or auto with a GPU on every node) the
-backend is nccl, one rank on each node's first GPU: not checked: no GPU node here.
+backend is nccl, one rank on each node's first GPU; ``backend = "nccl2"`` in
+``[bench.collectives]`` runs the candidate's in-tree nccl2 the same way (a baseline without
+it is recorded as skipped, with the reason). Both: not checked: no GPU.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
         )
     table = settings.family(FAMILY)
     cuda = settings.device == "cuda" or (settings.device == "auto" and gpus_everywhere)
-    device = "cuda" if cuda else "cpu"
     backend = table["backend"] if table["backend"] != "auto" else ("nccl" if cuda else "gloo")
+    # nccl and nccl2 ranks run on each node's first GPU (not checked: no GPU node here).
+    device = "cuda" if cuda or backend.startswith("nccl") else "cpu"
     specs = []
     for op in table["ops"]:
         for size in table["bytes"]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.drills import timeline, trajectory
 from torchcanary.drills.catalog import RESTARTS, DrillSpec
+from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
@@ -268,16 +269,8 @@ class NodeDrills:
         losses = sorted({float(e["final_loss"]) for e in done})
         errors = [e for e in events if e["ev"] == "error" and strike.t and e["t"] > strike.t]
         payload: dict[str, Any] = {
-            "injected": strike.detail,
+            **fault_facts(strike.detail, strike.rank, figures),
             "struck_node": strike.node,
-            "struck_rank": strike.rank,
-            "detect_s": figures.detect_s,
-            "resume_s": figures.resume_s,
-            "last_step_before_fault": figures.last_step_before,
-            "resume_step": figures.resume_step,
-            "steps_lost": figures.steps_lost,
-            "throughput_before": figures.throughput_before,
-            "throughput_after": figures.throughput_after,
             "final_loss": losses[0] if len(losses) == 1 else None,
             "finished_ranks": len(done),
             "params_identical": (len({e["digest"] for e in done}) == 1) if done else None,
@@ -290,13 +283,8 @@ class NodeDrills:
             "timeline": timeline.compact(events, strike.t, strike.detail),
         }
         if done and spec.recovery != "timeout":
-            reference = self.reference(spec)
-            payload["reference_loss"] = reference.get("final_loss")
-            payload["reference"] = {k: reference.get(k) for k in ("ok", "final_loss", "reason")}
-            if reference.get("ok"):
-                rows = trajectory.step_differences(events, reference["steps"])
-                payload["step_diffs"] = rows
-                payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
+            kept = ("ok", "final_loss", "reason")
+            payload.update(reference_facts(events, self.reference(spec), kept))
         return payload
 
     def _judge(
@@ -325,15 +313,10 @@ class NodeDrills:
                 f"the job did not finish on all {self.nodes} nodes after {spec.fault}; first "
                 f"error: {payload['first_error'] or 'none recorded'}"
             )
-        reference = payload.get("reference") or {}
-        if not reference.get("ok"):
-            return DrillVerdict.ERROR, f"no fault-free reference: {reference.get('reason')}"
-        if not payload["params_identical"]:
-            return DrillVerdict.FAILED, "replicas on the nodes finished with different parameters"
-        check = payload["step_check"]
-        if check["first_difference"] is not None:
-            return DrillVerdict.FAILED, trajectory.describe(check)
+        mismatch = against_reference(payload, "replicas on the nodes")
+        if mismatch is not None:
+            return mismatch
         return DrillVerdict.PASSED, (
             f"restarted {payload['restarts']}x across {self.nodes} nodes; "
-            f"{trajectory.describe(check)}"
+            f"{trajectory.describe(payload['step_check'])}"
         )

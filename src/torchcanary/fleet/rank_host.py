@@ -104,6 +104,7 @@ class RankHost:
         self.net_rate = "20mbit"
         self.undo: list[list[str]] = []
         self._last_poll = time.monotonic()
+        self._measuring = False  # a collective_rank call is running: the driver waits on it
         self._closed = threading.Event()
         threading.Thread(target=self._watchdog, daemon=True).start()
 
@@ -146,25 +147,7 @@ class RankHost:
         """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``."""
         launcher = self._launcher(spec_json)
         command = [
-            self.python,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            str(nodes),
-            "--nproc-per-node",
-            "1",
-            "--rdzv-backend",
-            "c10d",
-            "--rdzv-endpoint",
-            endpoint,
-            "--rdzv-id",
-            self.token,
-            "--rdzv-conf",
-            "is_host=false",
-            "--max-restarts",
-            str(max_restarts),
-            "--monitor-interval",
-            "0.5",
+            *launcher.torchrun_node(nodes, 1, endpoint, self.token, max_restarts),
             *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
         ]
         env = launcher.base_env()
@@ -284,12 +267,22 @@ class RankHost:
         }
         spec = json.dumps({**dict(call), "out": str(out)})
         command = [self.pythons[role], "-m", RANK_MAIN, spec]
+        self._measuring = True
+        try:
+            return self._run_rank(rank, out, command, env, float(call["timeout_s"]))
+        finally:
+            self._measuring = False
+            self._last_poll = time.monotonic()
+
+    def _run_rank(
+        self, rank: int, out: Path, command: list[str], env: dict[str, str], timeout_s: float
+    ) -> dict[str, Any]:
         proc = self.procs.start(f"collective-rank{rank}", command, env)
         try:
-            proc.wait(timeout=float(call["timeout_s"]))
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.procs.kill_all()
-            return {"failed": f"rank {rank} timed out after {call['timeout_s']} s"}
+            return {"failed": f"rank {rank} timed out after {timeout_s} s"}
         if proc.returncode != 0 or not out.exists():
             tail = self.procs.log_tail(f"collective-rank{rank}", 800)
             return {"failed": f"rank {rank} exited {proc.returncode}: {tail}"}
@@ -308,7 +301,8 @@ class RankHost:
 
     def _watchdog(self) -> None:
         while not self._closed.wait(5.0):
-            if time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
+            # A call in progress ends by its own timeout; the driver is counted gone after.
+            if not self._measuring and time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
                 self.close()  # the driver is gone: leave nothing running
 
 
