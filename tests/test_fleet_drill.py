@@ -1,7 +1,7 @@
 """Work across nodes: one rank on each of two real Ray nodes; a bench, a rank and a node killed.
 
-The cluster is this module's own (a head that holds no work and two one-CPU nodes, all on
-127.0.0.1), because the node-kill drill kills one of its nodes. Only the candidate
+The cluster is this module's own (a head that holds no work and three one-CPU nodes, all on
+127.0.0.1), because the node-kill drills kill two of its nodes. Only the candidate
 environment is drilled, to keep the test near a minute; ``drill --fleet --nodes`` runs both.
 """
 
@@ -44,6 +44,8 @@ NODE_BENCH = {
     "aa_control": False,
     "group_budget_s": 0.2,
 }
+# The unshared store: torchrun's shared one fails some restarts on gloo (pytorch#135712).
+RESTART_AFTER_NODE_KILL = "node-kill:restart-unshared"
 BENCH_KEYS = ("collective/all_reduce/1MiB/gloox2nodes", "collective/all_gather/1MiB/gloox2nodes")
 
 
@@ -74,7 +76,7 @@ def test_work_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_wri
 
 @pytest.fixture(scope="module")
 def drill_cluster(candidate_env):
-    """A head that holds no work and two one-CPU nodes; no Ray process outlives it.
+    """A head that holds no work and three one-CPU nodes; no Ray process outlives it.
 
     The two nodes act as if torchcanary ran there without root (a raylet setting), so a
     fault that needs privileges is refused there before it is tried.
@@ -82,7 +84,7 @@ def drill_cluster(candidate_env):
     pytest.importorskip("ray")
     cluster = start_local_cluster(["drill-head"], head_cpus=0)
     try:
-        for name in ("drill-a", "drill-b"):
+        for name in ("drill-a", "drill-b", "drill-c"):
             cluster.add_node(**local_node_args(name, 1, {UNPRIVILEGED_VARIABLE: "1"}))
         cluster.wait_for_nodes()
         yield cluster
@@ -124,13 +126,14 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
             plan, store, tmp_path / "out", Progress(quiet=True), fleet, drill_cluster.address, 2
         )
         view = RunView.load(store, outcome.run_id)
-        node = store.run_profiles(outcome.run_id).get("drill-a+drill-b", "")
-        scoped = store.scoped(node, "drill-a+drill-b")
+        ((profile, node),) = store.run_profiles(outcome.run_id).items()
+        scoped = store.scoped(node, profile)
         samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}
-        followed = history(store, BENCH_KEYS[0], "bench", HistoryFilter(profile="drill-a+drill-b"))
-    # One profile made of the two distinct nodes (labelled drill-a and drill-b).
-    assert list(view.profiles) == ["drill-a+drill-b"]
-    records = {r.key: r for r in from_rows(view.profiles["drill-a+drill-b"].sections["bench"])}
+        followed = history(store, BENCH_KEYS[0], "bench", HistoryFilter(profile=profile))
+    # One profile made of the two distinct nodes it ran on (labelled drill-a, -b or -c).
+    assert list(view.profiles) == [profile] and len(set(profile.split("+"))) == 2
+    assert set(profile.split("+")) <= {"drill-a", "drill-b", "drill-c"}
+    records = {r.key: r for r in from_rows(view.profiles[profile].sections["bench"])}
     assert set(records) == set(BENCH_KEYS)
     for record in records.values():
         assert isinstance(record, BenchMeasured), record
@@ -148,20 +151,20 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     # Raw samples of both sides stored, and the profile in every report format.
     for series in samples.values():
         assert series[("baseline", "samples_s")] and series[("candidate", "samples_s")]
-    assert [(e.run_id, e.profile) for e in followed] == [(outcome.run_id, "drill-a+drill-b")]
+    assert [(e.run_id, e.profile) for e in followed] == [(outcome.run_id, profile)]
     results = json.loads(outcome.outputs["json"].read_text())
     assert "collective/all_reduce/1MiB/gloox2nodes" in json.dumps(
-        results["fleet"]["profiles"]["drill-a+drill-b"]
+        results["fleet"]["profiles"][profile]
     )
     assert "gloox2nodes" in outcome.outputs["junit"].read_text()
-    assert "drill-a+drill-b" in outcome.outputs["markdown"].read_text()
+    assert profile in outcome.outputs["markdown"].read_text()
 
 
 @pytest.mark.ray
 def test_bench_on_more_nodes_than_the_cluster_has_is_one_line_and_exit_2(
     drill_cluster, tmp_path: Path
 ) -> None:
-    flags = ["--fleet", drill_cluster.address, "--nodes", "3", "--output", "out"]
+    flags = ["--fleet", drill_cluster.address, "--nodes", "4", "--output", "out"]
     done = subprocess.run(
         [sys.executable, "-m", "torchcanary.cli", "bench", *flags],
         capture_output=True,
@@ -170,9 +173,62 @@ def test_bench_on_more_nodes_than_the_cluster_has_is_one_line_and_exit_2(
         cwd=tmp_path,
     )
     assert done.returncode == 2, done.stderr
-    assert "the Ray cluster has 2 live nodes with a CPU" in done.stderr
+    assert "the Ray cluster has 3 live nodes with a CPU" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.ray
+def test_a_job_on_three_nodes_restarts_on_the_two_left_when_a_node_dies(
+    drill_cluster, tmp_path: Path
+) -> None:
+    # Before the two-node drill test, which needs two of the nodes this one leaves alive.
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": {**DRILLS, "faults": [RESTART_AFTER_NODE_KILL]}},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
+            fleet,
+            drill_cluster.address,
+            3,
+            roles=("candidate",),
+        )
+        row = next(
+            r
+            for r in RunView.load(store, outcome.run_id).sections["drill"]
+            if r.key == RESTART_AFTER_NODE_KILL
+        )
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    payload = row.payload
+    assert row.verdict == "passed", payload["reason"]
+    assert "on 2 of 3 nodes" in payload["reason"]
+    # Node 1 died for good; nodes 0 and 2 restarted from the shared checkpoint, and every
+    # step matches the fault-free run on three nodes.
+    assert payload["nodes_gone"] == [1] and payload["finished_ranks"] == 2
+    assert payload["restarts"] >= 1 and payload["step_check"]["first_difference"] is None
+    assert payload["detect_s"] is not None and payload["resume_s"] is not None
+    assert payload["steps_lost"] is not None
+    token = placed["placed"]["candidate"]["token"]
+    assert [
+        pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))
+    ] == []
 
 
 @pytest.mark.ray

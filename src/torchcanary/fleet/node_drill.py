@@ -40,7 +40,7 @@ POLL_S = 0.2
 ACROSS_NODES = {
     "kill": ("restart", "restart-unshared", "timeout"),
     "hang": ("timeout",),
-    "node-kill": ("timeout",),
+    "node-kill": ("timeout", "restart", "restart-unshared"),
     "net-down": ("timeout",),
     "net-slow": ("none",),
 }
@@ -136,6 +136,8 @@ class NodeDrills:
             return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
         started = time.monotonic()
         restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        if spec.fault == "node-kill" and restarts:
+            self.reference(spec)  # on all the nodes, while they are all alive
         watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
@@ -194,7 +196,10 @@ class NodeDrills:
         for index in range(self.nodes):
             peers = [a for i, a in enumerate(addresses) if i != index]
             self.group.call(index, "set_peers", peers, spec.net_rate)
-        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts)
+        # A node that dies takes its rank for good: the restart goes on without it.
+        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTS
+        least = self.nodes - 1 if elastic else None
+        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
         watch, strike = _Watch(), _Strike()
         deadline = time.monotonic() + spec.drill_timeout_s
         settle: float | None = None
@@ -308,15 +313,21 @@ class NodeDrills:
                 f"surfaced across nodes as {kinds} after {detect:.1f} s "
                 f"(timeout {spec.timeout_s:g} s)"
             )
-        if payload["finished_ranks"] < self.nodes:
+        left = self.nodes - len(self.group.gone)  # a node-kill takes its rank for good
+        if payload["finished_ranks"] < left:
             return DrillVerdict.FAILED, (
-                f"the job did not finish on all {self.nodes} nodes after {spec.fault}; first "
+                f"the job did not finish on all {left} nodes left after {spec.fault}; first "
                 f"error: {payload['first_error'] or 'none recorded'}"
             )
         mismatch = against_reference(payload, "replicas on the nodes")
         if mismatch is not None:
             return mismatch
+        where = (
+            f"across {self.nodes} nodes"
+            if left == self.nodes
+            else f"on {left} of {self.nodes} nodes"
+        )
         return DrillVerdict.PASSED, (
-            f"restarted {payload['restarts']}x across {self.nodes} nodes; "
+            f"restarted {payload['restarts']}x {where}; "
             f"{trajectory.describe(payload['step_check'])}"
         )

@@ -142,12 +142,18 @@ class RankHost:
         return endpoint
 
     def start_rank(
-        self, spec_json: Mapping[str, Any], endpoint: str, nodes: int, max_restarts: int
+        self,
+        spec_json: Mapping[str, Any],
+        endpoint: str,
+        nodes: int,
+        max_restarts: int,
+        min_nodes: int | None = None,
     ) -> int:
-        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``."""
+        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``;
+        elastic down to ``min_nodes`` when given."""
         launcher = self._launcher(spec_json)
         command = [
-            *launcher.torchrun_node(nodes, 1, endpoint, self.token, max_restarts),
+            *launcher.torchrun_node(nodes, 1, endpoint, self.token, max_restarts, min_nodes),
             *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
         ]
         env = launcher.base_env()
