@@ -1,39 +1,30 @@
-"""The bench's collectives across nodes: one rank per Ray node, algbw and busbw per op.
+"""The bench's collective ranks across nodes: one rank per Ray node, fresh for each call.
 
 The ranks are the bench's own (``measure/collectives.py:rank_main``, through
 ``worker/rank_main``), started by a :class:`~torchcanary.fleet.rank_host.RankHost` on each
-of N nodes of a STRICT_SPREAD placement group, the group's address at node 0
-(:class:`NodeRanks`). Each figure is the median time per operation of the slowest rank, and
-the bandwidths follow nccl-tests (``doc/PERFORMANCE.md`` in NVIDIA/nccl-tests): algbw =
-bytes / time, busbw = algbw times 2(n-1)/n for all_reduce, (n-1)/n for all_gather,
-reduce_scatter and all_to_all, 1 for broadcast (``measure.specs.busbw_factor``), so figures
-compare across node counts. ``bench --fleet --nodes`` (``fleet/node_bench.py``) judges the
-same measurements baseline against candidate.
+of N nodes of a STRICT_SPREAD placement group, the group's address at node 0. Each answer
+is what the local collectives return (batches of the slowest rank's seconds per op, or why
+an op skipped or failed), so ``bench --fleet --nodes`` (``fleet/node_bench.py``) judges
+them and derives algbw and busbw exactly as it does for ranks on one machine.
 
 gloo over TCP is what runs here (the local cluster's nodes share 127.0.0.1: loopback, not a
-wire). ``backend="nccl"`` with ``device="cuda"`` takes each node's first GPU (LOCAL_RANK 0):
-not checked: no GPU node in the test cluster. nccl2 would come the same way once the
-candidate offers it as a backend name: not checked either.
+wire). ``nccl`` and ``nccl2`` with ``device="cuda"`` take each node's first GPU (LOCAL_RANK
+0): not checked: no GPU.
 """
 
 from __future__ import annotations
 
 import secrets
-import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
 from torchcanary.fleet.rank_host import RankHost
-from torchcanary.measure.specs import busbw_factor
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
     from torchcanary.fleet.ray_executor import RayExecutor, SpreadPlace
-
-DEFAULT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-DEFAULT_SIZES = (2**16, 2**20, 2**23)
 
 
 @dataclass(frozen=True)
@@ -110,68 +101,3 @@ def _broken(answers: Sequence[Any]) -> dict[str, str] | None:
             status = "timeout" if "timed out" in str(why) else "crashed"
             return {"status": status, "error": f"rank {rank}: {why}"[:500], "stderr_tail": ""}
     return None
-
-
-@dataclass(frozen=True)
-class NodeCollective:
-    """One op and size across ``nodes`` nodes; ``skipped`` says why there is no figure."""
-
-    op: str
-    bytes: int
-    backend: str
-    nodes: int
-    seconds: float | None = None
-    algbw_gbps: float | None = None
-    busbw_gbps: float | None = None
-    skipped: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def collectives_across_nodes(
-    executor: RayExecutor,
-    plan_json: Mapping[str, Any],
-    role: str,
-    nodes: int,
-    ops: Sequence[str] = DEFAULT_OPS,
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    backend: str = "gloo",
-    budget_s: float = 1.0,
-    timeout_s: float = 300.0,
-) -> list[NodeCollective]:
-    """Every op at every size, with one rank of ``role``'s environment on each node."""
-    device = "cuda" if backend.startswith("nccl") else "cpu"
-    entries: list[dict[str, Any]] = [
-        {"id": f"{op}:{size}", "op": op, "bytes": size, "device": device, "backend": backend}
-        for op in ops
-        for size in sizes
-    ]
-    ranks = NodeRanks(executor, plan_json, nodes)
-    try:
-        answer = ranks.measure(
-            role, entries, backend, RankSchedule(budget_s=budget_s, timeout_s=timeout_s)
-        )
-    finally:
-        ranks.close()
-    return [_figure(entry, nodes, backend, answer.get(entry["id"])) for entry in entries]
-
-
-def _figure(entry: Mapping[str, Any], nodes: int, backend: str, measured: Any) -> NodeCollective:
-    base = NodeCollective(entry["op"], int(entry["bytes"]), backend, nodes)
-    if not isinstance(measured, Mapping) or "batches" not in measured:
-        refused: dict[str, Any] = dict(measured or {})
-        reason = refused.get("skipped") or (refused.get("failed") or {}).get("error")
-        return NodeCollective(**{**base.to_json(), "skipped": str(reason or "no answer")[:500]})
-    seconds = statistics.median(s for batch in measured["batches"] for s in batch)
-    size = int(measured["bytes"])
-    algbw = size / seconds / 1e9
-    return NodeCollective(
-        entry["op"],
-        size,
-        backend,
-        nodes,
-        seconds,
-        algbw,
-        algbw * busbw_factor(entry["op"], nodes),
-    )
