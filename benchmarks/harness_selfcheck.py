@@ -299,6 +299,7 @@ def _replay_sequential(
     looks = sequential.look_points(args.groups)
     benchmarks = {s["id"]: measured.benchmarks[s["id"]] for s in specs}
     settled: dict[str, sequential.Stop] = {}
+    rule = sequential.StopRule(args.groups, BenchSettings().min_effect)
 
     def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
         return compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)
@@ -315,7 +316,9 @@ def _replay_sequential(
     looked = 0
     for groups in looks:
         looked += 1
-        settled |= sequential.look(seen(groups), groups, settled, pair_of, decide, args.fdr, 0.05)
+        settled |= sequential.look(
+            seen(groups), groups, settled, pair_of, decide, args.fdr, 0.05, rule
+        )
         if len(settled) == len(benchmarks):
             break  # nothing left to measure: the run ends here
     decided, _ = sequential.judge(seen(args.groups), settled, pair_of, decide, args.fdr, looked)

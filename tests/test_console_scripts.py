@@ -25,7 +25,7 @@ from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.scripts import header, read_script, stale_scripts
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.stack.overlay import create_overlay
-from torchcanary.stack.runner import run_command
+from torchcanary.stack.session import run_command
 
 
 def _fake_torch_wheel(folder: Path) -> Path:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from torchcanary.drills import runner, section, trajectory
+from torchcanary.drills import drill, section, trajectory
 from torchcanary.drills.catalog import DrillSpec
-from torchcanary.drills.runner import DrillRunner
+from torchcanary.drills.drill import DrillRunner
 from torchcanary.store.sqlite import SectionResult
 
 REFERENCE = [[step, 5.0 - 0.1 * step, 2.0 + 0.01 * step] for step in range(8)]
@@ -129,7 +129,7 @@ def test_policy_blocks_a_wrong_step_even_when_the_final_loss_matches():
 
 def test_the_loss_tolerance_is_defined_once_and_the_policy_can_tighten_it():
     assert section.POLICY_DEFAULTS["drill_loss_rtol"] is trajectory.LOSS_RTOL
-    assert not hasattr(runner, "LOSS_RTOL")  # the runner reads trajectory's
+    assert not hasattr(drill, "LOSS_RTOL")  # the drill reads trajectory's
     # 5e-5 off: within the default 1e-4, beyond a policy's 1e-5.
     near = _candidate(_events({6: {"loss": REFERENCE[6][1] * (1 + 5e-5)}}))
     assert section.blocking_reasons(near, {}) == []

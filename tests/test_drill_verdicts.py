@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from torchcanary.drills import report
-from torchcanary.drills.runner import DrillOutcome
+from torchcanary.drills.drill import DrillOutcome
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.store.rows import SectionResult
 

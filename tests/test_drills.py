@@ -20,8 +20,8 @@ import pytest
 
 from torchcanary.drills import report, section
 from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.drill import DrillRunner
 from torchcanary.drills.launch import machine_capacity_problem
-from torchcanary.drills.runner import DrillRunner
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
 from torchcanary.report.view import RunView
@@ -277,7 +277,7 @@ def test_much_slower_recovery_in_candidate_blocks():
 def test_orchestrator_side_of_the_drills_never_imports_torch():
     code = (
         "import sys, torchcanary.drills.section, torchcanary.drills.report, "
-        "torchcanary.drills.runner; print('torch' in sys.modules)"
+        "torchcanary.drills.drill; print('torch' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],

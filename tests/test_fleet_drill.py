@@ -293,7 +293,7 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
 def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_path: Path) -> None:
     from torchcanary.drills import section
     from torchcanary.drills.catalog import DrillSpec
-    from torchcanary.drills.runner import DrillRunner
+    from torchcanary.drills.drill import DrillRunner
 
     outcome = DrillRunner(sys.executable, tmp_path, tmp_path).run(DrillSpec("node-kill", "timeout"))
     assert outcome.verdict.value == "not-checkable"

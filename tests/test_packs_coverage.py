@@ -69,8 +69,9 @@ def test_the_coverage_line_counts_each_status_of_the_notes_claims():
 
 def _stored_claims_view(store, verdicts: dict[str, Verdict]):
     """A run whose claims section stored the sanity pack and these candidate verdicts."""
+    from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT
     from torchcanary.plan import RunPlan
-    from torchcanary.report.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, RunView
+    from torchcanary.report.view import RunView
 
     run_id = store.create_run(RunPlan("torch==2.13.0", "torch==2.14.1").to_json())
     packs = [{"name": "sanity", "release": "*", "claims": []}]

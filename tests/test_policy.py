@@ -148,6 +148,30 @@ def test_a_bench_that_measured_nothing_is_never_a_go(store: Store) -> None:
     )
 
 
+def test_a_bench_that_judged_nothing_is_never_a_go(store: Store) -> None:
+    # One worker group: every interval is unbounded, so no benchmark got a verdict.
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
+    why = "the interval is unbounded (1 worker group); more worker groups are needed"
+    noisy = [
+        SectionResult(
+            "bench",
+            key,
+            "both",
+            "too-noisy",
+            {"kind": "linear", "aa": False, "ratio": 1.0, "reasons": [why], "harness": {}},
+        )
+        for key in ("linear/a", "gemm/b")
+    ]
+    decision = decide(_stored_view(store, plan, noisy), plan.policy, plan.sections, {})
+    assert not decision.go
+    assert decision.reasons == (
+        f"bench: none of the 2 benchmarks could be judged (gemm/b: {why}); give the bench "
+        "more worker groups (groups >= 3) or a quieter machine",
+    )
+    judged = [*noisy, _bench_slower(1.01)]
+    assert decide(_stored_view(store, plan, judged), plan.policy, plan.sections, {}).go
+
+
 def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> None:
     for allowed, expected in ((0.10, "passed"), (0.05, "failure")):
         policy = {"bench_max_slowdown": allowed}

@@ -5,6 +5,7 @@ key allows is refused before the run."""
 from __future__ import annotations
 
 import enum
+import io
 import json
 import re
 import shutil
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from cli_helpers import run_canary
 from torchcanary.context import RunContext
@@ -271,6 +273,92 @@ def test_the_drill_section_stores_each_row_as_its_versioned_record(
     ]
     assert all(row.payload[RECORD_SCHEMA_KEY] == 1 for row in rows)
     assert "'ip' command" in rows[0].payload["reason"]
+
+
+# claims --------------------------------------------------------------------------------
+# Two claims runs and a fleet run built from the first, stored before the claims' reading
+# moved out of report/view.py (see fixtures/records/README.md).
+CLAIMS_RUN_ID, CLAIMS_RERUN_ID = "20261204-051720-0e4b66", "20261204-051924-cdfc63"
+CLAIMS_FLEET_RUN_ID = "20261204-051903-0d395a"
+REPORT_FILES = ("report.html", "results.json", "junit.xml", "summary.md")
+
+
+def _reported(work: Path, db: str, run_id: str) -> Path:
+    shutil.copy(STORED / db, work / "canary.db")
+    result = run_canary("report", run_id, "--store", "canary.db", "--output", "out", cwd=work)
+    assert result.returncode == 0, result.stderr
+    return work / "out" / run_id
+
+
+def _summary_printed(db: Path, run_id: str, fleet: bool) -> str:
+    """What a run prints when it ends, on a 100-column console without colour."""
+    from torchcanary import cli
+
+    console = Console(width=100, color_system=None, force_terminal=False, file=io.StringIO())
+    with Store(db) as store:
+        (cli._print_fleet_summary if fleet else cli._print_summary)(console, store, run_id)
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("stem", "run_id", "fleet"),
+    [
+        ("before-claims-view", CLAIMS_RUN_ID, False),
+        ("before-claims-fleet", CLAIMS_FLEET_RUN_ID, True),
+    ],
+)
+def test_a_claims_run_stored_before_the_claims_view_moved_renders_to_the_byte_as_it_did(
+    tmp_path: Path, stem: str, run_id: str, fleet: bool
+) -> None:
+    rendered = _reported(tmp_path, f"{stem}.db", run_id)
+    for name in REPORT_FILES:
+        assert (rendered / name).read_text() == (STORED / f"{stem}.{name}").read_text(), name
+    printed = _summary_printed(tmp_path / "canary.db", run_id, fleet)
+    assert printed == (STORED / f"{stem}.terminal.txt").read_text()
+
+
+def test_compare_and_history_of_stored_claims_runs_print_as_they_did(tmp_path: Path) -> None:
+    shutil.copy(STORED / "before-claims-view.db", tmp_path / "canary.db")
+    runs = (CLAIMS_RUN_ID, CLAIMS_RERUN_ID)
+    for args, stored in (
+        (("compare", *runs), "compare.txt"),
+        (("compare", "--json", *runs), "compare.json"),
+        (("history", "--json", "sanity.numerics-vs-float64"), "history.json"),
+    ):
+        result = run_canary(*args, "--store", "canary.db", cwd=tmp_path, COLUMNS="80")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == (STORED / f"before-claims-view.{stored}").read_text(), args
+
+
+def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
+    tmp_path: Path,
+) -> None:
+    for db in ("before-claims-view.db", "before-claims-fleet.db"):
+        shutil.copy(STORED / db, tmp_path / db)
+    with Store(tmp_path / "before-claims-view.db") as store:
+        view = RunView.load(store, CLAIMS_RUN_ID)
+    plan = view.run.plan
+    decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
+    assert decision.label == view.run.decision == "go" and decision.reasons == ()
+    # Under a policy that blocks on more comparisons, the old code's words (commit 9dc058c).
+    strict = {"fail_on_claims": ["not reproduced", "unverified here"]}
+    assert get_section("claims").blocking_reasons(view, strict) == [
+        "claim control-flow.torch-switch not reproduced: baseline absent, candidate absent "
+        "(torch.switch does not exist (an internal torch._higher_order_ops.switch does; "
+        "see evidence))",
+        "claim control-flow.while-loop-cudagraph unverified here: baseline "
+        "not-checkable-here, candidate not-checkable-here (not checked: CUDA-graph capture "
+        "needs a CUDA GPU; while_loop correctness on CPU shown as information)",
+    ]
+    with Store(tmp_path / "before-claims-fleet.db") as store:
+        fleet = RunView.load(store, CLAIMS_FLEET_RUN_ID)
+    assert decide(fleet.profiles["cpu-a"], plan["policy"], ("claims",), {}).reasons == ()
+    assert decide(fleet.profiles["cpu-b"], plan["policy"], ("claims",), {}).reasons == (
+        "claim sanity.numerics-vs-float64 regressed: baseline confirmed, candidate refuted "
+        "(constructed: refuted on cpu-b)",
+        "binary sanity sanity.numerics-vs-float64 refuted in the candidate: constructed: "
+        "refuted on cpu-b",
+    )
 
 
 def test_a_bench_row_across_nodes_keeps_its_node_count_and_a_row_from_one_machine_has_none() -> (

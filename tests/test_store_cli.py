@@ -144,5 +144,5 @@ def test_a_benchmark_in_the_html_report_shows_its_recent_history_from_the_store(
     assert "Recent history" not in alone  # nothing before the first run
     assert "Recent history in this store (2 runs, this one last)" in with_history
     assert "2.14.0 vs 2.13.0" in with_history and "2.14.1 vs 2.13.0" in with_history
-    assert [e.run_id for e in view.bench_history["matmul.fp32"]] == [first, second]
+    assert [e.run_id for e in view.section_views["bench"]["matmul.fp32"]] == [first, second]
     assert later not in with_history  # a report rendered again later shows the same

@@ -389,23 +389,15 @@ def _run_to_resume(store: ResultStore, wanted: str) -> Any:
 
 
 def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> None:
-    from torchcanary.report.fleet import claim_matrix
+    from torchcanary.report.fleet import fleet_parts
     from torchcanary.report.view import RunView
 
     view = RunView.load(store, run_id)
     profiles = list(view.profiles)
-    table = Table(title=f"claims x profile, run {run_id}")
-    table.add_column("probe", no_wrap=True)
-    for profile in profiles:
-        table.add_column(profile, overflow="fold")
-    for row in claim_matrix(view):
-        cells = [
-            (cell.comparison.value if cell.comparison else "incomplete") if cell else "-"
-            for cell in (row.cells.get(p) for p in profiles)
-        ]
-        table.add_row(row.probe_id + (" [red](split)[/]" if row.split else ""), *cells)
-    if table.row_count:
-        console.print(table)
+    # Each section's own side-by-side of the profiles (the claims: a claim x profile table).
+    for part in fleet_parts(view).values():
+        for renderable in part.terminal:
+            console.print(renderable)
     detail = view.run.decision_detail or {}
     colour = "green" if view.run.decision == "go" else "red"
     console.print(

@@ -26,13 +26,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
+    from torchcanary.report.fleet import FleetPart
     from torchcanary.report.junit import JUnitCase
     from torchcanary.report.view import RunView
     from torchcanary.results import SectionRecord
+    from torchcanary.store.base import ResultStore
     from torchcanary.store.history import HistoryEntry
+    from torchcanary.store.rows import RunRow, SectionResult
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
+ROWS_TABLE = "section_results"  # where a section's results are stored unless it says otherwise
 
 
 class SectionDiscoveryError(Exception):
@@ -96,6 +100,18 @@ class Section(Protocol):
     - Optionally ``history_plot(item, entries)``: how ``torchcanary history`` draws one of
       its items across runs, as SVG (the bench: a forest of ratios); without it, or when it
       returns None, the history is a strip of verdicts (read through :func:`history_plot`).
+    - Optionally ``result_table``: the store table its results live in when it is not
+      ``section_results`` (the claims: ``probe_results``); the run view then reads no rows
+      for it (read through :func:`stores_rows`).
+    - Optionally ``load_view(store, run, rows)``: what its report parts read beside its
+      rows, loaded once with the run view into ``view.section_views[name]`` (the claims:
+      probe results, catalog and packs; the bench: each benchmark's recent history; read
+      through :func:`section_view`).
+    - Optionally ``json_parts(view)``: top-level entries it adds to ``results.json``
+      (the claims: ``claims``, ``coverage``, ``packs``; read through :func:`json_parts`).
+    - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
+      (a ``report.fleet.FleetPart``, the claims: a claim x profile matrix), shown in place
+      of the fleet reports' generic one (read through :func:`fleet_part`).
     """
 
     name: str
@@ -137,10 +153,11 @@ class PackageSection:
     ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
     ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
-    (without it the rows stay plain ``SectionResult``); ``report`` may provide
-    ``history_plot`` (how the ``history`` command draws an item) and ``terminal`` (its part
-    of the summary printed after a run), and ``section`` may
-    declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
+    (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
+    one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
+    ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
+    ``terminal`` (its part of the summary printed after a run) and ``json_parts``, and
+    ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
 
@@ -152,12 +169,22 @@ class PackageSection:
     settings_from_flags: Callable[[argparse.Namespace], dict[str, Any]] | None = None
     named_by_flags: Callable[[argparse.Namespace], bool] | None = None
     input_check: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
+    result_table: str = ROWS_TABLE
     _cache: dict[str, ModuleType] = field(default_factory=dict, compare=False, repr=False)
 
     def _module(self, part: str) -> ModuleType:
         if part not in self._cache:
             self._cache[part] = importlib.import_module(f"{self.package}.{part}")
         return self._cache[part]
+
+    def _optional_module(self, part: str) -> ModuleType | None:
+        """``<package>.<part>``, or None where the package has no such module."""
+        try:
+            return self._module(part)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{self.package}.{part}":
+                raise
+            return None
 
     @property
     def policy_defaults(self) -> Mapping[str, Any]:
@@ -214,12 +241,21 @@ class PackageSection:
         draw = getattr(self._module("report"), "history_plot", None)
         return str(draw(item, entries)) if draw is not None else None
 
+    def json_parts(self, view: RunView) -> dict[str, Any]:
+        render = getattr(self._module("report"), "json_parts", None)
+        return dict(render(view)) if render is not None else {}
+
+    def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
+        module = self._optional_module("view")
+        return module.load(store, run, rows) if module is not None else None
+
+    def fleet_part(self, view: RunView) -> FleetPart | None:
+        module = self._optional_module("fleet")
+        return module.fleet_part(view) if module is not None else None  # type: ignore[no-any-return]
+
     def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
-        try:
-            records = self._module("result")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{self.package}.result":
-                raise
+        records = self._optional_module("result")
+        if records is None:
             from torchcanary.store.rows import SectionResult
 
             return SectionResult.from_json(dict(data), self.name)
@@ -320,6 +356,32 @@ def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str
     draw = getattr(section, "history_plot", None)
     drawn = draw(item, entries) if callable(draw) else None
     return str(drawn) if drawn is not None else None
+
+
+def stores_rows(section: object) -> bool:
+    """Whether ``section``'s results are rows of ``section_results`` (an unknown one's are)."""
+    return getattr(section, "result_table", ROWS_TABLE) == ROWS_TABLE
+
+
+def section_view(
+    section: object, store: ResultStore, run: RunRow, rows: list[SectionResult]
+) -> Any:
+    """What ``section`` reads beside its rows, loaded with the run view (None: nothing)."""
+    load = getattr(section, "load_view", None)
+    return load(store, run, rows) if callable(load) else None
+
+
+def json_parts(section: object, view: RunView) -> dict[str, Any]:
+    """The top-level entries ``section`` adds to ``results.json`` (none by default)."""
+    render = getattr(section, "json_parts", None)
+    return dict(render(view)) if callable(render) else {}
+
+
+def fleet_part(section: object, view: RunView) -> FleetPart | None:
+    """``section``'s own side-by-side of a fleet run's profiles, or None (the generic one)."""
+    render = getattr(section, "fleet_part", None)
+    part: FleetPart | None = render(view) if callable(render) else None
+    return part
 
 
 def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:

@@ -11,10 +11,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from torchcanary.claims.view import ClaimRow, claims_of
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
 from torchcanary.report.junit import JUnitCase
 from torchcanary.report.svg import grouped_bars
-from torchcanary.report.view import ClaimRow, RunView
+from torchcanary.report.view import RunView
 from torchcanary.results import ProbeResult, Verdict
 
 _CANDIDATE_STATUS = {
@@ -74,12 +75,13 @@ def _measurement_plot(row: ClaimRow) -> str:
 
 def coverage(view: RunView) -> list[ClaimCoverage]:
     """Every claim of the run's packs with its status (see ``torchcanary.packs.coverage``)."""
-    return claim_coverage(view.packs, view.probe_results)
+    claims = claims_of(view)
+    return claim_coverage(claims.packs, claims.probe_results)
 
 
 def coverage_summary(view: RunView) -> list[str]:
     """The coverage line of each pack the run qualified against."""
-    return coverage_lines(view.packs, coverage(view))
+    return coverage_lines(claims_of(view).packs, coverage(view))
 
 
 def _expected(value: bool | None) -> str:
@@ -122,7 +124,7 @@ def _coverage_markdown(view: RunView) -> list[str]:
 
 def html(view: RunView) -> str:
     rows = []
-    for row in view.claim_rows():
+    for row in claims_of(view).rows():
         description = row.description
         comparison = row.comparison.value if row.comparison else "incomplete"
         quote = description.get("release_claim", "")
@@ -149,7 +151,7 @@ def markdown(view: RunView) -> str:
         "| pack | probe | baseline | candidate | upgrade |",
         "|---|---|---|---|---|",
     ]
-    for row in view.claim_rows():
+    for row in claims_of(view).rows():
         base = row.baseline.outcome.verdict.value if row.baseline else "not run"
         cand = row.candidate.outcome.verdict.value if row.candidate else "not run"
         comparison = row.comparison.value if row.comparison else "incomplete"
@@ -160,7 +162,7 @@ def markdown(view: RunView) -> str:
 
 def junit_cases(view: RunView) -> list[JUnitCase]:
     cases = []
-    for result in view.probe_results:
+    for result in claims_of(view).probe_results:
         statuses = _CANDIDATE_STATUS if result.env_role == "candidate" else _BASELINE_STATUS
         outcome = result.outcome
         detail = json.dumps(outcome.evidence, indent=1, default=str)[:20000]
@@ -181,7 +183,7 @@ def terminal(view: RunView) -> list[Any]:
     """The claims in the summary printed after a run: a table by pack (the probe id keeps
     its full width, the verdicts wrap, so it fits 80 columns), the tally, the coverage of
     the release notes. Nothing when no claim ran."""
-    rows = view.claim_rows()
+    rows = claims_of(view).rows()
     if not rows:
         return []
     table = Table(title=f"claims, run {view.run.run_id}")
@@ -203,6 +205,27 @@ def terminal(view: RunView) -> list[Any]:
     counts = Counter(_comparison(row) for row in rows)
     tally = "claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common())
     return [table, Text(tally), *(Text(f"coverage: {line}") for line in coverage_summary(view))]
+
+
+def json_parts(view: RunView) -> dict[str, Any]:
+    """``claims`` (a row per probe), ``coverage`` (a row per claim of the run's packs) and
+    ``packs`` at the top of ``results.json`` (docs/json-schema.md)."""
+    claims = claims_of(view)
+    return {
+        "claims": [
+            {
+                "probe_id": row.probe_id,
+                "description": row.description,
+                "comparison": row.comparison.value if row.comparison else None,
+                "baseline": row.baseline.to_json() if row.baseline else None,
+                "candidate": row.candidate.to_json() if row.candidate else None,
+            }
+            for row in claims.rows()
+        ],
+        # One row per claim of every pack the run qualified against (release-packs addition).
+        "coverage": [row.to_json() for row in coverage(view)],
+        "packs": claims.packs,
+    }
 
 
 def _comparison(row: ClaimRow) -> str:

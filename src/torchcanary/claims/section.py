@@ -17,16 +17,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.catalog import requested_torch, select_claims
+from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, claims_of
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
 from torchcanary.packs.model import ANY_RELEASE
-from torchcanary.report.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, RunView
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 from torchcanary.worker.calls import RUN_PROBE
+
+if TYPE_CHECKING:
+    from torchcanary.report.view import RunView
 
 POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
 # The values a policy key may take, where they are words: refused at load, before the run.
@@ -161,7 +164,7 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
         ClaimComparison(c) for c in policy.get("fail_on_claims", POLICY_DEFAULTS["fail_on_claims"])
     }
     reasons = []
-    for row in view.claim_rows():
+    for row in claims_of(view).rows():
         if row.comparison in fail_on and row.baseline and row.candidate:
             reasons.append(
                 f"claim {row.probe_id} {row.comparison.value}: baseline "
@@ -175,11 +178,12 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
 
 def _sanity_failures(view: RunView) -> list[str]:
     """Release-independent checks the candidate refutes: the wheel is not what it says."""
-    sanity_packs = {pack["name"] for pack in view.packs if pack.get("release") == ANY_RELEASE}
+    claims = claims_of(view)
+    sanity_packs = {pack["name"] for pack in claims.packs if pack.get("release") == ANY_RELEASE}
     return [
         f"binary sanity {row.probe_id} {row.candidate.outcome.verdict.value} in the candidate: "
         f"{row.candidate.outcome.summary[:160]}"
-        for row in view.claim_rows()
+        for row in claims.rows()
         if row.description.get("pack") in sanity_packs
         and row.candidate is not None
         and row.candidate.outcome.verdict in (Verdict.REFUTED, Verdict.ABSENT)

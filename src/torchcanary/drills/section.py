@@ -53,9 +53,9 @@ from typing import Any
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drills import trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
+from torchcanary.drills.drill import DrillOutcome, DrillRunner
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.result import REFERENCE_PREFIX, DrillRun, drill_record, from_rows
-from torchcanary.drills.runner import DrillOutcome, DrillRunner
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root

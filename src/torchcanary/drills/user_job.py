@@ -2,7 +2,7 @@
 
 Orchestrator side. ``[drill] job = "train.py --config small.yaml"`` (or ``--job``) swaps the
 built-in tiny GPT for the user's script; everything else is the built-in drills' machinery
-(:class:`~torchcanary.drills.runner.DrillRunner`): the same faults and injector, torchrun
+(:class:`~torchcanary.drills.drill.DrillRunner`): the same faults and injector, torchrun
 restarts, namespaces, bounds and cleanup by token. What differs is only what a job we did
 not write lets us see, the contract in ``docs/drills.md``:
 
@@ -37,6 +37,7 @@ from typing import Any
 
 from torchcanary.drills import job_compare, job_reference_cache, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
+from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
 from torchcanary.drills.job_reference_cache import ReferenceCache
@@ -45,7 +46,6 @@ from torchcanary.drills.judging import fault_facts
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed
 from torchcanary.drills.netns import RankNetwork
 from torchcanary.drills.procs import ProcessSet
-from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.trajectory import LOSS_RTOL, relative_difference
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.stack.overlay import OverlayError, create_overlay, install

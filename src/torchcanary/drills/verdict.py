@@ -1,4 +1,4 @@
-"""The drill verdict vocabulary, defined once (its meaning is in ``drills/runner.py``)."""
+"""The drill verdict vocabulary, defined once (its meaning is in ``drills/drill.py``)."""
 
 from __future__ import annotations
 

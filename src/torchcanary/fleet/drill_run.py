@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from torchcanary.context import ROLES
 from torchcanary.drills.catalog import DEFAULT_DRILLS, DrillSpec
+from torchcanary.drills.drill import DrillOutcome
 from torchcanary.drills.result import drill_record
-from torchcanary.drills.runner import DrillOutcome
 from torchcanary.drills.section import SECTION, drill_specs, parse_settings
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills

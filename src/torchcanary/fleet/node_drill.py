@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.drills import timeline, trajectory
 from torchcanary.drills.catalog import RESTARTS, DrillSpec
+from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome
 from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
-from torchcanary.drills.runner import MAX_RESTARTS, DrillOutcome
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 

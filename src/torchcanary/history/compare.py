@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from torchcanary.claims.view import claims_of
 from torchcanary.measure.result import BenchMeasured
 from torchcanary.measure.result import from_rows as bench_results
 from torchcanary.report.view import RunView
@@ -99,7 +100,7 @@ def _compare_views(view_a: RunView, view_b: RunView, profile: str) -> tuple[list
 def _claims(view: RunView) -> dict[str, dict[str, Any]]:
     return {
         row.probe_id: {"verdict": row.comparison.value if row.comparison else "incomplete"}
-        for row in view.claim_rows()
+        for row in claims_of(view).rows()
     }
 
 

@@ -23,8 +23,9 @@ How the run decides (``decide``): first the A/A controls (the baseline measured 
 separate workers, known nulls) calibrate the run: if their p-values are too small overall,
 every A/B p-value and interval is widened by that factor (``calibration_factor``). Then
 Benjamini-Hochberg q-values over every A/B comparison of the run; significant
-(q <= fdr) means slower or faster. Otherwise "same" only when shown: the interval fits
-within the equivalence band, and that band is no wider than what the policy blocks on;
+(q <= fdr) means slower or faster. Otherwise "same" only when shown: the comparison's own
+interval at ``1 - fdr`` (two one-sided tests at fdr / 2 each) fits within the equivalence
+band, and that band is no wider than what the policy blocks on;
 a bounded interval that does not fit is "no-change-detected" (it says how large a change
 could hide), an unbounded one "too-noisy". Each benchmark's A/A control also gives its
 minimum detectable effect (90% power at BH's threshold for a single change, after
@@ -533,6 +534,7 @@ def decide(
         result["calibration"] = inflation
         ab = at_level(pair["ab"], 1 - fdr, 1 - decision_alpha)
         result["ab"], result["aa"] = ab, pair.get("aa")
+        result["equivalence_interval"] = _equivalence_interval(pair["ab"], fdr)
         aa = pair.get("aa") or {}
         control = measured[bench_id]["ab"] if aa_run else measured[bench_id].get("aa")
         result["mde"] = (
@@ -547,6 +549,9 @@ def decide(
             )
             continue
         verdict, reasons = _verdict(result, ab, aa, fdr, band, half_band, min_effect)
+        if verdict is BenchVerdict.SAME:
+            # Shown at the level "same" was decided at, as every verdict's interval is.
+            result["ab"] = pair["ab"]
         if max_slowdown is not None and verdict is BenchVerdict.NO_CHANGE_DETECTED:
             reach = max(ab["ci_high"] - 1, 1 / max(ab["ci_low"], 1e-300) - 1)
             reasons.append(
@@ -568,6 +573,20 @@ def decide(
     return decided
 
 
+def _equivalence_interval(ab: dict[str, Any], fdr: float) -> tuple[float, float] | None:
+    """The interval "same" is judged on: the comparison's own, at confidence ``1 - fdr``.
+
+    Equivalence is two one-sided tests (TOST), each at ``fdr / 2``: "same" claims the
+    change is inside the band, and a change just outside it passes for "same" at most that
+    often. It is not widened for the run's other benchmarks as a discovery is: a wrong
+    "same" cannot block a release, it can only miss a change the band already allows.
+    """
+    if not ab.get("testable"):
+        return None
+    low, high = ab["ci_low"], ab["ci_high"]
+    return (low, high) if low > 0 and math.isfinite(high) else None
+
+
 def _verdict(
     result: dict[str, Any],
     ab: dict[str, Any],
@@ -578,7 +597,13 @@ def _verdict(
     min_effect: float,
 ) -> tuple[BenchVerdict, list[str]]:
     interval = f"[{ab['ci_low']:.3f}, {ab['ci_high']:.3f}]"
-    inside = band[0] <= ab["ci_low"] and ab["ci_high"] <= band[1]
+    equivalence = result["equivalence_interval"]
+    inside = equivalence is not None and band[0] <= equivalence[0] and equivalence[1] <= band[1]
+    level = (
+        f"{1 - fdr:.0%} interval [{equivalence[0]:.3f}, {equivalence[1]:.3f}]"
+        if (equivalence)
+        else "interval unbounded"
+    )
     significant = result["q_ab"] <= fdr
     aa_alarm = bool(aa.get("testable") and result.get("q_aa", 1.0) <= fdr)
     if significant and inside and abs(math.log(ab["ratio"])) < math.log1p(min_effect):
@@ -586,7 +611,7 @@ def _verdict(
         # is more likely process luck than the versions.
         return BenchVerdict.SAME, [
             f"q = {result['q_ab']:.2g}, but the change is under the {min_effect:.1%} "
-            f"floor worker-process luck alone can produce, and {interval} is within "
+            f"floor worker-process luck alone can produce, and its {level} is within "
             f"±{half_band:.0%}"
         ]
     if significant:
@@ -604,12 +629,14 @@ def _verdict(
             f"the A/A control differed by {aa['ratio'] - 1:+.1%} (q = {result['q_aa']:.2g})"
         ]
     if inside:
-        return BenchVerdict.SAME, [f"shown equivalent: interval {interval} within ±{half_band:.0%}"]
+        return BenchVerdict.SAME, [f"shown equivalent: the {level} is within ±{half_band:.0%}"]
     if not (ab["ci_low"] > 0 and math.isfinite(ab["ci_high"])):
         return BenchVerdict.TOO_NOISY, [
             f"the interval is unbounded ({ab.get('method', 'too few data')}); more worker "
             "groups are needed"
         ]
+    # The decision-level interval: wider than the one "same" was judged on, so it does not
+    # fit either, and it includes 1 as a change not called must.
     return BenchVerdict.NO_CHANGE_DETECTED, [
         f"no change detected (q = {result['q_ab']:.2g}), but the interval {interval} is "
         f"wider than ±{half_band:.0%}: not shown equivalent"

@@ -2,7 +2,9 @@
 
 For each of ``groups`` round groups every side gets a fresh worker process (so process-level
 luck, such as memory layout or which core the scheduler favoured, varies between groups and
-hits both sides alike); then, benchmark by benchmark, each side warms up and calibrates, and
+hits both sides alike); then, benchmark by benchmark, each side warms up and calibrates (one
+side at a time in the first group, which fixes the inner loop on the clock; all at once
+after, since a warm-up is never timed), and
 ``rounds`` rounds visit every side once, in a random order that the next round reverses.
 Drift in the machine's speed is therefore shared by the sides of a round, and going first
 or last favours no side. One-shot benchmarks (import
@@ -343,7 +345,10 @@ class Interleaver:
             if samples.spec["kind"] == "workload" and group == 0
             else {}
         )
-        for slot, side in enumerate(self.rng.sample(self.sides, len(self.sides))):
+        preparing = self.rng.sample(self.sides, len(self.sides))
+        prepared: dict[str, CallResult] = {}
+
+        def prepare(side: Side) -> None:
             kwargs = {
                 "bench_id": bench_id,
                 "spec": spec_for_side(samples.spec, side.name),
@@ -353,7 +358,18 @@ class Interleaver:
             }
             if side.role in recording and side == self._first_of_role(side.role):
                 kwargs["numerics_dir"] = recording[side.role]
-            outcome = workers[side.name].call(f"{_TIMING}:prepare", kwargs, timeout_s)
+            prepared[side.name] = workers[side.name].call(f"{_TIMING}:prepare", kwargs, timeout_s)
+
+        if samples.number is None or samples.spec["kind"] == "workload":
+            # The first preparation calibrates the inner loop on the clock, and a workload's
+            # times its own cold compile: one at a time.
+            for side in preparing:
+                prepare(side)
+        else:
+            # Later ones only warm up, which is never timed: all sides at once.
+            at_once([partial(prepare, side) for side in preparing])
+        for slot, side in enumerate(preparing):
+            outcome = prepared[side.name]
             if not outcome.ok:
                 self._fail(samples, side.name, outcome)
             elif "skipped" in outcome.value:

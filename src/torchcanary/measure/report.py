@@ -22,6 +22,7 @@ from torchcanary.measure.result import (
 )
 from torchcanary.measure.roofline import describe
 from torchcanary.measure.section import SECTION, VERDICTS, policy_rules
+from torchcanary.measure.view import recent
 from torchcanary.measure.workload_report import fact_lines, summary_line
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.history import HistoryEntry
@@ -243,7 +244,7 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
     body.append(_list_html("Compile", oneshot))
     body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
     body.append(_dispatch_html(result))
-    history = getattr(view, "bench_history", {}).get(result.key, [])
+    history = recent(view, result.key)
     body.append(recent_html(result.key, history, view.run.run_id))
     harness = result.harness
     body.append(

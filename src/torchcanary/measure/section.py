@@ -157,11 +157,14 @@ def run(ctx: RunContext) -> None:
         else ()
     )
     settled: dict[str, sequential.Stop] = {}
+    stop_rule = sequential.StopRule(settings.groups, settings.min_effect)
     interleaver: Interleaver
 
     def on_look(groups: int) -> None:
         compared = {b: s for b, s in interleaver.result.benchmarks.items() if not s.stopped}
-        found = sequential.look(compared, groups, settled, pair_of, decide, settings.fdr, half_band)
+        found = sequential.look(
+            compared, groups, settled, pair_of, decide, settings.fdr, half_band, stop_rule
+        )
         for bench_id, stop in found.items():
             compared[bench_id].settled_at = groups
             settled[bench_id] = stop
@@ -436,5 +439,19 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
         reasons.append(
             f"bench: none of the {len(results)} benchmarks was measured on both sides, so "
             f"nothing was compared ({first.key}: {first.reason or 'skipped'})"
+        )
+    unjudged = [
+        result
+        for result in results
+        if isinstance(result, BenchMeasured) and result.verdict is compare.BenchVerdict.TOO_NOISY
+    ]
+    if unjudged and len(unjudged) + len(skipped) == len(results):
+        # A bench asked for and answered by no verdict at all is not evidence of a go.
+        example = min(unjudged, key=lambda result: result.key)
+        why = example.reasons[0] if example.reasons else "too noisy"
+        reasons.append(
+            f"bench: none of the {len(results)} benchmarks could be judged ({example.key}: "
+            f"{why[:160]}); give the bench more worker groups (groups >= 3) or a quieter "
+            "machine"
         )
     return reasons

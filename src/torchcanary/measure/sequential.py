@@ -12,10 +12,19 @@ correlation between looks:
   ``len(looks) * efficacy_share`` of the FDR budget this way;
 - the final look judges everything with Benjamini-Hochberg at the FDR left over
   (:func:`final_fdr`), so early stops plus the final family stay within ``fdr``;
-- a benchmark stops as **same** when its interval, at the level the final verdict would use
-  with no discoveries (``1 - fdr / m``), already sits inside the equivalence band. Stopping
-  for equivalence can only remove rejections, so it costs no false alarms; and it enters the
-  final family with p = 1 (never rejected there), which keeps Benjamini-Hochberg monotone.
+- a benchmark stops as **same** when "same" is already shown (its interval at ``1 - fdr``
+  sits inside the equivalence band, as the final verdict asks) *and* its estimate is under
+  ``min_effect``: a true change that is still on its way to significance (a 3% slowdown
+  after four groups) is thereby kept measuring instead of being settled inside the band;
+- a benchmark stops as **undecidable** when, at the noise its groups show so far, even the
+  last group would leave its interval more than ``futility`` bands wide, and nothing hints
+  at a change (per-comparison p above ``futility_p``): more groups would buy neither
+  verdict. Its verdict stays "no-change-detected", with the reason.
+
+Stops for "same" or undecidable can only remove rejections, so they cost no false alarms;
+such a benchmark enters the final family with p = 1 (never rejected there), which keeps
+Benjamini-Hochberg monotone. They can cost power, which the self-check measures
+(``benchmarks/harness_selfcheck.py``).
 
 Everything else (too noisy, no change detected yet, an A/A control that alarms) keeps
 measuring until the last group or the budget. The stop is recorded with its group and why.
@@ -23,11 +32,13 @@ measuring until the last group or the budget. The stop is recorded with its grou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torchcanary.measure.compare import BenchVerdict, at_level, calibrated
+from torchcanary.measure import stats
+from torchcanary.measure.compare import BenchVerdict, calibrated
 from torchcanary.measure.samples import BenchmarkSamples
 
 # A benchmark's samples -> its comparisons ({"ab": ..., "aa": ...}), as the run makes them.
@@ -39,6 +50,24 @@ Decide = Callable[[dict[str, dict[str, Any]], float], dict[str, dict[str, Any]]]
 EFFICACY_SHARE = 0.01
 # Fewer groups than this give a trimmed t with too few degrees of freedom to mean much.
 FIRST_LOOK = 4
+# Undecidable: the last group's interval would still be this many bands wide ...
+FUTILITY_BANDS = 2.0
+# ... and the evidence so far shows no hint of a change (per-comparison p above this) ...
+FUTILITY_P = 0.2
+# ... judged from this many groups on: the spread of fewer is too rough to project.
+FUTILITY_FROM = 6
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """What an interim look may settle, besides the run's FDR and band."""
+
+    groups: int  # the schedule's last group
+    min_effect: float  # "same" early only for an estimate under this (compare.decide's)
+    efficacy_share: float = EFFICACY_SHARE
+    futility: float = FUTILITY_BANDS
+    futility_p: float = FUTILITY_P
+    futility_from: int = FUTILITY_FROM
 
 
 @dataclass(frozen=True)
@@ -68,7 +97,7 @@ def interim_stops(
     groups: int,
     fdr: float,
     half_band: float,
-    share: float = EFFICACY_SHARE,
+    rule: StopRule,
 ) -> dict[str, Stop]:
     """The benchmarks whose verdict is settled at this look.
 
@@ -76,8 +105,7 @@ def interim_stops(
     ``half_band`` the equivalence band "same" must fit (as ``decide`` used it).
     """
     tested = sum(1 for result in decided.values() if (result.get("ab") or {}).get("testable"))
-    bar = share * fdr / max(tested, 1)
-    strictest = 1 - fdr / max(tested, 1)
+    bar = rule.efficacy_share * fdr / max(tested, 1)
     stops = {}
     for bench_id, result in decided.items():
         ab, verdict = result.get("ab") or {}, result.get("verdict")
@@ -91,30 +119,58 @@ def interim_stops(
                 f"decided after {groups} groups: p = {ab['p_value']:.2g} under the early "
                 f"bar {bar:.2g}, interval {interval}",
             )
-            continue
-        if verdict is not BenchVerdict.SAME:
-            continue
-        strict = at_level(ab, ab.get("ci_level", 1 - fdr), strictest)
-        low, high = strict["ci_low"], strict["ci_high"]
-        if 1 / (1 + half_band) <= low and high <= 1 + half_band:
-            stops[bench_id] = Stop(
-                groups,
-                verdict,
-                f"shown equivalent after {groups} groups: interval [{low:.3f}, {high:.3f}] "
-                f"at {strictest:.2%} within ±{half_band:.0%}",
-            )
+        elif verdict is BenchVerdict.SAME:
+            if abs(ab["log_ratio"]) <= math.log1p(rule.min_effect):
+                low, high = result["equivalence_interval"]
+                stops[bench_id] = Stop(
+                    groups,
+                    verdict,
+                    f"shown equivalent after {groups} groups: {1 - fdr:.0%} interval "
+                    f"[{low:.3f}, {high:.3f}] within ±{half_band:.0%}, estimate "
+                    f"{ab['ratio']:.3f} under the {rule.min_effect:.0%} floor",
+                )
+        elif verdict is BenchVerdict.NO_CHANGE_DETECTED and groups >= rule.futility_from:
+            width = _projected_half_width(ab, groups, rule.groups, fdr)
+            if width > rule.futility * half_band and ab["p_value"] > rule.futility_p:
+                stops[bench_id] = Stop(
+                    groups,
+                    verdict,
+                    f"stopped after {groups} groups as undecidable here: at this noise all "
+                    f"{rule.groups} groups would leave a {1 - fdr:.0%} interval about "
+                    f"±{width:.0%} wide, over {rule.futility:g}x the ±{half_band:.0%} that "
+                    f"matters, with no sign of a change (p = {ab['p_value']:.2g})",
+                )
     return stops
+
+
+def _projected_half_width(ab: dict[str, Any], groups: int, total: int, fdr: float) -> float:
+    """The interval's half-width (a fraction) after ``total`` groups at the noise seen now.
+
+    The standard error shrinks as the square root of the groups; the quantile is the one
+    the last group would use. An estimate from few groups is itself rough, which is why
+    the futility bar is a multiple of the band, never the band itself.
+    """
+    se = ab.get("se_log", math.inf)
+    if not math.isfinite(se):
+        return math.inf
+    projected = se * math.sqrt(groups / total)
+    return math.expm1(stats.t_quantile(1 - fdr / 2, total - 1) * projected)
 
 
 def final_family(
     comparisons: dict[str, dict[str, Any]], stops: dict[str, Stop]
 ) -> dict[str, dict[str, Any]]:
     """The comparisons the final Benjamini-Hochberg step sees: a benchmark stopped as
-    "same" enters with p = 1, so it can be neither rejected nor make room for others."""
+    "same" or undecidable enters with p = 1, so it can be neither rejected nor make room
+    for others."""
     family = {}
     for bench_id, pair in comparisons.items():
         stop = stops.get(bench_id)
-        if stop is not None and stop.verdict is BenchVerdict.SAME and pair["ab"].get("testable"):
+        early_null = stop is not None and stop.verdict not in (
+            BenchVerdict.SLOWER,
+            BenchVerdict.FASTER,
+        )
+        if early_null and pair["ab"].get("testable"):
             pair = {**pair, "ab": {**pair["ab"], "p_value": 1.0}}
         family[bench_id] = pair
     return family
@@ -142,11 +198,12 @@ def look(
     decide: Decide,
     fdr: float,
     half_band: float,
+    rule: StopRule,
 ) -> dict[str, Stop]:
     """One interim look over every compared benchmark (settled ones too: they stay in the
     calibration and the family size); the stops it adds, for benchmarks not yet settled."""
     decided = decide({b: pair_of(s) for b, s in benchmarks.items()}, fdr)
-    found = interim_stops(decided, groups, fdr, half_band)
+    found = interim_stops(decided, groups, fdr, half_band, rule)
     return {b: stop for b, stop in found.items() if b not in settled}
 
 

@@ -33,11 +33,12 @@ Top-level keys, defaults in brackets:
   each group's log ratio is one observation, judged by Student's t across the groups;
 - ``timeout_s`` [180]: per worker call; a benchmark that exceeds it is isolated as a timeout;
 - ``fdr`` [0.01]: Benjamini-Hochberg false discovery rate over the run's benchmarks;
-- ``equivalence`` [0.05]: the half-width an interval must fit in for "same", never wider
-  than the policy's ``bench_max_slowdown`` (a not-significant interval that does not fit
-  is "no-change-detected", with the interval);
+- ``equivalence`` [0.05]: the half-width the ``1 - fdr`` interval must fit in for "same",
+  never wider than the policy's ``bench_max_slowdown`` (a not-significant interval that
+  does not fit is "no-change-detected", with the interval);
 - ``min_effect`` [0.01]: a significant change smaller than this whose interval fits the
-  band is still "same" (worker processes of one environment differ by about 1% on CPUs;
+  band is still "same"; at an interim look only an estimate under it settles as "same"
+  (worker processes of one environment differ by about 1% on CPUs;
   see the self-check);
 - ``noise_cv`` [0.10]: the spread (robust CV) above which a noise warning is given;
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;

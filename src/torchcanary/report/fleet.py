@@ -1,92 +1,48 @@
-"""A fleet run's reports: the profile axis (claims as a claim x profile matrix, every other
-section once per profile) in HTML, Markdown, JSON and JUnit.
+"""A fleet run's reports: the profile axis (each section's results side by side, and once
+per profile) in HTML, Markdown, JSON and JUnit.
 
 Each profile's results are read as a view of their own (``RunView.profiles``), so every
 section renders its part for a profile exactly as it does for a run on one machine; this
-module only lays the profiles side by side. A claim the candidate confirms on one profile
-and refutes on another leads the report: that is the fleet's own finding.
+module only lays the profiles side by side. A section with a side-by-side of its own (its
+``fleet_part``: the claims' claim x profile matrix, led by the claims the candidate
+confirms on one profile and refutes on another) shows that instead.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from torchcanary.report.json_out import render_json
 from torchcanary.report.junit import JUnitCase
 from torchcanary.report.page import _CSS
-from torchcanary.report.view import LEDGER_SECTION, ClaimRow, RunView
-from torchcanary.results import Verdict
-from torchcanary.sections import get_section
-
-_CLAIMS = "claims"
-_SAYS_NO = (Verdict.REFUTED, Verdict.ABSENT)
+from torchcanary.report.view import LEDGER_SECTION, RunView
+from torchcanary.sections import fleet_part, get_section, registered
 
 
 @dataclass(frozen=True)
-class MatrixRow:
-    """One claim on every profile; a cell is None where that profile has no result."""
+class FleetPart:
+    """A section's own side-by-side of a fleet run's profiles, in place of the generic
+    one (the claims: a claim x profile matrix, led by the claims that split).
 
-    probe_id: str
-    description: dict[str, Any]
-    cells: dict[str, ClaimRow | None]
+    ``lead_*`` come before the decision's reasons and ``json`` goes into ``fleet`` after
+    ``nodes``, whether or not the section ran; ``matrix_*`` only when it did.
+    """
 
-    @property
-    def split(self) -> bool:
-        """The candidate confirms the claim on one profile and refutes it on another."""
-        verdicts = {
-            cell.candidate.outcome.verdict
-            for cell in self.cells.values()
-            if cell is not None and cell.candidate is not None
-        }
-        return Verdict.CONFIRMED in verdicts and any(v in verdicts for v in _SAYS_NO)
-
-    def where(self, verdict: Verdict) -> list[str]:
-        """The profiles whose candidate gave ``verdict``."""
-        return [
-            profile
-            for profile, cell in self.cells.items()
-            if cell is not None and cell.candidate and cell.candidate.outcome.verdict is verdict
-        ]
+    lead_html: str = ""
+    lead_markdown: tuple[str, ...] = ()
+    matrix_html: str = ""
+    matrix_markdown: tuple[str, ...] = ()
+    json: dict[str, Any] = field(default_factory=dict)
+    junit_cases: tuple[JUnitCase, ...] = ()
+    terminal: tuple[Any, ...] = ()  # rich renderables for the summary printed after a run
 
 
-def claim_matrix(view: RunView) -> list[MatrixRow]:
-    """Every claim of every profile, a cell per profile; split claims first."""
-    per_profile = {
-        profile: {row.probe_id: row for row in pview.claim_rows()}
-        for profile, pview in view.profiles.items()
-    }
-    skipped = not_asked(view)
-    ids = sorted(
-        {pid for rows in per_profile.values() for pid in rows}
-        | {pid for reasons in skipped.values() for pid in reasons}
-    )
-    rows = []
-    for pid in ids:
-        cells = {profile: rows_by_id.get(pid) for profile, rows_by_id in per_profile.items()}
-        described = next(
-            (cell.description for cell in cells.values() if cell is not None), {"id": pid}
-        )
-        rows.append(MatrixRow(pid, described, cells))
-    return sorted(rows, key=lambda row: (not row.split, row.probe_id))
-
-
-def _cell_text(cell: ClaimRow | None, not_asked: str | None = None) -> tuple[str, str]:
-    """``baseline -> candidate`` and the comparison, for one cell; for an empty cell, why."""
-    if cell is None:
-        return "-", f"not asked: {not_asked}" if not_asked else "not run"
-    pair = (
-        f"{cell.baseline.outcome.verdict.value if cell.baseline else '-'} -> "
-        f"{cell.candidate.outcome.verdict.value if cell.candidate else '-'}"
-    )
-    return pair, cell.comparison.value if cell.comparison else "incomplete"
-
-
-def _headline(row: MatrixRow) -> str:
-    confirmed = ", ".join(row.where(Verdict.CONFIRMED))
-    refuted = ", ".join(p for v in _SAYS_NO for p in row.where(v))
-    return f"{row.probe_id}: confirmed on {confirmed}; refuted on {refuted}"
+def fleet_parts(view: RunView) -> dict[str, FleetPart]:
+    """Each section's own fleet part, where it has one, in run order."""
+    parts = {name: fleet_part(section, view) for name, section in registered().items()}
+    return {name: part for name, part in parts.items() if part is not None}
 
 
 def not_asked(view: RunView) -> dict[str, dict[str, str]]:
@@ -144,33 +100,15 @@ def section_matrix(view: RunView, section: str) -> list[tuple[str, dict[str, str
 def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str, Any]:
     """The run's JSON, with ``fleet``: the nodes, the matrix, the units, each profile's run."""
     data = render_json(view)
-    skipped = not_asked(view)
-    data["fleet"] = {
-        "nodes": view.fleet.get("nodes", []),
-        "split_claims": [row.probe_id for row in claim_matrix(view) if row.split],
-        "claims_matrix": [
-            {
-                "probe_id": row.probe_id,
-                "split": row.split,
-                "profiles": {
-                    profile: {"not_asked": skipped.get(profile, {}).get(row.probe_id)}
-                    if cell is None
-                    else {
-                        "baseline": cell.baseline.outcome.verdict.value if cell.baseline else None,
-                        "candidate": cell.candidate.outcome.verdict.value
-                        if cell.candidate
-                        else None,
-                        "comparison": cell.comparison.value if cell.comparison else None,
-                    }
-                    for profile, cell in row.cells.items()
-                },
-            }
-            for row in claim_matrix(view)
-        ],
+    parts = fleet_parts(view)
+    data["fleet"] = {"nodes": view.fleet.get("nodes", [])}
+    for part in parts.values():
+        data["fleet"] |= part.json
+    data["fleet"] |= {
         "sections_matrix": {
             section: dict(section_matrix(view, section))
             for section in sections
-            if section != _CLAIMS
+            if section not in parts
         },
         "units": [
             {"profile": p, "section": s, "status": status, "error": error or None}
@@ -192,11 +130,9 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
         f" (run `{run.run_id}`), on: " + ", ".join(f"`{p}`" for p in profiles) + ".",
         "",
     ]
-    matrix = claim_matrix(view)
-    split = [row for row in matrix if row.split]
-    if split:
-        lines += ["**Claims that depend on the hardware:**", ""]
-        lines += [f"- {_headline(row)}" for row in split] + [""]
+    parts = fleet_parts(view)
+    for part in parts.values():
+        lines += part.lead_markdown
     lines += [f"- {reason}" for reason in (run.decision_detail or {}).get("reasons", [])]
     broken = [(p, s, status, e) for p, s, status, e in _ledger(view) if status != "ok"]
     if broken:
@@ -206,19 +142,11 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
             "",
         ]
         lines += [f"- {s} on `{p}`: {status}: {e}" for p, s, status, e in broken]
-    if matrix and _CLAIMS in sections:
-        lines += ["", "## Claims x profile", "", "| claim | " + " | ".join(profiles) + " |"]
-        lines.append("|---" * (len(profiles) + 1) + "|")
-        skipped = not_asked(view)
-        for row in matrix:
-            cells = [
-                " ".join(_cell_text(row.cells.get(p), skipped[p].get(row.probe_id)))
-                for p in profiles
-            ]
-            mark = " **(split)**" if row.split else ""
-            lines.append(f"| `{row.probe_id}`{mark} | " + " | ".join(cells) + " |")
+    for name, part in parts.items():
+        if name in sections:
+            lines += part.matrix_markdown
     for section in sections:
-        side_by_side = section_matrix(view, section) if section != _CLAIMS else []
+        side_by_side = section_matrix(view, section) if section not in parts else []
         if side_by_side:
             lines += ["", f"## {section} x profile", "", "| | " + " | ".join(profiles) + " |"]
             lines.append("|---" * (len(profiles) + 1) + "|")
@@ -227,7 +155,7 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
                 lines.append(f"| `{key}` | " + " | ".join(shown) + " |")
     for profile, pview in view.profiles.items():
         lines += ["", f"# Profile `{profile}`", "", _hardware(view, profile), ""]
-        lines += [get_section(s).markdown(pview) for s in sections if s != _CLAIMS]
+        lines += [get_section(s).markdown(pview) for s in sections if s not in parts]
     return "\n".join(lines) + "\n"
 
 
@@ -254,11 +182,8 @@ def fleet_junit_cases(view: RunView, sections: tuple[str, ...]) -> list[JUnitCas
             cases.append(
                 JUnitCase(f"fleet [{profile}]", section, "error", message=f"{status}: {error}")
             )
-    for row in claim_matrix(view):
-        if row.split:
-            # Shown, not failed: CI fails exactly when the decision says no-go, and the
-            # per-profile claims cases above fail where the policy objects.
-            cases.append(JUnitCase("fleet", row.probe_id, "skipped", message=_headline(row)))
+    for part in fleet_parts(view).values():
+        cases += part.junit_cases
     return cases
 
 
@@ -268,8 +193,7 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
     detail = run.decision_detail or {}
     decision = run.decision or "incomplete"
     profiles = list(view.profiles)
-    matrix = claim_matrix(view)
-    split = [row for row in matrix if row.split]
+    own = fleet_parts(view)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>torchcanary {escape(run.run_id)}</title><style>{_CSS}</style></head><body>",
@@ -279,43 +203,14 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
         f'<div class="decision {escape(decision)}">decision: <strong>{escape(decision)}'
         "</strong></div>",
     ]
-    if split:
-        items = "".join(f"<li>{escape(_headline(row))}</li>" for row in split)
-        parts.append(
-            '<section id="split"><h2>Claims that depend on the hardware</h2>'
-            f"<ul>{items}</ul></section>"
-        )
+    parts += [part.lead_html for part in own.values()]
     reasons = "".join(f"<li>{escape(r)}</li>" for r in detail.get("reasons", []))
     if reasons:
         parts.append(f"<h3>Why</h3><ul>{reasons}</ul>")
     parts.append(_nodes_html(view))
-    if matrix and _CLAIMS in sections:
-        head = "".join(f"<th>{escape(p)}</th>" for p in profiles)
-        body = ""
-        skipped = not_asked(view)
-        for row in matrix:
-            cells = ""
-            for profile in profiles:
-                why = skipped[profile].get(row.probe_id)
-                pair, comparison = _cell_text(row.cells.get(profile), why)
-                css = comparison.replace(" ", "-")
-                cells += (
-                    f"<td>{escape(pair)}<br><span class='badge {escape(css)}'>"
-                    f"{escape(comparison)}</span></td>"
-                )
-            mark = " <span class='badge refuted'>split</span>" if row.split else ""
-            claim = escape(str(row.description.get("claim", "")))
-            body += (
-                f"<tr><td><code>{escape(row.probe_id)}</code>{mark}"
-                f"<div class='summary'>{claim}</div></td>{cells}</tr>"
-            )
-        parts.append(
-            '<section id="claims-matrix"><h2>Claims x profile</h2><p>Each cell: baseline '
-            "-> candidate verdict on that profile, and what the difference means.</p>"
-            f"<table><tr><th>claim</th>{head}</tr>{body}</table></section>"
-        )
+    parts += [part.matrix_html for name, part in own.items() if name in sections]
     for section in sections:
-        side_by_side = section_matrix(view, section) if section != _CLAIMS else []
+        side_by_side = section_matrix(view, section) if section not in own else []
         if side_by_side:
             head = "".join(f"<th>{escape(p)}</th>" for p in profiles)
             body = "".join(
@@ -329,7 +224,7 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
                 f"<table><tr><th></th>{head}</tr>{body}</table></section>"
             )
     for profile, pview in view.profiles.items():
-        fragments = "".join(get_section(s).html(pview) for s in sections if s != _CLAIMS)
+        fragments = "".join(get_section(s).html(pview) for s in sections if s not in own)
         parts.append(
             f'<section class="profile"><h2>Profile {escape(profile)}</h2>'
             f"<p>{escape(_hardware(view, profile))}</p>{fragments}</section>"

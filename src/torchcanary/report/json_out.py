@@ -6,9 +6,9 @@ import json
 import math
 from typing import Any
 
-from torchcanary.packs.coverage import claim_coverage
 from torchcanary.report.view import RunView
 from torchcanary.results import SCHEMA_VERSION
+from torchcanary.sections import json_parts, registered
 
 JSON_SCHEMA_VERSION = 1
 
@@ -37,7 +37,7 @@ def _finite(value: Any) -> Any:
 
 def render_json(view: RunView) -> dict[str, Any]:
     run = view.run
-    return {
+    data = {
         "schema_version": JSON_SCHEMA_VERSION,
         "result_schema_version": SCHEMA_VERSION,
         "run": {
@@ -61,21 +61,12 @@ def render_json(view: RunView) -> dict[str, Any]:
             for role, env in view.environments.items()
         },
         "confounds": {k: {"baseline": b, "candidate": c} for k, (b, c) in view.confounds().items()},
-        "claims": [
-            {
-                "probe_id": row.probe_id,
-                "description": row.description,
-                "comparison": row.comparison.value if row.comparison else None,
-                "baseline": row.baseline.to_json() if row.baseline else None,
-                "candidate": row.candidate.to_json() if row.candidate else None,
-            }
-            for row in view.claim_rows()
-        ],
-        # One row per claim of every pack the run qualified against (release-packs addition).
-        "coverage": [row.to_json() for row in claim_coverage(view.packs, view.probe_results)],
-        "packs": view.packs,
-        # Each row as its section's typed record writes it (docs/json-schema.md).
-        "sections": {
-            name: [record.to_json() for record in view.records(name)] for name in view.sections
-        },
     }
+    # A section's own top-level entries (the claims: ``claims``, ``coverage``, ``packs``).
+    for section in registered().values():
+        data |= json_parts(section, view)
+    # Each row as its section's typed record writes it (docs/json-schema.md).
+    data["sections"] = {
+        name: [record.to_json() for record in view.records(name)] for name in view.sections
+    }
+    return data

@@ -25,7 +25,7 @@ from torchcanary.stack.events import SuiteEvents, command_warnings, read_events
 from torchcanary.stack.overlay import Overlay, OverlayError, create_overlay, install
 from torchcanary.stack.pytest_plugin import SELECT_VAR, TEST_TIMEOUT_EXIT
 from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord
-from torchcanary.stack.runner import CommandOutcome, run_command
+from torchcanary.stack.session import CommandOutcome, run_command
 from torchcanary.stack.settings import StackSettings
 
 _PYTEST_ENDS = {0: "passed", 1: "failed", 5: "no-tests"}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from torchcanary.envs.scripts import console_scripts, header, write_atomically
 from torchcanary.stack.records import InstallOutcome
-from torchcanary.stack.runner import run_command
+from torchcanary.stack.session import run_command
 
 _SITE_PATHS = (
     "import json, sysconfig; "

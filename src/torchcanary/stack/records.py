@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchcanary.stack.runner import CommandOutcome
+from torchcanary.stack.session import CommandOutcome
 
 PASSING = frozenset({"passed", "xfailed", "xpassed"})
 FAILING = frozenset({"failed"})
