@@ -2,11 +2,20 @@
 
     PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
         [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
+    PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 \
+        --faults kill:restart-unshared,kill:timeout,hang:timeout,node-kill:timeout
 
 Runs the drill section for real (torchrun, gloo ranks, namespaces) into a scratch store and
 prints the section's Markdown; the figures are the drills' own measurements, one run each,
 in the data-parallel mode given (every drill, the in-place ones too, runs that mode).
 With ``--job`` the same drills run on that job too, and its table follows the built-in one.
+
+With ``--nodes N`` the same drills (same job, seeds, steps and fault step) also run with one
+rank on each of N nodes of a real Ray cluster started here on 127.0.0.1 (a head that holds
+no work and N one-CPU nodes per environment, since node-kill kills one), as ``torchcanary
+drill --fleet ADDR --nodes N`` does, and the table sets them next to the one-machine run.
+All nodes share this machine's clock, loopback and disk, so those figures show the cost of
+the fleet's machinery (torchrun per node, rendezvous over TCP, Ray), not of a network.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ def main() -> int:
     parser.add_argument("--parallel", choices=("ddp", "fsdp"), default="ddp")
     parser.add_argument("--html", type=Path, default=None)
     parser.add_argument("--job", default="", help="also drill this script (see docs/drills.md)")
+    parser.add_argument("--nodes", type=int, default=0, help="also across this many Ray nodes")
     args = parser.parse_args()
     faults = "all" if args.faults == "all" else args.faults.split(",")
     environments = {
@@ -52,6 +62,8 @@ def main() -> int:
             args.html if not job or args.html is None else args.html.with_suffix(".job.html")
         )
         tables[title] = _table(args, environments, settings, html_path)
+    if args.nodes:
+        tables[f"{args.nodes} nodes"] = _across_nodes(args, faults)
     if len(tables) > 1:
         print(_side_by_side(tables))
     return 0
@@ -131,6 +143,38 @@ def _table(
             for r in view.sections.get("drill", [])
             if not r.key.startswith("reference:")
         }
+
+
+def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
+    """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(
+        baseline=args.baseline,
+        candidate=args.candidate,
+        sections=("drill",),
+        settings={"drill": {"faults": faults, "parallel": args.parallel}},
+    )
+    roles = ("baseline", "candidate")
+    names = ["head"] + [f"{role}-{i}" for role in roles for i in range(args.nodes)]
+    cluster = start_local_cluster(names, head_cpus=0)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="drill-table-nodes-") as scratch,
+            Store(Path(scratch) / "canary.db") as store,
+            connect(cluster.address, timeout_s=60) as fleet,
+        ):
+            outcome = execute_node_drills(
+                plan, store, Path(scratch) / "out", Progress(), fleet, cluster.address, args.nodes
+            )
+            view = RunView.load(store, outcome.run_id)
+            return {(r.key, r.env_role): r for r in view.sections["drill"]}
+    finally:
+        left = stop_local_cluster(cluster)
+        if left:
+            print(f"Ray processes left behind: {left}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""Drills across nodes: one rank on each of two real Ray nodes, a rank and a node killed.
+"""Work across nodes: one rank on each of two real Ray nodes; a bench, a rank and a node killed.
 
-The cluster is this module's own (a head that holds no work and two one-CPU nodes, all on
-127.0.0.1), because the node-kill drill kills one of its nodes. Only the candidate
+The cluster is this module's own (a head that holds no work and three one-CPU nodes, all on
+127.0.0.1), because the node-kill drills kill two of its nodes. Only the candidate
 environment is drilled, to keep the test near a minute; ``drill --fleet --nodes`` runs both.
 """
 
@@ -36,21 +36,34 @@ DRILLS = {
     "timeout_s": 10.0,
     "drill_timeout_s": 90.0,
 }
+# Two ops at one size, two groups, no A/A control: real figures, near half a minute.
+NODE_BENCH = {
+    "families": ["collectives"],
+    "collectives": {"ops": ["all_reduce", "all_gather"], "bytes": [2**20]},
+    "groups": 2,
+    "aa_control": False,
+    "group_budget_s": 0.2,
+}
+# The unshared store: torchrun's shared one fails some restarts on gloo (pytorch#135712).
+RESTART_AFTER_NODE_KILL = "node-kill:restart-unshared"
+BENCH_KEYS = ("collective/all_reduce/1MiB/gloox2nodes", "collective/all_gather/1MiB/gloox2nodes")
 
 
 @pytest.mark.parametrize(
-    ("flags", "said"),
+    ("command", "flags", "said"),
     [
-        (["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
-        (["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs at least 2"),
-        (["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
+        ("drill", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        ("bench", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        ("drill", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs"),
+        ("bench", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a bench across nodes needs"),
+        ("drill", ["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),
     ],
 )
-def test_a_drill_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
-    tmp_path: Path, flags: list[str], said: str
+def test_work_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_written(
+    tmp_path: Path, command: str, flags: list[str], said: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "torchcanary.cli", "drill", *flags, "--output", "out"],
+        [sys.executable, "-m", "torchcanary.cli", command, *flags, "--output", "out"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -63,7 +76,7 @@ def test_a_drill_across_nodes_asked_wrongly_is_one_line_and_exit_2_with_nothing_
 
 @pytest.fixture(scope="module")
 def drill_cluster(candidate_env):
-    """A head that holds no work and two one-CPU nodes; no Ray process outlives it.
+    """A head that holds no work and three one-CPU nodes; no Ray process outlives it.
 
     The two nodes act as if torchcanary ran there without root (a raylet setting), so a
     fault that needs privileges is refused there before it is tried.
@@ -71,7 +84,7 @@ def drill_cluster(candidate_env):
     pytest.importorskip("ray")
     cluster = start_local_cluster(["drill-head"], head_cpus=0)
     try:
-        for name in ("drill-a", "drill-b"):
+        for name in ("drill-a", "drill-b", "drill-c"):
             cluster.add_node(**local_node_args(name, 1, {UNPRIVILEGED_VARIABLE: "1"}))
         cluster.wait_for_nodes()
         yield cluster
@@ -90,32 +103,132 @@ def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tr
 
 
 @pytest.mark.ray
-def test_collectives_across_two_nodes_report_algbw_and_busbw_by_the_nccl_tests_formulas(
-    drill_cluster,
+def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile(
+    drill_cluster, tmp_path: Path
 ) -> None:
     # Before the drill test: that one kills a node.
-    from torchcanary.fleet.node_collectives import collectives_across_nodes
+    from torchcanary.fleet.node_bench import execute_node_bench
+    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.measure.result import BenchMeasured, from_rows
+    from torchcanary.store.history import HistoryFilter, history
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("bench",),
+        settings={"bench": dict(NODE_BENCH)},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_bench(
+            plan, store, tmp_path / "out", Progress(quiet=True), fleet, drill_cluster.address, 2
+        )
+        view = RunView.load(store, outcome.run_id)
+        ((profile, node),) = store.run_profiles(outcome.run_id).items()
+        scoped = store.scoped(node, profile)
+        samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}
+        followed = history(store, BENCH_KEYS[0], "bench", HistoryFilter(profile=profile))
+    # One profile made of the two distinct nodes it ran on (labelled drill-a, -b or -c).
+    assert list(view.profiles) == [profile] and len(set(profile.split("+"))) == 2
+    assert set(profile.split("+")) <= {"drill-a", "drill-b", "drill-c"}
+    records = {r.key: r for r in from_rows(view.profiles[profile].sections["bench"])}
+    assert set(records) == set(BENCH_KEYS)
+    for record in records.values():
+        assert isinstance(record, BenchMeasured), record
+        assert record.nodes == 2 and record.spec["world_size"] == 2
+        assert record.ratio is not None and record.ci_low <= record.ratio <= record.ci_high
+        # busbw by nccl-tests: n = 2 makes all_reduce's 2(n-1)/n 1, all_gather's (n-1)/n 1/2.
+        factor = 1.0 if record.spec["op"] == "all_reduce" else 0.5
+        for role in ("baseline", "candidate"):
+            bandwidth = (record.collective_bandwidth or {})[role]
+            median = record.sides[role]["median_s"]
+            assert bandwidth["algbw_bytes_per_s"] == pytest.approx(2**20 / median)
+            assert bandwidth["busbw_bytes_per_s"] == pytest.approx(
+                bandwidth["algbw_bytes_per_s"] * factor
+            )
+    # Raw samples of both sides stored, and the profile in every report format.
+    for series in samples.values():
+        assert series[("baseline", "samples_s")] and series[("candidate", "samples_s")]
+    assert [(e.run_id, e.profile) for e in followed] == [(outcome.run_id, profile)]
+    results = json.loads(outcome.outputs["json"].read_text())
+    assert "collective/all_reduce/1MiB/gloox2nodes" in json.dumps(
+        results["fleet"]["profiles"][profile]
+    )
+    assert "gloox2nodes" in outcome.outputs["junit"].read_text()
+    assert profile in outcome.outputs["markdown"].read_text()
+
+
+@pytest.mark.ray
+def test_bench_on_more_nodes_than_the_cluster_has_is_one_line_and_exit_2(
+    drill_cluster, tmp_path: Path
+) -> None:
+    flags = ["--fleet", drill_cluster.address, "--nodes", "4", "--output", "out"]
+    done = subprocess.run(
+        [sys.executable, "-m", "torchcanary.cli", "bench", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "the Ray cluster has 3 live nodes with a CPU" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.ray
+def test_a_job_on_three_nodes_restarts_on_the_two_left_when_a_node_dies(
+    drill_cluster, tmp_path: Path
+) -> None:
+    # Before the two-node drill test, which needs two of the nodes this one leaves alive.
+    from torchcanary.fleet.drill_run import execute_node_drills
     from torchcanary.fleet.ray_executor import connect
 
-    plan = RunPlan(baseline=BASELINE_SPEC, candidate=CANDIDATE_SPEC, sections=("bench",))
-    with connect(drill_cluster.address, timeout_s=60) as fleet:
-        figures = collectives_across_nodes(
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": {**DRILLS, "faults": [RESTART_AFTER_NODE_KILL]}},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(drill_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
             fleet,
-            plan.to_json(),
-            "candidate",
-            2,
-            ops=("all_reduce", "all_gather"),
-            sizes=(2**20,),
-            budget_s=0.2,
+            drill_cluster.address,
+            3,
+            roles=("candidate",),
         )
-    by_op = {figure.op: figure for figure in figures}
-    assert all(figure.skipped == "" for figure in figures), figures
-    for figure in figures:
-        assert figure.bytes == 2**20 and figure.nodes == 2 and figure.seconds > 0
-        assert figure.algbw_gbps == pytest.approx(2**20 / figure.seconds / 1e9)
-    # n = 2: all_reduce's 2(n-1)/n is 1, all_gather's (n-1)/n is 1/2.
-    assert by_op["all_reduce"].busbw_gbps == pytest.approx(by_op["all_reduce"].algbw_gbps)
-    assert by_op["all_gather"].busbw_gbps == pytest.approx(by_op["all_gather"].algbw_gbps / 2)
+        row = next(
+            r
+            for r in RunView.load(store, outcome.run_id).sections["drill"]
+            if r.key == RESTART_AFTER_NODE_KILL
+        )
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    payload = row.payload
+    assert row.verdict == "passed", payload["reason"]
+    assert "on 2 of 3 nodes" in payload["reason"]
+    # Node 1 died for good; nodes 0 and 2 restarted from the shared checkpoint, and every
+    # step matches the fault-free run on three nodes.
+    assert payload["nodes_gone"] == [1] and payload["finished_ranks"] == 2
+    assert payload["restarts"] >= 1 and payload["step_check"]["first_difference"] is None
+    assert payload["detect_s"] is not None and payload["resume_s"] is not None
+    assert payload["steps_lost"] is not None
+    token = placed["placed"]["candidate"]["token"]
+    assert [
+        pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))
+    ] == []
 
 
 @pytest.mark.ray

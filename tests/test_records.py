@@ -359,3 +359,17 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
         "binary sanity sanity.numerics-vs-float64 refuted in the candidate: constructed: "
         "refuted on cpu-b",
     )
+
+
+def test_a_bench_row_across_nodes_keeps_its_node_count_and_a_row_from_one_machine_has_none() -> (
+    None
+):
+    bench = get_section("bench")
+    for verdict, kind in (("same", BenchMeasured), ("skipped", BenchSkipped)):
+        row = {"key": "collective/x", "env_role": "both", "verdict": verdict, "payload": {}}
+        here = bench.record_from_json(row)
+        across = bench.record_from_json({**row, "payload": {"nodes": 2}})
+        assert isinstance(here, kind) and here.nodes is None
+        assert "nodes" not in here.to_json()["payload"]  # rows of one machine unchanged
+        assert isinstance(across, kind) and across.nodes == 2
+        assert across.to_json()["payload"]["nodes"] == 2

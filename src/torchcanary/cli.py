@@ -276,7 +276,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     )
     nodes = getattr(args, "nodes", None)
     if nodes is not None:
-        return _cmd_node_drills(args, console, settings, nodes)
+        return _cmd_across_nodes(args, console, settings, nodes)
     request, executor = None, None
     if args.fleet:
         from torchcanary.fleet import driver
@@ -319,34 +319,46 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_GO if go else EXIT_NO_GO
 
 
-def _cmd_node_drills(args: argparse.Namespace, console: Console, settings: Any, nodes: int) -> int:
-    """``drill --fleet ADDR --nodes N``: the drills with one rank on each of N Ray nodes."""
+def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any, nodes: int) -> int:
+    """``drill`` or ``bench`` with ``--fleet ADDR --nodes N``: one rank on each of N Ray nodes."""
+    what = "a bench" if args.command == "bench" else "a drill"
     if not args.fleet:
         raise ConfigError(
             f"--nodes {nodes} places ranks on Ray nodes: add --fleet ADDRESS "
             "(ray://HEAD:10001, HOST:PORT or auto)"
         )
     if nodes < 2:
-        raise ConfigError(f"--nodes {nodes}: a drill across nodes needs at least 2")
+        raise ConfigError(f"--nodes {nodes}: {what} across nodes needs at least 2")
     from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.node_bench import execute_node_bench
     from torchcanary.fleet.ray_executor import connect
     from torchcanary.progress import Progress
     from torchcanary.store.location import open_store
 
     executor = connect(args.fleet)  # before the store: an unusable address is exit 2
     try:
+        executor.require_nodes(nodes)
         with open_store(settings.store) as store:
-            outcome = execute_node_drills(
-                settings.plan,
-                store,
-                settings.output,
-                Progress(quiet=args.quiet),
-                executor,
-                args.fleet,
-                nodes,
-                shared_dir=getattr(args, "shared_dir", None),
-            )
-            _print_summary(console, store, outcome.run_id)
+            progress = Progress(quiet=args.quiet)
+            if args.command == "bench":
+                outcome: Any = execute_node_bench(
+                    settings.plan, store, settings.output, progress, executor, args.fleet, nodes
+                )
+            else:
+                outcome = execute_node_drills(
+                    settings.plan,
+                    store,
+                    settings.output,
+                    progress,
+                    executor,
+                    args.fleet,
+                    nodes,
+                    shared_dir=getattr(args, "shared_dir", None),
+                )
+            # A bench across nodes stores its rows under the nodes' profile.
+            profiles = store.run_profiles(outcome.run_id).items()
+            for scoped in [store.scoped(node, profile) for profile, node in profiles] or [store]:
+                _print_summary(console, scoped, outcome.run_id)
     finally:
         executor.close()
     for kind, path in outcome.outputs.items():

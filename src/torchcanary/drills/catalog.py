@@ -38,7 +38,7 @@ VALID = {
     "net-down": ("timeout", "restart-unshared"),
     "net-slow": ("none",),
     "store-kill": ("restart", "restart-unshared"),
-    "node-kill": ("timeout",),
+    "node-kill": ("timeout", "restart", "restart-unshared"),
 }
 
 DEFAULT_RECOVERY = {

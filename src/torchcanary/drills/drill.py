@@ -29,6 +29,7 @@ from torchcanary.drills import flight, timeline, trajectory
 from torchcanary.drills.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
 from torchcanary.drills.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drills.netns import why_unavailable as network_unavailable
@@ -37,6 +38,8 @@ from torchcanary.drills.verdict import DrillVerdict
 
 POLL_S = 0.05
 MAX_RESTARTS = 2
+# What a drill row keeps of its fault-free run.
+REFERENCE_FACTS = ("final_loss", "params_identical", "throughput", "ok", "reason", "parallel")
 
 
 @dataclass(frozen=True)
@@ -64,21 +67,6 @@ def _restart_could_not_connect(area: Area) -> bool:
         "connectFullMesh failed" in path.read_text(errors="replace")
         for path in area.logs.glob("torchrun*.log")
     )
-
-
-def fault_facts(injector: Injector, figures: timeline.Recovery) -> dict[str, Any]:
-    """What was injected and how the job recovered: the figures every drill row carries."""
-    return {
-        "injected": injector.detail,
-        "struck_rank": injector.struck_rank,
-        "detect_s": figures.detect_s,
-        "resume_s": figures.resume_s,
-        "last_step_before_fault": figures.last_step_before,
-        "resume_step": figures.resume_step,
-        "steps_lost": figures.steps_lost,
-        "throughput_before": figures.throughput_before,
-        "throughput_after": figures.throughput_after,
-    }
 
 
 def _modes_run(events: list[dict[str, Any]]) -> str | None:
@@ -327,7 +315,7 @@ class DrillRunner:
             "parallel": _modes_run(events),
             "restored": recovered[0].get("restored") if recovered else None,
             "old_wrapper_freed": recovered[0].get("old_wrapper_freed") if recovered else None,
-            **fault_facts(injector, figures),
+            **fault_facts(injector.detail, injector.struck_rank, figures),
             # One loss when the replicas agree; every rank's when they do not.
             "final_loss": losses[0] if len(losses) == 1 else None,
             "final_losses": losses,
@@ -345,23 +333,7 @@ class DrillRunner:
             "timeline": timeline.compact(events, injector.fault_t, injector.detail),
         }
         if done and spec.recovery != "timeout":
-            reference = self.reference(spec)
-            payload["reference"] = {
-                k: reference.get(k)
-                for k in (
-                    "final_loss",
-                    "params_identical",
-                    "throughput",
-                    "ok",
-                    "reason",
-                    "parallel",
-                )
-            }
-            payload["reference_loss"] = reference.get("final_loss")
-            if reference.get("ok"):
-                rows = trajectory.step_differences(events, reference.get("steps") or [])
-                payload["step_diffs"] = rows
-                payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
+            payload.update(reference_facts(events, self.reference(spec), REFERENCE_FACTS))
         return payload
 
     def _judge(
@@ -393,15 +365,11 @@ class DrillRunner:
                 f"the job did not finish after {spec.fault} ({why}); first "
                 f"error: {payload['first_error'] or 'none recorded'}"
             )
-        reference = payload.get("reference") or {}
-        if not reference.get("ok"):
-            return DrillVerdict.ERROR, f"no fault-free reference: {reference.get('reason')}"
-        if not payload["params_identical"]:
-            return DrillVerdict.FAILED, "replicas finished with different parameters"
+        mismatch = against_reference(payload)
+        if mismatch is not None:
+            return mismatch
         loss, ref = payload["final_loss"], payload["reference_loss"]
         check = payload["step_check"]
-        if check["first_difference"] is not None:
-            return DrillVerdict.FAILED, trajectory.describe(check)
         if trajectory.relative_difference(loss, ref) > trajectory.LOSS_RTOL:
             return DrillVerdict.FAILED, f"final loss {loss} differs from the fault-free {ref}"
         how = (

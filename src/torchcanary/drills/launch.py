@@ -25,6 +25,8 @@ from torchcanary.worker.calls import DRILL_JOB, DRILL_STORE_HOST
 
 FR_BUFFER_ENTRIES = "20000"
 STORE_START_TIMEOUT_S = 90.0
+# How long an elastic job's restart waits for missing nodes before going on without them.
+ELASTIC_LAST_CALL_S = 10
 
 
 class LaunchFailed(RuntimeError):
@@ -127,6 +129,46 @@ class Launcher:
         ]
         return self.procs.start("torchrun", command, self.base_env())
 
+    def torchrun_node(
+        self,
+        nodes: int,
+        per_node: int,
+        store: str,
+        rdzv_id: str,
+        max_restarts: int,
+        min_nodes: int | None = None,
+    ) -> list[str]:
+        """One node's torchrun (without the job's arguments) for a job of ``nodes`` nodes,
+        rendezvousing at the store host ``store``; here or on a fleet node.
+
+        With ``min_nodes`` the job is elastic: a restart goes on with as few as that many
+        nodes once the others have had ``ELASTIC_LAST_CALL_S`` to join.
+        """
+        conf = "is_host=false"
+        if min_nodes is not None:
+            conf += f",last_call_timeout={ELASTIC_LAST_CALL_S}"
+        return [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(nodes) if min_nodes is None else f"{min_nodes}:{nodes}",
+            "--nproc-per-node",
+            str(per_node),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            store,
+            "--rdzv-id",
+            rdzv_id,
+            "--rdzv-conf",
+            conf,
+            "--max-restarts",
+            str(max_restarts),
+            "--monitor-interval",
+            "0.5",
+        ]
+
     def torchrun_nodes(
         self, store: str, max_restarts: int, network: RankNetwork | None
     ) -> list[subprocess.Popen[bytes]]:
@@ -135,27 +177,7 @@ class Launcher:
         per_node = 1 if network is not None else self.spec.ranks
         launched = []
         for node in range(nodes):
-            command = [
-                self.python,
-                "-m",
-                "torch.distributed.run",
-                "--nnodes",
-                str(nodes),
-                "--nproc-per-node",
-                str(per_node),
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-endpoint",
-                store,
-                "--rdzv-id",
-                self.procs.token,
-                "--rdzv-conf",
-                "is_host=false",
-                "--max-restarts",
-                str(max_restarts),
-                "--monitor-interval",
-                "0.5",
-            ]
+            command = self.torchrun_node(nodes, per_node, store, self.procs.token, max_restarts)
             env = self.base_env()
             env["TORCHCANARY_NODE"] = str(node)
             if network is not None:

@@ -3,7 +3,7 @@ fault-free runs the drills were compared against.
 
 - :class:`DrillRun` (key ``<fault>:<recovery>``, ``env_role`` baseline or candidate): how
   one drill ended (:class:`~torchcanary.drills.verdict.DrillVerdict`), why, and what was
-  measured: the injected fault and the recovery figures (``drill.fault_facts``), the
+  measured: the injected fault and the recovery figures (``judging.fault_facts``), the
   final and per-step results against the fault-free run, the Flight Recorder's finding
   and the timeline. A drill of the user's own job (``drills/user_job.py``) fills the
   ``job*`` fields.

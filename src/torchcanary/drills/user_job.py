@@ -37,11 +37,12 @@ from typing import Any
 
 from torchcanary.drills import job_compare, job_reference_cache, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
-from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run, fault_facts
+from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.job_report import EVENTS_VARIABLE
+from torchcanary.drills.judging import fault_facts
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed
 from torchcanary.drills.netns import RankNetwork
 from torchcanary.drills.procs import ProcessSet
@@ -571,7 +572,7 @@ class UserJobRunner(DrillRunner):
             "job_rtol": self.job.tolerance,
             "step_source": job_compare.step_source(run.events),
             "fault_at": "step" if reference.get("steps") else "time",
-            **fault_facts(injector, figures),
+            **fault_facts(injector.detail, injector.struck_rank, figures),
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
             "final_loss": final_loss if finished else None,

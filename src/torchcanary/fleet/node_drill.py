@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.drills import timeline, trajectory
 from torchcanary.drills.catalog import RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome
+from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 
@@ -39,7 +40,7 @@ POLL_S = 0.2
 ACROSS_NODES = {
     "kill": ("restart", "restart-unshared", "timeout"),
     "hang": ("timeout",),
-    "node-kill": ("timeout",),
+    "node-kill": ("timeout", "restart", "restart-unshared"),
     "net-down": ("timeout",),
     "net-slow": ("none",),
 }
@@ -135,6 +136,8 @@ class NodeDrills:
             return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
         started = time.monotonic()
         restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        if spec.fault == "node-kill" and restarts:
+            self.reference(spec)  # on all the nodes, while they are all alive
         watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
@@ -193,7 +196,10 @@ class NodeDrills:
         for index in range(self.nodes):
             peers = [a for i, a in enumerate(addresses) if i != index]
             self.group.call(index, "set_peers", peers, spec.net_rate)
-        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts)
+        # A node that dies takes its rank for good: the restart goes on without it.
+        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTS
+        least = self.nodes - 1 if elastic else None
+        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
         watch, strike = _Watch(), _Strike()
         deadline = time.monotonic() + spec.drill_timeout_s
         settle: float | None = None
@@ -268,16 +274,8 @@ class NodeDrills:
         losses = sorted({float(e["final_loss"]) for e in done})
         errors = [e for e in events if e["ev"] == "error" and strike.t and e["t"] > strike.t]
         payload: dict[str, Any] = {
-            "injected": strike.detail,
+            **fault_facts(strike.detail, strike.rank, figures),
             "struck_node": strike.node,
-            "struck_rank": strike.rank,
-            "detect_s": figures.detect_s,
-            "resume_s": figures.resume_s,
-            "last_step_before_fault": figures.last_step_before,
-            "resume_step": figures.resume_step,
-            "steps_lost": figures.steps_lost,
-            "throughput_before": figures.throughput_before,
-            "throughput_after": figures.throughput_after,
             "final_loss": losses[0] if len(losses) == 1 else None,
             "finished_ranks": len(done),
             "params_identical": (len({e["digest"] for e in done}) == 1) if done else None,
@@ -290,13 +288,8 @@ class NodeDrills:
             "timeline": timeline.compact(events, strike.t, strike.detail),
         }
         if done and spec.recovery != "timeout":
-            reference = self.reference(spec)
-            payload["reference_loss"] = reference.get("final_loss")
-            payload["reference"] = {k: reference.get(k) for k in ("ok", "final_loss", "reason")}
-            if reference.get("ok"):
-                rows = trajectory.step_differences(events, reference["steps"])
-                payload["step_diffs"] = rows
-                payload["step_check"] = trajectory.summary(rows, trajectory.LOSS_RTOL)
+            kept = ("ok", "final_loss", "reason")
+            payload.update(reference_facts(events, self.reference(spec), kept))
         return payload
 
     def _judge(
@@ -320,20 +313,21 @@ class NodeDrills:
                 f"surfaced across nodes as {kinds} after {detect:.1f} s "
                 f"(timeout {spec.timeout_s:g} s)"
             )
-        if payload["finished_ranks"] < self.nodes:
+        left = self.nodes - len(self.group.gone)  # a node-kill takes its rank for good
+        if payload["finished_ranks"] < left:
             return DrillVerdict.FAILED, (
-                f"the job did not finish on all {self.nodes} nodes after {spec.fault}; first "
+                f"the job did not finish on all {left} nodes left after {spec.fault}; first "
                 f"error: {payload['first_error'] or 'none recorded'}"
             )
-        reference = payload.get("reference") or {}
-        if not reference.get("ok"):
-            return DrillVerdict.ERROR, f"no fault-free reference: {reference.get('reason')}"
-        if not payload["params_identical"]:
-            return DrillVerdict.FAILED, "replicas on the nodes finished with different parameters"
-        check = payload["step_check"]
-        if check["first_difference"] is not None:
-            return DrillVerdict.FAILED, trajectory.describe(check)
+        mismatch = against_reference(payload, "replicas on the nodes")
+        if mismatch is not None:
+            return mismatch
+        where = (
+            f"across {self.nodes} nodes"
+            if left == self.nodes
+            else f"on {left} of {self.nodes} nodes"
+        )
         return DrillVerdict.PASSED, (
-            f"restarted {payload['restarts']}x across {self.nodes} nodes; "
-            f"{trajectory.describe(check)}"
+            f"restarted {payload['restarts']}x {where}; "
+            f"{trajectory.describe(payload['step_check'])}"
         )

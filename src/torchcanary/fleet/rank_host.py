@@ -95,6 +95,7 @@ class RankHost:
         # only its own processes with it.
         self.procs = ProcessSet(self.area.logs, token=node_token(token, index))
         self.python = ""
+        self.pythons: dict[str, str] = {}  # every environment of the plan, by role
         self.import_root = self.root
         self.torchrun: subprocess.Popen[bytes] | None = None
         self.store: subprocess.Popen[bytes] | None = None
@@ -103,6 +104,7 @@ class RankHost:
         self.net_rate = "20mbit"
         self.undo: list[list[str]] = []
         self._last_poll = time.monotonic()
+        self._measuring = False  # a collective_rank call is running: the driver waits on it
         self._closed = threading.Event()
         threading.Thread(target=self._watchdog, daemon=True).start()
 
@@ -111,7 +113,8 @@ class RankHost:
         """The role's environment here (built in this node's cache if missing); node facts."""
         plan = RunPlan.from_json(dict(plan_json))
         environments = prepare_environments(plan, Progress(quiet=True))
-        self.python = environments[role].python
+        self.pythons = {name: environment.python for name, environment in environments.items()}
+        self.python = self.pythons[role]
         self.import_root = import_root(plan, self.root)
         return {
             "index": self.index,
@@ -139,30 +142,18 @@ class RankHost:
         return endpoint
 
     def start_rank(
-        self, spec_json: Mapping[str, Any], endpoint: str, nodes: int, max_restarts: int
+        self,
+        spec_json: Mapping[str, Any],
+        endpoint: str,
+        nodes: int,
+        max_restarts: int,
+        min_nodes: int | None = None,
     ) -> int:
-        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``."""
+        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``;
+        elastic down to ``min_nodes`` when given."""
         launcher = self._launcher(spec_json)
         command = [
-            self.python,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            str(nodes),
-            "--nproc-per-node",
-            "1",
-            "--rdzv-backend",
-            "c10d",
-            "--rdzv-endpoint",
-            endpoint,
-            "--rdzv-id",
-            self.token,
-            "--rdzv-conf",
-            "is_host=false",
-            "--max-restarts",
-            str(max_restarts),
-            "--monitor-interval",
-            "0.5",
+            *launcher.torchrun_node(nodes, 1, endpoint, self.token, max_restarts, min_nodes),
             *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
         ]
         env = launcher.base_env()
@@ -261,8 +252,9 @@ class RankHost:
         world: int,
         master: tuple[str, int],
         call: Mapping[str, Any],
+        role: str,
     ) -> dict[str, Any]:
-        """One rank of a group spread over the nodes, running ``call``; its answer.
+        """One rank of a group spread over the nodes, in ``role``'s environment; its answer.
 
         ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
         ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
@@ -280,12 +272,23 @@ class RankHost:
             "TORCHCANARY_PARENT_PID": str(os.getpid()),
         }
         spec = json.dumps({**dict(call), "out": str(out)})
-        proc = self.procs.start(f"collective-rank{rank}", [self.python, "-m", RANK_MAIN, spec], env)
+        command = [self.pythons[role], "-m", RANK_MAIN, spec]
+        self._measuring = True
         try:
-            proc.wait(timeout=float(call["timeout_s"]))
+            return self._run_rank(rank, out, command, env, float(call["timeout_s"]))
+        finally:
+            self._measuring = False
+            self._last_poll = time.monotonic()
+
+    def _run_rank(
+        self, rank: int, out: Path, command: list[str], env: dict[str, str], timeout_s: float
+    ) -> dict[str, Any]:
+        proc = self.procs.start(f"collective-rank{rank}", command, env)
+        try:
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.procs.kill_all()
-            return {"failed": f"rank {rank} timed out after {call['timeout_s']} s"}
+            return {"failed": f"rank {rank} timed out after {timeout_s} s"}
         if proc.returncode != 0 or not out.exists():
             tail = self.procs.log_tail(f"collective-rank{rank}", 800)
             return {"failed": f"rank {rank} exited {proc.returncode}: {tail}"}
@@ -304,7 +307,8 @@ class RankHost:
 
     def _watchdog(self) -> None:
         while not self._closed.wait(5.0):
-            if time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
+            # A call in progress ends by its own timeout; the driver is counted gone after.
+            if not self._measuring and time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
                 self.close()  # the driver is gone: leave nothing running
 
 

@@ -235,6 +235,22 @@ class RayExecutor:
         """Whether Ray still counts ``node_id`` among its live nodes."""
         return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
 
+    def require_nodes(self, count: int) -> None:
+        """FleetError at once when the cluster has fewer than ``count`` live nodes with a CPU.
+
+        ``spread`` would otherwise wait out its timeout before saying so.
+        """
+        usable = [
+            node
+            for node in self._ray.nodes()
+            if node.get("Alive") and (node.get("Resources") or {}).get("CPU", 0) >= 1
+        ]
+        if len(usable) < count:
+            raise FleetError(
+                f"--nodes {count}: the Ray cluster has {len(usable)} live nodes with a CPU; "
+                f"add nodes or lower --nodes"
+            )
+
     def spread(
         self, host_class: type, count: int, args: Sequence[Any], timeout_s: float = 60.0
     ) -> SpreadGroup:
@@ -416,9 +432,14 @@ def _init_with_deadline(
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
 
+    # Connecting from a thread is the point (the deadline); Ray warns about it on stderr,
+    # which would make the one-line errors that follow two lines.
+    ray_worker_log = logging.getLogger("ray._private.worker")
+    ray_worker_log.addFilter(_not_main_thread_warning)
     thread = threading.Thread(target=attempt, name="torchcanary-ray-connect", daemon=True)
     thread.start()
     thread.join(timeout_s)
+    ray_worker_log.removeFilter(_not_main_thread_warning)
     if not outcome:
         raise FleetError(
             f"the Ray cluster at {address} did not answer within {timeout_s:.0f}s; {_FIX}"
@@ -427,6 +448,10 @@ def _init_with_deadline(
         raise FleetError(
             f"cannot connect to the Ray cluster at {address}: {_one_line(outcome[0])}; {_FIX}"
         ) from None
+
+
+def _not_main_thread_warning(record: logging.LogRecord) -> bool:
+    return "is not the main thread" not in record.getMessage()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -137,9 +137,9 @@ def measure(
     """Per benchmark id: batches of seconds per op, why it was skipped, or how it failed."""
     import torch
 
-    if backend == "nccl" and torch.cuda.device_count() < world_size:
+    if backend.startswith("nccl") and torch.cuda.device_count() < world_size:
         reason = (
-            f"nccl with {world_size} ranks needs {world_size} GPUs, "
+            f"{backend} with {world_size} ranks needs {world_size} GPUs, "
             f"{torch.cuda.device_count()} visible; lower world_sizes or use gloo"
         )
         return {entry["id"]: {"skipped": reason} for entry in entries}

@@ -57,6 +57,12 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
             help="install this into a per-run overlay of both environments for your "
             "workloads, e.g. '-e .' (repeatable)",
         )
+        parser.add_argument(
+            "--nodes",
+            type=int,
+            help="with --fleet: the collectives family with one rank on each of this many "
+            "Ray nodes (STRICT_SPREAD), algbw and busbw per op (see docs/fleet.md)",
+        )
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:

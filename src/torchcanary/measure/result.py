@@ -66,6 +66,7 @@ class BenchMeasured:
     workload: dict[str, Any] | None = None  # a user's workload: its facts per side
     numerics: dict[str, Any] | None = None  # a user's workload: its outputs compared
     settled: dict[str, Any] | None = None  # stopped early by a sequential look: groups, why
+    nodes: int | None = None  # collectives with one rank on each of this many fleet nodes
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
@@ -79,6 +80,7 @@ class BenchMeasured:
             "workload",
             "numerics",
             "settled",
+            "nodes",
         }
     )
 
@@ -127,6 +129,7 @@ class BenchSkipped:
     skipped: dict[str, str] = field(default_factory=dict)
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
     harness: dict[str, Any] = field(default_factory=dict)
+    nodes: int | None = None  # as BenchMeasured.nodes
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
@@ -145,7 +148,7 @@ class BenchSkipped:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return record_row(self)
+        return record_row(self, frozenset({"nodes"}))
 
 
 BenchResult = BenchMeasured | BenchSkipped

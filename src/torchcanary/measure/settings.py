@@ -271,7 +271,7 @@ def _family(name: str, table: Any) -> dict[str, Any]:
             allowed = (
                 ("inductor", "aot_eager", "eager")
                 if name == "compile"
-                else ("auto", "gloo", "nccl")
+                else ("auto", "gloo", "nccl", "nccl2")
             )
             checked[item] = _choices(where, [value], allowed)[0]
     return checked

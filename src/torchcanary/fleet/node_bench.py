@@ -1,0 +1,258 @@
+"""``torchcanary bench --fleet ADDR --nodes N``: the collectives family with one rank per node.
+
+"Benchmark on your communicator topology" as one flag. Each group of the schedule starts a
+fresh set of ranks on the same N nodes (:class:`~torchcanary.fleet.node_collectives.NodeRanks`)
+once per side, in a random order per group as the local bench interleaves its sides; each
+rank measures every op and size of the ``collectives`` family with ``world_size = N``. The
+samples are judged by the local bench's own comparison (``measure/compare.py``'s
+``compare_pair`` and ``decide``, through ``sequential.judge``) and stored as bench records
+with ``nodes`` set and nccl-tests' algbw / busbw per side, scoped to the nodes and their
+profile, so the reports, JSON, JUnit and ``history --profile`` read them per profile.
+
+Differences from the local bench, on purpose: the other families do not run here (they are
+one machine's); there are no interim looks (every group is measured); the ids end in
+``xNnodes`` (``collective/all_reduce/4MiB/gloox2nodes``) so they never share a history with
+N ranks on one machine. On GPU nodes (``device`` cuda, or auto with a GPU on every node) the
+backend is nccl, one rank on each node's first GPU; ``backend = "nccl2"`` in
+``[bench.collectives]`` runs the candidate's in-tree nccl2 the same way (a baseline without
+it is recorded as skipped, with the reason). Both: not checked: no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchcanary.context import RunContext
+from torchcanary.errors import ConfigError
+from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
+from torchcanary.fleet.profile import FleetNode
+from torchcanary.measure import compare, sequential
+from torchcanary.measure.interleave import Measurements
+from torchcanary.measure.samples import BASELINE, Batch, BenchmarkSamples, Side
+from torchcanary.measure.section import (
+    SECTION,
+    _payload,
+    _record,
+    _save_raw,
+    _skipped_payload,
+    policy_rules,
+    sides_for,
+)
+from torchcanary.measure.settings import BenchSettings
+from torchcanary.measure.specs import benchmark_id
+from torchcanary.plan import RunPlan
+from torchcanary.policy import Decision, decide
+from torchcanary.progress import Progress
+from torchcanary.report.render import write_outputs
+from torchcanary.report.view import RunView
+from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import SectionResult
+
+if TYPE_CHECKING:
+    from torchcanary.fleet.ray_executor import RayExecutor
+
+NODE_BENCH_ARTIFACT = "node_bench.json"
+FAMILY = "collectives"
+
+
+@dataclass(frozen=True)
+class NodeBenchOutcome:
+    run_id: str
+    decision: Decision
+    outputs: dict[str, Path]
+
+
+def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> list[dict[str, Any]]:
+    """Every op and size of the collectives family with one rank on each of ``nodes`` nodes."""
+    if FAMILY not in settings.families:
+        raise ConfigError(
+            f"bench --nodes {nodes} runs the {FAMILY} family, which [bench] families leaves "
+            f"out; add '{FAMILY}' to families"
+        )
+    table = settings.family(FAMILY)
+    cuda = settings.device == "cuda" or (settings.device == "auto" and gpus_everywhere)
+    backend = table["backend"] if table["backend"] != "auto" else ("nccl" if cuda else "gloo")
+    # nccl and nccl2 ranks run on each node's first GPU (not checked: no GPU node here).
+    device = "cuda" if cuda or backend.startswith("nccl") else "cpu"
+    specs = []
+    for op in table["ops"]:
+        for size in table["bytes"]:
+            spec = {
+                "kind": "collective",
+                "op": op,
+                "bytes": size,
+                "world_size": nodes,
+                "nodes": nodes,
+                "backend": backend,
+                "device": device,
+            }
+            specs.append({**spec, "id": f"{benchmark_id(spec)}nodes"})
+    return specs
+
+
+def execute_node_bench(
+    plan: RunPlan,
+    store: ResultStore,
+    output_dir: Path,
+    progress: Progress,
+    executor: RayExecutor,
+    address: str,
+    nodes: int,
+) -> NodeBenchOutcome:
+    """The collectives across ``nodes`` nodes, baseline against candidate, stored and judged."""
+    settings = BenchSettings.from_json(plan.section_settings(SECTION))
+    seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
+    if FAMILY not in settings.families:
+        node_specs(settings, nodes, False)  # raises, before any node is held
+    profiles = {node.node_id: node for node in executor.discover()}
+    ranks = NodeRanks(executor, plan.to_json(), nodes)
+    try:
+        placed = [profiles.get(place.node_id) for place in ranks.places]
+        gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
+        specs = node_specs(settings, nodes, gpus)
+        node = "+".join(place.node_id for place in ranks.places)
+        profile = "+".join(sorted({_key(found) for found in placed}))
+        run_id = store.create_run(plan.to_json())
+        progress.note(f"run {run_id} -> {store.location} (collectives across {nodes} nodes)")
+        try:
+            scoped = store.scoped(node, profile)
+            _judge_and_store(
+                RunContext(run_id, scoped, plan, {}, output_dir, output_dir, progress),
+                settings,
+                seed,
+                _measure(ranks, specs, settings, random.Random(seed), progress),
+                nodes,
+            )
+        except BaseException:
+            store.set_run_status(run_id, "interrupted")
+            raise
+    finally:
+        ranks.close()
+    where = [
+        {"node_id": place.node_id, "address": place.address, "profile": _key(found)}
+        for place, found in zip(ranks.places, placed, strict=True)
+    ]
+    store.save_artifact(
+        run_id,
+        NODE_BENCH_ARTIFACT,
+        "application/json",
+        json.dumps({"address": address, "nodes": nodes, "placed": where}).encode(),
+    )
+    view = RunView.load(scoped, run_id)
+    own = decide(view, plan.policy, (SECTION,), {})
+    decision = Decision(own.go, tuple(f"[{profile}] {reason}" for reason in own.reasons))
+    store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
+    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    return NodeBenchOutcome(run_id, decision, outputs)
+
+
+def _key(node: FleetNode | None) -> str:
+    return node.profile.key if node is not None else "unknown"
+
+
+def _measure(
+    ranks: NodeRanks,
+    specs: list[dict[str, Any]],
+    settings: BenchSettings,
+    rng: random.Random,
+    progress: Progress,
+) -> Measurements:
+    """Every group: each side's fresh ranks in a random order, every spec still measurable."""
+    sides, _, _ = sides_for(settings)
+    result = Measurements(
+        {spec["id"]: BenchmarkSamples(spec["id"], spec) for spec in specs},
+        device=specs[0]["device"] if specs else "cpu",
+    )
+    schedule = RankSchedule(
+        rounds=settings.rounds,
+        samples=settings.samples_per_round,
+        min_sample_s=settings.min_sample_ms / 1000,
+        budget_s=settings.group_budget_s / len(sides),
+        timeout_s=settings.timeout_s * 0.9,
+    )
+    with progress.task(
+        f"bench: collectives across {ranks.nodes} nodes", total=settings.groups
+    ) as task:
+        for group in range(settings.groups):
+            entries = [spec for spec in specs if not result.benchmarks[spec["id"]].stopped]
+            if not entries:
+                result.ended_by = "settled"
+                break
+            for slot, side in enumerate(rng.sample(sides, len(sides))):
+                answer = ranks.measure(side.role, entries, entries[0]["backend"], schedule)
+                for spec in entries:
+                    _add(result.benchmarks[spec["id"]], side, group, slot, answer.get(spec["id"]))
+            result.groups_run = group + 1
+            task.advance(f"{group + 1} of {settings.groups} groups done")
+    return result
+
+
+def _add(
+    samples: BenchmarkSamples, side: Side, group: int, slot: int, answer: dict[str, Any] | None
+) -> None:
+    """One side's answer for one benchmark, as the local interleaver records it."""
+    answer = answer or {"skipped": "no answer from rank 0"}
+    for refusal in ("failed", "skipped"):
+        if refusal in answer:
+            getattr(samples, refusal)[side.name] = answer[refusal]
+            return
+    for round_index, times in enumerate(answer["batches"]):
+        samples.add(side.name, Batch(group, round_index, slot, tuple(times)))
+    samples.measure_s += answer["measure_s"]
+    samples.number = answer["number"]
+
+
+def _judge_and_store(
+    ctx: RunContext, settings: BenchSettings, seed: int, measured: Measurements, nodes: int
+) -> None:
+    """The local bench's comparison and records, each with the node count."""
+    sides, judged, control = sides_for(settings)
+    max_slowdown = float(policy_rules(ctx.plan.policy)["bench_max_slowdown"])
+
+    def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
+        clock = compare.clock_for(samples.spec, settings.threads, settings.clock)
+        return compare.compare_pair(
+            samples,
+            BASELINE.name,
+            judged.name,
+            control.name if control is not None else None,
+            1 - settings.fdr,
+            clock,
+        )
+
+    def decide_all(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, Any]:
+        return compare.decide(
+            comparisons,
+            fdr,
+            settings.equivalence,
+            settings.aa,
+            settings.min_effect,
+            max_slowdown=max_slowdown,
+        )
+
+    finished = {key: samples for key, samples in measured.benchmarks.items() if not samples.stopped}
+    decided, comparisons = sequential.judge(finished, {}, pair_of, decide_all, settings.fdr, 0)
+    for key, samples in measured.benchmarks.items():
+        _save_raw(ctx, sides, samples)
+        if samples.stopped:
+            verdict = compare.BenchVerdict.SKIPPED
+            payload = _skipped_payload(samples, sides, settings, seed)
+        else:
+            verdict = compare.BenchVerdict(decided[key]["verdict"])
+            payload = _payload(
+                samples,
+                sides,
+                comparisons[key],
+                decided[key],
+                measured,
+                settings,
+                seed,
+                {},
+                ctx.work_dir,
+            )
+        record = _record(key, verdict, {**payload, "nodes": nodes})
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
