@@ -35,12 +35,12 @@ from torchcanary.measure.interleave import Measurements
 from torchcanary.measure.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.measure.section import (
     SECTION,
-    _payload,
-    _record,
-    _save_raw,
-    _skipped_payload,
+    bench_record,
+    measured_payload,
     policy_rules,
+    save_raw_samples,
     sides_for,
+    skipped_payload,
 )
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.specs import benchmark_id
@@ -237,13 +237,13 @@ def _judge_and_store(
     finished = {key: samples for key, samples in measured.benchmarks.items() if not samples.stopped}
     decided, comparisons = sequential.judge(finished, {}, pair_of, decide_all, settings.fdr, 0)
     for key, samples in measured.benchmarks.items():
-        _save_raw(ctx, sides, samples)
+        save_raw_samples(ctx, sides, samples)
         if samples.stopped:
             verdict = compare.BenchVerdict.SKIPPED
-            payload = _skipped_payload(samples, sides, settings, seed)
+            payload = skipped_payload(samples, sides, settings, seed)
         else:
             verdict = compare.BenchVerdict(decided[key]["verdict"])
-            payload = _payload(
+            payload = measured_payload(
                 samples,
                 sides,
                 comparisons[key],
@@ -254,5 +254,5 @@ def _judge_and_store(
                 {},
                 ctx.work_dir,
             )
-        record = _record(key, verdict, {**payload, "nodes": nodes})
+        record = bench_record(key, verdict, {**payload, "nodes": nodes})
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))

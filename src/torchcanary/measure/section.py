@@ -117,11 +117,11 @@ def run(ctx: RunContext) -> None:
         return [spec for spec in specs if not spec["kind"].startswith("workload")]
 
     def commit_skipped(samples: BenchmarkSamples) -> None:
-        _save_raw(ctx, sides, samples)
-        record = _record(
+        save_raw_samples(ctx, sides, samples)
+        record = bench_record(
             samples.bench_id,
             compare.BenchVerdict.SKIPPED,
-            _skipped_payload(samples, sides, settings, seed),
+            skipped_payload(samples, sides, settings, seed),
         )
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
@@ -190,8 +190,8 @@ def run(ctx: RunContext) -> None:
         finished, settled, pair_of, decide, settings.fdr, looked
     )
     for bench_id, samples in finished.items():
-        _save_raw(ctx, sides, samples)
-        payload = _payload(
+        save_raw_samples(ctx, sides, samples)
+        payload = measured_payload(
             samples,
             sides,
             comparisons[bench_id],
@@ -202,11 +202,13 @@ def run(ctx: RunContext) -> None:
             confounds,
             ctx.work_dir,
         )
-        record = _record(bench_id, compare.BenchVerdict(decided[bench_id]["verdict"]), payload)
+        record = bench_record(bench_id, compare.BenchVerdict(decided[bench_id]["verdict"]), payload)
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
 
-def _record(bench_id: str, verdict: compare.BenchVerdict, payload: dict[str, Any]) -> BenchResult:
+def bench_record(
+    bench_id: str, verdict: compare.BenchVerdict, payload: dict[str, Any]
+) -> BenchResult:
     """The typed record of a payload assembled below (its fields: ``measure/result.py``)."""
     return record_from_json(
         {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
@@ -223,7 +225,7 @@ def _confounds(ctx: RunContext) -> dict[str, Any]:
     }
 
 
-def _save_raw(ctx: RunContext, sides: list[Side], samples: BenchmarkSamples) -> None:
+def save_raw_samples(ctx: RunContext, sides: list[Side], samples: BenchmarkSamples) -> None:
     for side in sides:
         for series, values in samples.flat(side.name).items():
             if values:
@@ -264,7 +266,7 @@ def _harness(
     return facts
 
 
-def _skipped_payload(
+def skipped_payload(
     samples: BenchmarkSamples, sides: list[Side], settings: BenchSettings, seed: int
 ) -> dict[str, Any]:
     names = {side.name: side.store_role for side in sides}
@@ -289,7 +291,7 @@ def _skipped_payload(
     }
 
 
-def _payload(
+def measured_payload(
     samples: BenchmarkSamples,
     sides: list[Side],
     pair: dict[str, Any],
