@@ -450,8 +450,9 @@ class UserJobRunner(DrillRunner):
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The fault-free run; again (up to REFERENCE_TRIES) while a rank dies of a signal.
 
-        Such a death may not repeat (torch 2.14.1's gloo ranks abort now and then on their
-        way out): the tries that died are kept, counted, in ``died_in_tries``."""
+        Such a death may not repeat (a gloo worker thread of torch 2.13 and 2.14 that drops
+        its last work during interpreter shutdown aborts the rank, now and then, on its way
+        out): the tries that died are kept, counted, in ``died_in_tries``."""
         deaths: list[dict[str, Any]] = []
         for attempt in range(1, REFERENCE_TRIES + 1):
             result, death = self._reference_try(spec)
