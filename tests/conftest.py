@@ -41,6 +41,7 @@ def session_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     land there, so what is in it comes from this session's tests and what they started."""
     tmp_path_factory.getbasetemp()  # pytest's own folders stay where they always are
     root = Path(tempfile.mkdtemp(prefix="tcs-"))  # short: Ray's socket paths live under it
+    (root / "ray").mkdir()  # Ray keeps its sessions' files there by design, gone at the end
     patch = pytest.MonkeyPatch()
     patch.setenv("TMPDIR", str(root))
     patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
