@@ -1,7 +1,8 @@
 """Shared fixtures: real environments, real stores, real run contexts.
 
 The two torch environments are built once (into the torchcanary cache, reused across
-sessions) and shared by every test that needs them.
+sessions) and shared by every test that needs them. The session has a temporary folder of
+its own (``TMPDIR``), and a test that leaves anything in it fails.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,7 @@ from hypothesis import settings
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
-from torchcanary.drills.procs import TOKEN_VARIABLE
+from torchcanary.drills.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
@@ -29,6 +33,30 @@ from torchcanary.store.sqlite import Store
 settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh TMPDIR for the session, removed at its end: other processes' files never
+    land there, so what is in it comes from this session's tests and what they started."""
+    tmp_path_factory.getbasetemp()  # pytest's own folders stay where they always are
+    root = Path(tempfile.mkdtemp(prefix="tcs-"))  # short: Ray's socket paths live under it
+    (root / "ray").mkdir()  # Ray keeps its sessions' files there by design, gone at the end
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TMPDIR", str(root))
+    patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    yield root
+    patch.undo()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def temp_dir_left_clean(session_temp_dir: Path) -> Iterator[None]:
+    """A test (its fixtures and the processes it started) leaves nothing in the temp dir."""
+    before = set(os.listdir(session_temp_dir))
+    yield
+    left = sorted(set(os.listdir(session_temp_dir)) - before)
+    assert left == [], f"left in the temp dir: {left} (use tmp_path, or remove your scratch)"
 
 
 @pytest.fixture(scope="session")
@@ -152,37 +180,51 @@ def fleet(ray_cluster):
 
 
 # Drills ------------------------------------------------------------------------------------
-def _tagged_processes() -> dict[int, bytes]:
-    """Live processes carrying a drill token, with their token."""
-    needle = f"{TOKEN_VARIABLE}=".encode()
-    found = {}
+def _drill_processes(scope: str) -> tuple[dict[int, str], set[str]]:
+    """Live drill processes of ``scope`` (pid -> command line), and other drills' tokens."""
+    needle, mine = f"{TOKEN_VARIABLE}=".encode(), f"{SCOPE_VARIABLE}={scope}".encode()
+    own: dict[int, str] = {}
+    others: set[str] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        tokens = [item for item in environ.split(b"\0") if item.startswith(needle)]
-        if state != "Z" and tokens:
-            found[int(entry.name)] = tokens[0]
-    return found
+        tokens = [item[len(needle) :].decode() for item in environ if item.startswith(needle)]
+        if state == "Z" or not tokens:
+            continue
+        if mine in environ:
+            own[int(entry.name)] = command[:200]
+        else:
+            others.add(tokens[0])
+    return own, others
 
 
 def _drill_namespaces() -> list[str]:
     if shutil.which("ip") is None:
         return []
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line for line in listed.splitlines() if line.startswith("torchcanary-")]
+    return [line.split()[0] for line in listed.splitlines() if line.startswith("torchcanary-")]
 
 
 @pytest.fixture
-def drill_leak_check():
-    """No process or namespace of this test's drills survives it (others' are ignored)."""
-    tokens_before = set(_tagged_processes().values())
+def drill_leak_check(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No process or namespace of this test's drills survives it.
+
+    The test's drill processes carry its own scope (SCOPE_VARIABLE, inherited from this
+    process's environment), so drills of other runs on the machine cannot trip the check.
+    A namespace is named after its drill's token: one of another run's live drill is theirs.
+    """
+    scope = f"test-{uuid.uuid4().hex}"
+    monkeypatch.setenv(SCOPE_VARIABLE, scope)
     namespaces_before = set(_drill_namespaces())
     yield
-    leaked = {pid for pid, token in _tagged_processes().items() if token not in tokens_before}
-    assert leaked == set(), "a drill left processes running"
-    assert set(_drill_namespaces()) - namespaces_before == set(), "a drill left namespaces"
+    own, other_tokens = _drill_processes(scope)
+    assert own == {}, f"a drill left processes running: {own}"
+    new_namespaces = set(_drill_namespaces()) - namespaces_before
+    leaked = {n for n in new_namespaces if not any(token in n for token in other_tokens)}
+    assert leaked == set(), f"a drill left namespaces: {sorted(leaked)}"

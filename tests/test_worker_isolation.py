@@ -93,3 +93,19 @@ def test_worker_killed_by_a_signal_names_the_signal_and_a_fresh_one_takes_over(
         assert worker.call("os:getpid", {}, 60).ok
     finally:
         worker.close()
+
+
+def test_worker_keeps_its_temporary_files_in_a_folder_that_goes_when_it_dies(
+    baseline_env, import_root
+):
+    worker = WorkerProcess(baseline_env.python, import_root)
+    try:
+        made = worker.call("tempfile:mkdtemp", {"prefix": "canary-probe-"}, 60)
+        assert made.ok, made.error
+        own = Path(made.value).parent
+        assert own.name.startswith("torchcanary-worker-") and own.is_dir()
+        died = worker.call("os:abort", {}, 60)  # as a probe that crashes mid-way
+        assert died.status == "crashed" and "SIGABRT" in died.error
+        assert not own.exists()
+    finally:
+        worker.close()

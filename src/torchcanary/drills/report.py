@@ -312,7 +312,7 @@ def markdown(view: Any) -> str:
             result = rows[key].get(role)
             if isinstance(result, DrillRun):
                 lines.append(_summary_line(key, role, result))
-    lines += _cached_reference_lines(rows)
+    lines += _reference_lines(rows)
     lines += [
         "",
         "Network faults: veth link down and tc tbf rate limits between per-rank "
@@ -322,17 +322,22 @@ def markdown(view: Any) -> str:
     return "\n".join(lines)
 
 
-def _cached_reference_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
-    """A line per environment whose fault-free run of the user's job came from the cache."""
+def _reference_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per environment whose fault-free run of the user's job came from the cache,
+    or had a rank die of a signal (counted over the tries: it may not repeat)."""
     lines = []
     for role, result in sorted(rows.get("reference:job", {}).items()):
-        cached = result.cached if isinstance(result, DrillReference) else None
+        if not isinstance(result, DrillReference):
+            continue
+        cached = result.cached
         if cached is not None and isinstance(cached.get("age_s"), (int, float)):
             lines.append(
                 f"- your job's fault-free run in the {role}: reused from the cache, made "
                 f"{describe_age(cached['age_s'])} before this run (`--fresh-reference` "
                 "makes it again)"
             )
+        elif result.extra.get("died_in_tries"):
+            lines.append(f"- your job's fault-free run in the {role}: {result.reason}")
     return lines
 
 

@@ -35,11 +35,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drills import job_compare, job_reference_cache, timeline
+from torchcanary.drills import job_compare, job_exits, job_reference_cache, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_exits import RankDeath
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.job_report import EVENTS_VARIABLE
 from torchcanary.drills.judging import fault_facts
@@ -69,6 +70,7 @@ JOB_DEFAULTS: dict[str, Any] = {
 }
 IN_PLACE = ("shrink", "reconfigure")  # recovered inside the job, by the job_inplace contract
 REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
+REFERENCE_TRIES = 3  # fault-free runs made while a rank dies of a signal, to count it
 _LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
 # Variables the drill or torchrun sets for each rank: a job_env entry may not replace them.
 _OWNED_VARIABLES = frozenset(
@@ -447,6 +449,31 @@ class UserJobRunner(DrillRunner):
         return made
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
+        """The fault-free run; again (up to REFERENCE_TRIES) while a rank dies of a signal.
+
+        Such a death may not repeat (a gloo worker thread of torch 2.13 and 2.14 that drops
+        its last work during interpreter shutdown aborts the rank, now and then, on its way
+        out): the tries that died are kept, counted, in ``died_in_tries``."""
+        deaths: list[dict[str, Any]] = []
+        for attempt in range(1, REFERENCE_TRIES + 1):
+            result, death = self._reference_try(spec)
+            result["tries"] = attempt
+            if death is None:
+                break
+            deaths.append(death.to_json() | {"said": death.describe()})
+        if deaths:
+            result["died_in_tries"] = deaths
+            count = f"{len(deaths)} of {result['tries']} tries"
+            if result["ok"]:
+                result["reason"] = (
+                    f"fault-free on try {result['tries']}; it died in {count}: {deaths[0]['said']}"
+                )
+            elif len(deaths) == result["tries"]:
+                result["reason"] += f" (in {count})"
+        return result
+
+    def _reference_try(self, spec: DrillSpec) -> tuple[dict[str, Any], RankDeath | None]:
+        """One fault-free run, and the rank that died of a signal in it, if one did."""
         # Its own bound: a drill may be bounded tightly where a job never notices a hang.
         bound_s = max(spec.drill_timeout_s, REFERENCE_BOUND_S)
         area = Area(self.work_dir / f"reference-job-{time.time_ns()}")
@@ -459,7 +486,7 @@ class UserJobRunner(DrillRunner):
             finished = procs.wait_all([main], time.monotonic() + bound_s)
             code = main.poll()
         except LaunchFailed as exc:
-            return {"ok": False, "reason": str(exc), "parallel": "job"}
+            return {"ok": False, "reason": str(exc), "parallel": "job"}, None
         finally:
             procs.kill_all()
             shutil.rmtree(area.root / "scratch", ignore_errors=True)
@@ -482,16 +509,18 @@ class UserJobRunner(DrillRunner):
             ).throughput_before,
             "ok": bool(finished and code == 0),
         }
+        death = None
         if not finished:
             result["reason"] = (
                 f"the job did not finish without a fault within {bound_s:g} s: shorten it "
                 "for the drill or raise drill_timeout_s"
             )
         elif code != 0:
-            result["reason"] = (
-                f"the job fails without any fault (exit code {code}): {_first_error(events, procs)}"
-            )
-        return result
+            deaths = job_exits.torchrun_deaths(procs.log_tail("torchrun", 20000), events)
+            death = deaths[0] if deaths else None
+            why = death.describe() if death else _first_error(events, procs)
+            result["reason"] = f"the job fails without any fault (exit code {code}): {why}"
+        return result, death
 
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
@@ -591,6 +620,7 @@ class UserJobRunner(DrillRunner):
             "first_error": after[0]["error"] if after else None,
             "error_kinds": sorted({str(e.get("kind")) for e in after}),
             "exit_codes": run.exit_codes,
+            "signal_deaths": [d.to_json() for d in _signal_deaths(spec, area, run)],
             "bounded_out": run.bounded_out,
             "killed_at_cleanup": len(run.leftovers_killed),
             "flight_recorder": {"dumps": dumps} if dumps else {},
@@ -641,9 +671,10 @@ class UserJobRunner(DrillRunner):
             return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first error: "
                 f"{payload['first_error'] or 'none recorded'}"
+                + _deaths_said(payload["signal_deaths"], self.reference(spec))
             )
         how = (
-            f"restarted {payload['restarts']}x"
+            f"restarted {payload['restarts']}x" + _restarts_for_deaths(payload)
             if spec.recovery in RESTARTS
             else f"{spec.recovery} done in place"
             if spec.recovery in IN_PLACE
@@ -683,6 +714,53 @@ def _codes_that_count(spec: DrillSpec, run: _Run) -> dict[str, int | None]:
         return run.exit_codes
     struck = f"main{run.injector.struck_rank}"
     return {name: code for name, code in run.exit_codes.items() if name != struck}
+
+
+def _signal_deaths(spec: DrillSpec, area: Area, run: _Run) -> list[RankDeath]:
+    """Deaths by a signal the fault does not explain, each with the rank's last words: in
+    place, of the processes that count; under torchrun, of ranks that had finished."""
+    if spec.recovery not in IN_PLACE:
+        deaths = job_exits.torchrun_deaths(_read_log(area.logs / "torchrun.log"), run.events)
+        return [death for death in deaths if death.after_done]
+    found = []
+    for name, code in _codes_that_count(spec, run).items():
+        generation, _, rank = name.removeprefix("replacement").rpartition(".")
+        if not generation:  # main<rank>, else replacement<generation>.<rank>
+            rank = name.removeprefix("main")
+        log = f"rank{rank}-join{generation}" if generation else f"rank{rank}"
+        death = job_exits.process_death(
+            int(rank), code, _read_log(area.logs / f"{log}.log"), run.events
+        )
+        if death is not None:
+            found.append(death)
+    return found
+
+
+def _restarts_for_deaths(payload: dict[str, Any]) -> str:
+    """Why torchrun restarted more than the fault asks for: a rank died after finishing."""
+    last = payload["restarts"]
+    early = [d for d in payload["signal_deaths"] if d["attempt"] < last]
+    if not early:
+        return ""
+    return f" ({len(early)} of them after {RankDeath(**early[0]).describe()})"
+
+
+def _read_log(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _deaths_said(deaths: list[dict[str, Any]], reference: dict[str, Any]) -> str:
+    """The signal deaths of a failed drill in words, and how often the fault-free run died."""
+    if not deaths:
+        return ""
+    said = "; ".join(RankDeath(**death).describe() for death in deaths)
+    died = reference.get("died_in_tries") or []
+    if died:
+        said += (
+            f"; its fault-free run died of a signal in {len(died)} of "
+            f"{reference.get('tries')} tries too"
+        )
+    return f"; {said}"
 
 
 def _in_place_facts(

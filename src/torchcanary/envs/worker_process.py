@@ -2,7 +2,9 @@
 
 The worker may segfault, hang, exit, run out of memory or print garbage; each becomes a
 :class:`CallResult` with a status, never an exception in the orchestrator. A worker that
-failed is discarded and the next call starts a fresh one.
+failed is discarded and the next call starts a fresh one. Each worker gets a temporary folder
+of its own (``TMPDIR``), removed when it goes: a probe's scratch outlives a worker that was
+killed in the middle of it otherwise.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import collections
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,6 +78,7 @@ class WorkerProcess:
     _lines: queue.Queue[bytes | None] = field(default_factory=queue.Queue)
     _stderr: collections.deque[bytes] = field(default_factory=collections.deque)
     _next_id: int = 1
+    _tmp_dir: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -91,6 +96,9 @@ class WorkerProcess:
         env["PYTHONUNBUFFERED"] = "1"
         env["TORCHCANARY_PARENT_PID"] = str(os.getpid())
         env.pop("PYTHONHOME", None)
+        if "TMPDIR" not in self.env_vars:
+            self._tmp_dir = tempfile.mkdtemp(prefix="torchcanary-worker-")
+            env["TMPDIR"] = self._tmp_dir
         started = time.monotonic()
         self._proc = subprocess.Popen(
             [self.python, "-m", WORKER_MAIN],
@@ -215,7 +223,8 @@ class WorkerProcess:
                 kept -= len(self._stderr.popleft())
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (it leads its own session)."""
+        """Kill the worker and everything it started (it leads its own session); its
+        temporary folder goes with it."""
         if self._proc is None:
             return
         if self._proc.poll() is None:
@@ -223,6 +232,9 @@ class WorkerProcess:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
         self._lines = queue.Queue()
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

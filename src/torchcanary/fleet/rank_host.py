@@ -234,6 +234,7 @@ class RankHost:
         struck_t = time.time()
         raylet = os.getppid()
         self.procs.kill_all()
+        shutil.rmtree(self.root, ignore_errors=True)  # this actor dies before its close()
         detail = f"node {self.index} killed: its drill processes and its raylet (pid {raylet})"
         # The reply must leave before the raylet (and with it this actor) goes.
         threading.Timer(0.2, os.kill, (raylet, signal.SIGKILL)).start()

@@ -11,6 +11,7 @@ mid-section loses only what had not finished.
 from __future__ import annotations
 
 import queue
+import shutil
 import tempfile
 import threading
 import traceback
@@ -105,3 +106,4 @@ def _run_here(
         get_section(section).run(ctx)
     finally:
         ctx.close_workers()
+        shutil.rmtree(work_dir, ignore_errors=True)  # results went home through the store
