@@ -48,6 +48,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -202,6 +203,7 @@ def _measure(
     finally:
         ctx.close_workers()
         store.close()
+        shutil.rmtree(scratch, ignore_errors=True)  # --dump keeps what is worth keeping
     return measured, time.monotonic() - started
 
 
