@@ -200,11 +200,12 @@ def _measure(
             random.Random(seed),
             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         ).run(lambda device: [{**s, "device": device} for s in specs])
+        wall = time.monotonic() - started
     finally:
         ctx.close_workers()
         store.close()
         shutil.rmtree(scratch, ignore_errors=True)  # --dump keeps what is worth keeping
-    return measured, time.monotonic() - started
+    return measured, wall
 
 
 def _dump(path: Path, measured: Any, wall: float) -> None:
