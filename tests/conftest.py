@@ -41,7 +41,13 @@ def session_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     land there, so what is in it comes from this session's tests and what they started."""
     tmp_path_factory.getbasetemp()  # pytest's own folders stay where they always are
     root = Path(tempfile.mkdtemp(prefix="tcs-"))  # short: Ray's socket paths live under it
-    (root / "ray").mkdir()  # Ray keeps its sessions' files there by design, gone at the end
+    # Like /tmp: the PostgreSQL server runs as its own user and must reach its folder.
+    root.chmod(0o1777)
+    # What outlives one test by design, gone at the end: Ray's session files, and the
+    # session's PostgreSQL server.
+    for lasting in ("ray", "servers"):
+        (root / lasting).mkdir()
+        (root / lasting).chmod(0o1777)
     patch = pytest.MonkeyPatch()
     patch.setenv("TMPDIR", str(root))
     patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
@@ -118,7 +124,7 @@ def make_context(
 
 
 @pytest.fixture(scope="session")
-def postgres_cluster():
+def postgres_cluster(session_temp_dir: Path):
     from pg_cluster import ClusterUnavailable, PostgresCluster
 
     try:
@@ -126,7 +132,7 @@ def postgres_cluster():
     except ImportError:
         pytest.skip("not checked: psycopg is not installed (pip install -e '.[dev]')")
     try:
-        cluster = PostgresCluster()
+        cluster = PostgresCluster(parent=session_temp_dir / "servers")
     except ClusterUnavailable as exc:
         pytest.skip(f"not checked: no PostgreSQL server could be started here: {exc}")
     yield cluster

@@ -61,7 +61,7 @@ def free_port() -> int:
 class PostgresCluster:
     """One server: ``url()`` names a database on it, with the password in the URL."""
 
-    def __init__(self, fsync: bool = False) -> None:
+    def __init__(self, fsync: bool = False, parent: Path | None = None) -> None:
         bin_dir = postgres_bin()
         if bin_dir is None:
             raise ClusterUnavailable(
@@ -69,7 +69,7 @@ class PostgresCluster:
             )
         self.bin = bin_dir
         self.prefix, user = _run_as()
-        self.root = Path(tempfile.mkdtemp(prefix="canary-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="canary-pg-", dir=parent))
         self.data = self.root / "data"
         self.port = free_port()
         self.fsync = fsync

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.worker.calls import WORKER_MAIN
+from torchcanary.worker.lifeline import OWN_TMPDIR_VARIABLE
 from torchcanary.worker.protocol import MAX_LINE_BYTES, ProtocolError, decode, encode
 
 STARTUP_TIMEOUT_S = 60.0
@@ -98,7 +99,7 @@ class WorkerProcess:
         env.pop("PYTHONHOME", None)
         if "TMPDIR" not in self.env_vars:
             self._tmp_dir = tempfile.mkdtemp(prefix="torchcanary-worker-")
-            env["TMPDIR"] = self._tmp_dir
+            env["TMPDIR"] = env[OWN_TMPDIR_VARIABLE] = self._tmp_dir
         started = time.monotonic()
         self._proc = subprocess.Popen(
             [self.python, "-m", WORKER_MAIN],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -17,10 +18,18 @@ import time
 _POLL_S = 0.5
 
 
+# The temporary folder the orchestrator made for this worker (envs.worker_process): its
+# removal was the orchestrator's job, so with the orchestrator gone it is this process's.
+OWN_TMPDIR_VARIABLE = "TORCHCANARY_OWN_TMPDIR"
+
+
 def _exit_orphaned(parent: int) -> None:
     # The reader of stderr is usually the dead parent: a failed write must not stop the exit.
     with contextlib.suppress(Exception):
         sys.stderr.write(f"torchcanary: parent {parent} is gone; exiting\n")
+    own = os.environ.get(OWN_TMPDIR_VARIABLE)
+    if own:
+        shutil.rmtree(own, ignore_errors=True)
     os._exit(1)
 
 
