@@ -36,7 +36,9 @@ NODE_DRILL_ARTIFACT = "node_drill.json"
 
 
 @dataclass(frozen=True)
-class NodeDrillOutcome:
+class NodeRunOutcome:
+    """What a run across nodes (drills, or the bench's collectives) left: its stored run."""
+
     run_id: str
     decision: Decision
     outputs: dict[str, Path]
@@ -52,7 +54,7 @@ def execute_node_drills(
     nodes: int,
     roles: tuple[str, ...] = ROLES,
     shared_dir: Path | None = None,
-) -> NodeDrillOutcome:
+) -> NodeRunOutcome:
     """Every configured drill, in each of ``roles``' environments, on ``nodes`` nodes.
 
     Each environment gets its own placement group: a drill that kills a node leaves the
@@ -99,7 +101,7 @@ def execute_node_drills(
     decision = decide(view, plan.policy, plan.sections, {})
     store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
-    return NodeDrillOutcome(run_id, decision, outputs)
+    return NodeRunOutcome(run_id, decision, outputs)
 
 
 def _run_one(drills: NodeDrills, spec: DrillSpec) -> DrillOutcome:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
+from torchcanary.fleet.drill_run import NodeRunOutcome
 from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
 from torchcanary.fleet.profile import FleetNode
 from torchcanary.measure import compare, sequential
@@ -57,13 +57,6 @@ if TYPE_CHECKING:
 
 NODE_BENCH_ARTIFACT = "node_bench.json"
 FAMILY = "collectives"
-
-
-@dataclass(frozen=True)
-class NodeBenchOutcome:
-    run_id: str
-    decision: Decision
-    outputs: dict[str, Path]
 
 
 def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> list[dict[str, Any]]:
@@ -102,7 +95,7 @@ def execute_node_bench(
     executor: RayExecutor,
     address: str,
     nodes: int,
-) -> NodeBenchOutcome:
+) -> NodeRunOutcome:
     """The collectives across ``nodes`` nodes, baseline against candidate, stored and judged."""
     settings = BenchSettings.from_json(plan.section_settings(SECTION))
     seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
@@ -147,7 +140,7 @@ def execute_node_bench(
     decision = Decision(own.go, tuple(f"[{profile}] {reason}" for reason in own.reasons))
     store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
-    return NodeBenchOutcome(run_id, decision, outputs)
+    return NodeRunOutcome(run_id, decision, outputs)
 
 
 def _key(node: FleetNode | None) -> str:
