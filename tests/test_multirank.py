@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchcanary.envs.worker_process import WorkerProcess
@@ -9,8 +11,9 @@ from torchcanary.envs.worker_process import WorkerProcess
 pytestmark = pytest.mark.torch_envs
 
 
+@pytest.mark.parametrize("start", ["spawn", "fork"])
 def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
-    baseline_env, import_root, monkeypatch, tmp_path
+    start, baseline_env, import_root, monkeypatch, tmp_path
 ):
     (tmp_path / "rank_targets.py").write_text(
         "def all_reduce(rank, world_size):\n"
@@ -29,17 +32,60 @@ def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
     try:
         ok = worker.call(
             "torchcanary.worker.multirank:run_ranks",
-            {"target": "rank_targets:all_reduce", "world_size": 2, "timeout_s": 120},
+            {
+                "target": "rank_targets:all_reduce",
+                "world_size": 2,
+                "timeout_s": 120,
+                "start": start,
+            },
             180,
         )
         assert ok.ok, ok.error + ok.traceback
         assert ok.value == [3.0, 3.0]
         stuck = worker.call(
             "torchcanary.worker.multirank:run_ranks",
-            {"target": "rank_targets:only_rank0_reduces", "world_size": 2, "timeout_s": 15},
+            {
+                "target": "rank_targets:only_rank0_reduces",
+                "world_size": 2,
+                "timeout_s": 15,
+                "start": start,
+            },
             120,
         )
         assert stuck.status == "error" and "RanksFailed" in stuck.error
         assert "timed out after 15 s" in stuck.error
+    finally:
+        worker.close()
+
+
+def test_forked_ranks_of_a_pinned_worker_take_the_cpus_they_are_given(
+    baseline_env, import_root, tmp_path
+):
+    """The bench pins its worker to one core; its collective's ranks must not share it."""
+    machine = sorted(os.sched_getaffinity(0))
+    (tmp_path / "rank_targets.py").write_text(
+        "import os\n"
+        "def affinity(rank, world_size):\n"
+        "    return [os.getppid(), sorted(os.sched_getaffinity(0))]\n"
+    )
+    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        pinned = worker.call("torchcanary.measure.timing:configure", {"threads": 1}, 180)
+        assert pinned.ok, pinned.error
+        assert pinned.value["affinity"] == machine[-1:]
+        ranks = worker.call(
+            "torchcanary.worker.multirank:run_ranks",
+            {
+                "target": "rank_targets:affinity",
+                "world_size": 2,
+                "timeout_s": 120,
+                "start": "fork",
+                "cpus": machine,
+            },
+            180,
+        )
+        assert ranks.ok, ranks.error + ranks.traceback
+        # Forked from the worker itself (not a fresh interpreter), each on every CPU given.
+        assert ranks.value == [[pinned.value["pid"], machine]] * 2
     finally:
         worker.close()

@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 import traceback
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Any
 
@@ -194,14 +195,23 @@ def run(ctx: RunContext) -> None:
                 fresh_reference=settings["job_fresh_reference"],
             )
         )
-    with ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task:
-        # Drill by drill, both environments each, so a cut-short run still compares.
+    with (
+        ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task,
+        ThreadPoolExecutor(max_workers=len(roles)) as pool,
+    ):
+        # Drill by drill, so a cut-short run still compares; the environments' runs of a
+        # drill at once: a drill mostly waits (timeouts, restarts, padded steps), and two
+        # runs that share the machine's conditions make fairer detect and resume times.
+        # The store and the progress stay on this thread.
         for spec in specs:
+            running = {}
             for role in roles:
                 if (spec.key, role) in done:
                     task.advance(f"{role} {spec.key}: already stored")
-                    continue
-                outcome = _run_one(runners[role], spec)
+                else:
+                    running[role] = pool.submit(_run_one, runners[role], spec)
+            for role, future in running.items():
+                outcome = future.result()
                 record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
                 ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
                 task.advance(f"{role} {spec.key}: {outcome.verdict.value}")

@@ -1,7 +1,10 @@
 """Times collectives on a live process group of local ranks (worker side).
 
 ``measure`` is called in a side's worker and starts fresh ranks through
-:func:`~torchcanary.worker.multirank.run_ranks`; ``rank_main`` runs on each rank. Sizes
+:func:`~torchcanary.worker.multirank.run_ranks`; ``rank_main`` runs on each rank. On CPU the
+ranks are forked from the worker (fresh for each round group, so the ranks are too), and
+each rank may use every CPU the worker had before it was pinned for the timed benchmarks:
+ranks sharing that one core would time the scheduler, not the collective. Sizes
 follow nccl-tests: ``bytes`` is the whole buffer (the gathered output of all_gather, the
 input of reduce_scatter), so algbw and busbw use nccl-tests' formulas
 (:data:`torchcanary.measure.specs.BUSBW_FACTOR`). A sample is the slowest rank's time per
@@ -15,8 +18,9 @@ import os
 import time
 from typing import Any
 
+from torchcanary.measure.timing import unpinned_cpus
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
-from torchcanary.worker.multirank import RanksFailed, run_ranks
+from torchcanary.worker.multirank import RanksFailed, can_fork, run_ranks
 
 
 def _elements(op: str, size_bytes: int, world: int) -> int:
@@ -137,6 +141,7 @@ def measure(
     """Per benchmark id: batches of seconds per op, why it was skipped, or how it failed."""
     import torch
 
+    device = entries[0]["device"] if entries else "cpu"
     if backend.startswith("nccl") and torch.cuda.device_count() < world_size:
         reason = (
             f"{backend} with {world_size} ranks needs {world_size} GPUs, "
@@ -156,6 +161,8 @@ def measure(
             },
             backend=backend,
             timeout_s=timeout_s,
+            start="fork" if device == "cpu" and can_fork() else "spawn",
+            cpus=unpinned_cpus() or None,
         )
     except RanksFailed as exc:
         status = "timeout" if "timed out" in str(exc) else "crashed"

@@ -34,6 +34,13 @@ class _Prepared:
 
 
 _PREPARED: dict[str, _Prepared] = {}
+_UNPINNED: list[int] = []  # the CPUs this worker could use before configure pinned it
+
+
+def unpinned_cpus() -> list[int]:
+    """The CPUs the worker was allowed before :func:`configure`: what ranks of a collective
+    spread over (pinned ranks would share the timed benchmarks' one core)."""
+    return list(_UNPINNED)
 
 
 def configure(threads: int, cpus: list[int] | None = None) -> dict[str, Any]:
@@ -44,6 +51,7 @@ def configure(threads: int, cpus: list[int] | None = None) -> dict[str, Any]:
 
     if hasattr(os, "sched_setaffinity"):
         allowed = sorted(os.sched_getaffinity(0))
+        _UNPINNED[:] = allowed
         chosen = [c for c in (cpus or allowed[-threads:]) if c in allowed] or allowed
         for task in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError):  # a thread that ended meanwhile

@@ -6,15 +6,20 @@ import contextlib
 import datetime
 import importlib
 import json
+import os
 import sys
 import traceback
+from typing import Any
 
 from torchcanary.worker.lifeline import die_with_parent
 
 
-def main() -> None:
+def serve(spec: dict[str, Any]) -> None:
+    """Be one rank of ``spec``: in a fresh interpreter, or in a child forked by run_ranks."""
     die_with_parent()
-    spec = json.loads(sys.argv[1])
+    if spec.get("cpus") and hasattr(os, "sched_setaffinity"):
+        # The parent may be pinned to one core; ranks of a collective each need their own.
+        os.sched_setaffinity(0, spec["cpus"])
     import torch.distributed as dist
 
     dist.init_process_group(
@@ -38,6 +43,10 @@ def main() -> None:
     # A group left broken by the target is the target's finding, not ours.
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
+
+
+def main() -> None:
+    serve(json.loads(sys.argv[1]))
 
 
 if __name__ == "__main__":
