@@ -191,6 +191,44 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     assert len(store.section_results(ctx.run_id, "drill")) == len(results)
 
 
+@pytest.mark.torch_envs
+def test_both_environments_run_each_drill_at_once_and_it_is_stored_from_the_caller(
+    make_context, store, monkeypatch
+):
+    """A barrier only both environments' runs of the same drill can pass together."""
+    import threading
+
+    from torchcanary.drills.drill import DrillOutcome
+    from torchcanary.drills.verdict import DrillVerdict
+
+    together = threading.Barrier(2, timeout=60)
+    caller = threading.get_ident()
+    ran: list[tuple[str, str]] = []
+
+    def run(self: DrillRunner, drill: DrillSpec) -> DrillOutcome:
+        assert threading.get_ident() != caller
+        together.wait()  # a BrokenBarrierError here: the other environment never came
+        ran.append((drill.key, self.python))
+        return DrillOutcome(DrillVerdict.PASSED, {"reason": "stand-in", "spec": drill.to_json()})
+
+    monkeypatch.setattr(DrillRunner, "run", run)
+    monkeypatch.setattr(DrillRunner, "references", lambda self: [])
+    saved: list[int] = []
+    original = store.save_section_result
+    monkeypatch.setattr(
+        store,
+        "save_section_result",
+        lambda *args: (saved.append(threading.get_ident()), original(*args))[1],
+    )
+    settings = section.parse_settings({"faults": ["kill:timeout", "hang:timeout"]})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    assert len(ran) == 4 and {key for key, _ in ran} == {"kill:timeout", "hang:timeout"}
+    assert saved == [caller] * 4  # the store is written from the section's own thread
+    verdicts = {(r.key, r.env_role): r.verdict for r in store.section_results(ctx.run_id, "drill")}
+    assert set(verdicts.values()) == {"passed"} and len(verdicts) == 4
+
+
 # bad input and faults of the drill itself ----------------------------------------------
 @pytest.mark.parametrize(
     ("table", "words"),

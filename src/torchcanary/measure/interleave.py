@@ -9,7 +9,7 @@ after, since a warm-up is never timed), and
 Drift in the machine's speed is therefore shared by the sides of a round, and going first
 or last favours no side. One-shot benchmarks (import
 time, cold compile) take one fresh interpreter per sample; collectives take one fresh set of
-ranks per group and side.
+ranks per group and side (on CPU forked from that side's worker, spread over every CPU).
 
 A benchmark that skips, errors, crashes or hangs on any side stops there for the rest of the
 run; its worker is replaced and the other benchmarks go on. Between groups the section may
