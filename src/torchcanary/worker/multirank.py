@@ -15,10 +15,12 @@ cannot use it; such callers spawn.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,7 @@ class ForkedRank:
         code = 1
         try:
             os.setsid()  # like start_new_session: a kill on timeout takes its children too
+            _drop_pipes()
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
@@ -92,6 +95,22 @@ class ForkedRank:
             time.sleep(0.005)
         assert self.returncode is not None
         return self.returncode
+
+
+def _drop_pipes() -> None:
+    """Close the pipes a forked rank inherited (the worker's line to the orchestrator).
+
+    Otherwise a rank that outlives its worker for a moment holds that line open, and the
+    orchestrator would not see the worker's end. Where there is no /proc (macOS) the pipes
+    stay open; the rank's lifeline still ends it with its worker.
+    """
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
 
 
 def can_fork() -> bool:
