@@ -348,13 +348,14 @@ class Interleaver:
         preparing = self.rng.sample(self.sides, len(self.sides))
         prepared: dict[str, CallResult] = {}
 
-        def prepare(side: Side) -> None:
+        def prepare(side: Side, spread: bool) -> None:
             kwargs = {
                 "bench_id": bench_id,
                 "spec": spec_for_side(samples.spec, side.name),
                 "number": samples.number,
                 "min_sample_s": min_sample_s,
                 "warmup_max_s": self.settings.warmup_max_s,
+                "spread": spread,
             }
             if side.role in recording and side == self._first_of_role(side.role):
                 kwargs["numerics_dir"] = recording[side.role]
@@ -364,10 +365,11 @@ class Interleaver:
             # The first preparation calibrates the inner loop on the clock, and a workload's
             # times its own cold compile: one at a time.
             for side in preparing:
-                prepare(side)
+                prepare(side, spread=False)
         else:
-            # Later ones only warm up, which is never timed: all sides at once.
-            at_once([partial(prepare, side) for side in preparing])
+            # Later ones only warm up, which is never timed: all sides at once, on every
+            # CPU (pinned to the timed one they would queue for it while the others idle).
+            at_once([partial(prepare, side, spread=True) for side in preparing])
         for slot, side in enumerate(preparing):
             outcome = prepared[side.name]
             if not outcome.ok:

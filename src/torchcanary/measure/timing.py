@@ -17,10 +17,14 @@ import gc
 import math
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from torchcanary.measure.workloads import Workload, WorkloadSkipped, build
+
+T = TypeVar("T")
 
 _MAX_NUMBER = 10_000_000
 _WARMUP_WINDOW = 5
@@ -35,12 +39,38 @@ class _Prepared:
 
 _PREPARED: dict[str, _Prepared] = {}
 _UNPINNED: list[int] = []  # the CPUs this worker could use before configure pinned it
+_PINNED: list[int] = []  # the CPUs configure chose: where every timed sample runs
 
 
 def unpinned_cpus() -> list[int]:
     """The CPUs the worker was allowed before :func:`configure`: what ranks of a collective
     spread over (pinned ranks would share the timed benchmarks' one core)."""
     return list(_UNPINNED)
+
+
+def _set_affinity(cpus: list[int]) -> None:
+    """Every thread of this process on ``cpus`` (torch's pools included)."""
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task), cpus)
+
+
+@contextlib.contextmanager
+def _spread() -> Iterator[None]:
+    """Untimed work on every CPU the worker had, then back on the pinned ones.
+
+    The sides of a group warm up at once, and pinned they would queue for one core while
+    the others idle. Nothing here is timed: samples are taken pinned, each after an untimed
+    run that refills the caches of the core it runs on.
+    """
+    if not (_UNPINNED and _PINNED) or _UNPINNED == _PINNED:
+        yield
+        return
+    _set_affinity(_UNPINNED)
+    try:
+        yield
+    finally:
+        _set_affinity(_PINNED)
 
 
 def configure(threads: int, cpus: list[int] | None = None) -> dict[str, Any]:
@@ -53,9 +83,8 @@ def configure(threads: int, cpus: list[int] | None = None) -> dict[str, Any]:
         allowed = sorted(os.sched_getaffinity(0))
         _UNPINNED[:] = allowed
         chosen = [c for c in (cpus or allowed[-threads:]) if c in allowed] or allowed
-        for task in os.listdir("/proc/self/task"):
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                os.sched_setaffinity(int(task), chosen)
+        _PINNED[:] = chosen
+        _set_affinity(chosen)
     torch.set_num_threads(threads)
     clock = time.get_clock_info("perf_counter")
     return {
@@ -176,6 +205,22 @@ def _build(spec: dict[str, Any], numerics_dir: str | None) -> Workload:
     return build(spec)
 
 
+def _warming(spec: dict[str, Any], workload: Workload, call: Callable[[], T]) -> T:
+    """``call()``; a user's workload that raises is reported as its own failure
+    (``UserCodeFailed``), not as the harness's."""
+    try:
+        return call()
+    except WorkloadSkipped:
+        raise
+    except Exception as exc:
+        if spec["kind"] != "workload":
+            raise
+        from torchcanary.measure.user_workload import describe_failure
+
+        name = str(spec["target"]).rsplit(":", 1)[-1]
+        raise describe_failure(exc, name, "while warming up", workload.device) from exc
+
+
 def prepare(
     bench_id: str,
     spec: dict[str, Any],
@@ -184,29 +229,27 @@ def prepare(
     warmup_max_s: float = 1.0,
     warmup_tolerance: float = 0.05,
     numerics_dir: str | None = None,
+    spread: bool = False,
 ) -> dict[str, Any]:
     """Build, warm up and (unless ``number`` is given) calibrate one benchmark.
 
     Returns ``{"skipped": reason}`` for a benchmark that cannot run here, so one bad shape
-    never costs the worker or the run. A user's workload that raises while warming up is
-    reported as its own failure (``UserCodeFailed``), not as the harness's.
+    never costs the worker or the run. ``spread`` builds and warms up on every CPU the
+    worker had (:func:`_spread`), for groups whose sides warm up at once; a calibration,
+    which times, never spreads.
     """
     release(bench_id)
     try:
-        workload = _build(spec, numerics_dir)
-        try:
-            warmup = _warm_up(workload, warmup_max_s, warmup_tolerance)
-            if number is None:
-                number = _calibrate_number(workload, warmup["per_call_s"], min_sample_s)
-        except WorkloadSkipped:
-            raise
-        except Exception as exc:
-            if spec["kind"] != "workload":
-                raise
-            from torchcanary.measure.user_workload import describe_failure
-
-            name = str(spec["target"]).rsplit(":", 1)[-1]
-            raise describe_failure(exc, name, "while warming up", workload.device) from exc
+        with _spread() if spread and number is not None else contextlib.nullcontext():
+            workload = _build(spec, numerics_dir)
+            warmup = _warming(
+                spec, workload, partial(_warm_up, workload, warmup_max_s, warmup_tolerance)
+            )
+        if number is None:
+            per_call_s = warmup["per_call_s"]
+            number = _warming(
+                spec, workload, partial(_calibrate_number, workload, per_call_s, min_sample_s)
+            )
     except WorkloadSkipped as exc:
         return {"skipped": str(exc)}
     _PREPARED[bench_id] = _Prepared(workload, int(number))
