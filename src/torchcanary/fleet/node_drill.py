@@ -4,8 +4,9 @@ The driver side of ``torchcanary drill --fleet ADDR --nodes N``. A STRICT_SPREAD
 group puts one :class:`~torchcanary.fleet.rank_host.RankHost` on each of N nodes; node 0
 hosts the rendezvous store, every node runs one torchrun (one rank) that rendezvouses with
 the others over the network at the store's address, and the faults strike on the target
-node (``target_rank``, a node index here): its rank killed or stopped, or the whole node
-killed (its drill processes and its Ray raylet).
+node (``target_rank``, a node index here): its rank killed or stopped, the whole node
+killed (its drill processes and its Ray raylet), or its link to the other nodes cut or
+slowed by the node itself (``fleet/node_link.py``), which undoes it on its own.
 
 Detection, recovery and lost work are measured by the same code as a drill on one machine
 (``drills/timeline.py``, ``trajectory.py``) from the events every node sends back. The
@@ -45,6 +46,17 @@ ACROSS_NODES = {
     "net-slow": ("none",),
 }
 DEFAULT_NODE_DRILLS = ("kill:restart-unshared", "node-kill:timeout")
+# A cut outlasts the job's collective timeout by this much, so the fault surfaces before
+# the node undoes it; a rate limit lasts as long as the drill may.
+CUT_MARGIN_S = 10.0
+POLL_TIMEOUT_S = 30.0
+
+
+def link_hold_s(spec: DrillSpec) -> float:
+    """How long the struck node keeps its link cut or slowed, at most, on its own."""
+    if spec.fault == "net-down":
+        return spec.timeout_s + CUT_MARGIN_S
+    return spec.drill_timeout_s
 
 
 @dataclass
@@ -176,9 +188,10 @@ class NodeDrills:
                 f"not checkable on {place.node_id[:12]}: it is the Ray head; killing it "
                 "would end the cluster (give the head no CPU, or add nodes)"
             )
-        addresses = {p.address for p in self.group.places}
         privileges = self.facts[target]["privileges"]
-        problem = why_not_strikable(spec.fault, privileges, len(addresses) < self.nodes)
+        networks = [fact["privileges"]["network"] for fact in self.facts]
+        shared = networks.count(privileges["network"]) > 1
+        problem = why_not_strikable(spec.fault, privileges, shared)
         return f"not checkable on {place.node_id[:12]}: {problem}" if problem else ""
 
     def _launch_and_watch(
@@ -195,7 +208,8 @@ class NodeDrills:
         addresses = [place.address for place in self.group.places]
         for index in range(self.nodes):
             peers = [a for i, a in enumerate(addresses) if i != index]
-            self.group.call(index, "set_peers", peers, spec.net_rate)
+            hold_s = link_hold_s(spec)
+            self.group.call(index, "set_network", addresses[index], peers, spec.net_rate, hold_s)
         # A node that dies takes its rank for good: the restart goes on without it.
         elastic = spec.fault == "node-kill" and spec.recovery in RESTARTS
         least = self.nodes - 1 if elastic else None
@@ -204,8 +218,11 @@ class NodeDrills:
         deadline = time.monotonic() + spec.drill_timeout_s
         settle: float | None = None
         exit_t: float | None = None
+        # A node whose link to the driver is cut answers once the node restores it.
+        poll_timeout_s = POLL_TIMEOUT_S + (link_hold_s(spec) if spec.fault == "net-down" else 0)
         while time.monotonic() < deadline:
-            for index, polled in enumerate(self.group.call_all("poll", timeout_s=30)):
+            polls = self.group.call_all("poll", timeout_s=poll_timeout_s)
+            for index, polled in enumerate(polls):
                 if polled is not None:  # a dead node keeps the events it had sent
                     watch.events[index] = polled["events"]
                     watch.exit_codes[index] = polled["exit_code"]
@@ -246,7 +263,8 @@ class NodeDrills:
             ]
             if not steps:
                 return
-            done = self.group.call(node, "strike", spec.fault, int(steps[0]["pid"]), timeout_s=30)
+            pid = int(steps[0]["pid"])
+            done = self.group.call(node, "strike", spec.fault, pid, timeout_s=POLL_TIMEOUT_S)
             strike.t = done["t"] if done else time.time()
             strike.detail = done["detail"] if done else f"node {node} went away when struck"
             strike.node, strike.pid, strike.rank = node, int(steps[0]["pid"]), steps[0]["rank"]
@@ -327,7 +345,7 @@ class NodeDrills:
             if left == self.nodes
             else f"on {left} of {self.nodes} nodes"
         )
-        return DrillVerdict.PASSED, (
-            f"restarted {payload['restarts']}x {where}; "
-            f"{trajectory.describe(payload['step_check'])}"
-        )
+        how = "ran on through the fault" if spec.recovery == "none" else "restarted"
+        if spec.recovery != "none":
+            how += f" {payload['restarts']}x"
+        return DrillVerdict.PASSED, (f"{how} {where}; {trajectory.describe(payload['step_check'])}")
