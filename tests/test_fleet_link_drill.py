@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.netns]
 
 LINK_DRILLS = {
     "faults": ["net-down:timeout", "net-slow:none"],
-    "steps": 16,
-    "at_step": 6,
+    "steps": 12,
+    "at_step": 5,
     "ckpt_every": 3,
     "timeout_s": 5.0,
     "net_rate": "1mbit",
