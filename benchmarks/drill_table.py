@@ -3,7 +3,7 @@
     PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
         [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
     PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 --faults \
-        kill:restart-unshared,kill:timeout,hang:timeout,node-kill:timeout,net-down:timeout,net-slow:none
+        kill:restart-unshared,kill:timeout,hang:timeout,net-down:timeout,net-slow:none,node-kill:timeout
 
 Runs the drill section for real (torchrun, gloo ranks, namespaces) into a scratch store and
 prints the section's Markdown; the figures are the drills' own measurements, one run each,

@@ -29,12 +29,13 @@ from torchcanary.store.sqlite import Store
 pytestmark = [pytest.mark.ray, pytest.mark.netns]
 
 LINK_DRILLS = {
-    "faults": ["net-down:timeout", "net-slow:none"],
+    # The node kill last: it takes node 1 for good, and the spare node takes its place.
+    "faults": ["net-down:timeout", "net-slow:none", "node-kill:replace"],
     "steps": 12,
     "at_step": 5,
     "ckpt_every": 3,
     "timeout_s": 5.0,
-    "net_rate": "1mbit",
+    "net_rate": "8mbit",
     "drill_timeout_s": 90.0,
 }
 
@@ -52,15 +53,15 @@ def _command(pid: int) -> str:
 
 @pytest.fixture(scope="module")
 def bridged_cluster(candidate_env):
-    """A head with no CPU and two one-CPU nodes, each in its own namespace; nothing of it
-    (process, namespace, veth, bridge) outlives the module."""
+    """A head with no CPU and three one-CPU nodes (two for the drill, one spare), each in
+    its own namespace; nothing of it (process, namespace, veth, bridge) outlives the module."""
     pytest.importorskip("ray")
     why = why_unavailable(need_tc=True)
     if why:
         pytest.skip(f"not checked: {why}")
     from torchcanary.fleet.local_cluster import start_bridged_cluster
 
-    cluster = start_bridged_cluster(["link-a", "link-b"])
+    cluster = start_bridged_cluster(["link-a", "link-b", "link-spare"])
     network = cluster.network
     made = [*network.namespaces, *(network.host_veth(i) for i in range(network.ranks))]
     try:
@@ -103,7 +104,7 @@ def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_un
             for name, _, data in store.artifacts(outcome.run_id)
             if name == NODE_DRILL_ARTIFACT
         )
-    cut, slow = rows["net-down:timeout"], rows["net-slow:none"]
+    cut, slow, replaced = rows["net-down:timeout"], rows["net-slow:none"], rows["node-kill:replace"]
     # The cut node's rank and its peer both stall; the peer's collective times out.
     assert cut.verdict == "passed", cut.payload["reason"]
     assert cut.payload["reason"].startswith("surfaced across nodes as ")
@@ -112,8 +113,17 @@ def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_un
     # The slowed node's job runs on to the end, every step equal to the fault-free run.
     assert slow.verdict == "passed", slow.payload["reason"]
     assert slow.payload["reason"].startswith("ran on through the fault across 2 nodes")
-    assert "limited to 1mbit (tc tbf)" in slow.payload["injected"]
+    assert "limited to 8mbit (tc tbf)" in slow.payload["injected"]
     assert slow.payload["step_check"]["first_difference"] is None
+    # Node 1 died; the spare node joined the job, which finished on two nodes again with
+    # every step equal to the fault-free run.
+    assert replaced.verdict == "passed", replaced.payload["reason"]
+    assert "node 1 replaced by a fresh node" in replaced.payload["reason"]
+    assert replaced.payload["nodes_gone"] == [1] and replaced.payload["replaced_by"] == 2
+    assert replaced.payload["finished_ranks"] == 2 and replaced.payload["restarts"] >= 1
+    assert replaced.payload["step_check"]["first_difference"] is None
+    used = [node["node_id"] for node in replaced.payload["nodes"]]
+    assert len(set(used)) == 3
     # The struck node undid both: no blackhole route, no rate limit, no holding shell.
     network = bridged_cluster.network
     struck = cut.payload["nodes"][1]["address"]
@@ -127,7 +137,8 @@ def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_un
     assert "tbf" not in qdiscs
     assert not [pid for pid in bridged_cluster.processes() if HOLDER_NAME in _command(pid)]
     token = placed["placed"]["candidate"]["token"]
-    assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
+    left = [pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))]
+    assert left == []
 
 
 def test_nodes_in_one_network_stack_share_an_identity_and_a_namespace_has_its_own(

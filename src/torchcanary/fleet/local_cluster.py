@@ -36,6 +36,8 @@ from torchcanary.fleet.profile import PROFILE_LABEL
 
 NAMESPACE_PREFIX = "tcray-"
 GCS_PORT = 6379  # free in the head's own namespace
+# Notice a dead node within seconds, not the default quarter minute.
+HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
 CLIENT_PORT = 10001
 # What ``ray start --block`` prints once its node has registered with the head.
 STARTED_LINE = "Running subprocesses are monitored"
@@ -66,7 +68,7 @@ def start_local_cluster(
             **local_node_args(head, num_cpus if head_cpus is None else head_cpus),
             "include_dashboard": False,
             # Notice a dead node within seconds, not the default quarter minute.
-            "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 5},
+            "_system_config": HEALTH_CHECK,
             **({"ray_client_server_port": client_port} if client_port else {}),
         },
     )
@@ -203,6 +205,7 @@ def start_bridged_cluster(
                     f"--ray-client-server-port={CLIENT_PORT}",
                     "--num-cpus=0",
                     "--include-dashboard=false",
+                    f"--system-config={json.dumps(HEALTH_CHECK)}",
                     f"--temp-dir={cluster.temp_dir}",
                 ],
             )

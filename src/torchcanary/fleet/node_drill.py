@@ -41,11 +41,13 @@ POLL_S = 0.2
 ACROSS_NODES = {
     "kill": ("restart", "restart-unshared", "timeout"),
     "hang": ("timeout",),
-    "node-kill": ("timeout", "restart", "restart-unshared"),
+    "node-kill": ("timeout", "restart", "restart-unshared", "replace"),
     "net-down": ("timeout",),
     "net-slow": ("none",),
 }
 DEFAULT_NODE_DRILLS = ("kill:restart-unshared", "node-kill:timeout")
+# Recoveries that restart the job from its checkpoint (``replace``: with a fresh node).
+RESTARTING = (*RESTARTS, "replace")
 # A cut outlasts the job's collective timeout by this much, so the fault surfaces before
 # the node undoes it; a rate limit lasts as long as the drill may.
 CUT_MARGIN_S = 10.0
@@ -68,6 +70,7 @@ class _Strike:
     node: int | None = None
     pid: int | None = None
     rank: int | None = None
+    replacement: int | None = None  # the member that took the dead node's place
 
 
 @dataclass
@@ -92,6 +95,7 @@ class NodeDrills:
         shared_dir: Path,
     ) -> None:
         self.nodes = nodes
+        self.plan_json, self.role = dict(plan_json), role
         self.shared_dir = shared_dir
         self.executor = executor
         self.token = secrets.token_hex(8)
@@ -147,10 +151,11 @@ class NodeDrills:
         if why:
             return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
         started = time.monotonic()
-        restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        restarts = MAX_RESTARTS if spec.recovery in RESTARTING else 0
         if spec.fault == "node-kill" and restarts:
             self.reference(spec)  # on all the nodes, while they are all alive
         watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
+        payload["nodes"] = self.where()  # with the node that replaced a dead one, if any
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
         if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
@@ -182,6 +187,11 @@ class NodeDrills:
             return f"target_rank {target} names no node of {self.nodes}: choose 0 to {last}"
         if target == 0 and spec.fault == "node-kill":
             return "node 0 hosts the rendezvous store: strike another node (target_rank 1)"
+        if spec.recovery == "replace" and not self.group.spare_nodes():
+            return (
+                f"{spec.key} needs a spare node (a live Ray node with a CPU outside the "
+                f"drill's {self.nodes}) to take the dead one's place: add one"
+            )
         place = self.group.places[target]
         if spec.fault == "node-kill" and place.is_head:
             return (
@@ -210,8 +220,9 @@ class NodeDrills:
             peers = [a for i, a in enumerate(addresses) if i != index]
             hold_s = link_hold_s(spec)
             self.group.call(index, "set_network", addresses[index], peers, spec.net_rate, hold_s)
-        # A node that dies takes its rank for good: the restart goes on without it.
-        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTS
+        # A node that dies takes its rank for good: the restart goes on without it (or
+        # with the fresh node that replaces it).
+        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
         least = self.nodes - 1 if elastic else None
         self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
         watch, strike = _Watch(), _Strike()
@@ -228,6 +239,10 @@ class NodeDrills:
                     watch.exit_codes[index] = polled["exit_code"]
             if spec.fault != "none" and strike.t is None:
                 self._maybe_strike(spec, watch, strike)
+                if spec.recovery == "replace" and strike.t is not None:
+                    strike.replacement = self._join_replacement(
+                        spec, name, str(checkpoints), endpoint, max_restarts, least
+                    )
             errors = [
                 e
                 for e in watch.all_events()
@@ -239,7 +254,7 @@ class NodeDrills:
                 settle = time.monotonic() + spec.timeout_s + 10
             live = [
                 i
-                for i in range(self.nodes)
+                for i in range(len(self.group.places))
                 if i not in self.group.gone and watch.exit_codes.get(i, 0) is None
             ]
             if not live and watch.exit_codes:
@@ -251,6 +266,36 @@ class NodeDrills:
         bounded_out = exit_t is None and settle is None
         shutil.rmtree(checkpoints, ignore_errors=True)  # megabytes each, no evidence
         return watch, strike, bounded_out, exit_t
+
+    def _join_replacement(
+        self,
+        spec: DrillSpec,
+        area_name: str,
+        checkpoints: str,
+        endpoint: str,
+        max_restarts: int,
+        least: int | None,
+    ) -> int | None:
+        """A fresh node in the dead one's place: its environment, then its torchrun joining
+        the job's rendezvous, where the survivors' elastic agents admit it. Its index."""
+        index = self.group.add_member()
+        if index is None:
+            return None
+        fact = self.group.call(index, "prepare", self.plan_json, self.role)
+        self.facts.append(fact or {"host": "", "privileges": {}, "index": index})
+        if fact is None:
+            return None
+        self.group.call(index, "reset", area_name, checkpoints)
+        peers = [
+            place.address
+            for i, place in enumerate(self.group.places)
+            if i != index and i not in self.group.gone
+        ]
+        address = self.group.places[index].address
+        self.group.call(index, "set_network", address, peers, spec.net_rate, link_hold_s(spec))
+        spec_json = spec.to_json()
+        self.group.call(index, "start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        return index
 
     def _maybe_strike(self, spec: DrillSpec, watch: _Watch, strike: _Strike) -> None:
         for node, events in watch.events.items():
@@ -294,6 +339,7 @@ class NodeDrills:
         payload: dict[str, Any] = {
             **fault_facts(strike.detail, strike.rank, figures),
             "struck_node": strike.node,
+            "replaced_by": strike.replacement,
             "final_loss": losses[0] if len(losses) == 1 else None,
             "finished_ranks": len(done),
             "params_identical": (len({e["digest"] for e in done}) == 1) if done else None,
@@ -305,6 +351,11 @@ class NodeDrills:
             "nodes_gone": sorted(self.group.gone),
             "timeline": timeline.compact(events, strike.t, strike.detail),
         }
+        if strike.replacement is not None and strike.t is not None:
+            joined = [
+                float(e["t"]) for e in watch.events.get(strike.replacement, []) if e["ev"] == "step"
+            ]
+            payload["replacement_step_s"] = min(joined) - strike.t if joined else None
         if done and spec.recovery != "timeout":
             kept = ("ok", "final_loss", "reason")
             payload.update(reference_facts(events, self.reference(spec), kept))
@@ -331,7 +382,16 @@ class NodeDrills:
                 f"surfaced across nodes as {kinds} after {detect:.1f} s "
                 f"(timeout {spec.timeout_s:g} s)"
             )
-        left = self.nodes - len(self.group.gone)  # a node-kill takes its rank for good
+        if spec.recovery == "replace" and (
+            strike.replacement is None or payload["finished_ranks"] < self.nodes
+        ):
+            joined = "no fresh node joined" if strike.replacement is None else "a fresh node joined"
+            return DrillVerdict.FAILED, (
+                f"{joined}, and the job did not finish on {self.nodes} nodes after "
+                f"{spec.fault}; first error: {payload['first_error'] or 'none recorded'}"
+            )
+        # A node-kill takes its rank for good; a replacement brings one back.
+        left = len(self.group.places) - len(self.group.gone)
         if payload["finished_ranks"] < left:
             return DrillVerdict.FAILED, (
                 f"the job did not finish on all {left} nodes left after {spec.fault}; first "
@@ -341,9 +401,11 @@ class NodeDrills:
         if mismatch is not None:
             return mismatch
         where = (
-            f"across {self.nodes} nodes"
-            if left == self.nodes
-            else f"on {left} of {self.nodes} nodes"
+            f"on {left} of {self.nodes} nodes"
+            if left < self.nodes
+            else f"across {self.nodes} nodes, node {strike.node} replaced by a fresh node"
+            if strike.replacement is not None
+            else f"across {self.nodes} nodes"
         )
         how = "ran on through the fault" if spec.recovery == "none" else "restarted"
         if spec.recovery != "none":
