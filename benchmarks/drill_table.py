@@ -2,8 +2,8 @@
 
     PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
         [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
-    PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 \
-        --faults kill:restart-unshared,kill:timeout,hang:timeout,node-kill:timeout
+    PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 --faults \
+        kill:restart-unshared,kill:timeout,hang:timeout,net-down:timeout,net-slow:none,node-kill:timeout
 
 Runs the drill section for real (torchrun, gloo ranks, namespaces) into a scratch store and
 prints the section's Markdown; the figures are the drills' own measurements, one run each,
@@ -11,11 +11,14 @@ in the data-parallel mode given (every drill, the in-place ones too, runs that m
 With ``--job`` the same drills run on that job too, and its table follows the built-in one.
 
 With ``--nodes N`` the same drills (same job, seeds, steps and fault step) also run with one
-rank on each of N nodes of a real Ray cluster started here on 127.0.0.1 (a head that holds
-no work and N one-CPU nodes per environment, since node-kill kills one), as ``torchcanary
-drill --fleet ADDR --nodes N`` does, and the table sets them next to the one-machine run.
-All nodes share this machine's clock, loopback and disk, so those figures show the cost of
-the fleet's machinery (torchrun per node, rendezvous over TCP, Ray), not of a network.
+rank on each of N nodes of a real Ray cluster started here (a head that holds no work and N
+one-CPU nodes per environment, since node-kill kills one), as ``torchcanary drill --fleet
+ADDR --nodes N`` does, and the table sets them next to the one-machine run. As root, every
+node runs in a network namespace of its own on a private bridge, so the link faults cut or
+slow a real veth between nodes; otherwise the nodes are on 127.0.0.1 and the link faults
+come out not-checkable. All nodes share this machine's clock, CPUs and disk, so those
+figures show the cost of the fleet's machinery (torchrun per node, rendezvous over TCP on a
+veth, Ray), not of a real network.
 """
 
 from __future__ import annotations
@@ -79,6 +82,10 @@ def _cell(result: Any) -> str:
         value = payload.get(key)
         return f"{value:.1f}s" if isinstance(value, (int, float)) else "–"
 
+    if result.key.endswith(":none"):  # ran on through the fault: its pace, before and after
+        before, after = payload.get("throughput_before"), payload.get("throughput_after")
+        pace = "–" if before is None or after is None else f"{before:.1f} -> {after:.1f}"
+        return f"{result.verdict} steps/s {pace}"
     lost = payload.get("steps_lost")
     return (
         f"{result.verdict} d {seconds('detect_s')} r {seconds('resume_s')} "
@@ -147,8 +154,13 @@ def _table(
 
 def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
     """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
+    from torchcanary.drills.netns import why_unavailable
     from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+    from torchcanary.fleet.local_cluster import (
+        start_bridged_cluster,
+        start_local_cluster,
+        stop_local_cluster,
+    )
     from torchcanary.fleet.ray_executor import connect
 
     plan = RunPlan(
@@ -158,21 +170,25 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
         settings={"drill": {"faults": faults, "parallel": args.parallel}},
     )
     roles = ("baseline", "candidate")
-    names = ["head"] + [f"{role}-{i}" for role in roles for i in range(args.nodes)]
-    cluster = start_local_cluster(names, head_cpus=0)
+    names = [f"{role}-{i}" for role in roles for i in range(args.nodes)]
+    why = why_unavailable(need_tc=True)
+    print(f"nodes on 127.0.0.1, link faults not checkable: {why}" if why else "nodes in namespaces")
+    bridged = None if why else start_bridged_cluster(names)
+    cluster = start_local_cluster(["head", *names], head_cpus=0) if why else None
+    address = bridged.address if bridged else cluster.address
     try:
         with (
             tempfile.TemporaryDirectory(prefix="drill-table-nodes-") as scratch,
             Store(Path(scratch) / "canary.db") as store,
-            connect(cluster.address, timeout_s=60) as fleet,
+            connect(address, timeout_s=60) as fleet,
         ):
             outcome = execute_node_drills(
-                plan, store, Path(scratch) / "out", Progress(), fleet, cluster.address, args.nodes
+                plan, store, Path(scratch) / "out", Progress(), fleet, address, args.nodes
             )
             view = RunView.load(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}
     finally:
-        left = stop_local_cluster(cluster)
+        left = bridged.stop() if bridged else stop_local_cluster(cluster)
         if left:
             print(f"Ray processes left behind: {left}")
 

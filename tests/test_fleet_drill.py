@@ -93,12 +93,14 @@ def drill_cluster(candidate_env):
 
 
 def test_a_fault_that_needs_root_is_refused_on_a_node_without_it_before_it_is_tried() -> None:
-    without_root = {"root": False, "iptables": True, "tc": True}
-    with_root = {"root": True, "iptables": False, "tc": True}
+    without_root = {"root": False, "ip": True, "tc": True}
+    with_root = {"root": True, "ip": False, "tc": True}
     assert why_not_strikable("net-down", without_root, False).startswith("needs root")
     assert why_not_strikable("net-slow", without_root, False).startswith("needs root")
-    assert "iptables" in why_not_strikable("net-down", with_root, False)
-    assert "share one address" in why_not_strikable("net-slow", with_root, True)
+    assert "needs the 'ip' command" in why_not_strikable("net-down", with_root, False)
+    assert why_not_strikable("net-slow", with_root, True).startswith(
+        "no network namespace of its own"
+    )
     assert why_not_strikable("kill", without_root, True) == ""
 
 
@@ -272,7 +274,7 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     assert net_down.verdict == "not-checkable"
     assert net_down.payload["reason"].startswith("not checkable on ")
     assert net_down.payload["reason"].endswith(
-        "needs root (iptables / tc change the node's network)"
+        "needs root (ip route / tc change the node's network)"
     )
     # One rank on each of two distinct nodes.
     assert len({node["node_id"] for node in kill.payload["nodes"]}) == 2

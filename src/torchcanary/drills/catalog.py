@@ -28,6 +28,8 @@ RECOVERIES = {
     "reconfigure": "survivors and a replacement rank rebuild the group in place "
     "(init_process_group(enable_reconfigure=True), _reconfigure), then wrap the model again "
     "in the job's mode: DDP takes a survivor's replica, FSDP2 the last checkpoint",
+    "replace": "a fresh node takes the dead node's place: the survivors' elastic agents "
+    "admit it and every rank restarts from the last checkpoint on N nodes again",
     "timeout": "no recovery: does the fault surface as an error, and after how long",
     "none": "no recovery: the job is left to run on through the fault",
 }
@@ -38,7 +40,7 @@ VALID = {
     "net-down": ("timeout", "restart-unshared"),
     "net-slow": ("none",),
     "store-kill": ("restart", "restart-unshared"),
-    "node-kill": ("timeout", "restart", "restart-unshared"),
+    "node-kill": ("timeout", "restart", "restart-unshared", "replace"),
 }
 
 DEFAULT_RECOVERY = {
@@ -63,6 +65,8 @@ FULL_DRILLS = tuple(
 
 NETWORK_FAULTS = ("net-down", "net-slow")
 RESTARTS = ("restart", "restart-unshared")
+# Recoveries whose rendezvous rounds each get a fresh store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE).
+UNSHARED_STORE = ("restart-unshared", "replace")
 
 
 def parse_drill_name(name: str) -> tuple[str, str]:

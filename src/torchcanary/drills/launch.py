@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchcanary.drills.catalog import DrillSpec
+from torchcanary.drills.catalog import UNSHARED_STORE, DrillSpec
 from torchcanary.drills.netns import RANK_IFNAME, RankNetwork
 from torchcanary.drills.procs import ProcessSet
 from torchcanary.worker.calls import DRILL_JOB, DRILL_STORE_HOST
@@ -71,7 +71,7 @@ class Launcher:
             "OMP_NUM_THREADS": "1",
             "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES,
         }
-        if self.spec.recovery == "restart-unshared":
+        if self.spec.recovery in UNSHARED_STORE:
             # By default torchrun's agents share one TCPStore with the workers across
             # rendezvous rounds; this makes each round start the workers on a fresh one.
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

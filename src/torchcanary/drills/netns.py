@@ -67,12 +67,16 @@ class RankNetwork:
 
     token: str
     ranks: int
+    # Another user of namespaces (a test Ray cluster) names and numbers its own apart, so
+    # a drill's leak check never counts them as the drill's.
+    name_prefix: str = NS_PREFIX
+    second_octet: int = 213
     namespaces: list[str] = field(default_factory=list)
     _bridge: str | None = None
 
     @property
     def subnet(self) -> str:
-        return f"10.213.{int(self.token[:2], 16)}"
+        return f"10.{self.second_octet}.{int(self.token[:2], 16)}"
 
     @property
     def store_address(self) -> str:
@@ -102,7 +106,7 @@ class RankNetwork:
         _ip("addr", "add", f"{self.store_address}/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for rank in range(self.ranks):
-            namespace = f"{NS_PREFIX}{self.token}-{rank}"
+            namespace = f"{self.name_prefix}{self.token}-{rank}"
             _ip("netns", "add", namespace)
             self.namespaces.append(namespace)
             inner = f"tci{self.token[:6]}{rank}"

@@ -1,19 +1,46 @@
-"""A real multi-node Ray cluster on this machine, bound to 127.0.0.1, for tests and figures.
+"""A real multi-node Ray cluster on this machine, for tests and figures.
 
 Each node stands for a hardware profile through its ``torchcanary.profile`` label (and a
-``profile_<name>`` custom resource). It never listens beyond localhost: torchcanary does
-not start a cluster others can reach. Imports Ray.
+``profile_<name>`` custom resource). It never listens beyond this machine: torchcanary does
+not start a cluster others can reach. Two kinds:
+
+- ``start_local_cluster``: every node bound to 127.0.0.1 (``ray.cluster_utils.Cluster``).
+  The nodes share one network stack, so no node has a link of its own to cut.
+- ``start_bridged_cluster``: every node, the head too, a ``ray start`` in a network
+  namespace of its own, joined to a private bridge by a veth (``drills/netns.py``), so a
+  node's link to the others can be cut or slowed as on separate machines. Ray listens on
+  every address of a node that is not on loopback; inside a namespace those are its
+  loopback and its veth, which only this machine reaches. The driver connects from outside
+  the namespaces through the head's Ray client port.
+
+Imports Ray (the 127.0.0.1 kind).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import secrets
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchcanary.drills.netns import RankNetwork
 from torchcanary.fleet.profile import PROFILE_LABEL
+
+NAMESPACE_PREFIX = "tcray-"
+GCS_PORT = 6379  # free in the head's own namespace
+# Notice a dead node within seconds, not the default quarter minute.
+HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
+CLIENT_PORT = 10001
+# What ``ray start --block`` prints once its node has registered with the head.
+STARTED_LINE = "Running subprocesses are monitored"
 
 
 def start_local_cluster(
@@ -41,7 +68,7 @@ def start_local_cluster(
             **local_node_args(head, num_cpus if head_cpus is None else head_cpus),
             "include_dashboard": False,
             # Notice a dead node within seconds, not the default quarter minute.
-            "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 5},
+            "_system_config": HEALTH_CHECK,
             **({"ray_client_server_port": client_port} if client_port else {}),
         },
     )
@@ -104,3 +131,141 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return not state.startswith("Z")
+
+
+@dataclass
+class BridgedCluster:
+    """A Ray cluster whose every node has a network namespace of its own (see above)."""
+
+    network: RankNetwork
+    temp_dir: Path
+    nodes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """Where a driver outside the namespaces connects (the head's Ray client port)."""
+        return f"ray://{self.network.rank_address(0)}:{CLIENT_PORT}"
+
+    def namespace(self, node: int) -> str:
+        """The network namespace of node ``node`` (0 is the head)."""
+        return self.network.namespaces[node]
+
+    def stop(self, wait_s: float = 10.0) -> list[int]:
+        """Stop every process in the cluster's namespaces, then remove them, their veths
+        and the bridge; the pids still alive after that (none).
+
+        SIGTERM first (Ray's processes shut down), SIGKILL after ``wait_s`` for the rest.
+        """
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+            deadline = time.monotonic() + wait_s
+            while self.processes() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        for proc in self.nodes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        left = self.processes()
+        self.network.close()
+        subprocess.run(["rm", "-rf", str(self.temp_dir)], check=False)
+        return left
+
+    def processes(self) -> list[int]:
+        """Every process running in one of the cluster's namespaces."""
+        pids = []
+        for namespace in self.network.namespaces:
+            listed = subprocess.run(
+                ["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30
+            ).stdout
+            pids += [int(pid) for pid in listed.split()]
+        return pids
+
+
+def start_bridged_cluster(
+    profiles: Sequence[str], num_cpus: int = 1, timeout_s: float = 90.0
+) -> BridgedCluster:
+    """A head with no CPU and one node per profile name, each in its own namespace.
+
+    Needs root (namespaces and veths). Returns once every node has joined.
+    """
+    token = secrets.token_hex(8)
+    network = RankNetwork(token, 1 + len(profiles), NAMESPACE_PREFIX, 214).__enter__()
+    # Ray's unix sockets must stay under 108 characters, so a short folder of its own.
+    cluster = BridgedCluster(network, Path(f"/tmp/tcray-{token[:8]}"))
+    head = network.rank_address(0)
+    try:
+        cluster.nodes.append(
+            _ray_start(
+                cluster,
+                0,
+                [
+                    "--head",
+                    f"--port={GCS_PORT}",
+                    f"--ray-client-server-port={CLIENT_PORT}",
+                    "--num-cpus=0",
+                    "--include-dashboard=false",
+                    f"--system-config={json.dumps(HEALTH_CHECK)}",
+                    f"--temp-dir={cluster.temp_dir}",
+                ],
+            )
+        )
+        _wait_for_nodes(cluster, 1, timeout_s)
+        # One node at a time: a raylet that cannot register within Ray's 30 s (a loaded
+        # machine, several starting at once) makes its ray start give up.
+        for node, profile in enumerate(profiles, start=1):
+            args = [
+                f"--address={head}:{GCS_PORT}",
+                f"--num-cpus={num_cpus}",
+                f"--labels={PROFILE_LABEL}={profile}",
+                f"--resources={json.dumps({f'profile_{profile}': 1})}",
+            ]
+            cluster.nodes.append(_ray_start(cluster, node, args))
+            _wait_for_nodes(cluster, 1 + node, timeout_s)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _ray_start(cluster: BridgedCluster, node: int, args: list[str]) -> subprocess.Popen[bytes]:
+    """``ray start --block`` for node ``node`` inside its namespace, in a session of its own."""
+    network = cluster.network
+    command = [
+        *network.prefix(node),
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
+        "start",
+        "--block",
+        f"--node-ip-address={network.rank_address(node)}",
+        "--disable-usage-stats",
+        *args,
+    ]
+    # A node off loopback: Ray's guard against multi-node clusters on macOS must be off.
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    cluster.temp_dir.mkdir(parents=True, exist_ok=True)
+    log = open(cluster.temp_dir / f"ray-start-{node}.log", "ab")  # noqa: SIM115 (the child's)
+    with log:
+        return subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_for_nodes(cluster: BridgedCluster, count: int, timeout_s: float) -> None:
+    """Until the first ``count`` nodes' ``ray start`` say their node has registered."""
+    deadline = time.monotonic() + timeout_s
+    logs = [cluster.temp_dir / f"ray-start-{node}.log" for node in range(count)]
+    while not all(STARTED_LINE in log.read_text(errors="replace") for log in logs):
+        exited = [proc for proc in cluster.nodes if proc.poll() is not None]
+        if exited or time.monotonic() > deadline:
+            tails = [log.read_text(errors="replace")[-400:] for log in logs]
+            raise RuntimeError(
+                f"the bridged Ray cluster did not start ({len(exited)} ray start exited): {tails}"
+            )
+        time.sleep(0.3)

@@ -4,8 +4,9 @@ The driver side of ``torchcanary drill --fleet ADDR --nodes N``. A STRICT_SPREAD
 group puts one :class:`~torchcanary.fleet.rank_host.RankHost` on each of N nodes; node 0
 hosts the rendezvous store, every node runs one torchrun (one rank) that rendezvouses with
 the others over the network at the store's address, and the faults strike on the target
-node (``target_rank``, a node index here): its rank killed or stopped, or the whole node
-killed (its drill processes and its Ray raylet).
+node (``target_rank``, a node index here): its rank killed or stopped, the whole node
+killed (its drill processes and its Ray raylet), or its link to the other nodes cut or
+slowed by the node itself (``fleet/node_link.py``), which undoes it on its own.
 
 Detection, recovery and lost work are measured by the same code as a drill on one machine
 (``drills/timeline.py``, ``trajectory.py``) from the events every node sends back. The
@@ -40,11 +41,24 @@ POLL_S = 0.2
 ACROSS_NODES = {
     "kill": ("restart", "restart-unshared", "timeout"),
     "hang": ("timeout",),
-    "node-kill": ("timeout", "restart", "restart-unshared"),
+    "node-kill": ("timeout", "restart", "restart-unshared", "replace"),
     "net-down": ("timeout",),
     "net-slow": ("none",),
 }
 DEFAULT_NODE_DRILLS = ("kill:restart-unshared", "node-kill:timeout")
+# Recoveries that restart the job from its checkpoint (``replace``: with a fresh node).
+RESTARTING = (*RESTARTS, "replace")
+# A cut outlasts the job's collective timeout by this much, so the fault surfaces before
+# the node undoes it; a rate limit lasts as long as the drill may.
+CUT_MARGIN_S = 10.0
+POLL_TIMEOUT_S = 30.0
+
+
+def link_hold_s(spec: DrillSpec) -> float:
+    """How long the struck node keeps its link cut or slowed, at most, on its own."""
+    if spec.fault == "net-down":
+        return spec.timeout_s + CUT_MARGIN_S
+    return spec.drill_timeout_s
 
 
 @dataclass
@@ -56,6 +70,7 @@ class _Strike:
     node: int | None = None
     pid: int | None = None
     rank: int | None = None
+    replacement: int | None = None  # the member that took the dead node's place
 
 
 @dataclass
@@ -80,6 +95,7 @@ class NodeDrills:
         shared_dir: Path,
     ) -> None:
         self.nodes = nodes
+        self.plan_json, self.role = dict(plan_json), role
         self.shared_dir = shared_dir
         self.executor = executor
         self.token = secrets.token_hex(8)
@@ -135,10 +151,11 @@ class NodeDrills:
         if why:
             return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
         started = time.monotonic()
-        restarts = MAX_RESTARTS if spec.recovery in RESTARTS else 0
+        restarts = MAX_RESTARTS if spec.recovery in RESTARTING else 0
         if spec.fault == "node-kill" and restarts:
             self.reference(spec)  # on all the nodes, while they are all alive
         watch, strike, bounded_out, exit_t = self._launch_and_watch(spec, restarts)
+        payload["nodes"] = self.where()  # with the node that replaced a dead one, if any
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
         if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
@@ -170,15 +187,21 @@ class NodeDrills:
             return f"target_rank {target} names no node of {self.nodes}: choose 0 to {last}"
         if target == 0 and spec.fault == "node-kill":
             return "node 0 hosts the rendezvous store: strike another node (target_rank 1)"
+        if spec.recovery == "replace" and not self.group.spare_nodes():
+            return (
+                f"{spec.key} needs a spare node (a live Ray node with a CPU outside the "
+                f"drill's {self.nodes}) to take the dead one's place: add one"
+            )
         place = self.group.places[target]
         if spec.fault == "node-kill" and place.is_head:
             return (
                 f"not checkable on {place.node_id[:12]}: it is the Ray head; killing it "
                 "would end the cluster (give the head no CPU, or add nodes)"
             )
-        addresses = {p.address for p in self.group.places}
         privileges = self.facts[target]["privileges"]
-        problem = why_not_strikable(spec.fault, privileges, len(addresses) < self.nodes)
+        networks = [fact["privileges"]["network"] for fact in self.facts]
+        shared = networks.count(privileges["network"]) > 1
+        problem = why_not_strikable(spec.fault, privileges, shared)
         return f"not checkable on {place.node_id[:12]}: {problem}" if problem else ""
 
     def _launch_and_watch(
@@ -195,22 +218,31 @@ class NodeDrills:
         addresses = [place.address for place in self.group.places]
         for index in range(self.nodes):
             peers = [a for i, a in enumerate(addresses) if i != index]
-            self.group.call(index, "set_peers", peers, spec.net_rate)
-        # A node that dies takes its rank for good: the restart goes on without it.
-        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTS
+            hold_s = link_hold_s(spec)
+            self.group.call(index, "set_network", addresses[index], peers, spec.net_rate, hold_s)
+        # A node that dies takes its rank for good: the restart goes on without it (or
+        # with the fresh node that replaces it).
+        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
         least = self.nodes - 1 if elastic else None
         self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
         watch, strike = _Watch(), _Strike()
         deadline = time.monotonic() + spec.drill_timeout_s
         settle: float | None = None
         exit_t: float | None = None
+        # A node whose link to the driver is cut answers once the node restores it.
+        poll_timeout_s = POLL_TIMEOUT_S + (link_hold_s(spec) if spec.fault == "net-down" else 0)
         while time.monotonic() < deadline:
-            for index, polled in enumerate(self.group.call_all("poll", timeout_s=30)):
+            polls = self.group.call_all("poll", timeout_s=poll_timeout_s)
+            for index, polled in enumerate(polls):
                 if polled is not None:  # a dead node keeps the events it had sent
                     watch.events[index] = polled["events"]
                     watch.exit_codes[index] = polled["exit_code"]
             if spec.fault != "none" and strike.t is None:
                 self._maybe_strike(spec, watch, strike)
+                if spec.recovery == "replace" and strike.t is not None:
+                    strike.replacement = self._join_replacement(
+                        spec, name, str(checkpoints), endpoint, max_restarts, least
+                    )
             errors = [
                 e
                 for e in watch.all_events()
@@ -222,7 +254,7 @@ class NodeDrills:
                 settle = time.monotonic() + spec.timeout_s + 10
             live = [
                 i
-                for i in range(self.nodes)
+                for i in range(len(self.group.places))
                 if i not in self.group.gone and watch.exit_codes.get(i, 0) is None
             ]
             if not live and watch.exit_codes:
@@ -235,6 +267,36 @@ class NodeDrills:
         shutil.rmtree(checkpoints, ignore_errors=True)  # megabytes each, no evidence
         return watch, strike, bounded_out, exit_t
 
+    def _join_replacement(
+        self,
+        spec: DrillSpec,
+        area_name: str,
+        checkpoints: str,
+        endpoint: str,
+        max_restarts: int,
+        least: int | None,
+    ) -> int | None:
+        """A fresh node in the dead one's place: its environment, then its torchrun joining
+        the job's rendezvous, where the survivors' elastic agents admit it. Its index."""
+        index = self.group.add_member()
+        if index is None:
+            return None
+        fact = self.group.call(index, "prepare", self.plan_json, self.role)
+        self.facts.append(fact or {"host": "", "privileges": {}, "index": index})
+        if fact is None:
+            return None
+        self.group.call(index, "reset", area_name, checkpoints)
+        peers = [
+            place.address
+            for i, place in enumerate(self.group.places)
+            if i != index and i not in self.group.gone
+        ]
+        address = self.group.places[index].address
+        self.group.call(index, "set_network", address, peers, spec.net_rate, link_hold_s(spec))
+        spec_json = spec.to_json()
+        self.group.call(index, "start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        return index
+
     def _maybe_strike(self, spec: DrillSpec, watch: _Watch, strike: _Strike) -> None:
         for node, events in watch.events.items():
             if node != spec.target_rank:
@@ -246,7 +308,8 @@ class NodeDrills:
             ]
             if not steps:
                 return
-            done = self.group.call(node, "strike", spec.fault, int(steps[0]["pid"]), timeout_s=30)
+            pid = int(steps[0]["pid"])
+            done = self.group.call(node, "strike", spec.fault, pid, timeout_s=POLL_TIMEOUT_S)
             strike.t = done["t"] if done else time.time()
             strike.detail = done["detail"] if done else f"node {node} went away when struck"
             strike.node, strike.pid, strike.rank = node, int(steps[0]["pid"]), steps[0]["rank"]
@@ -276,6 +339,7 @@ class NodeDrills:
         payload: dict[str, Any] = {
             **fault_facts(strike.detail, strike.rank, figures),
             "struck_node": strike.node,
+            "replaced_by": strike.replacement,
             "final_loss": losses[0] if len(losses) == 1 else None,
             "finished_ranks": len(done),
             "params_identical": (len({e["digest"] for e in done}) == 1) if done else None,
@@ -287,6 +351,11 @@ class NodeDrills:
             "nodes_gone": sorted(self.group.gone),
             "timeline": timeline.compact(events, strike.t, strike.detail),
         }
+        if strike.replacement is not None and strike.t is not None:
+            joined = [
+                float(e["t"]) for e in watch.events.get(strike.replacement, []) if e["ev"] == "step"
+            ]
+            payload["replacement_step_s"] = min(joined) - strike.t if joined else None
         if done and spec.recovery != "timeout":
             kept = ("ok", "final_loss", "reason")
             payload.update(reference_facts(events, self.reference(spec), kept))
@@ -313,7 +382,16 @@ class NodeDrills:
                 f"surfaced across nodes as {kinds} after {detect:.1f} s "
                 f"(timeout {spec.timeout_s:g} s)"
             )
-        left = self.nodes - len(self.group.gone)  # a node-kill takes its rank for good
+        if spec.recovery == "replace" and (
+            strike.replacement is None or payload["finished_ranks"] < self.nodes
+        ):
+            joined = "no fresh node joined" if strike.replacement is None else "a fresh node joined"
+            return DrillVerdict.FAILED, (
+                f"{joined}, and the job did not finish on {self.nodes} nodes after "
+                f"{spec.fault}; first error: {payload['first_error'] or 'none recorded'}"
+            )
+        # A node-kill takes its rank for good; a replacement brings one back.
+        left = len(self.group.places) - len(self.group.gone)
         if payload["finished_ranks"] < left:
             return DrillVerdict.FAILED, (
                 f"the job did not finish on all {left} nodes left after {spec.fault}; first "
@@ -323,11 +401,13 @@ class NodeDrills:
         if mismatch is not None:
             return mismatch
         where = (
-            f"across {self.nodes} nodes"
-            if left == self.nodes
-            else f"on {left} of {self.nodes} nodes"
+            f"on {left} of {self.nodes} nodes"
+            if left < self.nodes
+            else f"across {self.nodes} nodes, node {strike.node} replaced by a fresh node"
+            if strike.replacement is not None
+            else f"across {self.nodes} nodes"
         )
-        return DrillVerdict.PASSED, (
-            f"restarted {payload['restarts']}x {where}; "
-            f"{trajectory.describe(payload['step_check'])}"
-        )
+        how = "ran on through the fault" if spec.recovery == "none" else "restarted"
+        if spec.recovery != "none":
+            how += f" {payload['restarts']}x"
+        return DrillVerdict.PASSED, (f"{how} {where}; {trajectory.describe(payload['step_check'])}")

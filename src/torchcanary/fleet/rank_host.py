@@ -4,7 +4,8 @@ Runs on a fleet node inside a Ray actor that a STRICT_SPREAD placement group put
 (``fleet/node_drill.py`` drives it from the driver). It builds or reuses the plan's
 environment in the node's own cache, starts one torchrun for this node (one rank), hosts
 the rendezvous store when asked, hands its job events to the driver, and strikes the faults
-that must happen on this node: killing its rank, hanging it, or killing the whole node.
+that must happen on this node: killing its rank, hanging it, killing the whole node, or
+cutting or slowing its link to the other nodes (``fleet/node_link.py``).
 
 Every fault is checked before it is tried: one this node cannot strike comes back as a
 reason ("needs root", ...), never as a half-done fault. Every process started here carries
@@ -32,6 +33,12 @@ from torchcanary.drills.catalog import DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.launch import Area, Launcher
 from torchcanary.drills.procs import ProcessSet
+from torchcanary.fleet.node_link import (
+    HeldChange,
+    device_holding,
+    is_loopback,
+    network_identity,
+)
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root, prepare_environments
@@ -44,12 +51,14 @@ ORPHAN_AFTER_S = 120.0
 
 
 def node_privileges() -> dict[str, Any]:
-    """What this node lets a drill do: root, and the tools the network faults use."""
+    """What this node lets a drill do: root, the tools the link faults use, and which
+    network stack it is in (nodes in the same one share every link)."""
     pretend = os.environ.get(UNPRIVILEGED_VARIABLE) == "1"
     return {
         "root": os.geteuid() == 0 and not pretend,
-        "iptables": shutil.which("iptables") is not None,
+        "ip": shutil.which("ip") is not None,
         "tc": shutil.which("tc") is not None,
+        "network": network_identity(),
     }
 
 
@@ -58,18 +67,22 @@ def node_token(token: str, index: int) -> str:
     return f"{token}-node{index}"
 
 
-def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_address: bool) -> str:
-    """Why this node cannot strike ``fault`` ('' when it can), checked before the drill."""
+def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_network: bool) -> str:
+    """Why this node cannot strike ``fault`` ('' when it can), checked before the drill.
+
+    ``shared_network``: another node of the drill is in this node's network stack.
+    """
     if fault in ("net-down", "net-slow"):
         if not privileges["root"]:
-            return "needs root (iptables / tc change the node's network)"
-        tool = "iptables" if fault == "net-down" else "tc"
+            return "needs root (ip route / tc change the node's network)"
+        tool = "ip" if fault == "net-down" else "tc"
         if not privileges[tool]:
-            return f"needs the '{tool}' command, which is not installed"
-        if shared_address:
+            return f"needs the '{tool}' command (iproute2), which is not installed"
+        if shared_network:
             return (
-                "the drill's nodes share one address (a local test cluster on 127.0.0.1): "
-                "cutting or slowing it would hit every node and Ray itself"
+                "no network namespace of its own: it shares its links with another node "
+                "of the drill (e.g. nodes on 127.0.0.1), so a cut or a rate limit would "
+                "hit them and Ray too"
             )
     if fault == "node-kill" and not privileges["root"] and _raylet_owner() != os.geteuid():
         return "needs root (the node's Ray process belongs to another user)"
@@ -100,9 +113,11 @@ class RankHost:
         self.torchrun: subprocess.Popen[bytes] | None = None
         self.store: subprocess.Popen[bytes] | None = None
         self.checkpoints = str(self.area.checkpoints)
+        self.address = ""
         self.peers: list[str] = []
         self.net_rate = "20mbit"
-        self.undo: list[list[str]] = []
+        self.link_hold_s = 60.0
+        self.link: HeldChange | None = None
         self._last_poll = time.monotonic()
         self._measuring = False  # a collective_rank call is running: the driver waits on it
         self._closed = threading.Event()
@@ -131,6 +146,7 @@ class RankHost:
         resuming from different steps.
         """
         self.procs.kill_all()
+        self._lift_link()
         self.area = Area(self.root / area_name)
         self.checkpoints = checkpoints
         self.procs = ProcessSet(self.area.logs, token=self.procs.token)
@@ -158,6 +174,13 @@ class RankHost:
         ]
         env = launcher.base_env()
         env["TORCHCANARY_NODE"] = str(self.index)
+        if self.address and not is_loopback(self.address):
+            # Bind gloo and the agent to the address the other nodes reach this one at,
+            # not to whatever the host name resolves to.
+            at = command.index("--rdzv-endpoint")
+            command[at:at] = ["--local-addr", self.address]
+            if "GLOO_SOCKET_IFNAME" not in os.environ:
+                env["GLOO_SOCKET_IFNAME"] = device_holding(self.address)
         self.torchrun = self.procs.start(f"torchrun-node{self.index}", command, env)
         return self.torchrun.pid
 
@@ -193,33 +216,25 @@ class RankHost:
             raise ValueError(f"{fault} is not struck by a node's host")
         return {"t": time.time(), "detail": detail}
 
-    def set_peers(self, peers: list[str], net_rate: str) -> None:
-        """The other nodes' addresses and the rate limit: what a network fault acts on."""
+    def set_network(self, address: str, peers: list[str], net_rate: str, hold_s: float) -> None:
+        """This node's address, the other nodes', the rate limit, and how long a link
+        fault may last at most: what a network fault acts on."""
+        self.address = address
         self.peers = [peer for peer in peers if peer]
         self.net_rate = net_rate
+        self.link_hold_s = hold_s
 
     def _cut_or_slow(self, fault: str) -> dict[str, Any]:
-        """Cut (iptables DROP both ways) or slow (tc tbf) this node's link to its peers.
+        """Cut or slow this node's link to its peers; undone here after ``link_hold_s``
+        even if the driver never comes back (``node_link.HeldChange``)."""
+        self._lift_link()
+        self.link = HeldChange.make(fault, self.peers, self.net_rate, self.link_hold_s)
+        return {"t": time.time(), "detail": f"node {self.index}: {self.link.detail}"}
 
-        Not checked here: a local test cluster's nodes share 127.0.0.1, where either would
-        hit every node and Ray itself, so ``why_not_strikable`` refuses before this.
-        Every change is listed in ``self.undo`` and reverted by ``close``.
-        """
-        struck_t = time.time()
-        if fault == "net-down":
-            for peer in self.peers:
-                for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
-                    rule = [chain, side, peer, "-j", "DROP"]
-                    _run(["iptables", "-I", *rule])
-                    self.undo.append(["iptables", "-D", *rule])
-            return {"t": struck_t, "detail": f"node {self.index}'s link to {self.peers} cut"}
-        devices = sorted({_device_towards(peer) for peer in self.peers})
-        for device in devices:
-            qdisc = ["qdisc", "add", "dev", device, "root", "tbf", "rate", self.net_rate]
-            _run(["tc", *qdisc, "burst", "32kbit", "latency", "400ms"])
-            self.undo.append(["tc", "qdisc", "del", "dev", device, "root"])
-        detail = f"node {self.index}'s link ({', '.join(devices)}) limited to {self.net_rate}"
-        return {"t": struck_t, "detail": detail}
+    def _lift_link(self) -> None:
+        if self.link is not None:
+            self.link.lift()
+            self.link = None
 
     def release(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -300,9 +315,7 @@ class RankHost:
         """Kill every process of the drill on this node; the pids that had to be killed."""
         self._closed.set()
         killed = self.procs.kill_all()
-        while self.undo:  # every network change made here, in reverse order
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(self.undo.pop(), capture_output=True, timeout=30)
+        self._lift_link()
         shutil.rmtree(self.root, ignore_errors=True)
         return killed
 
@@ -317,17 +330,3 @@ def _with_checkpoints(job_args: list[str], checkpoints: str) -> list[str]:
     """The job's arguments with its checkpoint folder replaced by the shared one."""
     at = job_args.index("--ckpt-dir") + 1
     return [*job_args[:at], checkpoints, *job_args[at + 1 :]]
-
-
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    if done.returncode != 0:
-        raise RuntimeError(f"'{' '.join(command)}' failed: {done.stderr.strip()}")
-
-
-def _device_towards(peer: str) -> str:
-    """The network interface this node reaches ``peer`` through (``ip route get``)."""
-    route = subprocess.run(
-        ["ip", "route", "get", peer], capture_output=True, text=True, timeout=30
-    ).stdout.split()
-    return route[route.index("dev") + 1]

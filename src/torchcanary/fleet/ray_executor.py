@@ -302,7 +302,9 @@ class RayExecutor:
             SpreadPlace(node_ids[i], addresses.get(node_ids[i], ""), node_ids[i] in head_ids)
             for i in range(count)
         ]
-        return SpreadGroup(self._ray, group, handles, places, remove_placement_group)
+        return SpreadGroup(
+            self._ray, group, handles, places, remove_placement_group, (actor_class, args)
+        )
 
     def _pinned(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -329,13 +331,55 @@ class SpreadGroup:
         handles: list[Any],
         places: list[SpreadPlace],
         remove: Callable[[Any], None],
+        member: tuple[Any, Sequence[Any]],
     ) -> None:
         self._ray = ray
         self._group = group
         self._handles = handles
         self.places = places
         self._remove = remove
+        self._member = member  # the actor class and its arguments after the index
         self.gone: set[int] = set()
+
+    def spare_nodes(self) -> list[SpreadPlace]:
+        """Live nodes with a CPU that hold no member of the group."""
+        taken = {place.node_id for place in self.places}
+        return [
+            SpreadPlace(
+                node["NodeID"],
+                node.get("NodeManagerAddress", ""),
+                "node:__internal_head__" in (node.get("Resources") or {}),
+            )
+            for node in self._ray.nodes()
+            if node.get("Alive")
+            and node["NodeID"] not in taken
+            and (node.get("Resources") or {}).get("CPU", 0) >= 1
+        ]
+
+    def add_member(self) -> int | None:
+        """One more member on a spare node (a replacement for a dead one); its index, or
+        None when the cluster has no spare node.
+
+        It is pinned to that node, outside the placement group: the group's bundle on a
+        dead node is Ray's to reschedule, and the drill must know where its member runs.
+        """
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        spare = self.spare_nodes()
+        if not spare:
+            return None
+        place = spare[0]
+        actor_class, args = self._member
+        index = len(self._handles)
+        self._handles.append(
+            actor_class.options(
+                num_cpus=1,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(place.node_id, soft=False),
+            ).remote(index, *args)
+        )
+        self.places.append(place)
+        return index
 
     def call(self, index: int, method: str, *args: Any, timeout_s: float = 600.0) -> Any:
         """``method(*args)`` on member ``index``; None once its node (or actor) is gone."""

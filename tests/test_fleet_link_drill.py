@@ -1,0 +1,163 @@
+"""The link between Ray nodes cut and slowed for real: every node in a namespace of its own.
+
+The module's cluster (``start_bridged_cluster``) runs each Ray node, the head too, in its own
+network namespace on a private bridge, so the drill's two ranks talk over veths and the
+struck node can cut or slow its own link, as on separate machines. Only the candidate
+environment is drilled, to keep the module near a minute and a half.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
+from torchcanary.drills.netns import why_unavailable
+from torchcanary.drills.procs import processes_with_token
+from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
+from torchcanary.fleet.node_link import HOLDER_NAME
+from torchcanary.fleet.rank_host import node_token
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
+from torchcanary.report.view import RunView
+from torchcanary.store.sqlite import Store
+
+pytestmark = [pytest.mark.ray, pytest.mark.netns]
+
+LINK_DRILLS = {
+    # The node kill last: it takes node 1 for good, and the spare node takes its place.
+    "faults": ["net-down:timeout", "net-slow:none", "node-kill:replace"],
+    "steps": 12,
+    "at_step": 5,
+    "ckpt_every": 3,
+    "timeout_s": 5.0,
+    "net_rate": "8mbit",
+    "drill_timeout_s": 90.0,
+}
+
+
+def _ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30).stdout
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:  # exited meanwhile
+        return ""
+
+
+@pytest.fixture(scope="module")
+def bridged_cluster(candidate_env):
+    """A head with no CPU and three one-CPU nodes (two for the drill, one spare), each in
+    its own namespace; nothing of it (process, namespace, veth, bridge) outlives the module."""
+    pytest.importorskip("ray")
+    why = why_unavailable(need_tc=True)
+    if why:
+        pytest.skip(f"not checked: {why}")
+    from torchcanary.fleet.local_cluster import start_bridged_cluster
+
+    cluster = start_bridged_cluster(["link-a", "link-b", "link-spare"])
+    network = cluster.network
+    made = [*network.namespaces, *(network.host_veth(i) for i in range(network.ranks))]
+    try:
+        yield cluster
+    finally:
+        assert cluster.stop() == []
+        assert not set(made) & set(_ip("netns", "list").split())
+        assert not [name for name in made if _ip("link", "show", "dev", name)]
+
+
+def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_undone(
+    bridged_cluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": dict(LINK_DRILLS)},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(bridged_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
+            fleet,
+            bridged_cluster.address,
+            2,
+            roles=("candidate",),
+        )
+        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    cut, slow, replaced = rows["net-down:timeout"], rows["net-slow:none"], rows["node-kill:replace"]
+    # The cut node's rank and its peer both stall; the peer's collective times out.
+    assert cut.verdict == "passed", cut.payload["reason"]
+    assert cut.payload["reason"].startswith("surfaced across nodes as ")
+    assert cut.payload["struck_node"] == 1 and "cut (blackhole routes)" in cut.payload["injected"]
+    assert cut.payload["detect_s"] is not None
+    # The slowed node's job runs on to the end, every step equal to the fault-free run.
+    assert slow.verdict == "passed", slow.payload["reason"]
+    assert slow.payload["reason"].startswith("ran on through the fault across 2 nodes")
+    assert "limited to 8mbit (tc tbf)" in slow.payload["injected"]
+    assert slow.payload["step_check"]["first_difference"] is None
+    # Node 1 died; the spare node joined the job, which finished on two nodes again with
+    # every step equal to the fault-free run.
+    assert replaced.verdict == "passed", replaced.payload["reason"]
+    assert "node 1 replaced by a fresh node" in replaced.payload["reason"]
+    assert replaced.payload["nodes_gone"] == [1] and replaced.payload["replaced_by"] == 2
+    assert replaced.payload["finished_ranks"] == 2 and replaced.payload["restarts"] >= 1
+    assert replaced.payload["step_check"]["first_difference"] is None
+    used = [node["node_id"] for node in replaced.payload["nodes"]]
+    assert len(set(used)) == 3
+    # The struck node undid both: no blackhole route, no rate limit, no holding shell.
+    network = bridged_cluster.network
+    struck = cut.payload["nodes"][1]["address"]
+    namespace = next(
+        network.namespaces[i] for i in range(network.ranks) if network.rank_address(i) == struck
+    )
+    assert _ip("-n", namespace, "route", "show", "type", "blackhole").strip() == ""
+    qdiscs = subprocess.run(
+        ["tc", "-n", namespace, "qdisc", "show"], capture_output=True, text=True, timeout=30
+    ).stdout
+    assert "tbf" not in qdiscs
+    assert not [pid for pid in bridged_cluster.processes() if HOLDER_NAME in _command(pid)]
+    token = placed["placed"]["candidate"]["token"]
+    left = [pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))]
+    assert left == []
+
+
+def test_nodes_in_one_network_stack_share_an_identity_and_a_namespace_has_its_own(
+    bridged_cluster,
+) -> None:
+    from torchcanary.fleet.node_link import network_identity
+
+    ask = [
+        sys.executable,
+        "-c",
+        f"from {network_identity.__module__} import network_identity; print(network_identity())",
+    ]
+
+    def identity(prefix: list[str]) -> str:
+        done = subprocess.run([*prefix, *ask], capture_output=True, text=True, timeout=60)
+        return done.stdout.strip()
+
+    here = network_identity()
+    assert identity([]) == here  # e.g. two nodes on 127.0.0.1: no link of their own
+    inside = identity(bridged_cluster.network.prefix(1))
+    assert inside and inside != here
+    assert inside.split(":")[0] == here.split(":")[0]  # same machine, other stack
