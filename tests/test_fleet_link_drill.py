@@ -72,6 +72,44 @@ def bridged_cluster(candidate_env):
         assert not [name for name in made if _ip("link", "show", "dev", name)]
 
 
+def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
+    bridged_cluster, tmp_path: Path
+) -> None:
+    """Before the drills: their node kill takes a node for good. Off loopback, a rank's
+    gloo must bind to the address the other nodes reach it at, or the group never forms."""
+    from torchcanary.fleet.node_bench import execute_node_bench
+    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.measure.result import BenchMeasured, from_rows
+
+    bench = {
+        "families": ["collectives"],
+        "collectives": {"ops": ["all_reduce"], "bytes": [2**16]},
+        "groups": 2,
+        "aa_control": False,
+        "group_budget_s": 0.1,
+    }
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("bench",),
+        settings={"bench": bench},
+    )
+    with (
+        Store(tmp_path / "canary.db") as store,
+        connect(bridged_cluster.address, timeout_s=60) as fleet,
+    ):
+        outcome = execute_node_bench(
+            plan, store, tmp_path / "out", Progress(quiet=True), fleet, bridged_cluster.address, 2
+        )
+        view = RunView.load(store, outcome.run_id)
+    (scoped,) = view.profiles.values()
+    (record,) = from_rows(scoped.sections["bench"])
+    assert record.key == "collective/all_reduce/64KiB/gloox2nodes"
+    assert isinstance(record, BenchMeasured), record
+    assert set(record.sides) == {"baseline", "candidate"}
+    assert all(side["n"] > 0 for side in record.sides.values())
+
+
 def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_undone(
     bridged_cluster, tmp_path: Path
 ) -> None:

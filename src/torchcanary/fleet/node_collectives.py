@@ -79,9 +79,13 @@ class NodeRanks:
             "backend": backend,
             "timeout_s": schedule.timeout_s,
         }
+        places = self._group.places
         answers = self._group.call_each(
             "collective_rank",
-            [(rank, self.nodes, master, call, role) for rank in range(self.nodes)],
+            [
+                (rank, self.nodes, master, call, role, places[rank].address or "")
+                for rank in range(self.nodes)
+            ],
             timeout_s=schedule.timeout_s + 60,
         )
         broken = _broken(answers)

@@ -269,12 +269,15 @@ class RankHost:
         master: tuple[str, int],
         call: Mapping[str, Any],
         role: str,
+        address: str = "",
     ) -> dict[str, Any]:
         """One rank of a group spread over the nodes, in ``role``'s environment; its answer.
 
         ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
         ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
-        the group's address pointing at node 0 instead of loopback.
+        the group's address pointing at node 0 instead of loopback. ``address`` is this
+        node's as the others reach it: off loopback, gloo binds to its interface (as a
+        drill's ranks do) rather than to whatever the host name resolves to.
         """
         out = self.root / f"collective-rank{rank}.json"
         out.unlink(missing_ok=True)
@@ -287,6 +290,8 @@ class RankHost:
             "LOCAL_RANK": "0",  # one rank per node
             "TORCHCANARY_PARENT_PID": str(os.getpid()),
         }
+        if address and not is_loopback(address) and "GLOO_SOCKET_IFNAME" not in os.environ:
+            env["GLOO_SOCKET_IFNAME"] = device_holding(address)
         spec = json.dumps({**dict(call), "out": str(out)})
         command = [self.pythons[role], "-m", RANK_MAIN, spec]
         self._measuring = True
