@@ -304,3 +304,17 @@ def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_p
     assert not any(
         name.startswith("node-kill") for name in section.parse_settings({"faults": "all"})["faults"]
     )
+
+
+def test_node_kills_are_drilled_last_whatever_order_they_were_given_in() -> None:
+    from torchcanary.drills.section import drill_specs, parse_settings
+    from torchcanary.fleet.drill_run import in_node_order
+
+    faults = ["node-kill:timeout", "kill:restart-unshared", "node-kill:replace", "hang:timeout"]
+    specs = drill_specs(parse_settings({"faults": faults}))
+    assert [spec.key for spec in in_node_order(specs)] == [
+        "kill:restart-unshared",
+        "hang:timeout",
+        "node-kill:timeout",
+        "node-kill:replace",
+    ]

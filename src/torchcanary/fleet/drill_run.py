@@ -64,7 +64,7 @@ def execute_node_drills(
     settings = parse_settings(plan.section_settings(SECTION))
     if settings["faults"] == list(DEFAULT_DRILLS):  # the defaults of a drill on one machine
         settings["faults"] = list(DEFAULT_NODE_DRILLS)
-    specs = drill_specs(settings)
+    specs = in_node_order(drill_specs(settings))
     run_id = store.create_run(plan.to_json())
     progress.note(f"run {run_id} -> {store.location} (drills across {nodes} nodes)")
     placed: dict[str, dict[str, object]] = {}
@@ -102,6 +102,15 @@ def execute_node_drills(
     store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
     return NodeRunOutcome(run_id, decision, outputs)
+
+
+def in_node_order(specs: list[DrillSpec]) -> list[DrillSpec]:
+    """The drills in the order given, except that node kills go last.
+
+    A node kill takes its node for good, so any drill after it in the same environment
+    would run one node short, or not at all.
+    """
+    return sorted(specs, key=lambda spec: spec.fault == "node-kill")
 
 
 def _run_one(drills: NodeDrills, spec: DrillSpec) -> DrillOutcome:
