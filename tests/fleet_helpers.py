@@ -4,6 +4,63 @@ Kept out of conftest.py because ``tests/fixtures/conftest.py`` also answers to t
 name ``conftest`` when the whole suite runs.
 """
 
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
 # The shared local Ray cluster: a head and two workers, each with its own
 # `torchcanary.profile` label (and a custom resource) standing for a hardware profile.
 FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
+
+
+@contextmanager
+def candidate_node_drills(
+    address: str, drills: dict[str, Any], nodes: int, tmp_path: Path
+) -> Iterator[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """The candidate's drills on ``nodes`` nodes of the cluster at ``address``: the outcome,
+    the drill rows by key, and the placement artifact, with the cluster still connected."""
+    from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
+    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, execute_node_drills
+    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.plan import RunPlan
+    from torchcanary.progress import Progress
+    from torchcanary.report.view import RunView
+    from torchcanary.store.sqlite import Store
+
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": drills},
+    )
+    with Store(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
+        outcome = execute_node_drills(
+            plan,
+            store,
+            tmp_path / "out",
+            Progress(quiet=True),
+            fleet,
+            address,
+            nodes,
+            roles=("candidate",),
+        )
+        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+        yield outcome, rows, placed
+
+
+def drill_processes_left(placed: dict[str, Any], nodes: range) -> list[int]:
+    """The candidate drill's processes still alive on ``nodes`` (should be none)."""
+    from torchcanary.drills.procs import processes_with_token
+    from torchcanary.fleet.rank_host import node_token
+
+    token = placed["placed"]["candidate"]["token"]
+    return [pid for node in nodes for pid in processes_with_token(node_token(token, node))]

@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-from torchcanary.drills.procs import processes_with_token
-from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
+from fleet_helpers import candidate_node_drills, drill_processes_left
 from torchcanary.fleet.local_cluster import (
     local_node_args,
     start_local_cluster,
     stop_local_cluster,
 )
-from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, node_token, why_not_strikable
+from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
@@ -185,39 +184,9 @@ def test_a_job_on_three_nodes_restarts_on_the_two_left_when_a_node_dies(
     drill_cluster, tmp_path: Path
 ) -> None:
     # Before the two-node drill test, which needs two of the nodes this one leaves alive.
-    from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
-
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("drill",),
-        settings={"drill": {**DRILLS, "faults": [RESTART_AFTER_NODE_KILL]}},
-    )
-    with (
-        Store(tmp_path / "canary.db") as store,
-        connect(drill_cluster.address, timeout_s=60) as fleet,
-    ):
-        outcome = execute_node_drills(
-            plan,
-            store,
-            tmp_path / "out",
-            Progress(quiet=True),
-            fleet,
-            drill_cluster.address,
-            3,
-            roles=("candidate",),
-        )
-        row = next(
-            r
-            for r in RunView.load(store, outcome.run_id).sections["drill"]
-            if r.key == RESTART_AFTER_NODE_KILL
-        )
-        placed = next(
-            json.loads(data)
-            for name, _, data in store.artifacts(outcome.run_id)
-            if name == NODE_DRILL_ARTIFACT
-        )
+    drills = {**DRILLS, "faults": [RESTART_AFTER_NODE_KILL]}
+    with candidate_node_drills(drill_cluster.address, drills, 3, tmp_path) as (_, rows, placed):
+        row = rows[RESTART_AFTER_NODE_KILL]
     payload = row.payload
     assert row.verdict == "passed", payload["reason"]
     assert "on 2 of 3 nodes" in payload["reason"]
@@ -227,10 +196,7 @@ def test_a_job_on_three_nodes_restarts_on_the_two_left_when_a_node_dies(
     assert payload["restarts"] >= 1 and payload["step_check"]["first_difference"] is None
     assert payload["detect_s"] is not None and payload["resume_s"] is not None
     assert payload["steps_lost"] is not None
-    token = placed["placed"]["candidate"]["token"]
-    assert [
-        pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))
-    ] == []
+    assert drill_processes_left(placed, range(3)) == []
 
 
 @pytest.mark.ray
@@ -239,36 +205,9 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
 ) -> None:
     import ray
 
-    from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
-
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("drill",),
-        settings={"drill": dict(DRILLS)},
-    )
-    with (
-        Store(tmp_path / "canary.db") as store,
-        connect(drill_cluster.address, timeout_s=60) as fleet,
-    ):
-        outcome = execute_node_drills(
-            plan,
-            store,
-            tmp_path / "out",
-            Progress(quiet=True),
-            fleet,
-            drill_cluster.address,
-            2,
-            roles=("candidate",),
-        )
+    with candidate_node_drills(drill_cluster.address, dict(DRILLS), 2, tmp_path) as run:
+        outcome, rows, placed = run
         alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
-        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
-        placed = next(
-            json.loads(data)
-            for name, _, data in store.artifacts(outcome.run_id)
-            if name == NODE_DRILL_ARTIFACT
-        )
     kill, node_kill = rows["kill:restart-unshared"], rows["node-kill:timeout"]
     net_down = rows["net-down:timeout"]
     assert net_down.verdict == "not-checkable"
@@ -287,8 +226,7 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
     assert node_kill.payload["ray_noticed_s"] is not None
     # The killed node is dead to Ray, and no process of the drills is left on any node.
     assert node_kill.payload["nodes"][1]["node_id"] not in alive
-    token = placed["placed"]["candidate"]["token"]
-    assert [pid for node in (0, 1) for pid in processes_with_token(node_token(token, node))] == []
+    assert drill_processes_left(placed, range(2)) == []
     assert outcome.outputs and all(path.exists() for path in outcome.outputs.values())
 
 

@@ -8,7 +8,6 @@ environment is drilled, to keep the module near a minute and a half.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
+from fleet_helpers import candidate_node_drills, drill_processes_left
 from torchcanary.drills.netns import why_unavailable
-from torchcanary.drills.procs import processes_with_token
-from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT
 from torchcanary.fleet.node_link import HOLDER_NAME
-from torchcanary.fleet.rank_host import node_token
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
@@ -113,35 +110,8 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
 def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_undone(
     bridged_cluster, tmp_path: Path
 ) -> None:
-    from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
-
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("drill",),
-        settings={"drill": dict(LINK_DRILLS)},
-    )
-    with (
-        Store(tmp_path / "canary.db") as store,
-        connect(bridged_cluster.address, timeout_s=60) as fleet,
-    ):
-        outcome = execute_node_drills(
-            plan,
-            store,
-            tmp_path / "out",
-            Progress(quiet=True),
-            fleet,
-            bridged_cluster.address,
-            2,
-            roles=("candidate",),
-        )
-        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
-        placed = next(
-            json.loads(data)
-            for name, _, data in store.artifacts(outcome.run_id)
-            if name == NODE_DRILL_ARTIFACT
-        )
+    with candidate_node_drills(bridged_cluster.address, dict(LINK_DRILLS), 2, tmp_path) as run:
+        _, rows, placed = run
     cut, slow, replaced = rows["net-down:timeout"], rows["net-slow:none"], rows["node-kill:replace"]
     # The cut node's rank and its peer both stall; the peer's collective times out.
     assert cut.verdict == "passed", cut.payload["reason"]
@@ -174,9 +144,7 @@ def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_un
     ).stdout
     assert "tbf" not in qdiscs
     assert not [pid for pid in bridged_cluster.processes() if HOLDER_NAME in _command(pid)]
-    token = placed["placed"]["candidate"]["token"]
-    left = [pid for node in (0, 1, 2) for pid in processes_with_token(node_token(token, node))]
-    assert left == []
+    assert drill_processes_left(placed, range(3)) == []
 
 
 def test_nodes_in_one_network_stack_share_an_identity_and_a_namespace_has_its_own(
