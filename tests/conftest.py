@@ -21,7 +21,7 @@ from hypothesis import settings
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
 from torchcanary.drills.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
-from torchcanary.envs.cache import Environment, ensure_environment
+from torchcanary.envs.cache import Environment, cache_root, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
@@ -65,14 +65,37 @@ def temp_dir_left_clean(session_temp_dir: Path) -> Iterator[None]:
     assert left == [], f"left in the temp dir: {left} (use tmp_path, or remove your scratch)"
 
 
+# Where the torch environments live, built once and reused across sessions.
+SHARED_CACHE = cache_root()
+
+
+@pytest.fixture(autouse=True)
+def own_result_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test starts with no kept claim verdicts or fault-free runs (a verdict kept by
+    one test would answer for the next), but with the shared environments."""
+    cache = tmp_path_factory.mktemp("cache")
+    (cache / "envs").symlink_to(SHARED_CACHE / "envs", target_is_directory=True)
+    (SHARED_CACHE / "envs").mkdir(parents=True, exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TORCHCANARY_CACHE", str(cache))
+    yield
+    patch.undo()
+
+
+def _shared_environment(role: str, spec: str) -> Environment:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHCANARY_CACHE", str(SHARED_CACHE))
+        return ensure_environment(role, parse_env_spec(spec))
+
+
 @pytest.fixture(scope="session")
 def baseline_env() -> Environment:
-    return ensure_environment("baseline", parse_env_spec(BASELINE_SPEC))
+    return _shared_environment("baseline", BASELINE_SPEC)
 
 
 @pytest.fixture(scope="session")
 def candidate_env() -> Environment:
-    return ensure_environment("candidate", parse_env_spec(CANDIDATE_SPEC))
+    return _shared_environment("candidate", CANDIDATE_SPEC)
 
 
 @pytest.fixture(scope="session")

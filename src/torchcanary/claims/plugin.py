@@ -7,13 +7,28 @@ through ``claims/view.py``.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.sections import PackageSection
 
 if TYPE_CHECKING:
     from torchcanary.report.view import RunView
+
+
+def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
+    parser.add_argument(
+        "--fresh-claims",
+        action="store_true",
+        default=None,
+        help="run every claim probe again instead of reusing the verdicts kept from earlier "
+        "runs of the same environments on this machine (claims.reuse = false)",
+    )
+
+
+def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"reuse": False} if getattr(args, "fresh_claims", None) else {}
 
 
 @dataclass(frozen=True)
@@ -25,5 +40,10 @@ class ClaimsSection(PackageSection):
 
 
 SECTION = ClaimsSection(
-    name="claims", package="torchcanary.claims", order=10, result_table="probe_results"
+    name="claims",
+    package="torchcanary.claims",
+    order=10,
+    result_table="probe_results",
+    flags=add_flags,
+    settings_from_flags=flag_settings,
 )

@@ -11,7 +11,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from torchcanary.claims.reuse import reused_from
 from torchcanary.claims.view import ClaimRow, claims_of
+from torchcanary.keyed_cache import describe_age
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
 from torchcanary.report.junit import JUnitCase
 from torchcanary.report.svg import grouped_bars
@@ -40,9 +42,29 @@ def _cell(result: ProbeResult | None) -> str:
     if result is None:
         return "<td>not run</td>"
     outcome = result.outcome
+    origin = reused_from(result)
+    reused = (
+        f'<div class="needs">reused from run {escape(str(origin.get("run_id")))}</div>'
+        if origin
+        else ""
+    )
     return (
         f'<td>{_badge(outcome.verdict.value)}<div class="summary">'
-        f"{escape(outcome.summary)}</div></td>"
+        f"{escape(outcome.summary)}</div>{reused}</td>"
+    )
+
+
+def reuse_line(view: RunView) -> str | None:
+    """How many verdicts came from earlier runs, and how old the oldest is; None if none."""
+    results = claims_of(view).probe_results
+    made = [origin["made_at"] for r in results if (origin := reused_from(r))]
+    if not made:
+        return None
+    age = describe_age(max(view.run.created_at - min(made), 0.0))
+    return (
+        f"{len(made)} of {len(results)} verdicts reused from earlier runs of the same "
+        f"environments on this machine (the oldest made {age} before this run); "
+        "--fresh-claims runs them again"
     )
 
 
@@ -137,17 +159,22 @@ def html(view: RunView) -> str:
             f"needs {escape(str(description.get('needs', '')))}</div>{_evidence(row)}</td>"
             f"{_cell(row.baseline)}{_cell(row.candidate)}<td>{_badge(comparison)}</td></tr>"
         )
+    reuse = reuse_line(view)
     return (
-        '<section id="claims"><h2>Claims</h2><table class="claims"><thead><tr>'
+        '<section id="claims"><h2>Claims</h2>'
+        + (f"<p>{escape(reuse)}</p>" if reuse else "")
+        + '<table class="claims"><thead><tr>'
         "<th>probe</th><th>claim</th><th>baseline</th><th>candidate</th><th>upgrade</th>"
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>" + _coverage_html(view)
     )
 
 
 def markdown(view: RunView) -> str:
+    reuse = reuse_line(view)
     lines = [
         "## Claims",
         "",
+        *([reuse, ""] if reuse else []),
         "| pack | probe | baseline | candidate | upgrade |",
         "|---|---|---|---|---|",
     ]
@@ -204,7 +231,13 @@ def terminal(view: RunView) -> list[Any]:
         )
     counts = Counter(_comparison(row) for row in rows)
     tally = "claims: " + ", ".join(f"{n} {label}" for label, n in counts.most_common())
-    return [table, Text(tally), *(Text(f"coverage: {line}") for line in coverage_summary(view))]
+    reuse = reuse_line(view)
+    return [
+        table,
+        Text(tally),
+        *([Text(f"claims: {reuse}")] if reuse else []),
+        *(Text(f"coverage: {line}") for line in coverage_summary(view)),
+    ]
 
 
 def json_parts(view: RunView) -> dict[str, Any]:

@@ -20,8 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.catalog import requested_torch, select_claims
-from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, claims_of
+from torchcanary.claims.reuse import VerdictReuse
+from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
+from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
 from torchcanary.packs.model import ANY_RELEASE
@@ -39,12 +41,19 @@ POLICY_CHOICES: dict[str, tuple[str, ...]] = {
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
-    if mapping:
+    """``[tool.torchcanary.claims]``: ``reuse`` [true], keep verdicts for later runs of the
+    same environments and use the kept ones (``claims/reuse.py``; ``--fresh-claims`` sets
+    it false). Probes are chosen with ``probes = [...]`` at the top level."""
+    unknown = sorted(set(mapping) - {"reuse"})
+    if unknown:
         raise ConfigError(
-            f"unknown key {sorted(mapping)[0]!r} in the claims table; it takes "
-            "none (choose probes with 'probes = [...]' at the top level)"
+            f"unknown key {unknown[0]!r} in the claims table; it takes 'reuse' (true or "
+            "false; choose probes with 'probes = [...]' at the top level)"
         )
-    return {}
+    reuse = mapping.get("reuse", True)
+    if not isinstance(reuse, bool):
+        raise ConfigError(f"claims.reuse must be true or false, not {reuse!r}")
+    return {"reuse": reuse}
 
 
 def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
@@ -82,12 +91,40 @@ def run(ctx: RunContext) -> None:
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
     done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
+    reuse = VerdictReuse(
+        cache_root() / "claim-verdicts",
+        ctx.environments,
+        {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},
+        fresh=not ctx.plan.section_settings(SECTION).get("reuse", True),
+        warn=ctx.progress.note,
+    )
+    keys = {
+        (role, pid): reuse.key(
+            role,
+            pid,
+            selected[pid].source.module,
+            params[role],
+            ctx.plan.probe_timeout_s or selected[pid].probe.timeout_s,
+        )
+        for role, pid in todo
+        if not selected[pid].probe.timed
+    }
+    kept = reuse.load_all(keys, ctx.run_id)
+    todo = [item for item in todo if item not in kept]
     alone = [(role, pid) for role, pid in todo if selected[pid].probe.timed]
     lanes = {
         role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
         for role in ROLES
     }
-    with ctx.progress.task("claims", total=len(todo)) as task:
+    with ctx.progress.task("claims", total=len(todo) + len(kept)) as task:
+        for result in kept.values():
+            ctx.store.save_probe_result(result)
+            task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
+        if kept:
+            ctx.progress.note(
+                f"claims: {len(kept)} verdicts reused from earlier runs of the same "
+                "environments on this machine (--fresh-claims runs them again)"
+            )
         workers = {role: ctx.new_worker(role) for role in ROLES}
 
         def run_one(role: str, probe_id: str) -> ProbeResult:
@@ -109,6 +146,9 @@ def run(ctx: RunContext) -> None:
         finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
         for result in itertools.chain(finished, (run_one(*item) for item in alone)):
             ctx.store.save_probe_result(result)
+            key = keys.get((result.env_role, result.probe_id))
+            if key is not None:
+                reuse.keep(key, result)
             task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
 
 

@@ -11,9 +11,9 @@ import html as html_lib
 from typing import Any
 
 from torchcanary.drills.catalog import FAULTS, RECOVERIES
-from torchcanary.drills.job_reference_cache import describe_age
 from torchcanary.drills.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.keyed_cache import describe_age
 from torchcanary.report.junit import JUnitCase
 
 SECTION = "drill"

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from torchcanary import keyed_cache
 from torchcanary.drills import job_compare, job_exits, job_reference_cache, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
@@ -153,7 +154,7 @@ class UserJob:
             "cwd": str(Path(self.cwd).resolve()),
             "env": [list(pair) for pair in self.env],
             "with": list(self.with_),
-            "files": job_reference_cache.files_digest(self.files()),
+            "files": keyed_cache.files_digest(self.files()),
             "ranks": ranks,
             "step_pattern": self.step_pattern,
             "rtol": self.rtol,
@@ -438,7 +439,7 @@ class UserJobRunner(DrillRunner):
         key = job_reference_cache.reference_key(ingredients)
         cached = None if self.fresh_reference else self.cache.load(key)
         if cached is not None:
-            age = job_reference_cache.describe_age(cached["cached"]["age_s"])
+            age = keyed_cache.describe_age(cached["cached"]["age_s"])
             cached["reason"] = (
                 f"reused from the cache: made {age} ago for the same job, files and "
                 "environment (--fresh-reference makes it again)"
