@@ -21,6 +21,7 @@ import pytest
 from torchcanary.drills import report, section
 from torchcanary.drills.catalog import DrillSpec
 from torchcanary.drills.drill import DrillRunner
+from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.launch import machine_capacity_problem
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
@@ -63,6 +64,33 @@ def test_fault_free_job_has_identical_replicas_and_repeats_its_loss(
     assert [row[0] for row in first["steps"]] == list(range(8))
     assert first["steps"] == second["steps"]
     assert all(row[2] > 0 for row in first["steps"])
+
+
+@pytest.mark.torch_envs
+def test_built_in_fault_free_run_is_kept_on_disk_and_made_again_when_its_shape_changes(
+    baseline_env, import_root, tmp_path
+):
+    made: list[DrillSpec] = []
+
+    class Counting(DrillRunner):
+        def _run_reference(self, clean: DrillSpec) -> dict:
+            made.append(clean)
+            return super()._run_reference(clean)
+
+    cache = ReferenceCache(tmp_path / "kept")
+
+    def runner(fresh: bool = False) -> DrillRunner:
+        return Counting(baseline_env.python, import_root, tmp_path / "work", cache, "env-a", fresh)
+
+    job = spec("kill", "restart-unshared", steps=6, at_step=3)
+    first = runner().reference(job)
+    assert first["ok"] and "cached" not in first and len(made) == 1
+    again = runner().reference(replace(job, fault="hang", recovery="timeout"))
+    assert len(made) == 1 and again["cached"]["age_s"] >= 0  # another drill, the same job
+    assert again["steps"] == first["steps"] and again["reason"].startswith("reused from the cache")
+    assert runner().reference(replace(job, steps=7))["final_loss"] is not None
+    assert len(made) == 2  # a longer job is another fault-free run
+    assert "cached" not in runner(fresh=True).reference(job) and len(made) == 3
 
 
 # faults and recovery -------------------------------------------------------------------

@@ -29,16 +29,22 @@ from torchcanary.drills import flight, timeline, trajectory
 from torchcanary.drills.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_reference_cache import ReferenceCache, reference_key
 from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drills.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
 from torchcanary.drills.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drills.netns import why_unavailable as network_unavailable
 from torchcanary.drills.procs import ProcessSet
 from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.keyed_cache import describe_age, files_digest
 
 POLL_S = 0.05
 MAX_RESTARTS = 2
 # What a drill row keeps of its fault-free run.
+# What the fault-free run of the built-in job depends on, of its spec.
+_REFERENCE_SHAPE = frozenset(
+    ("ranks", "steps", "seed", "ckpt_every", "parallel", "step_pad_s", "timeout_s")
+)
 REFERENCE_FACTS = ("final_loss", "params_identical", "throughput", "ok", "reason", "parallel")
 
 
@@ -82,10 +88,24 @@ def _safe_name(key: str) -> str:
 class DrillRunner:
     """Runs drills in one environment (its python), reusing fault-free references."""
 
-    def __init__(self, python: str, import_root: Path, work_dir: Path) -> None:
+    def __init__(
+        self,
+        python: str,
+        import_root: Path,
+        work_dir: Path,
+        cache: ReferenceCache | None = None,
+        environment_key: str = "",
+        fresh_reference: bool = False,
+    ) -> None:
+        """``cache`` keeps fault-free runs across runs (None: made once per runner);
+        ``environment_key`` names the environment in their key; ``fresh_reference`` makes
+        the fault-free run again and replaces the cached one."""
         self.python = python
         self.import_root = import_root
         self.work_dir = work_dir
+        self.cache = cache
+        self.environment_key = environment_key or python
+        self.fresh_reference = fresh_reference
         self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     # references --------------------------------------------------------------------------
@@ -94,12 +114,39 @@ class DrillRunner:
         return list(self._references.values())
 
     def reference(self, spec: DrillSpec) -> dict[str, Any]:
-        """The fault-free run with the same job, seeds and data-parallel mode (cached)."""
+        """The fault-free run with the same job, seeds and data-parallel mode (made once)."""
         clean = replace(spec, fault="none", recovery="reference")
         cache_key = (spec.parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
         if cache_key not in self._references:
-            self._references[cache_key] = self._run_reference(clean)
+            self._references[cache_key] = self._cached_or_made(clean, self._identity(clean))
         return self._references[cache_key]
+
+    def _identity(self, clean: DrillSpec) -> dict[str, Any]:
+        """What the built-in job's fault-free run depends on: the environment, the job's
+        code (torchcanary's own files) and its shape."""
+        return {
+            "environment": self.environment_key,
+            "job": "built-in",
+            "torchcanary_files": files_digest([Path(__file__).parent.parent]),
+            "spec": {k: v for k, v in clean.to_json().items() if k in _REFERENCE_SHAPE},
+        }
+
+    def _cached_or_made(self, clean: DrillSpec, ingredients: dict[str, Any]) -> dict[str, Any]:
+        """The fault-free run from the on-disk cache when its key matches, else made now."""
+        if self.cache is None:
+            return self._run_reference(clean)
+        key = reference_key(ingredients)
+        cached = None if self.fresh_reference else self.cache.load(key)
+        if cached is not None:
+            age = describe_age(cached["cached"]["age_s"])
+            cached["reason"] = (
+                f"reused from the cache: made {age} ago for the same job, files and "
+                "environment (--fresh-reference makes it again)"
+            )
+            return cached
+        made = self._run_reference(clean)
+        self.cache.save(key, made, ingredients)
+        return made
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         area = Area(self.work_dir / f"reference-{spec.parallel}-{time.time_ns()}")

@@ -47,7 +47,8 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
         action="store_true",
         default=None,
         dest="job_fresh_reference",
-        help="make --job's fault-free run again instead of reusing the cached one",
+        help="make the job's fault-free run again instead of reusing the one cached for "
+        "the same job, files and environment",
     )
     parser.add_argument(
         "--nodes",

@@ -24,7 +24,9 @@ Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
   ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps;
   ``job_cwd`` [where torchcanary runs], the folder the job starts in; ``job_env`` [{}],
   variables the job is given; ``job_fresh_reference`` [false], make the job's fault-free
-  run again instead of reusing the one cached for this job, its files and environment.
+  run again instead of reusing the one cached for this job, its files and environment
+  (the built-in job's too: its key is the environment, torchcanary's files and the
+  job's shape).
 
 Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
@@ -179,21 +181,18 @@ def run(ctx: RunContext) -> None:
     done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
     job = user_job(settings)
     runners: dict[str, DrillRunner] = {}
+    cache = ReferenceCache(cache_root() / "drill-references", ctx.progress.note)
     for role in roles:
         env, work = ctx.environments[role], ctx.work_dir / "drills" / role
+        keeping = {
+            "cache": cache,
+            "environment_key": f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}",
+            "fresh_reference": settings["job_fresh_reference"],
+        }
         runners[role] = (
-            DrillRunner(env.python, ctx.import_root, work)
+            DrillRunner(env.python, ctx.import_root, work, **keeping)
             if job is None
-            else UserJobRunner(
-                env.python,
-                env.path,
-                ctx.import_root,
-                work,
-                job,
-                cache=ReferenceCache(cache_root() / "drill-references", ctx.progress.note),
-                environment_key=f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}",
-                fresh_reference=settings["job_fresh_reference"],
-            )
+            else UserJobRunner(env.python, env.path, ctx.import_root, work, job, **keeping)
         )
     with (
         ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary import keyed_cache
-from torchcanary.drills import job_compare, job_exits, job_reference_cache, timeline
+from torchcanary.drills import job_compare, job_exits, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
@@ -373,15 +373,18 @@ class UserJobRunner(DrillRunner):
         environment_key: str = "",
         fresh_reference: bool = False,
     ) -> None:
-        """``cache`` keeps fault-free runs across runs (None: made once per runner);
-        ``environment_key`` names the environment in their key; ``fresh_reference`` makes
-        the fault-free run again and replaces the cached one."""
-        super().__init__(python, import_root, work_dir)
+        """As :class:`DrillRunner`; ``env_path`` is the environment the job's overlay is
+        made over."""
+        super().__init__(
+            python,
+            import_root,
+            work_dir,
+            cache,
+            environment_key or f"{env_path}|{python}",
+            fresh_reference,
+        )
         self.env_path = env_path
         self.job = job
-        self.cache = cache
-        self.environment_key = environment_key or f"{env_path}|{python}"
-        self.fresh_reference = fresh_reference
         self._overlay_problem: str | None = None
         self._prepared = False
         self._job_references: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -428,26 +431,10 @@ class UserJobRunner(DrillRunner):
             if problem:
                 self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
             else:
-                self._job_references[key] = self._cached_or_made(spec)
+                clean = replace(spec, fault="none", recovery="reference")
+                identity = self.job.identity(self.environment_key, spec.ranks)
+                self._job_references[key] = self._cached_or_made(clean, identity)
         return self._job_references[key]
-
-    def _cached_or_made(self, spec: DrillSpec) -> dict[str, Any]:
-        """The fault-free run from the on-disk cache when its key matches, else made now."""
-        if self.cache is None:
-            return self._run_reference(replace(spec, fault="none", recovery="reference"))
-        ingredients = self.job.identity(self.environment_key, spec.ranks)
-        key = job_reference_cache.reference_key(ingredients)
-        cached = None if self.fresh_reference else self.cache.load(key)
-        if cached is not None:
-            age = keyed_cache.describe_age(cached["cached"]["age_s"])
-            cached["reason"] = (
-                f"reused from the cache: made {age} ago for the same job, files and "
-                "environment (--fresh-reference makes it again)"
-            )
-            return cached
-        made = self._run_reference(replace(spec, fault="none", recovery="reference"))
-        self.cache.save(key, made, ingredients)
-        return made
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The fault-free run; again (up to REFERENCE_TRIES) while a rank dies of a signal.
