@@ -164,6 +164,24 @@ def test_diff_command_reports_in_all_four_formats_and_says_no_go(tmp_path):
     assert 'name="uses-removed: torch._inductor.config.cuda.nvgemm_max_profiling_configs"' in junit
 
 
+def test_a_second_diff_reuses_both_surfaces_and_finds_the_same_changes(tmp_path):
+    def diff() -> dict:
+        result = run_canary("diff", "--code", str(PROJECT), "--quiet", cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        report = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
+        return {r["key"]: r for r in report["sections"]["diff"]}
+
+    first = diff()
+    assert "reused_made_at" not in first["__summary__"]["payload"]
+    second = diff()
+    made = second.pop("__summary__")["payload"].pop("reused_made_at")
+    assert sorted(made) == ["baseline", "candidate"]
+    del first["__summary__"]
+    assert second == first  # every change, as the fresh collections found it
+    markdown = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
+    assert "(the baseline and candidate surface reused from an earlier run" in markdown
+
+
 def test_resumed_section_reuses_stored_collections_and_scans_the_stack_project(
     surfaces, make_context
 ):

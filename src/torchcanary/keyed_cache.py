@@ -12,6 +12,7 @@ one-line warning and made again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -19,9 +20,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torchcanary
+
+if TYPE_CHECKING:
+    from torchcanary.envs.cache import Environment
+    from torchcanary.results import Manifest
 
 # A project folder's files that decide what code does; data and build output are left out.
 _SOURCE_SUFFIXES = frozenset(
@@ -73,6 +78,32 @@ def _file_digest(file: Path) -> str:
         return hashlib.sha256(file.read_bytes()).hexdigest()
     except OSError as exc:  # unreadable: a new digest whenever that changes
         return f"unreadable: {type(exc).__name__}"
+
+
+@functools.cache
+def own_files_digest() -> str:
+    """The content digest of torchcanary's own source files (once per process): the code
+    that made a kept result, in the worker and out."""
+    return files_digest([Path(torchcanary.__file__).parent])
+
+
+def fixed_environment(environment: Environment, manifest: Manifest | None) -> dict[str, Any] | None:
+    """What names an environment that cannot change between runs, for a key; None for one
+    that can.
+
+    Only a requirement set torchcanary built is fixed (other requirements make another
+    folder); an interpreter or ``current`` can have packages installed into it between
+    runs. The manifest (torch build and configuration, Python, OS, CPU, GPUs) is part of
+    the name, so the same folder on other hardware is another environment.
+    """
+    if environment.spec.kind != "requirements" or manifest is None:
+        return None
+    return {
+        "spec": environment.spec.text,
+        "path": environment.path,
+        "python": environment.python,
+        "manifest": manifest.to_json(),
+    }
 
 
 def describe_age(age_s: float) -> str:

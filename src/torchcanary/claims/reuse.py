@@ -34,9 +34,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torchcanary
 from torchcanary.envs.cache import Environment
-from torchcanary.keyed_cache import KeyedCache, entry_key, files_digest
+from torchcanary.keyed_cache import (
+    KeyedCache,
+    entry_key,
+    files_digest,
+    fixed_environment,
+    own_files_digest,
+)
 from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
 
 CACHE_SCHEMA = 1
@@ -96,19 +101,9 @@ class VerdictReuse:
         self.cache = KeyedCache(directory, CACHE_SCHEMA, "the kept claim verdict", warn)
         self.fresh = fresh
         self._environments = {
-            role: {
-                "spec": env.spec.text,
-                "path": env.path,
-                "python": env.python,
-                "manifest": manifests[role].to_json(),
-            }
-            for role, env in environments.items()
-            if env.spec.kind == "requirements" and role in manifests
+            role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()
         }
-        self._shared = {
-            "torchcanary_files": files_digest([Path(torchcanary.__file__).parent]),
-            "nvidia_driver": _driver(),
-        }
+        self._shared = {"torchcanary_files": own_files_digest(), "nvidia_driver": _driver()}
 
     def key(
         self, role: str, probe_id: str, module: str, params: dict[str, Any], timeout_s: float

@@ -36,7 +36,7 @@ from torchcanary.drills.netns import NetworkUnavailable, RankNetwork, leftover_n
 from torchcanary.drills.netns import why_unavailable as network_unavailable
 from torchcanary.drills.procs import ProcessSet
 from torchcanary.drills.verdict import DrillVerdict
-from torchcanary.keyed_cache import describe_age, files_digest
+from torchcanary.keyed_cache import describe_age, own_files_digest
 
 POLL_S = 0.05
 MAX_RESTARTS = 2
@@ -127,7 +127,7 @@ class DrillRunner:
         return {
             "environment": self.environment_key,
             "job": "built-in",
-            "torchcanary_files": files_digest([Path(__file__).parent.parent]),
+            "torchcanary_files": own_files_digest(),
             "spec": {k: v for k, v in clean.to_json().items() if k in _REFERENCE_SHAPE},
         }
 

@@ -72,7 +72,13 @@ def _headline(summary: DiffSummary) -> str:
         f"torch {versions.get('baseline')} -> {versions.get('candidate')}: "
         f"{summary.total or 0} change(s), {summary.announced or 0} announced, "
         f"{summary.unannounced_altering or 0} unannounced that can alter results; "
-        f"collected and compared in {summary.section_s or 0} s."
+        f"collected and compared in {summary.section_s or 0} s"
+        + (
+            f" (the {' and '.join(sorted(summary.reused_made_at))} surface reused from an "
+            "earlier run of the same environment and torchcanary)."
+            if summary.reused_made_at
+            else "."
+        )
     )
 
 

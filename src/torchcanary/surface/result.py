@@ -56,6 +56,7 @@ class DiffSummary:
     import_failures: dict[str, Any] | None = None
     skipped_namespaces: dict[str, Any] | None = None
     section_s: float | None = None
+    reused_made_at: dict[str, float] | None = None  # surfaces kept from earlier runs: when made
     normalisation: str | None = None
     not_checked: tuple[str, ...] | None = None
     key: str = SUMMARY_KEY

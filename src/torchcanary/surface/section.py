@@ -3,7 +3,9 @@ user's code meets it.
 
 ``run(ctx)``: a worker in each environment collects its surface (config defaults, public
 API with signatures, env vars read, bundled library versions; both at once); each
-collection is stored as artifact ``diff/<role>.json`` (``--resume`` reuses it). The two are
+collection is stored as artifact ``diff/<role>.json`` (``--resume`` reuses it) and, for an
+environment that cannot change (``keyed_cache.fixed_environment``), kept under
+``<cache>/surfaces`` for later runs with the same torchcanary files. The two are
 compared, each change is checked against the release's text (the claims pack and any notes
 files) and against the user's code, and every change is stored as a row.
 
@@ -36,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
+from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
+from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environment, own_files_digest
 from torchcanary.store.sqlite import SectionResult
 from torchcanary.surface import settings as diff_settings
 from torchcanary.surface.assess import (
@@ -56,6 +60,8 @@ from torchcanary.surface.settings import DiffSettings
 from torchcanary.worker.calls import COLLECT_SURFACE
 
 SECTION = "diff"
+_KEPT_SCHEMA = 1  # the format of the surfaces kept under <cache>/surfaces
+REUSED_KEY = "reused_made_at"  # in a collection kept from an earlier run: when it was made
 SUMMARY_KEY = "__summary__"
 BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
@@ -85,14 +91,45 @@ def _stored_collections(ctx: RunContext) -> dict[str, dict[str, Any]]:
 
 
 def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
+    """Each environment's surface: kept from an earlier run where it cannot have changed
+    (the same fixed environment, torchcanary files and collection settings), else
+    collected now by a worker, both at once."""
     kwargs = {"namespaces": list(settings.namespaces) or None, "budget_s": settings.budget_s}
-    workers = {role: ctx.new_worker(role) for role in ROLES}
-    with ThreadPoolExecutor(len(ROLES)) as pool:
+    kept = KeyedCache(
+        cache_root() / "surfaces", _KEPT_SCHEMA, "the kept surface", ctx.progress.note
+    )
+    manifests = {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()}
+    keys = {}
+    for role in ROLES:
+        environment = fixed_environment(ctx.environments[role], manifests.get(role))
+        if environment is not None:
+            ingredients = {"environment": environment, "torchcanary_files": own_files_digest()}
+            keys[role] = (entry_key(_KEPT_SCHEMA, {**ingredients, **kwargs}), ingredients)
+    results = {}
+    for role, (key, _) in keys.items():
+        hit = kept.load(key)
+        if hit is not None:
+            value, made_at = hit
+            results[role] = CallResult("ok", {**value, REUSED_KEY: made_at})
+    todo = [role for role in ROLES if role not in results]
+    workers = {role: ctx.new_worker(role) for role in todo}
+    with ThreadPoolExecutor(max(1, len(todo))) as pool:
         futures = {
             role: pool.submit(worker.call, COLLECT_SURFACE, kwargs, settings.timeout_s)
             for role, worker in workers.items()
         }
-        return {role: future.result() for role, future in futures.items()}
+        for role, future in futures.items():
+            results[role] = call = future.result()
+            # A collection cut short by its budget depends on how fast the machine was.
+            if role in keys and call.ok and not call.value.get("skipped_namespaces"):
+                kept.save(keys[role][0], call.value, keys[role][1])
+    if len(todo) < len(ROLES):
+        ctx.progress.note(
+            "diff: reused the surface of "
+            + ", ".join(role for role in ROLES if role not in todo)
+            + " from an earlier run (the same environment and torchcanary)"
+        )
+    return {role: results[role] for role in ROLES}
 
 
 def release_text(settings: DiffSettings, extra_modules: tuple[str, ...] = ()) -> ReleaseText:
@@ -117,7 +154,8 @@ def summary_payload(
     changes = list(diff.changes)
     unannounced = [c for c in changes if not c.announced]
     in_use_counts = Counter(in_use(c) for c in changes if in_use(c))
-    return {
+    reused = {r: c[REUSED_KEY] for r, c in collections.items() if REUSED_KEY in c}
+    return ({"reused_made_at": reused} if reused else {}) | {
         "counts": counts_by_kind(changes),
         "unannounced_counts": counts_by_kind(unannounced),
         "unannounced_altering": sum(c.alters_results for c in unannounced),
