@@ -8,8 +8,7 @@ after, since a warm-up is never timed), and
 ``rounds`` rounds visit every side once, in a random order that the next round reverses.
 Drift in the machine's speed is therefore shared by the sides of a round, and going first
 or last favours no side. One-shot benchmarks (import
-time, cold compile) take one fresh interpreter per sample, on the timed CPU; meanwhile the
-next group's workers start on the CPUs that leaves free. Collectives take one fresh set of
+time, cold compile) take one fresh interpreter per sample; collectives take one fresh set of
 ranks per group and side (on CPU forked from that side's worker, spread over every CPU).
 
 A benchmark that skips, errors, crashes or hangs on any side stops there for the rest of the
