@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
@@ -189,23 +188,6 @@ def test_a_settled_benchmark_stops_at_its_look_and_says_when_and_why(make_contex
     assert heavy.payload["harness"]["groups_measured"] == 4
     assert "early bar" in heavy.payload["reasons"][0]
     assert heavy.payload["ratio"] == pytest.approx(4.0, rel=0.3)
-
-
-def test_next_groups_workers_start_during_the_fresh_interpreter_samples(make_context) -> None:
-    # import_torch measures every group here: each later group's three workers are started
-    # while the group before takes its fresh-interpreter samples.
-    _, results = _run(
-        make_context,
-        groups=3,
-        rounds=2,
-        sequential=False,
-        benchmarks=[TINY_GEMM, {"kind": "startup", "measure": "import_torch"}],
-    )
-    harness = results["gemm/64x64x64/fp32/cpu"].payload["harness"]
-    assert harness["groups_run"] == 3
-    spare = len(os.sched_getaffinity(0)) > 1
-    assert harness["early_starts"] == (3 * 2 if spare else 0)
-    assert len(harness["affinity"]) == 1  # pinned for the samples all the same
 
 
 def test_the_budget_ends_the_schedule_and_what_is_left_is_judged_on_what_it_has(

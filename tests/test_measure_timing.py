@@ -60,25 +60,3 @@ def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
             assert placed.value["after"] == [machine[-1:]]  # all threads back on the core
     finally:
         worker.close()
-
-
-def test_a_worker_started_early_imports_torch_off_the_timed_core_then_pins_to_it(
-    baseline_env, import_root
-):
-    machine = sorted(os.sched_getaffinity(0))
-    if len(machine) < 2:
-        pytest.skip("not checked: one CPU, no spare one to import torch on")
-    worker = WorkerProcess(baseline_env.python, import_root)
-    try:
-        started = worker.call(
-            "torchcanary.measure.timing:configure",
-            {"threads": 1, "import_on": machine[:-1]},
-            180,
-        )
-        assert started.ok, started.error
-        assert started.value["import_affinity"] == machine[:-1]
-        assert started.value["affinity"] == machine[-1:]
-        spread = worker.call("torchcanary.measure.timing:unpinned_cpus", {}, 60)
-        assert spread.ok and spread.value == machine  # what collective ranks may use
-    finally:
-        worker.close()

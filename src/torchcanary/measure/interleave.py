@@ -20,19 +20,16 @@ nothing is left to measure or the next group would overrun ``budget_s``.
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
-from torchcanary.measure.placement import timed_cpus
 from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
@@ -81,16 +78,11 @@ class SideWorker:
         )
         self.configured: dict[str, Any] | None = None
 
-    def start(self, import_on: list[int] | None = None) -> CallResult:
-        """Start the worker, importing torch on ``import_on`` (default: any CPU)."""
+    def start(self) -> CallResult:
         # Importing torch on a busy machine can outlast a short benchmark timeout.
         result = self._worker.call(
             f"{_TIMING}:configure",
-            {
-                "threads": self._settings.threads,
-                "cpus": list(self._settings.cpus) or None,
-                "import_on": import_on,
-            },
+            {"threads": self._settings.threads, "cpus": list(self._settings.cpus) or None},
             max(self._settings.timeout_s, _START_TIMEOUT_S),
         )
         if result.ok:
@@ -140,16 +132,6 @@ def resolve_device(requested: str, devices_by_role: dict[str, list[str]]) -> tup
     return "cpu", ""
 
 
-def spare_cpus(settings: BenchSettings) -> list[int]:
-    """The CPUs the sides' timed samples never run on (the workers inherit this process's
-    affinity and pin as ``timing.configure`` does)."""
-    if not hasattr(os, "sched_getaffinity"):
-        return []
-    allowed = sorted(os.sched_getaffinity(0))
-    timed = timed_cpus(allowed, settings.threads, list(settings.cpus) or None)
-    return [cpu for cpu in allowed if cpu not in timed]
-
-
 def at_once(calls: list[Callable[[], object]]) -> None:
     """Run ``calls`` on threads of their own and wait for all of them."""
     threads = [threading.Thread(target=call) for call in calls]
@@ -197,21 +179,17 @@ class Interleaver:
         self.result = Measurements()
         self._reported: set[str] = set()
         self._cold_of: dict[str, str] = {}  # a compiled workload's step id -> its cold id
-        self._starter: ThreadPoolExecutor | None = None
-        self._next: Future[dict[str, SideWorker]] | None = None  # the next group, started early
 
     # workers ----------------------------------------------------------------------------
-    def _start_group(
-        self, group: int, order: list[Side], import_on: list[int] | None = None
-    ) -> dict[str, SideWorker]:
-        """The group's workers, started at once in ``order`` (a random one: which process
-        is spawned first must not be a property of one side, as the first of several
-        concurrent starts can land on fresher memory)."""
+    def _start_group(self, group: int) -> dict[str, SideWorker]:
+        # Started in a random order: which process is spawned first must not be a property
+        # of one side (the first of several concurrent starts can land on fresher memory).
+        order = self.rng.sample(self.sides, len(self.sides))
         workers = {side.name: SideWorker(self.ctx, side, self.settings) for side in order}
         outcomes: dict[str, CallResult] = {}
 
         def start(name: str) -> None:
-            outcomes[name] = workers[name].start(import_on)
+            outcomes[name] = workers[name].start()
 
         at_once([partial(start, name) for name in workers])
         for name, outcome in outcomes.items():
@@ -221,7 +199,6 @@ class Interleaver:
                     "side": name,
                     "status": outcome.status,
                     "error": outcome.error,
-                    "early": import_on is not None,
                     **(outcome.value or {}),
                 }
             )
@@ -231,23 +208,10 @@ class Interleaver:
     def run(self, plan: PlanBenchmarks) -> Measurements:
         """Measure every benchmark ``plan(device)`` returns, over the round groups."""
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=1) as starter:
-            self._starter = starter
-            try:
-                self._schedule(plan, started)
-            finally:
-                self._close_next()
-        self.result.wall_s = time.monotonic() - started
-        return self.result
-
-    def _schedule(self, plan: PlanBenchmarks, started: float) -> None:
         specs: list[dict[str, Any]] = []
         for group in range(self.settings.groups):
             group_started = time.monotonic()
-            if self._next is not None:
-                workers, self._next = self._next.result(), None
-            else:
-                workers = self._start_group(group, self.rng.sample(self.sides, len(self.sides)))
+            workers = self._start_group(group)
             try:
                 if group == 0:
                     specs = self._first_group_setup(workers, plan)
@@ -272,24 +236,8 @@ class Interleaver:
                 if group + 1 < self.settings.groups:
                     self.result.ended_by = "budget"
                 break
-
-    def _start_next_early(self, group: int) -> None:
-        """Start the next group's workers now, importing torch on the CPUs the timed one
-        does not use, while this group's fresh-interpreter samples run on the timed one
-        (otherwise that CPU idles and the start costs its own seconds after the group)."""
-        spare = spare_cpus(self.settings)
-        if self._next is not None or not spare or group + 1 >= self.settings.groups:
-            return
-        assert self._starter is not None  # run() owns it
-        order = self.rng.sample(self.sides, len(self.sides))
-        self._next = self._starter.submit(self._start_group, group + 1, order, spare)
-
-    def _close_next(self) -> None:
-        """Workers started early for a group that did not come (everything settled)."""
-        if self._next is not None:
-            for worker in self._next.result().values():
-                worker.close()
-            self._next = None
+        self.result.wall_s = time.monotonic() - started
+        return self.result
 
     def _first_group_setup(
         self, workers: dict[str, SideWorker], plan: PlanBenchmarks
@@ -348,7 +296,6 @@ class Interleaver:
         ]
         if oneshot and self.settings.oneshot_samples:
             self.progress(f"group {group + 1}/{self.settings.groups}: startup and compile")
-            self._start_next_early(group)
             self._oneshot(group, workers, oneshot)
 
     def _fail(self, samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:

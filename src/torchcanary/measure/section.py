@@ -262,7 +262,6 @@ def _harness(
             torch_threads=sorted({int(w.get("threads") or 0) for w in started}),
             groups_run=measurements.groups_run,
             ended_by=measurements.ended_by,
-            early_starts=sum(1 for w in started if w.get("early")),
         )
     return facts
 

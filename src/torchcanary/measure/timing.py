@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from torchcanary.measure.placement import timed_cpus
 from torchcanary.measure.workloads import Workload, WorkloadSkipped, build
 
 T = TypeVar("T")
@@ -74,27 +73,16 @@ def _spread() -> Iterator[None]:
         _set_affinity(_PINNED)
 
 
-def configure(
-    threads: int, cpus: list[int] | None = None, import_on: list[int] | None = None
-) -> dict[str, Any]:
-    """Fix the thread count and CPU affinity of this process, and say what they are now.
-
-    ``import_on``: the CPUs torch is imported on, for a worker started while a timed
-    measurement runs on the others (the next group's, during this one's fresh-interpreter
-    samples); it is pinned as usual afterwards.
-    """
-    pinning = hasattr(os, "sched_setaffinity")
-    allowed = sorted(os.sched_getaffinity(0)) if pinning else []
-    if pinning and import_on:
-        _set_affinity([c for c in import_on if c in allowed] or allowed)
+def configure(threads: int, cpus: list[int] | None = None) -> dict[str, Any]:
+    """Fix the thread count and CPU affinity of this process, and say what they are now."""
     import torch
 
     from torchcanary.worker.devices import available_devices
 
-    imported_on = sorted(os.sched_getaffinity(0)) if pinning else []
-    if pinning:
+    if hasattr(os, "sched_setaffinity"):
+        allowed = sorted(os.sched_getaffinity(0))
         _UNPINNED[:] = allowed
-        chosen = timed_cpus(allowed, threads, cpus)
+        chosen = [c for c in (cpus or allowed[-threads:]) if c in allowed] or allowed
         _PINNED[:] = chosen
         _set_affinity(chosen)
     torch.set_num_threads(threads)
@@ -105,7 +93,6 @@ def configure(
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
-        "import_affinity": imported_on,
         "clock": {
             "name": clock.implementation,
             "monotonic": clock.monotonic,
