@@ -8,7 +8,8 @@ after, since a warm-up is never timed), and
 ``rounds`` rounds visit every side once, in a random order that the next round reverses.
 Drift in the machine's speed is therefore shared by the sides of a round, and going first
 or last favours no side. One-shot benchmarks (import
-time, cold compile) take one fresh interpreter per sample; collectives take one fresh set of
+time, cold compile) take one fresh interpreter per sample, first in each group (right after
+its workers imported torch from the same files); collectives take one fresh set of
 ranks per group and side (on CPU forked from that side's worker, spread over every CPU).
 
 A benchmark that skips, errors, crashes or hangs on any side stops there for the rest of the
@@ -214,7 +215,7 @@ class Interleaver:
             workers = self._start_group(group)
             try:
                 if group == 0:
-                    specs = self._first_group_setup(workers, plan)
+                    specs = self._plan(workers, plan)
                 self._group(group, workers, specs)
             finally:
                 for worker in workers.values():
@@ -239,9 +240,9 @@ class Interleaver:
         self.result.wall_s = time.monotonic() - started
         return self.result
 
-    def _first_group_setup(
-        self, workers: dict[str, SideWorker], plan: PlanBenchmarks
-    ) -> list[dict[str, Any]]:
+    def _plan(self, workers: dict[str, SideWorker], plan: PlanBenchmarks) -> list[dict[str, Any]]:
+        """The device every side can use (from the first group's workers) and the
+        benchmarks to measure on it."""
         devices = {
             w.side.role: list((w.configured or {}).get("devices", ["cpu"]))
             for w in workers.values()
@@ -253,15 +254,18 @@ class Interleaver:
             self.result.benchmarks[spec["id"]] = BenchmarkSamples(spec["id"], spec)
             if spec["kind"] == "workload_cold":
                 self._cold_of[spec["step"]] = spec["id"]
+        return specs
+
+    def _roofline(self, workers: dict[str, SideWorker], specs: list[dict[str, Any]]) -> None:
+        """Each environment's measured peaks, once, for the roofline of its benchmarks."""
         if not any(s["kind"] in ROOFLINE_KINDS for s in specs):
-            return specs
-        request = probe_request(specs, device)
+            return
+        request = probe_request(specs, self.result.device)
         for worker in self._one_per_role(workers):
             probe = worker.call(BENCH_ROOFLINE, request)
             self.result.roofline[worker.side.role] = (
                 probe.value if probe.ok else {"error": f"{probe.status}: {probe.error}"}
             )
-        return specs
 
     def _first_of_role(self, role: str) -> Side:
         return next(side for side in self.sides if side.role == role)
@@ -275,6 +279,23 @@ class Interleaver:
     def _group(
         self, group: int, workers: dict[str, SideWorker], specs: list[dict[str, Any]]
     ) -> None:
+        # Fresh interpreters first, seconds after the group's workers imported torch from
+        # the same files: every sample then finds them equally warm in the page cache.
+        # Taken after the steady benchmarks, they came 5 to 25 s later (longer in the first
+        # groups, while every benchmark still measured), long enough for the host to
+        # reclaim the candidate's CUDA libraries on some groups only: its import took 2.4 s
+        # in the first four groups of a quiet run and 1.25 s after, which no interval
+        # across groups survives.
+        oneshot = [
+            s
+            for s in specs
+            if s["kind"] in ONESHOT_KINDS and self.result.benchmarks[s["id"]].measuring
+        ]
+        if oneshot and self.settings.oneshot_samples:
+            self.progress(f"group {group + 1}/{self.settings.groups}: startup and compile")
+            self._oneshot(group, workers, oneshot)
+        if group == 0:
+            self._roofline(workers, specs)
         steady = [s for s in specs if s["kind"] not in ONESHOT_KINDS + RANKED_KINDS + DERIVED_KINDS]
         for spec in self.rng.sample(steady, len(steady)):
             samples = self.result.benchmarks[spec["id"]]
@@ -289,14 +310,6 @@ class Interleaver:
         if ranked:
             self.progress(f"group {group + 1}/{self.settings.groups}: collectives")
             self._collectives(group, workers, ranked)
-        oneshot = [
-            s
-            for s in specs
-            if s["kind"] in ONESHOT_KINDS and self.result.benchmarks[s["id"]].measuring
-        ]
-        if oneshot and self.settings.oneshot_samples:
-            self.progress(f"group {group + 1}/{self.settings.groups}: startup and compile")
-            self._oneshot(group, workers, oneshot)
 
     def _fail(self, samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:
         error = outcome.error.removeprefix("UserCodeFailed: ")
