@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +20,8 @@ from torchcanary.context import RunContext
 from torchcanary.drills import section as drill_section
 from torchcanary.drills.result import DrillReference, DrillRun
 from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.envs.cache import Environment
+from torchcanary.envs.spec import parse_env_spec
 from torchcanary.measure.result import BenchMeasured, BenchSkipped
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide
@@ -255,12 +256,20 @@ def test_the_drill_section_stores_each_row_as_its_versioned_record(
     with Store(tmp_path / "canary.db") as store:
         plan = RunPlan("b", "c", sections=("drill",), settings={"drill": settings})
         run_id = store.create_run(plan.to_json())
-        env = SimpleNamespace(python="/nonexistent/python", path=tmp_path)
+        env = Environment(
+            "baseline",
+            parse_env_spec("torch==2.13.0"),
+            "/nonexistent/python",
+            str(tmp_path),
+            "2.13.0",
+            True,
+            0.0,
+        )
         ctx = RunContext(
             run_id,
             store,
             plan,
-            {"baseline": env, "candidate": env},  # type: ignore[dict-item]
+            {"baseline": env, "candidate": env},
             tmp_path,
             tmp_path / "work",
             Progress(quiet=True),
