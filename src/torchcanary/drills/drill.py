@@ -40,11 +40,11 @@ from torchcanary.keyed_cache import describe_age, own_files_digest
 
 POLL_S = 0.05
 MAX_RESTARTS = 2
-# What a drill row keeps of its fault-free run.
 # What the fault-free run of the built-in job depends on, of its spec.
 _REFERENCE_SHAPE = frozenset(
     ("ranks", "steps", "seed", "ckpt_every", "parallel", "step_pad_s", "timeout_s")
 )
+# What a drill row keeps of its fault-free run.
 REFERENCE_FACTS = ("final_loss", "params_identical", "throughput", "ok", "reason", "parallel")
 
 
