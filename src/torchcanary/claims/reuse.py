@@ -104,13 +104,16 @@ class VerdictReuse:
             role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()
         }
         self._shared = {"torchcanary_files": own_files_digest(), "nvidia_driver": _driver()}
+        self._module_digests: dict[str, str | None] = {}  # read once, for both environments
 
     def key(
         self, role: str, probe_id: str, module: str, params: dict[str, Any], timeout_s: float
     ) -> ProbeKey | None:
         """The key of this probe's verdict in ``role``; None where it is never reused."""
         environment = self._environments.get(role)
-        digest = module_digest(module)
+        if module not in self._module_digests:
+            self._module_digests[module] = module_digest(module)
+        digest = self._module_digests[module]
         if environment is None or digest is None:
             return None
         ingredients = {
