@@ -4,6 +4,7 @@ Prints both figures and the claim verdicts the run produced. Usage:
 
     python benchmarks/main_job_walltime.py            # cold then warm, every section
     python benchmarks/main_job_walltime.py --warm-only --only claims
+    python benchmarks/main_job_walltime.py --keep /tmp/walltime-results   # keep the runs
 
 Cold uses a fresh, temporary TORCHCANARY_CACHE, so it measures what a new machine pays.
 Each line also says where the run's time went (environments, manifests, each section), as
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm-only", action="store_true")
     parser.add_argument("--only", help="sections to run, e.g. claims,bench")
+    parser.add_argument(
+        "--keep", type=Path, help="copy the runs' results folder here, for a closer look"
+    )
     args = parser.parse_args()
     extra = ["--only", args.only] if args.only else []
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")
@@ -59,6 +64,8 @@ def main() -> None:
             parts = ", ".join(f"{part} {taken:.0f} s" for part, taken in spent.items())
             print(f"{label:>5}: {seconds:7.1f} s  (exit {code}; {parts})")
         results = json.loads(figures[-1][3].read_text())
+        if args.keep:
+            shutil.copytree(workdir / "canary-results", args.keep, dirs_exist_ok=True)
     print(f"\n{'probe':40} {'baseline':20} {'candidate':20} upgrade")
     for claim in results["claims"]:
         base = (claim["baseline"] or {}).get("outcome", {}).get("verdict", "-")

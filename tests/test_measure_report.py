@@ -129,6 +129,28 @@ def test_report_shows_confounds_first_escapes_names_and_plots_every_benchmark(st
     assert "blas MKL vs OpenBLAS" in markdown
 
 
+def test_a_reused_dispatch_profile_says_which_run_made_it_and_how_long_before(
+    store: Store,
+) -> None:
+    view = _view(store, [])
+    ran = {"ops": {"aten::mm": 1.0}, "kernels": {}, "library_calls": {}}
+    kept = {**ran, "reused": {"run_id": "run-earlier", "made_at": view.run.created_at - 7200}}
+    payload = _measured(
+        1.0,
+        0.99,
+        1.01,
+        0.7,
+        dispatch={"baseline": kept, "candidate": ran},
+        dispatch_diff={"changed": False, "changes": {}},
+    )
+    store.save_section_result(
+        view.run.run_id, SectionResult("bench", "gemm/ok", "both", "same", payload)
+    )
+    html = report.html(RunView.load(store, view.run.run_id))
+    assert "the same operators, kernels and library calls in both (profiles kept" in html
+    assert "the baseline&#x27;s from run run-earlier, 2.0 h before this run" in html
+
+
 def test_junit_fails_a_slowdown_beyond_policy_and_does_not_pass_noise(store: Store) -> None:
     view = _view(
         store,

@@ -31,6 +31,7 @@ from typing import Any
 
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.measure.dispatch_reuse import DispatchReuse
 from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
@@ -167,6 +168,7 @@ class Interleaver:
         on_look: Callable[[int], None] = lambda _: None,
         looks: tuple[int, ...] = (),
         on_group: Callable[[int], None] = lambda _: None,
+        profiles: DispatchReuse | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
@@ -177,6 +179,7 @@ class Interleaver:
         self.on_look = on_look  # called after the group counts in ``looks``; may settle some
         self.looks = looks
         self.on_group = on_group  # told the number of groups done after each one
+        self.profiles = profiles  # dispatch profiles kept from earlier runs, if any
         self.result = Measurements()
         self._reported: set[str] = set()
         self._cold_of: dict[str, str] = {}  # a compiled workload's step id -> its cold id
@@ -449,13 +452,22 @@ class Interleaver:
         samples.measure_s += measured
         if group == 0 and samples.spec["kind"] != "synthetic":  # what ran is known there
             for worker in self._one_per_role(workers):
-                profiled = worker.call(BENCH_DISPATCH, {"bench_id": bench_id})
-                samples.dispatch[worker.side.role] = (
-                    profiled.value
-                    if profiled.ok
-                    else {"error": f"{profiled.status}: {profiled.error}"[:500]}
-                )
+                samples.dispatch[worker.side.role] = self._dispatch(worker, samples)
         self._release(workers, bench_id)
+
+    def _dispatch(self, worker: SideWorker, samples: BenchmarkSamples) -> dict[str, Any]:
+        """What the benchmark ran in the worker's environment: kept from an earlier run
+        where it may be, else profiled now (and kept)."""
+        spec = spec_for_side(samples.spec, worker.side.name)
+        kept = self.profiles.load(worker.side.role, spec) if self.profiles else None
+        if kept is not None:
+            return kept
+        profiled = worker.call(BENCH_DISPATCH, {"bench_id": samples.bench_id})
+        if not profiled.ok:
+            return {"error": f"{profiled.status}: {profiled.error}"[:500]}
+        if self.profiles:
+            self.profiles.keep(worker.side.role, spec, profiled.value)
+        return dict(profiled.value)
 
     def _round_order(self, round_index: int, previous: list[Side]) -> list[Side]:
         """Random order in even rounds, its reverse in odd ones (A B, B A, ...).

@@ -11,6 +11,8 @@ import math
 from html import escape
 from typing import Any
 
+from torchcanary.keyed_cache import describe_age
+from torchcanary.measure.dispatch_reuse import REUSED
 from torchcanary.measure.history_plot import history_forest, recent_html
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.result import (
@@ -171,14 +173,35 @@ def _list_html(title: str, items: list[str]) -> str:
     )
 
 
-def _dispatch_html(result: BenchMeasured) -> str:
+def _reused_profiles(result: BenchMeasured, made_before: float) -> str:
+    """`` (the baseline's profile from run X, 3 h before this run)``, or nothing."""
+    reused = {
+        role: found[REUSED]
+        for role, found in (result.dispatch or {}).items()
+        if isinstance(found, dict) and isinstance(found.get(REUSED), dict)
+    }
+    if not reused:
+        return ""
+    parts = [
+        f"the {role}'s from run {origin.get('run_id')}, "
+        f"{describe_age(max(made_before - float(origin.get('made_at', made_before)), 0.0))} "
+        "before this run"
+        for role, origin in sorted(reused.items())
+    ]
+    return f" (profiles kept from earlier runs of the same environment: {'; '.join(parts)})"
+
+
+def _dispatch_html(result: BenchMeasured, run_created_at: float) -> str:
     dispatch_diff = result.dispatch_diff
     if not dispatch_diff:
         return ""
     if "error" in dispatch_diff:
         return f"<p>What ran: not recorded ({escape(str(dispatch_diff['error']))})</p>"
+    kept = _reused_profiles(result, run_created_at)
     if not dispatch_diff["changed"]:
-        return "<p>What ran: the same operators, kernels and library calls in both.</p>"
+        return (
+            f"<p>What ran: the same operators, kernels and library calls in both{escape(kept)}.</p>"
+        )
     items = []
     for view_name, change in dispatch_diff["changes"].items():
         for name in change["only_baseline"]:
@@ -187,7 +210,7 @@ def _dispatch_html(result: BenchMeasured) -> str:
             items.append(f"{view_name}: only candidate ran {name}")
         for name, (before, after) in change["count_changed"].items():
             items.append(f"{view_name}: {name} {before:g} -> {after:g} per call")
-    return _list_html("What ran differently", items)
+    return _list_html(f"What ran differently{kept}", items)
 
 
 def _details_html(result: BenchMeasured, view: Any) -> str:
@@ -243,7 +266,7 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
     ]
     body.append(_list_html("Compile", oneshot))
     body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
-    body.append(_dispatch_html(result))
+    body.append(_dispatch_html(result, view.run.created_at))
     history = recent(view, result.key)
     body.append(recent_html(result.key, history, view.run.run_id))
     harness = result.harness

@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.context import RunContext
+from torchcanary.envs.cache import cache_root
 from torchcanary.measure import compare, sequential
 from torchcanary.measure.confounds import affecting
 from torchcanary.measure.dispatch_diff import diff as dispatch_diff
+from torchcanary.measure.dispatch_reuse import DispatchReuse
 from torchcanary.measure.interleave import Interleaver, Measurements
 from torchcanary.measure.result import BenchMeasured, BenchResult, BenchSkipped, from_rows
 from torchcanary.measure.result import from_json as record_from_json
@@ -182,6 +184,7 @@ def run(ctx: RunContext) -> None:
             on_look=on_look,
             looks=looks,
             on_group=lambda groups: task.advance(f"{groups} of {settings.groups} groups done"),
+            profiles=_dispatch_reuse(ctx, worker_ctx),
         )
         measurements = interleaver.run(plan)
     finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
@@ -212,6 +215,20 @@ def bench_record(
     """The typed record of a payload assembled below (its fields: ``measure/result.py``)."""
     return record_from_json(
         {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
+    )
+
+
+def _dispatch_reuse(ctx: RunContext, worker_ctx: RunContext) -> DispatchReuse:
+    """Kept dispatch profiles, for the environments the workers run as they were built
+    (never an environment with this run's packages installed over it)."""
+    as_built = {
+        role: env
+        for role, env in worker_ctx.environments.items()
+        if env == ctx.environments.get(role)
+    }
+    manifests = {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()}
+    return DispatchReuse(
+        cache_root() / "dispatch-profiles", as_built, manifests, ctx.run_id, ctx.progress.note
     )
 
 

@@ -1,0 +1,86 @@
+"""Dispatch profiles kept for later runs of the same fixed environment, and reused only
+while everything they depend on is unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchcanary.envs.cache import Environment
+from torchcanary.envs.spec import parse_env_spec
+from torchcanary.measure import section
+from torchcanary.measure.dispatch_reuse import REUSED, DispatchReuse
+from torchcanary.report.view import RunView
+from torchcanary.results import Manifest
+from torchcanary.runner import record_manifests
+
+GEMM = {"kind": "gemm", "m": 64, "k": 64, "n": 64, "dtype": "float32", "device": "cpu"}
+PROFILE = {"ops": {"aten::mm": 1.0}, "kernels": {}, "library_calls": {}, "torch_version": "x"}
+
+
+def _reuse(tmp_path: Path, spec: str = "torch==2.13.0 numpy", warn=None, **facts: str):
+    env = Environment("baseline", parse_env_spec(spec), "/v/bin/python", "/v", "2.13.0", True, 0)
+    manifest = Manifest({"torch_version": "2.13.0+cpu", "cpu_model": "Xeon", **facts})
+    return DispatchReuse(
+        tmp_path / "kept",
+        {"baseline": env},
+        {"baseline": manifest},
+        "run-1",
+        warn or (lambda message: None),
+    )
+
+
+def test_a_kept_profile_comes_back_marked_as_reused_for_the_same_spec_only(tmp_path) -> None:
+    _reuse(tmp_path).keep("baseline", GEMM, PROFILE)
+    found = _reuse(tmp_path).load("baseline", GEMM)
+    assert found is not None
+    assert found["ops"] == PROFILE["ops"] and found[REUSED]["run_id"] == "run-1"
+    assert _reuse(tmp_path).load("baseline", {**GEMM, "m": 128}) is None
+    assert _reuse(tmp_path).load("candidate", GEMM) is None
+    assert _reuse(tmp_path, cpu_model="EPYC").load("baseline", GEMM) is None
+
+
+def test_workloads_interpreters_and_failed_profiles_are_never_kept(tmp_path) -> None:
+    workload = {"kind": "workload", "target": "mod:step"}
+    _reuse(tmp_path).keep("baseline", workload, PROFILE)
+    _reuse(tmp_path).keep("baseline", {**GEMM, "m": 32}, {"error": "timeout: 180 s"})
+    interpreter = _reuse(tmp_path, spec="python:/usr/bin/python3")
+    interpreter.keep("baseline", GEMM, PROFILE)
+    assert not list(tmp_path.glob("kept/*.json"))
+    assert interpreter.load("baseline", GEMM) is None
+
+
+def test_a_damaged_entry_is_ignored_with_a_warning_and_profiled_again(tmp_path) -> None:
+    _reuse(tmp_path).keep("baseline", GEMM, PROFILE)
+    (entry,) = (tmp_path / "kept").glob("*.json")
+    entry.write_text("{not json")
+    heard: list[str] = []
+    assert _reuse(tmp_path, warn=heard.append).load("baseline", GEMM) is None
+    assert len(heard) == 1 and "dispatch profile" in heard[0]
+
+
+@pytest.mark.torch_envs
+def test_a_second_bench_reuses_what_the_first_profiled(make_context) -> None:
+    settings = section.parse_settings(
+        {
+            "families": [],
+            "warmup_max_s": 0.2,
+            "groups": 2,
+            "rounds": 2,
+            "benchmarks": [{"kind": "gemm", "m": 64, "k": 64, "n": 64, "dtype": "float32"}],
+        }
+    )
+    dispatch, run_ids = [], []
+    for _ in range(2):
+        ctx = make_context(sections=("bench",), settings={"bench": settings})
+        record_manifests(ctx)
+        section.run(ctx)
+        (result,) = RunView.load(ctx.store, ctx.run_id).sections["bench"]
+        dispatch.append(result.payload["dispatch"])
+        run_ids.append(ctx.run_id)
+    first, second = dispatch
+    for role in ("baseline", "candidate"):
+        assert REUSED not in first[role] and "aten::mm" in first[role]["ops"]
+        assert second[role][REUSED]["run_id"] == run_ids[0]
+        assert {k: v for k, v in second[role].items() if k != REUSED} == first[role]
