@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The CUDA paths, on a lent GPU machine whose image has torch but no network and no
+# torchcanary: the claims and the bench with CUDA-event timing and the CUDA probes
+# (`--baseline current --candidate current` on that torch), then the drill job on nccl
+# under torchrun. No test needs a GPU; this is what checks the paths they cannot.
+#
+# Prepare here, where the package index is (wheels travel in .whl/, which git ignores):
+#   .venv/bin/python -m pip wheel -q --no-deps . -w .whl
+#   .venv/bin/python -m pip download -q --no-deps rich platformdirs markdown-it-py mdurl pygments -d .whl
+# Then on the device, with .whl carried: bash benchmarks/device_check.sh (writes to $OUT,
+# else ./device-check)
+set -uo pipefail
+out="${OUT:-device-check}"
+mkdir -p "$out"
+python3 -m pip install -q --no-index --no-deps --target "$out/site" .whl/*.whl
+export PYTHONPATH="$PWD/$out/site"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+# The image's torch is not 2.14: name the release whose claims are checked.
+timeout 420 python3 -m torchcanary.cli run --baseline current --candidate current \
+  --release 2.14 --only claims,bench --budget 120s --probe-timeout 60 \
+  --output "$out/run" > "$out/run.log" 2>&1
+echo "torchcanary run exit $? (0 go, 1 no-go, other: broken)"
+tail -n 40 "$out/run.log"
+
+# The drill job on nccl: one rank, a few steps, a checkpoint.
+timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
+  -m torchcanary.drills.job --steps 6 --backend nccl --events-dir "$out/events" \
+  --ckpt-dir "$out/ckpt" > "$out/drill.log" 2>&1
+echo "drill job on nccl exit $?"
+tail -n 20 "$out/drill.log"
