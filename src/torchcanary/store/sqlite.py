@@ -6,7 +6,9 @@ file holds opening, migrating and how SQLite runs a statement or a transaction."
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ __all__ = ["SectionResult", "Store"]  # SectionResult: sections have long import
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _STORE_FIX = "pass --store with a new file or an existing torchcanary store"
+_BUSY_TIMEOUT_S = 30.0  # how long a connection waits for another's lock
 
 
 def _refuse_foreign_file(path: Path) -> None:
@@ -49,6 +52,26 @@ def _make_parent(path: Path) -> None:
         ) from None
 
 
+def _write_ahead_logging(db: sqlite3.Connection, timeout_s: float) -> None:
+    """Put the store in WAL mode, retrying while another connection is in the way.
+
+    Switching a new store to WAL needs its file to itself. When several runs open the same
+    new store at once, one holds a read lock while it asks for that, another holds the
+    write lock of its migration, and SQLite answers "database is locked" at once instead
+    of waiting its busy timeout (waiting could deadlock). Once any of them has switched,
+    the mode is in the file and the others' switch is a no-op.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.01, 0.1))  # apart, so they do not collide again
+
+
 class Store(SqlStore):
     """The results database at ``path``, created and migrated on open.
 
@@ -61,12 +84,12 @@ class Store(SqlStore):
         _refuse_foreign_file(self.path)
         _make_parent(self.path)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store {self.path}: {exc}; {_STORE_FIX}") from None
         try:
             self._migrate()  # first: a store we refuse must be left byte-for-byte as it was
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _write_ahead_logging(self._db, _BUSY_TIMEOUT_S)
             self._db.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             self._db.close()
