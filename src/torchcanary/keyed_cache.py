@@ -106,6 +106,13 @@ def fixed_environment(environment: Environment, manifest: Manifest | None) -> di
     }
 
 
+def fixed_environments(
+    environments: dict[str, Environment], manifests: dict[str, Manifest]
+) -> dict[str, dict[str, Any] | None]:
+    """:func:`fixed_environment` for each role, with the manifest this run collected there."""
+    return {role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()}
+
+
 def describe_age(age_s: float) -> str:
     """An age in the unit a person reads it in: 40 s, 12 min, 3.5 h, 2.0 days."""
     if age_s < 90:

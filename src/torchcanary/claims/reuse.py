@@ -39,7 +39,7 @@ from torchcanary.keyed_cache import (
     KeyedCache,
     entry_key,
     files_digest,
-    fixed_environment,
+    fixed_environments,
     own_files_digest,
 )
 from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
@@ -100,9 +100,7 @@ class VerdictReuse:
     ) -> None:
         self.cache = KeyedCache(directory, CACHE_SCHEMA, "the kept claim verdict", warn)
         self.fresh = fresh
-        self._environments = {
-            role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()
-        }
+        self._environments = fixed_environments(environments, manifests)
         self._shared = {"torchcanary_files": own_files_digest(), "nvidia_driver": _driver()}
         self._module_digests: dict[str, str | None] = {}  # read once, for both environments
 

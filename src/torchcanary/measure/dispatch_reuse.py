@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.envs.cache import Environment
-from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environment, own_files_digest
+from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environments, own_files_digest
 from torchcanary.results import Manifest
 
 CACHE_SCHEMA = 1
@@ -53,9 +53,7 @@ class DispatchReuse:
     ) -> None:
         self.cache = KeyedCache(directory, CACHE_SCHEMA, "the kept dispatch profile", warn)
         self._run_id = run_id
-        self._environments = {
-            role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()
-        }
+        self._environments = fixed_environments(environments, manifests)
 
     def _key(self, role: str, spec: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         environment = self._environments.get(role)
