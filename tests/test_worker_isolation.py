@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,22 @@ def test_worker_keeps_its_temporary_files_in_a_folder_that_goes_when_it_dies(
         assert not own.exists()
     finally:
         worker.close()
+
+
+def test_a_worker_folder_left_by_a_run_killed_with_sigkill_goes_with_the_next_worker(
+    baseline_env, import_root, session_temp_dir
+):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphaned = session_temp_dir / f"torchcanary-worker-{dead.pid}-abc"
+    live = session_temp_dir / f"torchcanary-worker-{os.getpid()}-abc"
+    for folder in (orphaned, live):
+        (folder / "probe-scratch").mkdir(parents=True)
+    worker = WorkerProcess(baseline_env.python, import_root)
+    try:
+        assert worker.call("os:getpid", {}, 60).ok
+        assert not orphaned.exists()
+        assert live.is_dir()  # this run's own, in use
+    finally:
+        worker.close()
+        shutil.rmtree(live)

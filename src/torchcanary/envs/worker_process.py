@@ -4,7 +4,8 @@ The worker may segfault, hang, exit, run out of memory or print garbage; each be
 :class:`CallResult` with a status, never an exception in the orchestrator. A worker that
 failed is discarded and the next call starts a fresh one. Each worker gets a temporary folder
 of its own (``TMPDIR``), removed when it goes: a probe's scratch outlives a worker that was
-killed in the middle of it otherwise.
+killed in the middle of it otherwise. The folder's name carries the orchestrator's pid, so
+that the next run removes what a run killed with SIGKILL left behind.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torchcanary.worker.lifeline import OWN_TMPDIR_VARIABLE
 from torchcanary.worker.protocol import MAX_LINE_BYTES, ProtocolError, decode, encode
 
 STARTUP_TIMEOUT_S = 60.0
+_SCRATCH_PREFIX = "torchcanary-worker-"
 _STDERR_TAIL_BYTES = 64 * 1024
 
 
@@ -67,6 +69,39 @@ def import_root_for(package_names: tuple[str, ...], root: Path) -> Path:
     return root
 
 
+def _run_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
+def remove_orphaned_scratch() -> list[Path]:
+    """Removes the workers' folders whose run is gone; returns what it removed.
+
+    A worker removes its own folder when it sees its run gone (worker.lifeline), but a run
+    killed with SIGKILL between stopping a worker and removing its folder leaves one behind.
+    Folders of live runs, of other users, or without a pid in the name are left alone.
+    """
+    removed = []
+    root = Path(tempfile.gettempdir())
+    for folder in root.glob(f"{_SCRATCH_PREFIX}*"):
+        pid = folder.name[len(_SCRATCH_PREFIX) :].partition("-")[0]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and _run_is_gone(int(pid)):
+                shutil.rmtree(folder)
+                removed.append(folder)
+    return removed
+
+
+def _new_scratch_folder() -> str:
+    remove_orphaned_scratch()
+    return tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
+
+
 @dataclass
 class WorkerProcess:
     """One live worker process in one environment."""
@@ -98,7 +133,7 @@ class WorkerProcess:
         env["TORCHCANARY_PARENT_PID"] = str(os.getpid())
         env.pop("PYTHONHOME", None)
         if "TMPDIR" not in self.env_vars:
-            self._tmp_dir = tempfile.mkdtemp(prefix="torchcanary-worker-")
+            self._tmp_dir = _new_scratch_folder()
             env["TMPDIR"] = env[OWN_TMPDIR_VARIABLE] = self._tmp_dir
         started = time.monotonic()
         self._proc = subprocess.Popen(
