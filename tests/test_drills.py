@@ -169,6 +169,33 @@ def test_fsdp2_job_is_recovered_in_place_as_fsdp2_from_its_last_checkpoint(
 
 
 # the section, end to end ---------------------------------------------------------------
+def test_a_drill_that_only_waits_shares_its_turn_with_one_that_works():
+    turns = section._turns(section.drill_specs(section.parse_settings({})))
+    assert [[spec.key for spec in turn] for turn in turns] == [
+        ["hang:timeout", "kill:restart-unshared"],
+        ["kill:reconfigure"],
+    ]
+
+
+@pytest.mark.torch_envs
+def test_drills_sharing_a_turn_share_one_fault_free_run_and_both_pass(make_context, store):
+    faults = ["kill:restart-unshared", "hang:timeout"]
+    settings = section.parse_settings({"faults": faults, **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    assert sorted(results) == sorted(
+        (key, role)
+        for key in ("kill:restart-unshared", "hang:timeout", "reference:ddp")
+        for role in ("baseline", "candidate")
+    )
+    for (key, role), result in results.items():
+        assert result.verdict == "passed", (key, role, result.payload["reason"])
+        assert result.payload.get("orphans_after_cleanup", []) == []
+    # One fault-free run per environment, made while the other drill of the turn waited.
+    assert len(list(ctx.work_dir.glob("drills/*/reference-ddp-*"))) == 2
+
+
 @pytest.mark.torch_envs
 def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed(
     make_context, store

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -111,6 +112,9 @@ class DrillRunner:
         self.environment_key = environment_key or python
         self.fresh_reference = fresh_reference
         self._references: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Drills of one environment may run at once (drills.section): one makes the
+        # fault-free run they share, the other waits for it.
+        self._reference_lock = threading.Lock()
 
     # references --------------------------------------------------------------------------
     def references(self) -> list[dict[str, Any]]:
@@ -121,9 +125,10 @@ class DrillRunner:
         """The fault-free run with the same job, seeds and data-parallel mode (made once)."""
         clean = replace(spec, fault="none", recovery="reference")
         cache_key = (spec.parallel, spec.ranks, spec.steps, spec.seed, spec.ckpt_every)
-        if cache_key not in self._references:
-            self._references[cache_key] = self._cached_or_made(clean, self._identity(clean))
-        return self._references[cache_key]
+        with self._reference_lock:
+            if cache_key not in self._references:
+                self._references[cache_key] = self._cached_or_made(clean, self._identity(clean))
+            return self._references[cache_key]
 
     def _identity(self, clean: DrillSpec) -> dict[str, Any]:
         """What the built-in job's fault-free run depends on: the environment, the job's

@@ -194,22 +194,24 @@ def run(ctx: RunContext) -> None:
             if job is None
             else UserJobRunner(env.python, env.path, ctx.import_root, work, job, **keeping)
         )
+    turns = _turns(specs) if job is None else [[spec] for spec in specs]
     with (
         ctx.progress.task("fault drills", total=len(specs) * len(roles)) as task,
-        ThreadPoolExecutor(max_workers=len(roles)) as pool,
+        ThreadPoolExecutor(max_workers=len(roles) * max(map(len, turns))) as pool,
     ):
-        # Drill by drill, so a cut-short run still compares; the environments' runs of a
-        # drill at once: a drill mostly waits (timeouts, restarts, padded steps), and two
+        # Turn by turn, so a cut-short run still compares; the environments' runs of a
+        # turn at once: a drill mostly waits (timeouts, restarts, padded steps), and two
         # runs that share the machine's conditions make fairer detect and resume times.
         # The store and the progress stay on this thread.
-        for spec in specs:
+        for turn in turns:
             running = {}
-            for role in roles:
-                if (spec.key, role) in done:
-                    task.advance(f"{role} {spec.key}: already stored")
-                else:
-                    running[role] = pool.submit(_run_one, runners[role], spec)
-            for role, future in running.items():
+            for spec in turn:
+                for role in roles:
+                    if (spec.key, role) in done:
+                        task.advance(f"{role} {spec.key}: already stored")
+                    else:
+                        running[spec, role] = pool.submit(_run_one, runners[role], spec)
+            for (spec, role), future in running.items():
                 outcome = future.result()
                 record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
                 ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
@@ -220,6 +222,18 @@ def run(ctx: RunContext) -> None:
             key = f"{REFERENCE_PREFIX}{reference.get('parallel')}"
             record = drill_record(key, role, verdict, reference)
             ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+
+
+def _turns(specs: list[DrillSpec]) -> list[list[DrillSpec]]:
+    """The built-in job's drills in turns: a drill that only waits for its fault to surface
+    (recovery "timeout": its ranks sit stopped or blocked until the process group's timeout)
+    shares a turn with a drill that works, which gets the idle machine. A user's job runs
+    alone: it may hold resources (ports, files, devices) that two copies of it would fight
+    over."""
+    waiting = [spec for spec in specs if spec.recovery == "timeout"]
+    working = [spec for spec in specs if spec.recovery != "timeout"]
+    turns = [[*waiting[i : i + 1], spec] for i, spec in enumerate(working)]
+    return turns + [[spec] for spec in waiting[len(working) :]]
 
 
 def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:

@@ -426,15 +426,16 @@ class UserJobRunner(DrillRunner):
     def reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The job's fault-free run with these ranks in this environment (made once)."""
         key = (self.job, spec.ranks)
-        if key not in self._job_references:
-            problem = self._prepare()
-            if problem:
-                self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
-            else:
-                clean = replace(spec, fault="none", recovery="reference")
-                identity = self.job.identity(self.environment_key, spec.ranks)
-                self._job_references[key] = self._cached_or_made(clean, identity)
-        return self._job_references[key]
+        with self._reference_lock:
+            if key not in self._job_references:
+                problem = self._prepare()
+                if problem:
+                    self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
+                else:
+                    clean = replace(spec, fault="none", recovery="reference")
+                    identity = self.job.identity(self.environment_key, spec.ranks)
+                    self._job_references[key] = self._cached_or_made(clean, identity)
+            return self._job_references[key]
 
     def _run_reference(self, spec: DrillSpec) -> dict[str, Any]:
         """The fault-free run; again (up to REFERENCE_TRIES) while a rank dies of a signal.

@@ -17,9 +17,11 @@ correlation between looks:
   ``min_effect``: a true change that is still on its way to significance (a 3% slowdown
   after four groups) is thereby kept measuring instead of being settled inside the band;
 - a benchmark stops as **undecidable** when, at the noise its groups show so far, even the
-  last group would leave its interval more than ``futility`` bands wide, and nothing hints
-  at a change (per-comparison p above ``futility_p``): more groups would buy neither
-  verdict. Its verdict stays "no-change-detected", with the reason.
+  last group would leave its interval more than ``futility`` bands wide (so "same" is out
+  of reach), and the change seen so far would be found by the last group with probability
+  under ``futility_power`` (conditional power under the current trend, the usual
+  stochastic-curtailment rule): more groups would buy neither verdict. Its verdict stays
+  "no-change-detected", with the reason. A large change in a noisy benchmark keeps going.
 
 Stops for "same" or undecidable can only remove rejections, so they cost no false alarms;
 such a benchmark enters the final family with p = 1 (never rejected there), which keeps
@@ -35,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 from torchcanary.measure import stats
@@ -52,8 +55,8 @@ EFFICACY_SHARE = 0.01
 FIRST_LOOK = 4
 # Undecidable: the last group's interval would still be this many bands wide ...
 FUTILITY_BANDS = 2.0
-# ... and the evidence so far shows no hint of a change (per-comparison p above this) ...
-FUTILITY_P = 0.5
+# ... and the last group would find the change seen so far with less than this chance ...
+FUTILITY_POWER = 0.05
 # ... judged from this many groups on: the spread of fewer is too rough to project.
 FUTILITY_FROM = 6
 
@@ -66,7 +69,7 @@ class StopRule:
     min_effect: float  # "same" early only for an estimate under this (compare.decide's)
     efficacy_share: float = EFFICACY_SHARE
     futility: float = FUTILITY_BANDS
-    futility_p: float = FUTILITY_P
+    futility_power: float = FUTILITY_POWER
     futility_from: int = FUTILITY_FROM
 
 
@@ -131,14 +134,16 @@ def interim_stops(
                 )
         elif verdict is BenchVerdict.NO_CHANGE_DETECTED and groups >= rule.futility_from:
             width = _projected_half_width(ab, groups, rule.groups, fdr)
-            if width > rule.futility * half_band and ab["p_value"] > rule.futility_p:
+            power = _conditional_power(ab, groups, rule.groups, fdr)
+            if width > rule.futility * half_band and power < rule.futility_power:
                 stops[bench_id] = Stop(
                     groups,
                     verdict,
                     f"stopped after {groups} groups as undecidable here: at this noise all "
                     f"{rule.groups} groups would leave a {1 - fdr:.0%} interval about "
                     f"±{width:.0%} wide, over {rule.futility:g}x the ±{half_band:.0%} that "
-                    f"matters, with no sign of a change (p = {ab['p_value']:.2g})",
+                    f"matters, and would find the change seen so far "
+                    f"({ab['ratio'] - 1:+.1%}) with probability {power:.0%}",
                 )
     return stops
 
@@ -155,6 +160,24 @@ def _projected_half_width(ab: dict[str, Any], groups: int, total: int, fdr: floa
         return math.inf
     projected = se * math.sqrt(groups / total)
     return math.expm1(stats.t_quantile(1 - fdr / 2, total - 1) * projected)
+
+
+def _conditional_power(ab: dict[str, Any], groups: int, total: int, fdr: float) -> float:
+    """The chance that all ``total`` groups find the change seen after ``groups``, if the
+    true change is what was seen (conditional power under the current trend).
+
+    With information growing as the groups, the final z is the interim one scaled by
+    sqrt(total / groups) plus fresh noise of variance 1 - groups / total; it must pass the
+    per-comparison bar at the run's FDR, the most lenient one Benjamini-Hochberg can give,
+    so the rule errs toward measuring on.
+    """
+    se = ab.get("se_log", math.inf)
+    if not math.isfinite(se) or se <= 0:
+        return 1.0
+    interim = abs(ab["log_ratio"]) / se
+    bar = stats.t_quantile(1 - fdr / 2, total - 1)
+    drift = interim * math.sqrt(total / groups) - bar
+    return NormalDist().cdf(drift / math.sqrt(1 - groups / total))
 
 
 def final_family(
