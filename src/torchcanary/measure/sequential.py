@@ -137,7 +137,7 @@ def interim_stops(
             power = _conditional_power(ab, groups, rule.groups, fdr)
             if width > rule.futility * half_band and power < rule.futility_power:
                 bar_text = (
-                    f"±{half_band:.0%}"
+                    f"the ±{half_band:.0%}"
                     if rule.futility == 1
                     else f"{rule.futility:g}x the ±{half_band:.0%}"
                 )
