@@ -79,26 +79,22 @@ def _run_is_gone(pid: int) -> bool:
     return False
 
 
-def remove_orphaned_scratch() -> list[Path]:
-    """Removes the workers' folders whose run is gone; returns what it removed.
+def _remove_orphaned_scratch() -> None:
+    """Remove the workers' folders whose run is gone.
 
     A worker removes its own folder when it sees its run gone (worker.lifeline), but a run
     killed with SIGKILL between stopping a worker and removing its folder leaves one behind.
     Folders of live runs, of other users, or without a pid in the name are left alone.
     """
-    removed = []
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob(f"{_SCRATCH_PREFIX}*"):
+    for folder in Path(tempfile.gettempdir()).glob(f"{_SCRATCH_PREFIX}*"):
         pid = folder.name[len(_SCRATCH_PREFIX) :].partition("-")[0]
         with contextlib.suppress(OSError):
             if pid.isdigit() and folder.stat().st_uid == os.getuid() and _run_is_gone(int(pid)):
                 shutil.rmtree(folder)
-                removed.append(folder)
-    return removed
 
 
 def _new_scratch_folder() -> str:
-    remove_orphaned_scratch()
+    _remove_orphaned_scratch()
     return tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
 
 
