@@ -6,7 +6,8 @@ Prints both figures and the claim verdicts the run produced. Usage:
     python benchmarks/main_job_walltime.py --warm-only --only claims
     python benchmarks/main_job_walltime.py --keep /tmp/walltime-results   # keep the runs
 
-Cold uses a fresh, temporary TORCHCANARY_CACHE, so it measures what a new machine pays.
+Cold uses a fresh, temporary TORCHCANARY_CACHE (and fresh uv and pip download caches), so
+it measures what a new machine pays.
 Each line also says where the run's time went (environments, manifests, each section), as
 the run stored it. The load average at the start and end is printed: on a shared machine a
 figure taken under load is not the machine's.
@@ -29,6 +30,9 @@ def _run(workdir: Path, cache: Path | None, extra: list[str]) -> tuple[float, in
     env = dict(os.environ)
     if cache is not None:
         env["TORCHCANARY_CACHE"] = str(cache)
+        # The installers' own download caches start empty too, as on a new machine.
+        env["UV_CACHE_DIR"] = str(cache / "uv")
+        env["PIP_CACHE_DIR"] = str(cache / "pip")
     started = time.monotonic()
     code = subprocess.run(
         [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra],

@@ -27,6 +27,7 @@ from torchcanary.errors import (
     ConfigError,
 )
 from torchcanary.history import commands as history_commands
+from torchcanary.plan import INSTALLERS
 from torchcanary.sections import registered, section_names, terminal_summary
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url
@@ -64,7 +65,12 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="config file (default: ./canary.toml or [tool.torchcanary] in ./pyproject.toml)",
     )
-    parser.add_argument("--installer", choices=("pip", "uv"), help="how to build environments")
+    parser.add_argument(
+        "--installer",
+        choices=INSTALLERS,
+        help="what fills a new environment (default auto: uv if installed, else pip); "
+        "both use pip's index settings and build the same environment",
+    )
     parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
     parser.add_argument(
         "--store",

@@ -14,7 +14,7 @@ from torchcanary.claims.catalog import check_packs
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
-from torchcanary.plan import RunPlan
+from torchcanary.plan import INSTALLERS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import get_section, section_names
 from torchcanary.store.location import is_postgres_url
@@ -171,9 +171,12 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     if unknown:
         choices = ", ".join(known_sections)
         raise ConfigError(f"unknown section {unknown[0]!r}; choose from {choices}")
-    installer = merged.get("installer", "pip")
-    if installer not in ("pip", "uv"):
-        raise ConfigError(f"installer must be 'pip' or 'uv', not {installer!r}")
+    installer = merged.get("installer", "auto")
+    if installer not in INSTALLERS:
+        raise ConfigError(
+            f"installer must be one of {', '.join(INSTALLERS)}, not {installer!r}: "
+            "auto uses uv where it is installed, else pip"
+        )
     # Named: on the command line (subcommand, --only, --stack) or in the file's `sections`.
     named = set(flags.get("named_sections", ()))
     if "sections" not in flags:

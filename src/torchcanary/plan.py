@@ -11,6 +11,8 @@ from typing import Any
 
 from torchcanary.sections import section_names
 
+INSTALLERS = ("auto", "uv", "pip")  # what may fill a new environment
+
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -19,7 +21,7 @@ class RunPlan:
     sections: tuple[str, ...] = field(default_factory=section_names)  # every registered one
     probes: tuple[str, ...] = ()  # glob patterns of probe ids; empty means all
     probe_modules: tuple[str, ...] = ()  # extra probe modules beyond the entry points
-    installer: str = "pip"
+    installer: str = "auto"  # uv where it is installed, else pip (envs/cache.py)
     probe_timeout_s: float | None = None  # overrides each probe's own timeout when set
     policy: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per section

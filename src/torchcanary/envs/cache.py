@@ -1,4 +1,4 @@
-"""Builds, verifies and reuses one virtual environment per (spec, Python, installer).
+"""Builds, verifies and reuses one virtual environment per (spec, Python).
 
 A venv is built at the path it is used from, because pip and uv write that path into every
 console script (``bin/torchrun``, ``bin/pip``); a venv built elsewhere and renamed keeps
@@ -9,7 +9,10 @@ whose console scripts point elsewhere (built by an older torchcanary in ``<key>.
 and renamed, or moved) is repaired in place by rewriting their first lines, which costs
 milliseconds where a rebuild costs gigabytes; one that still does not verify is rebuilt.
 pip runs as the user configured it (pip.conf, PIP_* variables: mirrors, find-links), and uv
-gets the same index settings translated into its flags.
+gets the same index settings translated into its flags. Either installer makes the same
+environment (same venv, same versions, byte-compiled), so the cache key leaves it out;
+uv, a dependency of torchcanary, is the default because it builds the two default
+environments in about half pip's time.
 """
 
 from __future__ import annotations
@@ -119,22 +122,45 @@ def _pip_settings() -> dict[str, list[str]]:
     return settings
 
 
+def uv_binary() -> str | None:
+    """uv from the package installed with torchcanary, else from PATH; None if neither."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def resolve_installer(installer: str) -> str:
+    """``auto`` becomes uv where it can be found, else pip; the others stand."""
+    if installer != "auto":
+        return installer
+    return "uv" if uv_binary() is not None else "pip"
+
+
 def _install_commands(
     venv: Path, base_python: str, spec: EnvSpec, installer: str
 ) -> list[list[str]]:
+    """The venv comes from the base interpreter either way, so it has pip (the stack and
+    workload overlays install with it) and the same layout whichever installer fills it."""
     python = str(venv / "bin" / "python")
+    make_venv = [base_python, "-m", "venv", str(venv)]
     if installer == "pip":
         return [
-            [base_python, "-m", "venv", str(venv)],
+            make_venv,
             [python, "-m", "pip", "install", "--progress-bar", "off", *spec.requirements],
         ]
-    uv = shutil.which("uv")
+    uv = uv_binary()
     if uv is None:
         raise EnvBuildError(
-            "--installer uv was given but uv is not on PATH: "
+            "--installer uv was given but uv is not installed: "
             "install it (pip install uv) or use --installer pip"
         )
-    flags: list[str] = []
+    # pip's behaviour, which uv does not default to: the best version across every index
+    # (uv's first-index rule picked older CUDA libraries for torch 2.14.1+cu130 here), and
+    # byte-compiled modules (without them import_torch would time the compiler).
+    flags = ["--compile-bytecode", "--index-strategy", "unsafe-best-match"]
     for name, values in _pip_settings().items():
         for value in values:
             flag = {
@@ -144,10 +170,7 @@ def _install_commands(
                 "constraint": "--constraint",
             }[name]
             flags += [flag, value]
-    return [
-        [uv, "venv", "--python", base_python, str(venv)],
-        [uv, "pip", "install", "--python", python, *flags, *spec.requirements],
-    ]
+    return [make_venv, [uv, "pip", "install", "--python", python, *flags, *spec.requirements]]
 
 
 def _run_step(command: list[str], progress: Progress, log: Path) -> None:
@@ -173,7 +196,7 @@ def ensure_environment(
     role: str,
     spec: EnvSpec,
     *,
-    installer: str = "pip",
+    installer: str = "auto",
     base_python: str | None = None,
     progress: Progress = lambda _: None,
 ) -> Environment:
@@ -190,7 +213,8 @@ def ensure_environment(
             role, spec, spec.python, str(Path(spec.python).parent.parent), torch_version, True, 0.0
         )
     base = base_python or sys.executable
-    key = spec.cache_key(_python_version(base), installer)
+    installer = resolve_installer(installer)
+    key = spec.cache_key(_python_version(base))
     envs_dir = cache_root() / "envs"
     final = envs_dir / key
     with _locked(envs_dir / f"{key}.lock"):

@@ -36,9 +36,9 @@ class EnvSpec:
             return f"python:{self.python}"
         return "current"
 
-    def cache_key(self, python_version: str, installer: str) -> str:
-        """Same requirements (in any order), Python and installer give the same venv."""
-        canonical = "\n".join(sorted(self.requirements)) + f"\npython={python_version}\n{installer}"
+    def cache_key(self, python_version: str) -> str:
+        """Same requirements (in any order) and Python give the same venv."""
+        canonical = "\n".join(sorted(self.requirements)) + f"\npython={python_version}"
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
