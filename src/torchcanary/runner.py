@@ -15,7 +15,7 @@ from pathlib import Path
 
 from torchcanary.claims.catalog import worker_packages
 from torchcanary.context import ROLES, RunContext
-from torchcanary.envs.cache import Environment, ensure_environment
+from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import CallResult, WorkerProcess, import_root_for
 from torchcanary.errors import CanaryError, EnvBuildError
@@ -44,6 +44,7 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
     """Both environments, built or reused at once: a cold build is mostly pip waiting on
     downloads and unpacking, and the two do not need each other."""
     specs = {"baseline": parse_env_spec(plan.baseline), "candidate": parse_env_spec(plan.candidate)}
+    installer = resolve_installer(plan.installer)  # here, not in the threads: see uv_binary
     environments = {}
     with progress.task("environments", total=len(ROLES)) as task:
 
@@ -51,7 +52,7 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
             return ensure_environment(
                 role,
                 specs[role],
-                installer=plan.installer,
+                installer=installer,
                 progress=lambda message: task.status(f"{role}: {message}"),
             )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -122,8 +123,13 @@ def _pip_settings() -> dict[str, list[str]]:
     return settings
 
 
+@functools.cache
 def uv_binary() -> str | None:
-    """uv from the package installed with torchcanary, else from PATH; None if neither."""
+    """uv from the package installed with torchcanary, else from PATH; None if neither.
+
+    Cached, and first asked on the main thread (:func:`resolve_installer`): finding it reads
+    ``sysconfig``, whose first read is not thread-safe (two builds asking at once failed).
+    """
     try:
         from uv import find_uv_bin
 
