@@ -29,6 +29,12 @@ def test_config_key_of_wrong_type_is_refused(tmp_path):
     assert "probes" in _one_line_error(run_canary("run", cwd=tmp_path))
 
 
+def test_an_unknown_installer_is_refused_with_the_choices(tmp_path):
+    (tmp_path / "canary.toml").write_text('installer = "conda"\n')
+    line = _one_line_error(run_canary("run", cwd=tmp_path))
+    assert "'conda'" in line and "auto, uv, pip" in line
+
+
 def test_invalid_toml_is_refused_with_the_file_name(tmp_path):
     (tmp_path / "canary.toml").write_text("baseline = \n")
     assert "canary.toml is not valid TOML" in _one_line_error(run_canary("run", cwd=tmp_path))
