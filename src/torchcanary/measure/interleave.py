@@ -31,7 +31,7 @@ from typing import Any
 
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
-from torchcanary.measure.dispatch_reuse import DispatchReuse
+from torchcanary.measure.kept_facts import KeptFacts
 from torchcanary.measure.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.measure.samples import Batch, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
@@ -168,7 +168,8 @@ class Interleaver:
         on_look: Callable[[int], None] = lambda _: None,
         looks: tuple[int, ...] = (),
         on_group: Callable[[int], None] = lambda _: None,
-        profiles: DispatchReuse | None = None,
+        profiles: KeptFacts | None = None,
+        rooflines: KeptFacts | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
@@ -180,6 +181,7 @@ class Interleaver:
         self.looks = looks
         self.on_group = on_group  # told the number of groups done after each one
         self.profiles = profiles  # dispatch profiles kept from earlier runs, if any
+        self.rooflines = rooflines  # and rooflines
         self.result = Measurements()
         self._reported: set[str] = set()
         self._cold_of: dict[str, str] = {}  # a compiled workload's step id -> its cold id
@@ -261,15 +263,24 @@ class Interleaver:
         return specs
 
     def _roofline(self, workers: dict[str, SideWorker], specs: list[dict[str, Any]]) -> None:
-        """Each environment's measured peaks, once, for the roofline of its benchmarks."""
+        """Each environment's measured peaks, once (or kept from an earlier run of the same
+        fixed environment), for the roofline of its benchmarks."""
         if not any(s["kind"] in ROOFLINE_KINDS for s in specs):
             return
         request = probe_request(specs, self.result.device)
+        kept_as = {**request, "threads": self.settings.threads, "cpus": list(self.settings.cpus)}
         for worker in self._one_per_role(workers):
+            role = worker.side.role
+            kept = self.rooflines.load(role, kept_as) if self.rooflines else None
+            if kept is not None:
+                self.result.roofline[role] = kept
+                continue
             probe = worker.call(BENCH_ROOFLINE, request)
-            self.result.roofline[worker.side.role] = (
+            self.result.roofline[role] = (
                 probe.value if probe.ok else {"error": f"{probe.status}: {probe.error}"}
             )
+            if probe.ok and self.rooflines:
+                self.rooflines.keep(role, kept_as, probe.value)
 
     def _first_of_role(self, role: str) -> Side:
         return next(side for side in self.sides if side.role == role)

@@ -12,8 +12,8 @@ from html import escape
 from typing import Any
 
 from torchcanary.keyed_cache import describe_age
-from torchcanary.measure.dispatch_reuse import REUSED
 from torchcanary.measure.history_plot import history_forest, recent_html
+from torchcanary.measure.kept_facts import REUSED
 from torchcanary.measure.plots import ForestRow, distributions, forest
 from torchcanary.measure.result import (
     BenchMeasured,
@@ -173,11 +173,12 @@ def _list_html(title: str, items: list[str]) -> str:
     )
 
 
-def _reused_profiles(result: BenchMeasured, made_before: float) -> str:
-    """`` (the baseline's profile from run X, 3 h before this run)``, or nothing."""
+def _kept_note(facts: dict[str, Any], made_before: float, what: str) -> str:
+    """`` (<what> kept from earlier runs of the same environment: the baseline's from run X,
+    3 h before this run)``, or nothing when every side found its own."""
     reused = {
         role: found[REUSED]
-        for role, found in (result.dispatch or {}).items()
+        for role, found in facts.items()
         if isinstance(found, dict) and isinstance(found.get(REUSED), dict)
     }
     if not reused:
@@ -188,7 +189,7 @@ def _reused_profiles(result: BenchMeasured, made_before: float) -> str:
         "before this run"
         for role, origin in sorted(reused.items())
     ]
-    return f" (profiles kept from earlier runs of the same environment: {'; '.join(parts)})"
+    return f" ({what} kept from earlier runs of the same environment: {'; '.join(parts)})"
 
 
 def _dispatch_html(result: BenchMeasured, run_created_at: float) -> str:
@@ -197,7 +198,7 @@ def _dispatch_html(result: BenchMeasured, run_created_at: float) -> str:
         return ""
     if "error" in dispatch_diff:
         return f"<p>What ran: not recorded ({escape(str(dispatch_diff['error']))})</p>"
-    kept = _reused_profiles(result, run_created_at)
+    kept = _kept_note(result.dispatch or {}, run_created_at, "profiles")
     if not dispatch_diff["changed"]:
         return (
             f"<p>What ran: the same operators, kernels and library calls in both{escape(kept)}.</p>"
@@ -251,7 +252,8 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
     roofline = [
         f"{role}: {describe(placed, detail=True)}" for role, placed in result.roofline.items()
     ]
-    body.append(_list_html("Roofline", roofline))
+    kept = _kept_note(result.machine_roofline, view.run.created_at, "bounds")
+    body.append(_list_html(f"Roofline{kept}", roofline))
     bandwidth = [
         f"{role}: algbw {bw['algbw_bytes_per_s'] / 1e9:.3g} GB/s, busbw "
         f"{bw['busbw_bytes_per_s'] / 1e9:.3g} GB/s"

@@ -1,0 +1,56 @@
+"""The machine's roofline reused from an earlier run of the same fixed environment.
+
+The roofline (:mod:`.roofline_probe`) is the best memory bandwidth and matmul rate one
+environment reaches on this machine: ceilings, each a best of several tries, that place a
+benchmark's rate and never decide a verdict. Measuring them costs about 5 s per
+environment in every run; they are kept under ``<cache>/rooflines/`` by
+:class:`.kept_facts.KeptFacts`, keyed by the probe's request (device, dtypes, working-set
+sizes) and the threads and CPUs it ran on, and the report names the run that measured
+them. They are the one timing torchcanary keeps, and for a week at most: a machine's
+settings (frequency governor, turbo, memory configuration) can change under the same CPU
+model, and a ceiling measured on a bad day should not outlive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchcanary.envs.cache import Environment
+from torchcanary.measure.kept_facts import KeptFacts
+from torchcanary.results import Manifest
+
+CACHE_SCHEMA = 1
+MAX_AGE_S = 7 * 24 * 3600.0
+
+
+def _check(roofline: dict[str, Any]) -> str | None:
+    if not isinstance(roofline.get("bandwidth"), dict) or not isinstance(
+        roofline.get("peak"), dict
+    ):
+        return "it holds no roofline"
+    if roofline.get("errors"):
+        return "a part of it could not be measured"  # measured again, never kept half
+    return None
+
+
+def roofline_reuse(
+    directory: Path,
+    environments: dict[str, Environment],
+    manifests: dict[str, Manifest],
+    run_id: str,
+    warn: Callable[[str], None] = lambda message: None,
+) -> KeptFacts:
+    """The rooflines kept in ``directory`` for this run's fixed environments."""
+    return KeptFacts(
+        directory,
+        CACHE_SCHEMA,
+        "the kept roofline",
+        _check,
+        environments,
+        manifests,
+        run_id,
+        warn,
+        max_age_s=MAX_AGE_S,
+    )
