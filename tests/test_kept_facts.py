@@ -13,9 +13,9 @@ from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.measure import kept_facts, section
 from torchcanary.measure import report as bench_report
-from torchcanary.measure.dispatch_reuse import dispatch_reuse
-from torchcanary.measure.kept_facts import REUSED
-from torchcanary.measure.roofline_reuse import roofline_reuse
+from torchcanary.measure.dispatch_reuse import DISPATCH_PROFILES
+from torchcanary.measure.kept_facts import REUSED, KeptFacts
+from torchcanary.measure.roofline_reuse import ROOFLINES
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
 from torchcanary.runner import record_manifests
@@ -25,11 +25,16 @@ PROFILE = {"ops": {"aten::mm": 1.0}, "kernels": {}, "library_calls": {}, "torch_
 
 
 def _reuse(
-    tmp_path: Path, spec: str = "torch==2.13.0 numpy", warn=None, kind=dispatch_reuse, **facts: str
+    tmp_path: Path,
+    spec: str = "torch==2.13.0 numpy",
+    warn=None,
+    kind=DISPATCH_PROFILES,
+    **facts: str,
 ):
     env = Environment("baseline", parse_env_spec(spec), "/v/bin/python", "/v", "2.13.0", True, 0)
     manifest = Manifest({"torch_version": "2.13.0+cpu", "cpu_model": "Xeon", **facts})
-    return kind(
+    return KeptFacts(
+        kind,
         tmp_path / "kept",
         {"baseline": env},
         {"baseline": manifest},
@@ -73,17 +78,17 @@ def test_a_roofline_is_kept_whole_for_the_same_request_and_for_a_week(
     request = {"device": "cpu", "dtypes": ["float32"], "working_sets": [4096], "threads": 1}
     roofline = {"bandwidth": {"bytes_per_s": 1e10}, "peak": {"float32": {}}, "errors": {}}
     half = {**roofline, "errors": {"bandwidth": "MemoryError"}}
-    _reuse(tmp_path, kind=roofline_reuse).keep("baseline", {**request, "threads": 2}, half)
+    _reuse(tmp_path, kind=ROOFLINES).keep("baseline", {**request, "threads": 2}, half)
     assert not list(tmp_path.glob("kept/*.json"))  # a half-measured roofline is not kept
-    _reuse(tmp_path, kind=roofline_reuse).keep("baseline", request, roofline)
-    found = _reuse(tmp_path, kind=roofline_reuse).load("baseline", request)
+    _reuse(tmp_path, kind=ROOFLINES).keep("baseline", request, roofline)
+    found = _reuse(tmp_path, kind=ROOFLINES).load("baseline", request)
     assert found is not None and found[REUSED]["run_id"] == "run-1"
     assert {k: v for k, v in found.items() if k != REUSED} == roofline
-    assert _reuse(tmp_path, kind=roofline_reuse).load("baseline", {**request, "threads": 2}) is None
+    assert _reuse(tmp_path, kind=ROOFLINES).load("baseline", {**request, "threads": 2}) is None
     assert _reuse(tmp_path).load("baseline", request) is None  # a profile is another kind
     eight_days_on = time.time() + 8 * 24 * 3600
     monkeypatch.setattr(kept_facts.time, "time", lambda: eight_days_on)
-    assert _reuse(tmp_path, kind=roofline_reuse).load("baseline", request) is None
+    assert _reuse(tmp_path, kind=ROOFLINES).load("baseline", request) is None
 
 
 @pytest.mark.torch_envs

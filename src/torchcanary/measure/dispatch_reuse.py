@@ -3,20 +3,16 @@
 A dispatch profile (:mod:`.dispatch`) lists the operators, kernels and library calls one
 call of a benchmark reaches, with their counts per call: a fact of the environment, the
 machine and the benchmark, not a timing, kept under ``<cache>/dispatch-profiles/`` by
-:class:`.kept_facts.KeptFacts` and keyed by the benchmark's spec as that side ran it.
+:class:`.kept_facts.KeptFacts` and keyed by the benchmark's spec as that side ran it
+(format 2: entries hold a "fact"; format 1 held a "profile").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from torchcanary.envs.cache import Environment
-from torchcanary.measure.kept_facts import KeptFacts
-from torchcanary.results import Manifest
+from torchcanary.measure.kept_facts import FactKind
 
-CACHE_SCHEMA = 2  # 2: entries hold a "fact" (1 held a "profile")
 _VIEWS = ("ops", "kernels", "library_calls")
 
 
@@ -26,21 +22,4 @@ def _check(profile: dict[str, Any]) -> str | None:
     return None
 
 
-def dispatch_reuse(
-    directory: Path,
-    environments: dict[str, Environment],
-    manifests: dict[str, Manifest],
-    run_id: str,
-    warn: Callable[[str], None] = lambda message: None,
-) -> KeptFacts:
-    """The dispatch profiles kept in ``directory`` for this run's fixed environments."""
-    return KeptFacts(
-        directory,
-        CACHE_SCHEMA,
-        "the kept dispatch profile",
-        _check,
-        environments,
-        manifests,
-        run_id,
-        warn,
-    )
+DISPATCH_PROFILES = FactKind("dispatch-profiles", 2, "the kept dispatch profile", _check)

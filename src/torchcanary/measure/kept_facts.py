@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,24 +35,31 @@ from torchcanary.results import Manifest
 REUSED = "reused"  # the key a reused fact carries: {"run_id", "made_at"}
 
 
+@dataclass(frozen=True)
+class FactKind:
+    """One kind of fact: where it is kept, its entries' format, and what makes one usable."""
+
+    folder: str  # under the torchcanary cache
+    schema: int
+    what: str  # names an entry in warnings ("the kept roofline")
+    check: Callable[[dict[str, Any]], str | None]  # what is wrong with a fact, or None
+    max_age_s: float | None = None  # None: for as long as the key holds
+
+
 class KeptFacts:
     """One kind of fact, kept per environment of one run (only those it may reuse)."""
 
     def __init__(
         self,
+        kind: FactKind,
         directory: Path,
-        schema: int,
-        what: str,
-        check: Callable[[dict[str, Any]], str | None],
         environments: dict[str, Environment],
         manifests: dict[str, Manifest],
         run_id: str,
         warn: Callable[[str], None] = lambda message: None,
-        max_age_s: float | None = None,
     ) -> None:
-        self.cache = KeyedCache(directory, schema, what, warn)
-        self._max_age_s = max_age_s  # None: for as long as the key holds
-        self._check = check
+        self.kind = kind
+        self.cache = KeyedCache(directory, kind.schema, kind.what, warn)
         self._run_id = run_id
         self._environments = fixed_environments(environments, manifests)
 
@@ -68,7 +76,7 @@ class KeptFacts:
 
     def _check_entry(self, value: Any) -> str | None:
         fact = value.get("fact") if isinstance(value, dict) else None
-        return self._check(fact) if isinstance(fact, dict) else "it holds no fact"
+        return self.kind.check(fact) if isinstance(fact, dict) else "it holds no fact"
 
     def load(self, role: str, request: dict[str, Any]) -> dict[str, Any] | None:
         """The fact kept for ``request`` in ``role``, marked as reused; None if none."""
@@ -77,13 +85,13 @@ class KeptFacts:
         if found is None:
             return None
         value, made_at = found
-        if self._max_age_s is not None and time.time() - made_at > self._max_age_s:
+        if self.kind.max_age_s is not None and time.time() - made_at > self.kind.max_age_s:
             return None
         return {**value["fact"], REUSED: {"run_id": value["run_id"], "made_at": made_at}}
 
     def keep(self, role: str, request: dict[str, Any], fact: dict[str, Any]) -> None:
         """Keep a fact this run found, for later runs."""
         key = self._key(role, request)
-        if key is None or "error" in fact or REUSED in fact or self._check(fact):
+        if key is None or "error" in fact or REUSED in fact or self.kind.check(fact):
             return
         self.cache.save(key[0], {"run_id": self._run_id, "fact": fact}, key[1])

@@ -13,44 +13,17 @@ model, and a ceiling measured on a bad day should not outlive it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from torchcanary.envs.cache import Environment
-from torchcanary.measure.kept_facts import KeptFacts
-from torchcanary.results import Manifest
-
-CACHE_SCHEMA = 1
-MAX_AGE_S = 7 * 24 * 3600.0
+from torchcanary.measure.kept_facts import FactKind
 
 
 def _check(roofline: dict[str, Any]) -> str | None:
-    if not isinstance(roofline.get("bandwidth"), dict) or not isinstance(
-        roofline.get("peak"), dict
-    ):
+    if not all(isinstance(roofline.get(part), dict) for part in ("bandwidth", "peak")):
         return "it holds no roofline"
     if roofline.get("errors"):
         return "a part of it could not be measured"  # measured again, never kept half
     return None
 
 
-def roofline_reuse(
-    directory: Path,
-    environments: dict[str, Environment],
-    manifests: dict[str, Manifest],
-    run_id: str,
-    warn: Callable[[str], None] = lambda message: None,
-) -> KeptFacts:
-    """The rooflines kept in ``directory`` for this run's fixed environments."""
-    return KeptFacts(
-        directory,
-        CACHE_SCHEMA,
-        "the kept roofline",
-        _check,
-        environments,
-        manifests,
-        run_id,
-        warn,
-        max_age_s=MAX_AGE_S,
-    )
+ROOFLINES = FactKind("rooflines", 1, "the kept roofline", _check, max_age_s=7 * 24 * 3600.0)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,13 @@ from torchcanary.envs.cache import cache_root
 from torchcanary.measure import compare, sequential
 from torchcanary.measure.confounds import affecting
 from torchcanary.measure.dispatch_diff import diff as dispatch_diff
-from torchcanary.measure.dispatch_reuse import dispatch_reuse
+from torchcanary.measure.dispatch_reuse import DISPATCH_PROFILES
 from torchcanary.measure.interleave import Interleaver, Measurements
-from torchcanary.measure.kept_facts import KeptFacts
+from torchcanary.measure.kept_facts import FactKind, KeptFacts
 from torchcanary.measure.result import BenchMeasured, BenchResult, BenchSkipped, from_rows
 from torchcanary.measure.result import from_json as record_from_json
 from torchcanary.measure.roofline import collective_bandwidth, fraction
-from torchcanary.measure.roofline_reuse import roofline_reuse
+from torchcanary.measure.roofline_reuse import ROOFLINES
 from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.measure.settings import BenchSettings
 from torchcanary.measure.settings import parse_settings as _parse
@@ -187,8 +186,8 @@ def run(ctx: RunContext) -> None:
             on_look=on_look,
             looks=looks,
             on_group=lambda groups: task.advance(f"{groups} of {settings.groups} groups done"),
-            profiles=_kept(dispatch_reuse, "dispatch-profiles", ctx, worker_ctx),
-            rooflines=_kept(roofline_reuse, "rooflines", ctx, worker_ctx),
+            profiles=_kept(DISPATCH_PROFILES, ctx, worker_ctx),
+            rooflines=_kept(ROOFLINES, ctx, worker_ctx),
         )
         measurements = interleaver.run(plan)
     finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
@@ -222,9 +221,7 @@ def bench_record(
     )
 
 
-def _kept(
-    kind: Callable[..., KeptFacts], folder: str, ctx: RunContext, worker_ctx: RunContext
-) -> KeptFacts:
+def _kept(kind: FactKind, ctx: RunContext, worker_ctx: RunContext) -> KeptFacts:
     """Facts kept from earlier runs (``kind``: dispatch profiles, rooflines), for the
     environments the workers run as they were built (never an environment with this run's
     packages installed over it)."""
@@ -234,7 +231,8 @@ def _kept(
         if env == ctx.environments.get(role)
     }
     manifests = {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()}
-    return kind(cache_root() / folder, as_built, manifests, ctx.run_id, ctx.progress.note)
+    folder = cache_root() / kind.folder
+    return KeptFacts(kind, folder, as_built, manifests, ctx.run_id, ctx.progress.note)
 
 
 def _confounds(ctx: RunContext) -> dict[str, Any]:
