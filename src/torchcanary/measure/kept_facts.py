@@ -16,8 +16,8 @@ again only repeats seconds of every warm run. Each kind lives in its own folder 
 
 Never kept: anything about a user's workload (its code is outside the key), an
 environment with packages installed over it for this run, and a fact that failed or that
-its kind's check refuses. A
-reused fact says so in ``reused`` (the run that found it, and when).
+its kind's check refuses. A reused fact says so in ``reused`` (the run that found it, and
+when).
 """
 
 from __future__ import annotations
