@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from torchcanary.measure import report, section
+from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
 from torchcanary.store.sqlite import SectionResult, Store
@@ -218,7 +219,11 @@ def test_policy_blocks_significant_slowdowns_beyond_its_threshold(store: Store) 
     assert len(section.blocking_reasons(view, {"bench_max_slowdown": 0.02})) == 2
 
 
-def test_policy_blocks_a_benchmark_that_only_the_candidate_cannot_run(store: Store) -> None:
+def test_a_benchmark_the_candidate_cannot_run_blocks_through_the_not_run_rule(
+    store: Store,
+) -> None:
+    """Issue 28 item 1: a benchmark the candidate could not run objects (whether or not the
+    baseline ran it), through the core's rule, which a policy may turn into a warning."""
     failure = {"status": "timeout", "error": "no answer within 60 s"}
     view = _view(
         store,
@@ -250,11 +255,17 @@ def test_policy_blocks_a_benchmark_that_only_the_candidate_cannot_run(store: Sto
             SectionResult("bench", "fine", "both", "same", _measured(1.0, 0.99, 1.01, 0.9)),
         ],
     )
-    reasons = section.blocking_reasons(view, {})
-    assert reasons == [
-        "hang: runs on the baseline but timeout on the candidate (no answer within 60 s)"
-    ]
-    assert section.blocking_reasons(view, {"bench_block_on_candidate_failure": False}) == []
+    assert section.blocking_reasons(view, {}) == []  # not the bench's own rule any more
+    decision = decide(view, resolve_policy({}, ("bench",)), ("bench",), {})
+    assert decision.reasons == (
+        "section bench: 2 item(s) did not run in the candidate, so they say nothing about "
+        "it: both-fail timeout (no answer within 60 s); hang timeout; it runs on the "
+        "baseline (no answer within 60 s)",
+    )
+    relaxed = resolve_policy({"block_on_not_run": False}, ("bench",))
+    warned = decide(view, relaxed, ("bench",), {})
+    assert warned.go and warned.warnings[0].startswith("section bench: 2 item(s) did not run")
+    assert warned.warnings[0].endswith("(not blocking: block_on_not_run = false)")
 
 
 def test_an_aa_run_that_differs_from_itself_is_a_no_go_for_the_harness(store: Store) -> None:

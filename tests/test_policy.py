@@ -15,7 +15,7 @@ from cli_helpers import run_canary
 from torchcanary.config import load_settings
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
-from torchcanary.policy import decide, policy_defaults
+from torchcanary.policy import CORE_POLICY_DEFAULTS, decide, policy_defaults
 from torchcanary.report.junit import render_junit
 from torchcanary.report.view import RunView
 from torchcanary.sections import (
@@ -74,7 +74,7 @@ def test_a_policy_file_with_every_documented_key_loads_for_every_subcommand(
         stack = {"stack": {"command": "pytest -q"}}  # a stack without a command is left out
         flags = {"policy_file": "policy.toml", "sections": sections, "section_overrides": stack}
         policy = load_settings(None, flags, tmp_path).plan.policy
-        assert policy == policy_defaults(tuple(sections))
+        assert policy == CORE_POLICY_DEFAULTS | policy_defaults(tuple(sections))
 
 
 def _bench_slower(ratio: float) -> SectionResult:

@@ -9,7 +9,7 @@ import pytest
 
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
-from torchcanary.policy import decide
+from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.view import RunView
 from torchcanary.stack import report
 from torchcanary.stack.diff import (
@@ -225,9 +225,16 @@ def test_policy_blocks_on_deterministic_breaks_and_optionally_on_the_rest(store)
 
 
 def test_policy_blocks_when_there_was_nothing_to_compare(store):
+    """Issue 28 item 1: a command that could not run objects through the core's rule."""
     view = _view(store, [_summary("not-compared", reason="the candidate did not run")])
-    assert blocking_reasons(view, {}) == ["stack: no comparison: the candidate did not run"]
-    assert blocking_reasons(view, {"stack_block_on_no_comparison": False}) == []
+    assert blocking_reasons(view, {}) == []  # the core's rule, not the stack's own
+    decision = decide(view, resolve_policy({}, ("stack",)), ("stack",), {})
+    assert decision.reasons == (
+        "section stack: 1 item(s) did not run in the candidate, so they say nothing about "
+        "it: your command, so no test was compared (the candidate did not run)",
+    )
+    with pytest.raises(ConfigError, match="retired.*'block_on_not_run'"):
+        resolve_policy({"stack_block_on_no_comparison": False}, ("stack",))
     assert blocking_reasons(_view(store, []), {}) == []
 
 

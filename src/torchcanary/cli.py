@@ -411,6 +411,8 @@ def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> N
     )
     for reason in detail.get("reasons", []):
         console.print(f"  - {reason}", markup=False, highlight=False)
+    for warning in detail.get("warnings", []):
+        console.print(f"  - warning: {warning}", markup=False, highlight=False)
 
 
 def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
@@ -438,6 +440,8 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
     console.print(f"decision: [bold {colour}]{view.run.decision}[/]")
     for reason in detail.get("reasons", []):
         console.print(f"  - {reason}", markup=False, highlight=False)
+    for warning in detail.get("warnings", []):
+        console.print(f"  - warning: {warning}", markup=False, highlight=False)
 
 
 def _cmd_probes(args: argparse.Namespace, console: Console) -> int:

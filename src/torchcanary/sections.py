@@ -39,6 +39,20 @@ THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks ot
 ROWS_TABLE = "section_results"  # where a section's results are stored unless it says otherwise
 
 
+@dataclass(frozen=True)
+class NotRun:
+    """One item a section was asked to do that did not run in the candidate, with its first
+    error: the decision's rule that such a run never answers go reads these
+    (``policy.decide``), so each section says what "did not run" means for its items."""
+
+    item: str
+    first_error: str
+
+    def describe(self) -> str:
+        first_line = (self.first_error.strip().splitlines() or ["no error recorded"])[0]
+        return f"{self.item} ({first_line[:160]})"
+
+
 class SectionDiscoveryError(Exception):
     """A section plugin could not be loaded or does not provide what the contract asks."""
 
@@ -109,6 +123,10 @@ class Section(Protocol):
       through :func:`section_view`).
     - Optionally ``json_parts(view)``: top-level entries it adds to ``results.json``
       (the claims: ``claims``, ``coverage``, ``packs``; read through :func:`json_parts`).
+    - Optionally ``not_run(view)``: the items that did not run in the candidate (error,
+      crashed, timeout, not injected; never an honest "not checkable here"), as
+      :class:`NotRun`; the decision objects to them unless the policy turns that into a
+      warning (read through :func:`items_not_run`).
     - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
       (a ``report.fleet.FleetPart``, the claims: a claim x profile matrix), shown in place
       of the fleet reports' generic one (read through :func:`fleet_part`).
@@ -155,6 +173,7 @@ class PackageSection:
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
+    ``section`` may provide ``not_run`` (its items that did not run in the candidate);
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
     ``terminal`` (its part of the summary printed after a run) and ``json_parts``, and
     ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
@@ -248,6 +267,10 @@ class PackageSection:
     def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
         module = self._optional_module("view")
         return module.load(store, run, rows) if module is not None else None
+
+    def not_run(self, view: RunView) -> list[NotRun]:
+        find = getattr(self._module("section"), "not_run", None)
+        return list(find(view)) if find is not None else []
 
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
@@ -375,6 +398,12 @@ def json_parts(section: object, view: RunView) -> dict[str, Any]:
     """The top-level entries ``section`` adds to ``results.json`` (none by default)."""
     render = getattr(section, "json_parts", None)
     return dict(render(view)) if callable(render) else {}
+
+
+def items_not_run(section: object, view: RunView) -> list[NotRun]:
+    """The items ``section`` did not run in the candidate (none declared: none known)."""
+    find = getattr(section, "not_run", None)
+    return list(find(view)) if callable(find) else []
 
 
 def fleet_part(section: object, view: RunView) -> FleetPart | None:

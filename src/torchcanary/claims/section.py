@@ -28,6 +28,7 @@ from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
 from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
+from torchcanary.sections import NotRun
 from torchcanary.worker.calls import RUN_PROBE
 
 if TYPE_CHECKING:
@@ -214,6 +215,18 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
     if policy.get("fail_on_sanity", POLICY_DEFAULTS["fail_on_sanity"]):
         reasons += _sanity_failures(view)
     return reasons
+
+
+def not_run(view: RunView) -> list[NotRun]:
+    """Probes that errored, crashed or timed out in the candidate: they say nothing of it."""
+    return [
+        NotRun(
+            f"{row.probe_id} {row.candidate.outcome.verdict.value}",
+            row.candidate.outcome.summary,
+        )
+        for row in claims_of(view).rows()
+        if row.candidate is not None and row.candidate.outcome.verdict.is_failure_of_the_harness
+    ]
 
 
 def _sanity_failures(view: RunView) -> list[str]:

@@ -63,7 +63,7 @@ from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_s
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
 from torchcanary.errors import ConfigError
-from torchcanary.sections import PolicyBounds
+from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
@@ -260,6 +260,16 @@ def drill_runs(view: Any) -> list[DrillRun]:
     return [r for r in from_rows(view.sections.get(SECTION, [])) if isinstance(r, DrillRun)]
 
 
+def not_run(view: Any) -> list[NotRun]:
+    """Drills that errored in the candidate (the fault never injected, the job never
+    started): a drill that did not happen says nothing of the candidate's recovery."""
+    return [
+        NotRun(f"drill {run.key}", run.reason_text)
+        for run in drill_runs(view)
+        if run.env_role == "candidate" and run.verdict is DrillVerdict.ERROR
+    ]
+
+
 def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
     """Why the drills say no-go under ``policy`` (keys and defaults: module docstring)."""
     results = drill_runs(view)
@@ -273,7 +283,12 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
         if cand is None:
             continue
-        regressed = base is not None and base.passed and not cand.passed
+        # An error is not a regression but a drill that did not happen (``not_run``).
+        regressed = (
+            base is not None
+            and base.passed
+            and cand.verdict not in (DrillVerdict.PASSED, DrillVerdict.ERROR)
+        )
         if rules["drill_block_on_regression"] and regressed:
             reasons.append(
                 f"drill {key} passed in the baseline but is {cand.verdict.value} in the "

@@ -292,6 +292,7 @@ def _decide(
 ) -> Decision:
     """Go only when every profile's sections finished and none objects, on any profile."""
     reasons: list[str] = []
+    warnings: list[str] = []
     for profile, node_id in store.run_profiles(run_id).items():
         view = RunView.load(store.scoped(node_id, profile), run_id)
         # Judge the sections the profile was sent: one left with nothing to ask is not one
@@ -305,6 +306,7 @@ def _decide(
         }
         decision = decide(view, plan.policy, asked, own)
         reasons += [f"[{profile}] {reason}" for reason in decision.reasons]
+        warnings += [f"[{profile}] {warning}" for warning in decision.warnings]
     if not store.run_profiles(run_id):
         reasons.append("no node of the fleet stored any result")
-    return Decision(not reasons, tuple(reasons))
+    return Decision(not reasons, tuple(reasons), tuple(warnings))

@@ -137,7 +137,11 @@ def execute_node_bench(
     )
     view = RunView.load(scoped, run_id)
     own = decide(view, plan.policy, (SECTION,), {})
-    decision = Decision(own.go, tuple(f"[{profile}] {reason}" for reason in own.reasons))
+    decision = Decision(
+        own.go,
+        tuple(f"[{profile}] {reason}" for reason in own.reasons),
+        tuple(f"[{profile}] {warning}" for warning in own.warnings),
+    )
     store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
     outputs = write_outputs(RunView.load(store, run_id), output_dir)
     return NodeRunOutcome(run_id, decision, outputs)

@@ -8,8 +8,6 @@ is known, with the reason per side.
 
 Policy keys for ``blocking_reasons`` (defaults in brackets):
 - ``bench_max_slowdown`` [0.05]: no-go for a significant slowdown beyond this fraction;
-- ``bench_block_on_candidate_failure`` [true]: no-go when a benchmark ran on the baseline
-  but crashed, hung or raised on the candidate;
 - ``bench_block_on_aa_alarm`` [true]: in an A/A run, no-go when any benchmark differs from
   itself (the harness cannot be trusted on this machine as configured);
 - ``bench_block_on_numeric_drift`` [true]: no-go when a user's workload returns outputs
@@ -46,14 +44,13 @@ from torchcanary.measure.settings import parse_settings as _parse
 from torchcanary.measure.suite import expand
 from torchcanary.measure.workload_checks import compare_numerics, summarise_facts
 from torchcanary.measure.workload_env import with_project
-from torchcanary.sections import PolicyBounds
+from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.store.sqlite import SectionResult
 
 SECTION = "bench"
 VERDICTS = tuple(verdict.value for verdict in compare.BenchVerdict)
 POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
-    "bench_block_on_candidate_failure": True,
     "bench_block_on_aa_alarm": True,
     "bench_block_on_numeric_drift": True,
 }
@@ -415,6 +412,20 @@ def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
     return {**POLICY_DEFAULTS, **(policy or {})}
 
 
+def not_run(view: Any) -> list[NotRun]:
+    """Benchmarks that crashed, hung or raised on the candidate (a skip for a missing
+    device or feature is an honest unknown, not listed)."""
+    found = []
+    for result in from_rows(view.sections.get(SECTION, [])):
+        if isinstance(result, BenchSkipped) and "candidate" in result.failed:
+            failure = result.failed["candidate"]
+            side = "; it runs on the baseline" if result.fails_only_on_candidate else ""
+            found.append(
+                NotRun(f"{result.key} {failure['status']}{side}", str(failure.get("error", "")))
+            )
+    return found
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the bench section says no-go under ``policy`` (see the module docstring)."""
     rules = policy_rules(policy)
@@ -423,13 +434,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     changed = (compare.BenchVerdict.SLOWER, compare.BenchVerdict.FASTER)
     for result in results:
         if isinstance(result, BenchSkipped):
-            if rules["bench_block_on_candidate_failure"] and result.fails_only_on_candidate:
-                failure = result.failed["candidate"]
-                reasons.append(
-                    f"{result.key}: runs on the baseline but {failure['status']} on "
-                    f"the candidate ({failure['error'][:160]})"
-                )
-            continue
+            continue  # a candidate that could not run it: the core's rule (``not_run``)
         if result.aa:
             if rules["bench_block_on_aa_alarm"] and result.verdict in changed:
                 reasons.append(

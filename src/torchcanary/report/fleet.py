@@ -134,6 +134,7 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     for part in parts.values():
         lines += part.lead_markdown
     lines += [f"- {reason}" for reason in (run.decision_detail or {}).get("reasons", [])]
+    lines += [f"- warning: {w}" for w in (run.decision_detail or {}).get("warnings", [])]
     broken = [(p, s, status, e) for p, s, status, e in _ledger(view) if status != "ok"]
     if broken:
         lines += [
@@ -207,6 +208,9 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
     reasons = "".join(f"<li>{escape(r)}</li>" for r in detail.get("reasons", []))
     if reasons:
         parts.append(f"<h3>Why</h3><ul>{reasons}</ul>")
+    warnings = "".join(f"<li>{escape(w)}</li>" for w in detail.get("warnings", []))
+    if warnings:
+        parts.append(f"<h3>Warnings the policy lets through</h3><ul>{warnings}</ul>")
     parts.append(_nodes_html(view))
     parts += [part.matrix_html for name, part in own.items() if name in sections]
     for section in sections:

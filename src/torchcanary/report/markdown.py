@@ -18,6 +18,8 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     ]
     for reason in detail.get("reasons", []):
         lines.append(f"- {reason}")
+    for warning in detail.get("warnings", []):
+        lines.append(f"- warning: {warning}")
     if detail.get("seconds"):
         spent = " · ".join(f"{part} {seconds:.0f} s" for part, seconds in detail["seconds"].items())
         lines += ["", f"Time: {spent}."]

@@ -67,6 +67,7 @@ def render_html(view: RunView, sections: tuple[str, ...]) -> str:
     detail = run.decision_detail or {}
     decision = run.decision or "incomplete"
     reasons = "".join(f"<li>{escape(r)}</li>" for r in detail.get("reasons", []))
+    warnings = "".join(f"<li>{escape(w)}</li>" for w in detail.get("warnings", []))
     fragments = "".join(get_section(s).html(view) for s in sections)
     failures = "".join(
         f"<li>section {escape(s)}: {escape(msg)}</li>"
@@ -81,6 +82,7 @@ def render_html(view: RunView, sections: tuple[str, ...]) -> str:
         f'<div class="decision {escape(decision)}">decision: <strong>{escape(decision)}'
         f"</strong></div>"
         + (f"<h3>Why</h3><ul>{reasons}</ul>" if reasons else "")
+        + (f"<h3>Warnings the policy lets through</h3><ul>{warnings}</ul>" if warnings else "")
         + (f"<h3>Sections that could not finish</h3><ul>{failures}</ul>" if failures else "")
         + _manifests(view)
         + fragments

@@ -20,7 +20,6 @@ Policy keys for ``blocking_reasons`` (defaults):
   stack_max_new_failures = 0          new failures/errors allowed that are deterministic
                                       (or were not re-run)
   stack_block_on_flaky = False        flaky new failures block as well
-  stack_block_on_no_comparison = True the command could not run in an environment
   stack_block_on_numeric_drift = False
   stack_block_on_new_warnings = False
   stack_block_on_slower = False
@@ -34,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
-from torchcanary.sections import PolicyBounds
+from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs
@@ -57,7 +56,6 @@ BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
     "stack_max_new_failures": 0,
     "stack_block_on_flaky": False,
-    "stack_block_on_no_comparison": True,
     "stack_block_on_numeric_drift": False,
     "stack_block_on_new_warnings": False,
     "stack_block_on_slower": False,
@@ -174,6 +172,15 @@ def blocking_changes(changes: list[StackChange], rules: Mapping[str, Any]) -> se
     return blocked
 
 
+def not_run(view: Any) -> list[NotRun]:
+    """The command, when it could not run in an environment (so nothing was compared)."""
+    records: list[StackRecord] = from_rows(view.sections.get(SECTION, []))
+    summary = next((r for r in records if isinstance(r, StackSummary)), None)
+    if summary is None or summary.verdict is not ComparisonStatus.NOT_COMPARED:
+        return []
+    return [NotRun("your command, so no test was compared", summary.reason or "")]
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the stack says no-go under ``policy`` (keys and defaults in the module docstring)."""
     rules = policy_rules(policy)
@@ -184,9 +191,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     if summary is None:
         return ["stack: the comparison did not finish; run again with --resume"]
     if summary.verdict is ComparisonStatus.NOT_COMPARED:
-        if rules["stack_block_on_no_comparison"]:
-            return [f"stack: no comparison: {summary.reason or ''}"]
-        return []
+        return []  # the command could not run: the core's rule (``not_run``)
     changes = [r for r in records if isinstance(r, StackChange) and r.env_role == BOTH]
     breaks = [r for r in changes if r.verdict.is_new_break]
     hard = [r for r in breaks if r.blocks_as_new_break]

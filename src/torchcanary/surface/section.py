@@ -41,6 +41,7 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environment, own_files_digest
+from torchcanary.sections import NotRun
 from torchcanary.store.sqlite import SectionResult
 from torchcanary.surface import settings as diff_settings
 from torchcanary.surface.assess import (
@@ -232,6 +233,15 @@ def _listed(rows: list[DiffChange], limit: int = 5) -> str:
     return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
+def not_run(view: Any) -> list[NotRun]:
+    """The comparison, when a build's surface could not be read (nothing was diffed)."""
+    records = from_rows(view.sections.get(SECTION, []))
+    summary = next((r for r in records if isinstance(r, DiffSummary)), None)
+    if summary is None or summary.verdict is not DiffStatus.NOT_COMPARED:
+        return []
+    return [NotRun("the surface comparison", summary.reason or "")]
+
+
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the diff says no-go under ``policy`` (keys and defaults in the module docstring)."""
     rules = {**POLICY_DEFAULTS, **policy}
@@ -241,8 +251,8 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     summary = next((r for r in records if isinstance(r, DiffSummary)), None)
     if summary is None:
         return ["diff: the comparison did not finish; run again with --resume"]
-    if summary.verdict is DiffStatus.NOT_COMPARED:  # a build whose surface could not be read
-        return [f"diff: not compared: {summary.reason or ''}"]
+    if summary.verdict is DiffStatus.NOT_COMPARED:  # the core's rule (``not_run``)
+        return []
     changes = [r for r in records if isinstance(r, DiffChange)]
     reasons = []
     for use, rule, words in (

@@ -1,0 +1,106 @@
+"""The core's rule: a run whose asked-for items did not run in the candidate never says go.
+
+Each built-in section declares what "did not run" means for its items (``not_run``); the
+decision objects to them by default, and ``block_on_not_run = false`` turns the objection
+into a warning every report still shows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from torchcanary.errors import ConfigError
+from torchcanary.policy import decide, resolve_policy
+from torchcanary.report.json_out import render_json
+from torchcanary.report.markdown import render_markdown
+from torchcanary.report.page import render_html
+from torchcanary.report.view import RunView
+from torchcanary.results import Outcome, ProbeResult, Verdict
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import Store
+
+NEVER_STRUCK = "the job never reached step 12 on rank 1, so no fault was injected"
+DRILLS = ("kill:restart-unshared", "hang:timeout")
+
+
+def _drill_run(store: Store, verdict: str, reason: str) -> str:
+    """A run whose drills all ended with ``verdict`` in both environments."""
+    run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
+    for key in DRILLS:
+        for role in ("baseline", "candidate"):
+            store.save_section_result(
+                run_id, SectionResult("drill", key, role, verdict, {"reason": reason})
+            )
+    return run_id
+
+
+def _finish(store: Store, run_id: str, policy: dict[str, object], sections: tuple[str, ...]):
+    view = RunView.load(store, run_id)
+    decision = decide(view, resolve_policy(policy, sections), sections, {})
+    store.finish_run(run_id, decision.label, decision.to_json())
+    return decision, RunView.load(store, run_id)
+
+
+def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error(
+    store: Store,
+) -> None:
+    """Issue 28 item 1: every drill `error` (no fault injected) used to answer go."""
+    decision, view = _finish(store, _drill_run(store, "error", NEVER_STRUCK), {}, ("drill",))
+    assert not decision.go
+    (reason,) = decision.reasons
+    assert reason.startswith("section drill: 2 item(s) did not run in the candidate")
+    for key in DRILLS:
+        assert f"drill {key} ({NEVER_STRUCK})" in reason
+    markdown = render_markdown(view, ("drill",))
+    assert "**no-go**" in markdown and NEVER_STRUCK in markdown
+
+
+def test_a_policy_may_let_items_that_did_not_run_through_but_every_report_says_so(
+    store: Store,
+) -> None:
+    """Issue 28 item 1: ``block_on_not_run = false`` warns; the reason is still shown."""
+    run_id = _drill_run(store, "error", NEVER_STRUCK)
+    decision, view = _finish(store, run_id, {"block_on_not_run": False}, ("drill",))
+    assert decision.go and decision.reasons == ()
+    (warning,) = decision.warnings
+    assert "did not run in the candidate" in warning and warning.endswith(
+        "(not blocking: block_on_not_run = false)"
+    )
+    assert f"warning: {warning}" in render_markdown(view, ("drill",))
+    assert "Warnings the policy lets through" in render_html(view, ("drill",))
+    written = json.loads(json.dumps(render_json(view), default=str))
+    assert written["decision_detail"]["warnings"] == [warning]
+
+
+def test_honest_unknowns_are_shown_not_blocking(store: Store) -> None:
+    """Issue 28 item 1: "not checkable here" stays an unknown, not a drill that did not run."""
+    run_id = _drill_run(store, "not-checkable", "no second GPU here")
+    decision, _ = _finish(store, run_id, {}, ("drill",))
+    assert decision.go and decision.warnings == ()
+
+
+@pytest.mark.parametrize("verdict", ["error", "crashed", "timeout"])
+def test_a_claim_the_candidate_could_not_check_blocks(store: Store, verdict: str) -> None:
+    """Issue 28 item 1: a probe that broke in the candidate says nothing of the claim."""
+    run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
+    for role, outcome in (
+        ("baseline", Outcome(Verdict.REFUTED, "not in this version")),
+        ("candidate", Outcome(Verdict(verdict), "ImportError: no module named numpy")),
+    ):
+        store.save_probe_result(
+            ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
+        )
+    decision, _ = _finish(store, run_id, {}, ("claims",))
+    assert decision.reasons == (
+        "section claims: 1 item(s) did not run in the candidate, so they say nothing about "
+        f"it: compile.opt-in {verdict} (ImportError: no module named numpy)",
+    )
+
+
+def test_a_retired_policy_key_names_the_key_that_replaced_it() -> None:
+    """Issue 28 item 1: the sections' own "did not run" keys gave way to the core's."""
+    with pytest.raises(ConfigError, match="'bench_block_on_candidate_failure' is retired"):
+        resolve_policy({"bench_block_on_candidate_failure": True}, ("bench",))
