@@ -15,6 +15,7 @@ import pytest
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.json_out import render_json
+from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
 from torchcanary.report.view import RunView
@@ -71,6 +72,7 @@ def test_a_policy_may_let_items_that_did_not_run_through_but_every_report_says_s
     )
     assert f"warning: {warning}" in render_markdown(view, ("drill",))
     assert "Warnings the policy lets through" in render_html(view, ("drill",))
+    assert "go, with 1 warning(s) the policy lets through" in render_junit(view, ("drill",))
     written = json.loads(json.dumps(render_json(view), default=str))
     assert written["decision_detail"]["warnings"] == [warning]
 

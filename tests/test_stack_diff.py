@@ -233,7 +233,7 @@ def test_policy_blocks_when_there_was_nothing_to_compare(store):
         "section stack: 1 item(s) did not run in the candidate, so they say nothing about "
         "it: your command, so no test was compared (the candidate did not run)",
     )
-    with pytest.raises(ConfigError, match="retired.*'block_on_not_run'"):
+    with pytest.raises(ConfigError, match=r"retired.*'block_on_not_run'"):
         resolve_policy({"stack_block_on_no_comparison": False}, ("stack",))
     assert blocking_reasons(_view(store, []), {}) == []
 

@@ -30,7 +30,11 @@ def _decision_case(view: RunView) -> JUnitCase:
     if view.run.decision is None:
         return JUnitCase("torchcanary", "decision", "skipped", message="the run did not finish")
     if view.run.decision == "go":
-        return JUnitCase("torchcanary", "decision", "passed", message="go")
+        warnings = (view.run.decision_detail or {}).get("warnings", [])
+        said = f"go, with {len(warnings)} warning(s) the policy lets through" if warnings else "go"
+        return JUnitCase(
+            "torchcanary", "decision", "passed", message=said, text="\n".join(warnings)
+        )
     first = reasons.splitlines()[0] if reasons else ""
     return JUnitCase("torchcanary", "decision", "failure", message=f"no-go: {first}", text=reasons)
 
@@ -64,5 +68,7 @@ def render_junit(
             if case.status != "passed":
                 child = ElementTree.SubElement(element, case.status, message=case.message[:500])
                 child.text = case.text
+            elif case.text:  # a pass with something to say (warnings the policy let through)
+                ElementTree.SubElement(element, "system-out").text = f"{case.message}\n{case.text}"
     ElementTree.indent(root)
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
