@@ -21,6 +21,7 @@ class JUnitCase:
     time_s: float = 0.0
     message: str = ""
     text: str = ""
+    output: str = ""  # the case's <system-out>, for a pass with something to say
 
 
 def _decision_case(view: RunView) -> JUnitCase:
@@ -31,10 +32,9 @@ def _decision_case(view: RunView) -> JUnitCase:
         return JUnitCase("torchcanary", "decision", "skipped", message="the run did not finish")
     if view.run.decision == "go":
         warnings = (view.run.decision_detail or {}).get("warnings", [])
-        said = f"go, with {len(warnings)} warning(s) the policy lets through" if warnings else "go"
-        return JUnitCase(
-            "torchcanary", "decision", "passed", message=said, text="\n".join(warnings)
-        )
+        said = f"go, with {len(warnings)} warning(s) the policy lets through"
+        output = "\n".join([said, *warnings]) if warnings else ""
+        return JUnitCase("torchcanary", "decision", "passed", message="go", output=output)
     first = reasons.splitlines()[0] if reasons else ""
     return JUnitCase("torchcanary", "decision", "failure", message=f"no-go: {first}", text=reasons)
 
@@ -68,7 +68,7 @@ def render_junit(
             if case.status != "passed":
                 child = ElementTree.SubElement(element, case.status, message=case.message[:500])
                 child.text = case.text
-            elif case.text:  # a pass with something to say (warnings the policy let through)
-                ElementTree.SubElement(element, "system-out").text = f"{case.message}\n{case.text}"
+            if case.output:
+                ElementTree.SubElement(element, "system-out").text = case.output
     ElementTree.indent(root)
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
