@@ -180,3 +180,14 @@ def test_a_stack_named_in_the_config_without_a_command_is_refused(tmp_path):
     result = run_canary("run", cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
     assert "command" in _one_line_error(result)
     assert _no_environment_built(cache)
+
+
+@pytest.mark.parametrize("command", ["runs", "run --only claims", "store migrate"])
+def test_an_unknown_store_scheme_is_one_line_without_its_password(tmp_path, command):
+    """Issue 28 item 8: a URL of a database torchcanary does not speak is refused in one
+    line naming its scheme and the forms understood, and is never taken for a file path."""
+    url = "mysql+pymysql://ci:hunter2-pw@db.example/canary"
+    line = _one_line_error(run_canary(*command.split(), "--store", url, cwd=tmp_path))
+    assert "unknown store scheme 'mysql+pymysql'" in line and "postgresql://" in line
+    assert "mysql+pymysql://ci:***@db.example/canary" in line and "hunter2-pw" not in line
+    assert list(tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ from torchcanary.history import commands as history_commands
 from torchcanary.plan import INSTALLERS
 from torchcanary.sections import registered, section_names, terminal_summary
 from torchcanary.store.base import ResultStore
-from torchcanary.store.location import is_postgres_url
+from torchcanary.store.location import is_postgres_url, redact
 
 EPILOG = """\
 examples:
@@ -582,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = (COMMANDS | HISTORY_COMMANDS).get(args.command, _cmd_run)  # else a section's
         return handler(args, console)
     except CanaryError as exc:
-        print(f"torchcanary: error: {exc}", file=sys.stderr)
+        print(f"torchcanary: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(
@@ -595,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(
-            f"torchcanary: internal error: {type(exc).__name__}: {exc} "
+            f"torchcanary: internal error: {type(exc).__name__}: {redact(str(exc))} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )

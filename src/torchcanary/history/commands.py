@@ -21,7 +21,7 @@ from rich.table import Table
 
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.sections import get_section, section_names
-from torchcanary.store.location import is_postgres_url, open_store
+from torchcanary.store.location import open_store, store_location
 
 STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
 STORE_HELP += "canary-results/canary.db)"
@@ -172,6 +172,7 @@ def _cmd_store(args: argparse.Namespace, console: Console) -> int:
 
 
 def _same_store(source: str, target: str) -> bool:
-    if is_postgres_url(source) or is_postgres_url(target):
-        return source == target
-    return Path(source).resolve() == Path(target).resolve()
+    first, second = (store_location(text, Path.cwd()) for text in (source, target))
+    if isinstance(first, str) or isinstance(second, str):
+        return first == second
+    return first.resolve() == second.resolve()
