@@ -28,7 +28,12 @@ from torchcanary.errors import (
 )
 from torchcanary.history import commands as history_commands
 from torchcanary.plan import INSTALLERS
-from torchcanary.sections import registered, section_names, terminal_summary
+from torchcanary.sections import (
+    SectionDiscoveryError,
+    registered,
+    section_names,
+    terminal_summary,
+)
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url, redact
 
@@ -572,8 +577,18 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()  # finds the installed sections: a broken plugin fails here
+    except SectionDiscoveryError as exc:
+        if "--debug" in words:
+            raise
+        print(
+            f"torchcanary: error: {exc}; fix or uninstall that package (--debug: traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

@@ -410,20 +410,21 @@ def _source_tree_entry_points() -> list[EntryPoint]:
 
 
 def _load(entry: EntryPoint) -> Section:
+    # A broken plugin names itself and the package that installed it: what to fix or remove.
+    package = entry.dist.name if entry.dist is not None else "an unknown package"
+    plugin = f"section plugin {entry.name!r} ({entry.value}, from {package})"
     try:
         section = entry.load()
-    except Exception as exc:  # a broken plugin names itself instead of a bare traceback
+    except Exception as exc:
         raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) failed to load: {exc}"
+            f"{plugin} failed to load: {type(exc).__name__}: {exc}"
         ) from exc
     gaps = contract_gaps(section)
     if gaps:
-        raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) breaks the contract: {'; '.join(gaps)}"
-        )
+        raise SectionDiscoveryError(f"{plugin} breaks the contract: {'; '.join(gaps)}")
     if section.name != entry.name:
         raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) is named {section.name!r}; "
+            f"{plugin} is named {section.name!r}; "
             "the entry point's name and the section's must agree"
         )
     return section  # type: ignore[no-any-return]
