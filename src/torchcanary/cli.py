@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -36,6 +36,9 @@ from torchcanary.sections import (
 )
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url, redact
+
+if TYPE_CHECKING:
+    from torchcanary.policy import Decision
 
 EPILOG = """\
 examples:
@@ -309,7 +312,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             if executor is None or request is None:  # a run made on this machine
                 outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
                 _print_summary(console, store, outcome.run_id)
-                failed, go = bool(outcome.section_failures), outcome.decision.go
+                failures, decision = outcome.section_failures, outcome.decision
                 outputs = outcome.outputs
             else:
                 from torchcanary.fleet import driver
@@ -318,16 +321,12 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     plan, store, settings.output, progress, executor, request, resume_id
                 )
                 _print_fleet_summary(console, store, fleet_outcome.run_id)
-                failed, go = bool(fleet_outcome.unit_failures), fleet_outcome.decision.go
+                failures, decision = fleet_outcome.unit_failures, fleet_outcome.decision
                 outputs = fleet_outcome.outputs
     finally:
         if executor is not None:
             executor.close()
-    for kind, path in outputs.items():
-        console.print(f"{kind:>8}: {path}", highlight=False)
-    if failed:
-        return EXIT_INTERNAL
-    return EXIT_GO if go else EXIT_NO_GO
+    return _print_verdict(console, decision, outputs, failures)
 
 
 def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any, nodes: int) -> int:
@@ -372,9 +371,38 @@ def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any,
                 _print_summary(console, scoped, outcome.run_id)
     finally:
         executor.close()
-    for kind, path in outcome.outputs.items():
+    return _print_verdict(console, outcome.decision, outcome.outputs, {})
+
+
+def _print_verdict(
+    console: Console, decision: Decision, outputs: dict[str, Path], failures: dict[str, str]
+) -> int:
+    """The report's files, then the last lines a reader sees: the verdict, why, and where
+    the report is; and the exit code that says the same (a no-go exit is not a crash)."""
+    for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
-    return EXIT_GO if outcome.decision.go else EXIT_NO_GO
+    if failures:
+        code = EXIT_INTERNAL
+        broken = [f"{unit} could not finish: {error}" for unit, error in failures.items()]
+        verdict = f"none (exit {code}): {_first_of(broken, 'failure')}"
+    elif decision.go:
+        code, verdict = EXIT_GO, f"go (exit {EXIT_GO}): no policy objected"
+    else:
+        code = EXIT_NO_GO
+        verdict = f"no-go (exit {code}): {_first_of(decision.reasons, 'reason')}"
+    console.print(f"verdict: {verdict}", markup=False, highlight=False)
+    report = outputs.get("html") or next(iter(outputs.values()), None)
+    if report is not None:
+        console.print(f"  report: {report}", markup=False, highlight=False)
+    return code
+
+
+def _first_of(items: Sequence[str], noun: str) -> str:
+    """The first of ``items``, and how many more are listed above."""
+    if not items:
+        return "see the report"
+    more = len(items) - 1
+    return items[0] + (f" (and {more} more {noun}{'s' * (more > 1)} above)" if more > 0 else "")
 
 
 def _stored_fleet(store: ResultStore, run_id: str, selection: Any) -> tuple[Any, Any]:
