@@ -390,10 +390,10 @@ def _print_verdict(
     else:
         code = EXIT_NO_GO
         verdict = f"no-go (exit {code}): {_first_of(decision.reasons, 'reason')}"
-    console.print(f"verdict: {verdict}", markup=False, highlight=False)
+    console.print(f"verdict: {verdict}", markup=False, highlight=False, soft_wrap=True)
     report = outputs.get("html") or next(iter(outputs.values()), None)
     if report is not None:
-        console.print(f"  report: {report}", markup=False, highlight=False)
+        console.print(f"  report: {report}", markup=False, highlight=False, soft_wrap=True)
     return code
 
 

@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from torchcanary.report.junit import JUnitCase
+from torchcanary.report.markdown import literal_text
 from torchcanary.surface.assess import (
     IN_USE_OTHER,
     IN_USE_OVERRIDDEN,
@@ -191,7 +192,7 @@ def _cell(text: str) -> str:
 
 def _text_cell(text: str) -> str:
     """A cell outside backticks: angle brackets of reprs must not read as HTML tags."""
-    return _cell(text).replace("<", "&lt;")
+    return literal_text(_cell(text))
 
 
 def markdown(view: Any) -> str:
