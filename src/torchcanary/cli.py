@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.table import Table
 
 from torchcanary import __version__
 from torchcanary.errors import (
@@ -28,6 +27,7 @@ from torchcanary.errors import (
 )
 from torchcanary.history import commands as history_commands
 from torchcanary.plan import INSTALLERS
+from torchcanary.report.listing import Listing, add_format_flags, show
 from torchcanary.sections import (
     SectionDiscoveryError,
     registered,
@@ -175,10 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
-    probes.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(probes)
 
     packs = commands.add_parser("packs", help="list the claims packs installed (one per release)")
-    packs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(packs)
 
     claims = commands.add_parser("claims", help="work with release notes and claims packs")
     claims_commands = claims.add_subparsers(
@@ -199,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in a store")
     _add_result_flags(runs, outputs=False)
+    add_format_flags(runs)
     HISTORY_COMMANDS.update(history_commands.register(commands))  # history, compare, store
     return parser
 
@@ -478,15 +479,10 @@ def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
 
     found = select_probes((), tuple(args.probe_modules or ()))
     described = [probe.describe() | {"plugin": source.plugin} for probe, source in found.values()]
-    if args.json:
-        print(json.dumps(described, indent=2))
-        return EXIT_GO
-    table = Table(title=f"{len(described)} probes")
-    for column in ("id", "scope", "needs", "claim"):
-        table.add_column(column, overflow="fold")
-    for item in described:
-        table.add_row(item["id"], item["scope"], item["needs"], item["claim"])
-    console.print(table)
+    columns = ("id", "scope", "needs", "claim")
+    rows = [tuple(str(item[c]) for c in columns) for item in described]
+    listing = Listing(f"{len(described)} probes", columns, rows, ids=("id",))
+    show(console, listing, args.format, lambda: described)
     return EXIT_GO
 
 
@@ -506,17 +502,10 @@ def _cmd_packs(args: argparse.Namespace, console: Console) -> int:
         }
         for item in discover_packs()
     ]
-    if args.json:
-        print(json.dumps(described, indent=2))
-        return EXIT_GO
-    table = Table(title=f"{len(described)} packs")
-    for column in ("name", "release", "claims", "unprobed", "probes", "title"):
-        table.add_column(column, overflow="fold")
-    for item in described:
-        table.add_row(
-            *(str(item[c]) for c in ("name", "release", "claims", "unprobed", "probes", "title"))
-        )
-    console.print(table)
+    columns = ("name", "release", "claims", "unprobed", "probes", "title")
+    rows = [tuple(str(item[c]) for c in columns) for item in described]
+    listing = Listing(f"{len(described)} packs", columns, rows, ids=("name",))
+    show(console, listing, args.format, lambda: described)
     return EXIT_GO
 
 
@@ -574,21 +563,33 @@ def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
     store_path, _ = _existing_paths(args)
     with open_store(store_path, create=False) as store:
-        rows = store.runs()
+        runs = store.runs()
         title = store.location
-    table = Table(title=title)
-    for column in ("run", "status", "decision", "baseline", "candidate", "sections"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            row.run_id,
-            row.status,
-            row.decision or "-",
-            row.plan.get("baseline", ""),
-            row.plan.get("candidate", ""),
-            ",".join(row.plan.get("sections", [])),
+    found = [
+        {
+            "run_id": run.run_id,
+            "status": run.status,
+            "decision": run.decision,
+            "baseline": run.plan.get("baseline", ""),
+            "candidate": run.plan.get("candidate", ""),
+            "sections": list(run.plan.get("sections", [])),
+            "created_at": run.created_at,
+        }
+        for run in runs
+    ]
+    rows = [
+        (
+            run["run_id"],
+            run["status"],
+            run["decision"] or "-",
+            run["baseline"],
+            run["candidate"],
+            ",".join(run["sections"]),
         )
-    console.print(table)
+        for run in found
+    ]
+    columns = ("run", "status", "decision", "baseline", "candidate", "sections")
+    show(console, Listing(title, columns, rows, ids=("run",)), args.format, lambda: found)
     return EXIT_GO
 
 
