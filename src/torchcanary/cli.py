@@ -313,6 +313,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             if executor is None or request is None:  # a run made on this machine
                 outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
                 _print_summary(console, store, outcome.run_id)
+                _print_time(console, store, outcome.run_id)
                 failures, decision = outcome.section_failures, outcome.decision
                 outputs = outcome.outputs
             else:
@@ -472,6 +473,15 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
     console.print(f"decision: [bold {colour}]{view.run.decision}[/]")
     for reason in detail.get("reasons", []):
         console.print(f"  - {reason}", markup=False, highlight=False)
+
+
+def _print_time(console: Console, store: ResultStore, run_id: str) -> None:
+    """Where the run's time went and what it kept from earlier runs (as summary.md says)."""
+    from torchcanary.report.markdown import time_lines
+    from torchcanary.report.view import RunView
+
+    for line in time_lines(RunView.load(store, run_id)):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _cmd_probes(args: argparse.Namespace, console: Console) -> int:

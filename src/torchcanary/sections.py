@@ -156,7 +156,8 @@ class PackageSection:
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
-    ``terminal`` (its part of the summary printed after a run) and ``json_parts``, and
+    ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
+    ``reused`` (what the run took from earlier runs: the time line names it), and
     ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
@@ -244,6 +245,10 @@ class PackageSection:
     def json_parts(self, view: RunView) -> dict[str, Any]:
         render = getattr(self._module("report"), "json_parts", None)
         return dict(render(view)) if render is not None else {}
+
+    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
+        count = getattr(self._module("report"), "reused", None)
+        return dict(count(view)) if count is not None else {}
 
     def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
         module = self._optional_module("view")
@@ -356,6 +361,13 @@ def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str
     draw = getattr(section, "history_plot", None)
     drawn = draw(item, entries) if callable(draw) else None
     return str(drawn) if drawn is not None else None
+
+
+def reused(section: object, view: RunView) -> dict[str, tuple[int, int]]:
+    """What ``section`` took from earlier runs instead of making it again, per kind:
+    ``{"claim verdicts": (kept, of)}``; empty where it keeps nothing."""
+    count = getattr(section, "reused", None)
+    return dict(count(view)) if callable(count) else {}
 
 
 def stores_rows(section: object) -> bool:

@@ -428,6 +428,25 @@ def _heading_note(verdict: str, chosen: list[BenchResult], view: Any) -> str:
     return f": each interval inside ±{'/'.join(_percent(b) for b in bands)}"
 
 
+def reused(view: Any) -> dict[str, tuple[int, int]]:
+    """Dispatch profiles (one per benchmark and side) and rooflines (one per environment)
+    kept from earlier runs of the same environment, of all this run has."""
+    profiles: list[bool] = []
+    rooflines: dict[str, bool] = {}
+    for result in _results(view):
+        if not isinstance(result, BenchMeasured):
+            continue
+        profiles += [_is_kept(found) for found in (result.dispatch or {}).values()]
+        for role, found in result.machine_roofline.items():
+            rooflines[role] = rooflines.get(role, False) or _is_kept(found)
+    counts = {"dispatch profiles": profiles, "rooflines": list(rooflines.values())}
+    return {kind: (sum(kept), len(kept)) for kind, kept in counts.items() if kept}
+
+
+def _is_kept(found: Any) -> bool:
+    return isinstance(found, dict) and isinstance(found.get(REUSED), dict)
+
+
 # --- JUnit -------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from torchcanary.report.view import RunView
-from torchcanary.sections import get_section
+from torchcanary.sections import get_section, registered, reused
 
 _TAG_LIKE = re.compile(r"<[^<>\n]*>")
 
@@ -23,6 +23,34 @@ def _code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def time_lines(view: RunView) -> list[str]:
+    """Where the run's time went, and what it took from earlier runs instead of making it
+    again: a second run of the same candidate reuses nearly everything, a new candidate
+    only the baseline's side, and its time is read in that light."""
+    seconds = (view.run.decision_detail or {}).get("seconds") or {}
+    spent = " · ".join(f"{part} {taken:.0f} s" for part, taken in seconds.items())
+    kept = reused_text(view)
+    return [f"Time: {spent}.", *([kept] if kept else [])]
+
+
+def reused_text(view: RunView) -> str | None:
+    """``Reused from earlier runs: 14 of 28 claim verdicts, ...``; None where the run's
+    sections keep nothing, or kept nothing this time."""
+    counts = [
+        (kind, kept, of)
+        for name in view.run.plan.get("sections", ())
+        if name in registered()
+        for kind, (kept, of) in reused(registered()[name], view).items()
+    ]
+    if not any(kept for _, kept, _ in counts):
+        return None
+    return (
+        "Reused from earlier runs: "
+        + ", ".join(f"{kept} of {of} {kind}" for kind, kept, of in counts)
+        + "."
+    )
+
+
 def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     run = view.run
     detail = run.decision_detail or {}
@@ -35,9 +63,7 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     ]
     for reason in detail.get("reasons", []):
         lines.append(f"- {reason}")
-    if detail.get("seconds"):
-        spent = " · ".join(f"{part} {seconds:.0f} s" for part, seconds in detail["seconds"].items())
-        lines += ["", f"Time: {spent}."]
+    lines += ["", *time_lines(view)] if detail.get("seconds") else []
     confounds = view.confounds()
     if confounds:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]

@@ -195,6 +195,14 @@ def _text_cell(text: str) -> str:
     return literal_text(_cell(text))
 
 
+def reused(view: Any) -> dict[str, tuple[int, int]]:
+    """The two environments' surface collections kept from earlier runs, of the two."""
+    summary, _ = _rows(view)
+    if summary is None or summary.verdict is DiffStatus.NOT_COMPARED:
+        return {}
+    return {"diff surfaces": (len(summary.reused_made_at or {}), 2)}
+
+
 def markdown(view: Any) -> str:
     summary, changes = _rows(view)
     out = [f"## {_TITLE}", ""]
