@@ -63,7 +63,8 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     ]
     for reason in detail.get("reasons", []):
         lines.append(f"- {reason}")
-    lines += ["", *time_lines(view)] if detail.get("seconds") else []
+    if detail.get("seconds"):
+        lines += ["", *time_lines(view)]
     confounds = view.confounds()
     if confounds:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]
