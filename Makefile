@@ -29,8 +29,19 @@ postgres:
 	  || echo "postgresql could not be installed: the PostgreSQL store tests will say not checked"; }
 
 # The main job on its embedded default: qualify torch 2.14.1 against torch 2.13.0 here.
+# It exits with torchcanary's code; make then adds "Error N", so first say what N means.
 run: setup
-	$(BIN)/torchcanary run --baseline "torch==2.13.0 numpy" --candidate "torch==2.14.1 numpy"
+	@echo '$(BIN)/torchcanary run --baseline "torch==2.13.0 numpy" --candidate "torch==2.14.1 numpy"'
+	@$(BIN)/torchcanary run --baseline "torch==2.13.0 numpy" --candidate "torch==2.14.1 numpy"; \
+	code=$$?; case $$code in \
+	  0|130) ;; \
+	  1) echo "make run: exit 1 is the no-go verdict above, not a crash;" \
+	       "the verdict line says why, the report line where to read it";; \
+	  2) echo "make run: exit 2 is a usage or configuration error;" \
+	       "the 'torchcanary: error:' line above says what to fix";; \
+	  *) echo "make run: exit $$code: the run could not finish (an internal or environment" \
+	       "failure); the lines above say what failed, --debug adds the traceback";; \
+	esac; exit $$code
 
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks

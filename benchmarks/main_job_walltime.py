@@ -1,16 +1,21 @@
-"""Wall time of the main job, cold (environments built from scratch) and warm (cached).
+"""Wall time of the main job: cold, warm, and a new candidate against a warm cache.
 
-Prints both figures and the claim verdicts the run produced. Usage:
+Prints the three figures and the claim verdicts the run produced. Usage:
 
-    python benchmarks/main_job_walltime.py            # cold then warm, every section
+    python benchmarks/main_job_walltime.py            # cold, warm, new candidate; every section
     python benchmarks/main_job_walltime.py --warm-only --only claims
     python benchmarks/main_job_walltime.py --keep /tmp/walltime-results   # keep the runs
+    python benchmarks/main_job_walltime.py --dry-run  # say what would run, run nothing
 
 Cold uses a fresh, temporary TORCHCANARY_CACHE (and fresh uv and pip download caches), so
-it measures what a new machine pays.
+it measures what a new machine pays. Warm repeats the same run: everything kept is reused
+(claim verdicts, drill references, dispatch profiles, rooflines), the best case. The case
+a team meets every week is the third: a new candidate (a nightly, an rc; by default
+torch 2.14.0, on the package mirror) against the same baseline with the cache warm, where
+only the baseline's side can be reused and the candidate's environment is built.
 Each line also says where the run's time went (environments, manifests, each section), as
-the run stored it. The load average at the start and end is printed: on a shared machine a
-figure taken under load is not the machine's.
+the run stored it, and what it reused. The load average at the start and end is printed:
+on a shared machine a figure taken under load is not the machine's.
 """
 
 from __future__ import annotations
@@ -18,56 +23,101 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+NEW_CANDIDATE = "torch==2.14.0 numpy"
 
-def _run(workdir: Path, cache: Path | None, extra: list[str]) -> tuple[float, int, Path]:
+
+@dataclass(frozen=True)
+class Figure:
+    """One timed run: what it was, how long it took, and where its results are."""
+
+    label: str
+    seconds: float
+    code: int
+    results: Path
+
+
+def _environment(cache: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     if cache is not None:
         env["TORCHCANARY_CACHE"] = str(cache)
         # The installers' own download caches start empty too, as on a new machine.
         env["UV_CACHE_DIR"] = str(cache / "uv")
         env["PIP_CACHE_DIR"] = str(cache / "pip")
+    return env
+
+
+def _command(extra: tuple[str, ...]) -> list[str]:
+    return [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra]
+
+
+def _run(workdir: Path, cache: Path | None, label: str, extra: tuple[str, ...]) -> Figure:
     started = time.monotonic()
     code = subprocess.run(
-        [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
+        _command(extra), cwd=workdir, env=_environment(cache), stdout=subprocess.DEVNULL
     ).returncode
     elapsed = time.monotonic() - started
     # Resolved now: the next run moves "latest".
     latest = (workdir / "canary-results" / "latest").resolve() / "results.json"
-    return elapsed, code, latest
+    return Figure(label, elapsed, code, latest)
+
+
+def _reused(workdir: Path, run_id: str) -> str:
+    """What the run kept from earlier runs, read back from its store as summary.md says it."""
+    from torchcanary.report.markdown import reused_text
+    from torchcanary.report.view import RunView
+    from torchcanary.store.location import open_store
+
+    with open_store(workdir / "canary-results" / "canary.db", create=False) as store:
+        return reused_text(RunView.load(store, run_id)) or "Reused from earlier runs: nothing."
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warm-only", action="store_true")
+    parser.add_argument("--warm-only", action="store_true", help="skip the cold run")
     parser.add_argument("--only", help="sections to run, e.g. claims,bench")
+    parser.add_argument(
+        "--new-candidate",
+        default=NEW_CANDIDATE,
+        help=f"the new candidate timed against the warm cache (default {NEW_CANDIDATE!r})",
+    )
     parser.add_argument(
         "--keep", type=Path, help="copy the runs' results folder here, for a closer look"
     )
+    parser.add_argument("--dry-run", action="store_true", help="print the runs, run nothing")
     args = parser.parse_args()
-    extra = ["--only", args.only] if args.only else []
+    extra = ("--only", args.only) if args.only else ()
+    planned = [
+        *([] if args.warm_only else [("cold", extra)]),
+        ("warm", extra),
+        ("new candidate", (*extra, "--candidate", args.new_candidate)),
+    ]
+    if args.dry_run:
+        where = "the user's cache" if args.warm_only else "a fresh temporary cache"
+        for label, argv in planned:
+            print(f"{label:>13}: {shlex.join(_command(argv))}  ({where})")
+        return
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="canary-walltime-") as scratch:
         workdir = Path(scratch)
         cache = workdir / "cache" if not args.warm_only else None
-        figures = []
-        if not args.warm_only:
-            figures.append(("cold", *_run(workdir, cache, extra)))
-        figures.append(("warm", *_run(workdir, cache, extra)))
-        for label, seconds, code, latest in figures:
-            spent = json.loads(latest.read_text())["decision_detail"].get("seconds", {})
+        figures = [_run(workdir, cache, label, argv) for label, argv in planned]
+        for figure in figures:
+            stored = json.loads(figure.results.read_text())
+            spent = (stored["decision_detail"] or {}).get("seconds", {})
             parts = ", ".join(f"{part} {taken:.0f} s" for part, taken in spent.items())
-            print(f"{label:>5}: {seconds:7.1f} s  (exit {code}; {parts})")
-        results = json.loads(figures[-1][3].read_text())
+            print(f"{figure.label:>13}: {figure.seconds:7.1f} s  (exit {figure.code}; {parts})")
+            print(f"{'':>13}  {_reused(workdir, stored['run']['run_id'])}")
+        warm = next(f for f in figures if f.label == "warm")  # the main job's own verdicts
+        results = json.loads(warm.results.read_text())
         if args.keep:
             shutil.copytree(workdir / "canary-results", args.keep, dirs_exist_ok=True)
     print(f"\n{'probe':40} {'baseline':20} {'candidate':20} upgrade")

@@ -180,3 +180,44 @@ def test_a_stack_named_in_the_config_without_a_command_is_refused(tmp_path):
     result = run_canary("run", cwd=tmp_path, timeout=120, TORCHCANARY_CACHE=str(cache))
     assert "command" in _one_line_error(result)
     assert _no_environment_built(cache)
+
+
+@pytest.mark.parametrize("command", ["runs", "run --only claims", "store migrate"])
+def test_an_unknown_store_scheme_is_one_line_without_its_password(tmp_path, command):
+    """Issue 28 item 8: a URL of a database torchcanary does not speak is refused in one
+    line naming its scheme and the forms understood, and is never taken for a file path."""
+    url = "mysql+pymysql://ci:hunter2-pw@db.example/canary"
+    line = _one_line_error(run_canary(*command.split(), "--store", url, cwd=tmp_path))
+    assert "unknown store scheme 'mysql+pymysql'" in line and "postgresql://" in line
+    assert "mysql+pymysql://ci:***@db.example/canary" in line and "hunter2-pw" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+BROKEN_PLUGINS = {
+    "cannot import": "import canary_nonexistent_dependency\n",
+    "breaks the contract": "SECTION = object()\n",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN_PLUGINS))
+@pytest.mark.parametrize("command", ["--help", "runs"])
+def test_a_broken_third_party_section_is_one_line_exit_2_naming_it_and_its_package(
+    tmp_path, fault, command
+):
+    """Issue 28 item 9: a section plugin that fails to load, or breaks the contract, is a
+    configuration error (exit 2, not the no-go code) of one line naming the entry point and
+    the distribution that installed it, with no traceback."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "canary_broken.py").write_text(BROKEN_PLUGINS[fault])
+    info = plugins / "canary_broken-0.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: canary-broken\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text(
+        "[torchcanary.sections]\nbrokenpart = canary_broken:SECTION\n"
+    )
+    result = run_canary(*command.split(), cwd=tmp_path, PYTHONPATH=str(plugins))
+    line = _one_line_error(result)
+    assert "'brokenpart'" in line and "canary-broken" in line
+    assert ("ModuleNotFoundError" in line) == (fault == "cannot import")
+    assert "uninstall" in line

@@ -301,3 +301,34 @@ def test_an_interval_or_mde_too_wide_to_mean_anything_is_not_printed_digit_by_di
         assert "1.008 [0.000, over 1000]" in text
         assert "over 1000%" in text
         assert "207664" not in text and "e+" not in text
+
+
+def test_a_same_row_shows_the_bound_that_decided_it_and_the_mde_only_where_it_means_something(
+    store: Store,
+) -> None:
+    """Issue 28 item 11 (c): "same [0.967, 1.040], MDE 18.6%" read as a contradiction. A
+    "same" shows its interval and the band it lies in (what decided it) and the largest
+    change the interval leaves open; the MDE only where no change was found and none ruled
+    out; a change found needs neither."""
+    key = "linear/[32,4096]x[4096,4096]/bf16"
+    same = _measured(1.002, 0.967, 1.040, 0.6, mde=0.186)
+    view = _view(
+        store,
+        [
+            SectionResult("bench", key, "both", "same", same),
+            SectionResult(
+                "bench", "gemm/open", "both", "no-change-detected", _measured(1.0, 0.9, 1.1, 0.5)
+            ),
+            SectionResult("bench", "gemm/slow", "both", "slower", _measured(1.2, 1.1, 1.3, 1e-4)),
+        ],
+    )
+    markdown = report.markdown(view)
+    assert "**same** (1): each interval inside ±5.0%" in markdown
+    lines = {line.split("`")[1]: line for line in markdown.splitlines() if "`" in line}
+    assert lines[key].endswith("1.002 [0.967, 1.040]")
+    assert lines["gemm/open"].endswith("1.000 [0.900, 1.100] MDE 2.0%")
+    assert lines["gemm/slow"].endswith("1.200 [1.100, 1.300]")
+    assert "18.6%" not in markdown
+    html = report.html(view)
+    assert "<td>within ±4.0% (band ±5.0%)</td>" in html and "<td>MDE 2.0%</td>" in html
+    assert "18.6%" not in html

@@ -64,3 +64,19 @@ def test_clock_text_reads_as_minutes_past_a_minute() -> None:
         "1 min 00 s",
         "3 min 05 s",
     ]
+
+
+def test_a_log_line_longer_than_the_console_is_written_whole() -> None:
+    """Issue 28 item 11 (b): progress written to a file or pipe broke lines in the middle
+    of an item ("baseline \\ncompile.complex-decomposition-opt-in: confirmed"); every note
+    and step is one whole line, however narrow the console."""
+    log = io.StringIO()
+    progress = Progress(Console(file=log, width=40), clock=StepClock())
+    progress.note("run 20261205-071512-a1b2c3 -> /very/long/path/to/canary-results/canary.db")
+    with progress.task("claims", total=2) as task:
+        task.advance("baseline compile.complex-decomposition-opt-in: confirmed")
+    assert log.getvalue().splitlines() == [
+        "run 20261205-071512-a1b2c3 -> /very/long/path/to/canary-results/canary.db",
+        "claims ...",
+        "  [1/2, 0 s, about 0 s left] baseline compile.complex-decomposition-opt-in: confirmed",
+    ]

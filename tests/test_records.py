@@ -321,9 +321,15 @@ def test_a_claims_run_stored_before_the_claims_view_moved_renders_to_the_byte_as
 ) -> None:
     rendered = _reported(tmp_path, f"{stem}.db", run_id)
     for name in REPORT_FILES:
-        assert (rendered / name).read_text() == (STORED / f"{stem}.{name}").read_text(), name
+        now, before = (rendered / name).read_text(), (STORED / f"{stem}.{name}").read_text()
+        assert _without_style(now) == _without_style(before), name
     printed = _summary_printed(tmp_path / "canary.db", run_id, fleet)
     assert printed == (STORED / f"{stem}.terminal.txt").read_text()
+
+
+def _without_style(page: str) -> str:
+    """The page without its style sheet: the layout changes, the records' reading must not."""
+    return re.sub(r"<style>.*?</style>", "<style></style>", page, count=1, flags=re.S)
 
 
 def test_compare_and_history_of_stored_claims_runs_print_as_they_did(tmp_path: Path) -> None:

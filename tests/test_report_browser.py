@@ -78,3 +78,30 @@ def test_report_renders_without_console_errors_and_shows_hostile_text_as_text(
     assert claim_rows == 3
     assert "decision" in decision
     assert "cuda" in text  # the not-checkable reason names the missing hardware
+
+
+def test_the_claims_table_fits_a_1280_pixel_window_even_with_its_evidence_open(hostile_report):
+    """Issue 28 item 11 (e): at 1280 px the claims table ran off the right edge (a long
+    evidence line widened it), hiding the upgrade column behind a horizontal scroll bar;
+    its right edge stays in the viewport, evidence closed and open."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(hostile_report.as_uri())
+        page.wait_for_load_state("load")
+        upgrade = page.locator("table.claims thead th", has_text="upgrade")
+        seen = []
+        for script in ("", "document.querySelectorAll('details').forEach(d => d.open = true)"):
+            if script:
+                page.evaluate(script)
+            box = upgrade.bounding_box()
+            assert box is not None
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            seen.append((box["x"] + box["width"], page_width))
+        viewport = page.evaluate("document.documentElement.clientWidth")
+        browser.close()
+    assert viewport == 1280
+    for upgrade_right, page_width in seen:
+        assert upgrade_right <= viewport and page_width <= viewport, seen

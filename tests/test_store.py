@@ -18,7 +18,7 @@ import pytest
 from store_helpers import fill_run
 from torchcanary.errors import StoreError
 from torchcanary.store.copy import copy_store
-from torchcanary.store.location import is_postgres_url, open_store, redact
+from torchcanary.store.location import is_postgres_url, open_store, redact, store_location
 from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 
 HELPERS = Path(__file__).parent / "store_helpers.py"
@@ -257,6 +257,20 @@ def test_a_password_in_a_store_url_is_redacted():
     )
     assert redact("postgresql://ci@db/canary") == "postgresql://ci@db/canary"
     assert redact("/tmp/canary.db") == "/tmp/canary.db"
+
+
+def test_a_password_in_a_driver_qualified_or_unknown_url_is_redacted(tmp_path):
+    """Issue 28 item 8: every URL spelling, not only ``postgresql://``, has its password
+    hidden, and the SQLAlchemy spellings name the same PostgreSQL store."""
+    assert redact("at postgresql+psycopg://u:pw-1@h/db: refused") == (
+        "at postgresql+psycopg://u:***@h/db: refused"
+    )
+    assert redact("mysql://u:pw-2@h/db?password=pw-2") == "mysql://u:***@h/db?password=***"
+    for pasted in ("postgresql+psycopg2://u:p@h:5/db", "postgres://u:p@h:5/db"):
+        assert store_location(pasted, tmp_path) == "postgresql://u:p@h:5/db"
+    assert store_location("sqlite:///rel/c.db", tmp_path) == tmp_path / "rel" / "c.db"
+    assert store_location("sqlite:////abs/c.db", tmp_path) == Path("/abs/c.db")
+    assert store_location("canary.db", tmp_path) == tmp_path / "canary.db"
 
 
 OPEN_AT_ONCE = """

@@ -4,6 +4,7 @@ mid-run, and the password never written anywhere a run writes."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -46,6 +47,16 @@ def _stored(url: str) -> list[tuple[str, str, float]]:
             ).fetchall()
     except psycopg.Error:
         return []  # not created yet, or the server is away
+
+
+def _stored_run_id(url: str, server: PostgresCluster) -> str:
+    """The one run in the store, read after starting the stopped server again."""
+    import psycopg
+
+    server.start()
+    with psycopg.connect(url, connect_timeout=5) as connection:
+        ((run_id,),) = connection.execute("SELECT run_id FROM runs").fetchall()
+    return str(run_id)
 
 
 def _start(url: str, cwd: Path) -> subprocess.Popen[str]:
@@ -106,9 +117,11 @@ def own_server(postgres_cluster):
     cluster.destroy()
 
 
-def test_the_server_going_away_mid_run_is_one_line_and_loses_nothing_committed(
+def test_the_server_going_away_mid_run_is_one_line_exit_3_and_loses_nothing_committed(
     own_server, tmp_path
 ):
+    """Issue 28 item 8: a server lost mid-run is an environment failure (exit 3, not the
+    usage code 2) in one line that says which run, and how much of it, is kept."""
     url = own_server.new_database()
     proc = _start(url, tmp_path)
     _wait_for_results(url, proc, 2)
@@ -117,13 +130,16 @@ def test_the_server_going_away_mid_run_is_one_line_and_loses_nothing_committed(
     own_server.stop("immediate")
     _, stderr = proc.communicate(timeout=300)
 
-    assert proc.returncode == 2, stderr
+    assert proc.returncode == 3, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
     assert "lost the store at postgresql://canary:***@127.0.0.1" in lines[0]
-    assert "--resume" in lines[0] and PASSWORD not in stderr
+    run_id = _stored_run_id(url, own_server)
+    kept = re.search(rf"kept: run {run_id} with the (\d+) results this process stored", lines[0])
+    assert kept is not None, lines[0]
+    assert int(kept.group(1)) >= len(before)
+    assert f"--resume {run_id}" in lines[0] and PASSWORD not in stderr
 
-    own_server.start()
     assert before <= set(_stored(url))  # everything committed before is still there
     resumed = run_canary(*_run_args(url)[:-1], "--resume", cwd=tmp_path)
     assert resumed.returncode in (0, 1), resumed.stderr

@@ -11,11 +11,10 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.table import Table
 
 from torchcanary import __version__
 from torchcanary.errors import (
@@ -28,9 +27,18 @@ from torchcanary.errors import (
 )
 from torchcanary.history import commands as history_commands
 from torchcanary.plan import INSTALLERS
-from torchcanary.sections import registered, section_names, terminal_summary
+from torchcanary.report.listing import Listing, add_format_flags, show
+from torchcanary.sections import (
+    SectionDiscoveryError,
+    registered,
+    section_names,
+    terminal_summary,
+)
 from torchcanary.store.base import ResultStore
-from torchcanary.store.location import is_postgres_url
+from torchcanary.store.location import is_postgres_url, redact
+
+if TYPE_CHECKING:
+    from torchcanary.policy import Decision
 
 EPILOG = """\
 examples:
@@ -167,10 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")
-    probes.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(probes)
 
     packs = commands.add_parser("packs", help="list the claims packs installed (one per release)")
-    packs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(packs)
 
     claims = commands.add_parser("claims", help="work with release notes and claims packs")
     claims_commands = claims.add_subparsers(
@@ -191,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in a store")
     _add_result_flags(runs, outputs=False)
+    add_format_flags(runs)
     HISTORY_COMMANDS.update(history_commands.register(commands))  # history, compare, store
     return parser
 
@@ -304,7 +313,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             if executor is None or request is None:  # a run made on this machine
                 outcome = execute(plan, store, settings.output, progress, resume_run_id=resume_id)
                 _print_summary(console, store, outcome.run_id)
-                failed, go = bool(outcome.section_failures), outcome.decision.go
+                _print_time(console, store, outcome.run_id)
+                failures, decision = outcome.section_failures, outcome.decision
                 outputs = outcome.outputs
             else:
                 from torchcanary.fleet import driver
@@ -313,16 +323,12 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     plan, store, settings.output, progress, executor, request, resume_id
                 )
                 _print_fleet_summary(console, store, fleet_outcome.run_id)
-                failed, go = bool(fleet_outcome.unit_failures), fleet_outcome.decision.go
+                failures, decision = fleet_outcome.unit_failures, fleet_outcome.decision
                 outputs = fleet_outcome.outputs
     finally:
         if executor is not None:
             executor.close()
-    for kind, path in outputs.items():
-        console.print(f"{kind:>8}: {path}", highlight=False)
-    if failed:
-        return EXIT_INTERNAL
-    return EXIT_GO if go else EXIT_NO_GO
+    return _print_verdict(console, decision, outputs, failures)
 
 
 def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any, nodes: int) -> int:
@@ -367,9 +373,38 @@ def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any,
                 _print_summary(console, scoped, outcome.run_id)
     finally:
         executor.close()
-    for kind, path in outcome.outputs.items():
+    return _print_verdict(console, outcome.decision, outcome.outputs, {})
+
+
+def _print_verdict(
+    console: Console, decision: Decision, outputs: dict[str, Path], failures: dict[str, str]
+) -> int:
+    """The report's files, then the last lines a reader sees: the verdict, why, and where
+    the report is; and the exit code that says the same (a no-go exit is not a crash)."""
+    for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
-    return EXIT_GO if outcome.decision.go else EXIT_NO_GO
+    if failures:
+        code = EXIT_INTERNAL
+        broken = [f"{unit} could not finish: {error}" for unit, error in failures.items()]
+        verdict = f"none (exit {code}): {_first_of(broken, 'failure')}"
+    elif decision.go:
+        code, verdict = EXIT_GO, f"go (exit {EXIT_GO}): no policy objected"
+    else:
+        code = EXIT_NO_GO
+        verdict = f"no-go (exit {code}): {_first_of(decision.reasons, 'reason')}"
+    console.print(f"verdict: {verdict}", markup=False, highlight=False, soft_wrap=True)
+    report = outputs.get("html") or next(iter(outputs.values()), None)
+    if report is not None:
+        console.print(f"  report: {report}", markup=False, highlight=False, soft_wrap=True)
+    return code
+
+
+def _first_of(items: Sequence[str], noun: str) -> str:
+    """The first of ``items``, and how many more are listed above."""
+    if not items:
+        return "see the report"
+    more = len(items) - 1
+    return items[0] + (f" (and {more} more {noun}{'s' * (more > 1)} above)" if more > 0 else "")
 
 
 def _stored_fleet(store: ResultStore, run_id: str, selection: Any) -> tuple[Any, Any]:
@@ -444,20 +479,24 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
         console.print(f"  - warning: {warning}", markup=False, highlight=False)
 
 
+def _print_time(console: Console, store: ResultStore, run_id: str) -> None:
+    """Where the run's time went and what it kept from earlier runs (as summary.md says)."""
+    from torchcanary.report.markdown import time_lines
+    from torchcanary.report.view import RunView
+
+    for line in time_lines(RunView.load(store, run_id)):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def _cmd_probes(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.claims.catalog import select_probes
 
     found = select_probes((), tuple(args.probe_modules or ()))
     described = [probe.describe() | {"plugin": source.plugin} for probe, source in found.values()]
-    if args.json:
-        print(json.dumps(described, indent=2))
-        return EXIT_GO
-    table = Table(title=f"{len(described)} probes")
-    for column in ("id", "scope", "needs", "claim"):
-        table.add_column(column, overflow="fold")
-    for item in described:
-        table.add_row(item["id"], item["scope"], item["needs"], item["claim"])
-    console.print(table)
+    columns = ("id", "scope", "needs", "claim")
+    rows = [tuple(str(item[c]) for c in columns) for item in described]
+    listing = Listing(f"{len(described)} probes", columns, rows, ids=("id",))
+    show(console, listing, args.format, lambda: described)
     return EXIT_GO
 
 
@@ -477,17 +516,10 @@ def _cmd_packs(args: argparse.Namespace, console: Console) -> int:
         }
         for item in discover_packs()
     ]
-    if args.json:
-        print(json.dumps(described, indent=2))
-        return EXIT_GO
-    table = Table(title=f"{len(described)} packs")
-    for column in ("name", "release", "claims", "unprobed", "probes", "title"):
-        table.add_column(column, overflow="fold")
-    for item in described:
-        table.add_row(
-            *(str(item[c]) for c in ("name", "release", "claims", "unprobed", "probes", "title"))
-        )
-    console.print(table)
+    columns = ("name", "release", "claims", "unprobed", "probes", "title")
+    rows = [tuple(str(item[c]) for c in columns) for item in described]
+    listing = Listing(f"{len(described)} packs", columns, rows, ids=("name",))
+    show(console, listing, args.format, lambda: described)
     return EXIT_GO
 
 
@@ -545,21 +577,33 @@ def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
     store_path, _ = _existing_paths(args)
     with open_store(store_path, create=False) as store:
-        rows = store.runs()
+        runs = store.runs()
         title = store.location
-    table = Table(title=title)
-    for column in ("run", "status", "decision", "baseline", "candidate", "sections"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            row.run_id,
-            row.status,
-            row.decision or "-",
-            row.plan.get("baseline", ""),
-            row.plan.get("candidate", ""),
-            ",".join(row.plan.get("sections", [])),
+    found = [
+        {
+            "run_id": run.run_id,
+            "status": run.status,
+            "decision": run.decision,
+            "baseline": run.plan.get("baseline", ""),
+            "candidate": run.plan.get("candidate", ""),
+            "sections": list(run.plan.get("sections", [])),
+            "created_at": run.created_at,
+        }
+        for run in runs
+    ]
+    rows = [
+        (
+            run["run_id"],
+            run["status"],
+            run["decision"] or "-",
+            run["baseline"],
+            run["candidate"],
+            ",".join(run["sections"]),
         )
-    console.print(table)
+        for run in found
+    ]
+    columns = ("run", "status", "decision", "baseline", "candidate", "sections")
+    show(console, Listing(title, columns, rows, ids=("run",)), args.format, lambda: found)
     return EXIT_GO
 
 
@@ -576,8 +620,18 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()  # finds the installed sections: a broken plugin fails here
+    except SectionDiscoveryError as exc:
+        if "--debug" in words:
+            raise
+        print(
+            f"torchcanary: error: {exc}; fix or uninstall that package (--debug: traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -586,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = (COMMANDS | HISTORY_COMMANDS).get(args.command, _cmd_run)  # else a section's
         return handler(args, console)
     except CanaryError as exc:
-        print(f"torchcanary: error: {exc}", file=sys.stderr)
+        print(f"torchcanary: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(
@@ -599,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(
-            f"torchcanary: internal error: {type(exc).__name__}: {exc} "
+            f"torchcanary: internal error: {type(exc).__name__}: {redact(str(exc))} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )

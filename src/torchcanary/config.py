@@ -17,7 +17,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import INSTALLERS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import get_section, section_names
-from torchcanary.store.location import is_postgres_url
+from torchcanary.store.location import store_location
 
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
@@ -114,9 +114,8 @@ def result_paths(
 
 
 def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path | str, Path]:
-    """A store path is relative to ``cwd``; a postgresql:// URL is kept as it is."""
-    store_text = merged.get("store", DEFAULT_STORE)
-    store = store_text if is_postgres_url(store_text) else (cwd / store_text).expanduser()
+    """A store path is relative to ``cwd``; a PostgreSQL URL is kept (as psycopg spells it)."""
+    store = store_location(merged.get("store", DEFAULT_STORE), cwd)
     output = (cwd / merged.get("output", DEFAULT_OUTPUT)).expanduser()
     return store, output
 

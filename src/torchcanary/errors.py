@@ -1,4 +1,8 @@
-"""One exception type per kind of user mistake; the CLI prints each as one line with the fix."""
+"""One exception type per kind of user mistake; the CLI prints each as one line with the fix.
+
+A failure of what the run depends on (the store's server lost mid-run) is not the user's
+mistake: it is printed the same way but exits with ``EXIT_INTERNAL``, never the usage code.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +36,9 @@ class StoreError(CanaryError):
 
 class FleetError(CanaryError):
     """The fleet (``--fleet``) cannot be reached or used: address, Ray install, no nodes."""
+
+
+class StoreLostError(StoreError):
+    """The store's server went away mid-run: an environment failure, not a usage error."""
+
+    exit_code = EXIT_INTERNAL

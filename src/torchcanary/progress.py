@@ -1,4 +1,4 @@
-"""Progress on long work: rich bars on a terminal, plain lines in CI logs.
+"""Progress on long work: rich bars on a terminal, plain whole lines in CI logs and files.
 
 Both say how far a task is and, once its size is known and a step has finished, about how
 long it has left: a user waiting on a ten-minute run should know whether to get coffee.
@@ -45,7 +45,10 @@ class Progress:
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(message, markup=False, highlight=False)
+            # In a file or pipe a line is a record (grep, CI logs): never wrap one in two.
+            self.console.print(
+                message, markup=False, highlight=False, soft_wrap=not self.console.is_terminal
+            )
 
     @contextmanager
     def task(self, description: str, total: int | None) -> Iterator[TaskHandle]:

@@ -175,7 +175,8 @@ class PackageSection:
     one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
     ``section`` may provide ``not_run`` (its items that did not run in the candidate);
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
-    ``terminal`` (its part of the summary printed after a run) and ``json_parts``, and
+    ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
+    ``reused`` (what the run took from earlier runs: the time line names it), and
     ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
     """
@@ -263,6 +264,10 @@ class PackageSection:
     def json_parts(self, view: RunView) -> dict[str, Any]:
         render = getattr(self._module("report"), "json_parts", None)
         return dict(render(view)) if render is not None else {}
+
+    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
+        count = getattr(self._module("report"), "reused", None)
+        return dict(count(view)) if count is not None else {}
 
     def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
         module = self._optional_module("view")
@@ -381,6 +386,13 @@ def history_plot(section: object, item: str, entries: list[HistoryEntry]) -> str
     return str(drawn) if drawn is not None else None
 
 
+def reused(section: object, view: RunView) -> dict[str, tuple[int, int]]:
+    """What ``section`` took from earlier runs instead of making it again, per kind:
+    ``{"claim verdicts": (kept, of)}``; empty where it keeps nothing."""
+    count = getattr(section, "reused", None)
+    return dict(count(view)) if callable(count) else {}
+
+
 def stores_rows(section: object) -> bool:
     """Whether ``section``'s results are rows of ``section_results`` (an unknown one's are)."""
     return getattr(section, "result_table", ROWS_TABLE) == ROWS_TABLE
@@ -439,20 +451,21 @@ def _source_tree_entry_points() -> list[EntryPoint]:
 
 
 def _load(entry: EntryPoint) -> Section:
+    # A broken plugin names itself and the package that installed it: what to fix or remove.
+    package = entry.dist.name if entry.dist is not None else "an unknown package"
+    plugin = f"section plugin {entry.name!r} ({entry.value}, from {package})"
     try:
         section = entry.load()
-    except Exception as exc:  # a broken plugin names itself instead of a bare traceback
+    except Exception as exc:
         raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) failed to load: {exc}"
+            f"{plugin} failed to load: {type(exc).__name__}: {exc}"
         ) from exc
     gaps = contract_gaps(section)
     if gaps:
-        raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) breaks the contract: {'; '.join(gaps)}"
-        )
+        raise SectionDiscoveryError(f"{plugin} breaks the contract: {'; '.join(gaps)}")
     if section.name != entry.name:
         raise SectionDiscoveryError(
-            f"section plugin {entry.name!r} ({entry.value}) is named {section.name!r}; "
+            f"{plugin} is named {section.name!r}; "
             "the entry point's name and the section's must agree"
         )
     return section  # type: ignore[no-any-return]

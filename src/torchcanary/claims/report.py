@@ -240,6 +240,13 @@ def terminal(view: RunView) -> list[Any]:
     ]
 
 
+def reused(view: RunView) -> dict[str, tuple[int, int]]:
+    """Claim verdicts kept from earlier runs of the same environment, of all this run has."""
+    results = claims_of(view).probe_results
+    kept = sum(1 for result in results if reused_from(result))
+    return {"claim verdicts": (kept, len(results))} if results else {}
+
+
 def json_parts(view: RunView) -> dict[str, Any]:
     """``claims`` (a row per probe), ``coverage`` (a row per claim of the run's packs) and
     ``packs`` at the top of ``results.json`` (docs/json-schema.md)."""

@@ -341,6 +341,13 @@ def _reference_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def reused(view: Any) -> dict[str, tuple[int, int]]:
+    """Fault-free reference runs taken from the on-disk cache, of all this run has."""
+    references = [r for r in _records(view) if isinstance(r, DrillReference)]
+    kept = sum(1 for reference in references if reference.cached is not None)
+    return {"drill references": (kept, len(references))} if references else {}
+
+
 def junit_cases(view: Any) -> list[JUnitCase]:
     status = {
         DrillVerdict.PASSED: "passed",

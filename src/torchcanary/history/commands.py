@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import calendar
-import json
 import re
 import time
 from collections.abc import Callable
@@ -17,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from torchcanary.errors import EXIT_GO, CanaryError
+from torchcanary.report.listing import Listing, add_format_flags, show
 from torchcanary.sections import get_section, section_names
-from torchcanary.store.location import is_postgres_url, open_store
+from torchcanary.store.location import open_store, store_location
 
 STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
 STORE_HELP += "canary-results/canary.db)"
@@ -46,13 +45,13 @@ def register(commands: Any) -> dict[str, Handler]:
         help="only results from this fleet hardware profile (as `run --fleet` stored them)",
     )
     history.add_argument("--plot", type=Path, help="SVG file to draw (default canary-results/)")
-    history.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(history)
     history.add_argument("--store", help=STORE_HELP)
 
     compare = commands.add_parser("compare", help="what changed between two runs")
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
-    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_format_flags(compare)
     compare.add_argument("--store", help=STORE_HELP)
 
     store = commands.add_parser("store", help="bring a store's schema forward, or copy a store")
@@ -91,16 +90,10 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
         read = get_section(section).record_from_json
         entries = history(store, args.item, section, run_filter, read)
         location = store.location
-    if args.json:
-        print(json.dumps([asdict(e) for e in entries], indent=2))
-        return EXIT_GO
-    table = Table(title=f"{args.item} ({section}) in {location}: {len(entries)} runs")
     profiled = any(entry.profile for entry in entries)  # a column only when the fleet ran it
     columns = ("run", *(("profile",) if profiled else ()), "when (UTC)", "baseline", "candidate")
-    for column in (*columns, "verdict", "ratio [interval]"):
-        table.add_column(column, overflow="fold")
-    for entry in entries:
-        table.add_row(
+    rows = [
+        (
             entry.run_id,
             *((entry.profile or "-",) if profiled else ()),
             when(entry),
@@ -109,7 +102,17 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
             entry.verdict,
             ratio_text(entry),
         )
-    console.print(table)
+        for entry in entries
+    ]
+    listing = Listing(
+        f"{args.item} ({section}) in {location}: {len(entries)} runs",
+        (*columns, "verdict", "ratio [interval]"),
+        rows,
+        ids=("run",),
+    )
+    show(console, listing, args.format, lambda: [asdict(e) for e in entries])
+    if args.format != "table":  # a script reads the rows; the plot is drawn for people
+        return EXIT_GO
     plot_path = args.plot or Path("canary-results") / f"history-{_file_name(args.item)}.svg"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot_path.write_text(plot(args.item, section, entries))
@@ -126,19 +129,22 @@ def _cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:
         found = compare_runs(store, args.run_a, args.run_b)
-    if args.json:
-        print(json.dumps(asdict(found), indent=2))
-        return EXIT_GO
-    table = Table(title=f"{found.run_a} -> {found.run_b}")
     # Fleet runs are compared per hardware profile; the column appears when one is involved.
     profiled = any(change.profile for change in found.changes)
     columns = ("section", "item", found.run_a, found.run_b, "detail")
-    for column in ("profile", *columns) if profiled else columns:
-        table.add_column(column, overflow="fold")
+    rows = []
     for change in found.changes:
         row = (change.section, change.item, change.before, change.after, change.detail)
-        table.add_row(*((change.profile, *row) if profiled else row))
-    console.print(table)
+        rows.append((change.profile, *row) if profiled else row)
+    listing = Listing(
+        f"{found.run_a} -> {found.run_b}",
+        ("profile", *columns) if profiled else columns,
+        rows,
+        ids=("item",),
+    )
+    show(console, listing, args.format, lambda: asdict(found))
+    if args.format != "table":
+        return EXIT_GO
     console.print(
         f"decision: {found.decision_a} -> {found.decision_b}; {len(found.changes)} changed, "
         f"{found.unchanged} unchanged",
@@ -172,6 +178,7 @@ def _cmd_store(args: argparse.Namespace, console: Console) -> int:
 
 
 def _same_store(source: str, target: str) -> bool:
-    if is_postgres_url(source) or is_postgres_url(target):
-        return source == target
-    return Path(source).resolve() == Path(target).resolve()
+    first, second = (store_location(text, Path.cwd()) for text in (source, target))
+    if isinstance(first, str) or isinstance(second, str):
+        return first == second
+    return first.resolve() == second.resolve()

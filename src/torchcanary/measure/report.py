@@ -72,6 +72,36 @@ def _percent(value: float | None) -> str:
     return f"{value:.1%}" if value < bound else f"over {bound:.0%}"
 
 
+# A change found needs no power figure; a "same" is decided by its interval, not by power.
+_MDE_MEANS_SOMETHING = (BenchVerdict.NO_CHANGE_DETECTED, BenchVerdict.TOO_NOISY)
+
+
+def _half_band(view: Any, result: BenchMeasured) -> float:
+    """The band a "same" interval had to fit (as ``section.run`` set it: the policy's
+    ``bench_max_slowdown`` narrows the configured equivalence band)."""
+    rules = policy_rules(view.run.plan.get("policy"))
+    return min(result.equivalence, float(rules["bench_max_slowdown"]))
+
+
+def _bound(result: BenchResult, view: Any) -> str:
+    """What bounds a row's change, beside its interval.
+
+    A "same" was decided by its interval lying inside the band: it shows the largest change
+    that interval leaves open, against the band. The MDE (the change found 9 times in 10,
+    at the level a lone discovery needs) is far wider and would read as a contradiction
+    there; it is shown where no change was found and none ruled out: how large one could
+    hide. A change found needs neither.
+    """
+    if not isinstance(result, BenchMeasured):
+        return "–"
+    if result.verdict is BenchVerdict.SAME and result.ci_low and result.ci_high:
+        reach = max(result.ci_high - 1, 1 / result.ci_low - 1)
+        return f"within ±{_percent(reach)} (band ±{_percent(_half_band(view, result))})"
+    if result.verdict in _MDE_MEANS_SOMETHING and result.mde is not None:
+        return f"MDE {_percent(result.mde)}"
+    return "–"
+
+
 def _roofline_text(result: BenchResult) -> str:
     if not isinstance(result, BenchMeasured):
         return "–"
@@ -132,10 +162,11 @@ def _forest_html(results: list[BenchMeasured], equivalence: float) -> str:
     )
 
 
-def _table_html(results: list[BenchResult]) -> str:
+def _table_html(results: list[BenchResult], view: Any) -> str:
     head = (
         "<tr><th>benchmark</th><th>verdict</th><th>ratio [interval]</th><th>q</th>"
-        "<th>MDE</th><th>baseline</th><th>candidate</th><th>roofline</th><th>notes</th></tr>"
+        "<th>bound / MDE</th><th>baseline</th><th>candidate</th><th>roofline</th>"
+        "<th>notes</th></tr>"
     )
     rows = []
     for result in results:
@@ -154,7 +185,7 @@ def _table_html(results: list[BenchResult]) -> str:
             f"<tr class='verdict-{escape(result.verdict)}'><td>{escape(result.key)}</td>"
             f"<td>{escape(result.verdict)}</td><td>{escape(_interval(result))}</td>"
             f"<td>{'–' if q is None else f'{q:.2g}'}</td>"
-            f"<td>{_percent(measured.mde if measured else None)}</td>"
+            f"<td>{escape(_bound(result, view))}</td>"
             f"<td>{format_seconds((sides.get('baseline') or {}).get('median_s'))}</td>"
             f"<td>{format_seconds((sides.get(judged) or {}).get('median_s'))}</td>"
             f"<td>{escape(_roofline_text(result))}</td>"
@@ -235,11 +266,15 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
         )
     control = result.aa_control
     if control and control.get("testable"):
+        power = (
+            f"; minimum detectable effect {_percent(result.mde)}"
+            if result.verdict in _MDE_MEANS_SOMETHING
+            else ""
+        )
         body.append(
             f"<p>A/A control (baseline against itself): {control['ratio']:.3f} "
             f"[{control['ci_low']:.3f}, {control['ci_high']:.3f}], q = "
-            f"{control['q_value']:.2g}; minimum detectable effect "
-            f"{_percent(result.mde)}.</p>"
+            f"{control['q_value']:.2g}{power}.</p>"
         )
     body.append(_list_html("Why this verdict", list(result.reasons)))
     body.append(_list_html("Noise warnings", list(result.noise_warnings)))
@@ -297,7 +332,7 @@ def html(view: Any) -> str:
         _confounds_html(view),
         f"<p>{summary}.</p>",
         _forest_html(measured, equivalence),
-        _table_html(results),
+        _table_html(results, view),
         "<h3>Per benchmark</h3>",
         "".join(_details_html(r, view) for r in measured),
     ]
@@ -338,9 +373,11 @@ def _marks(result: BenchResult) -> str:
 def markdown(view: Any) -> str:
     """A summary one terminal screen holds at 80 columns; the detail is the HTML report's.
 
-    Benchmarks are listed under their verdict, one line each: name, ratio with interval and
-    MDE. The build confound is stated once above, and what a row would repeat (confound,
-    noise warnings, changed kernels) is a one-character mark explained once.
+    Benchmarks are listed under their verdict, one line each: name, ratio with interval,
+    and where no change was found nor ruled out the MDE; the "same" heading names the band
+    each of its intervals lies in (what decided them, see ``_bound``). The build confound
+    is stated once above, and what a row would repeat (confound, noise warnings, changed
+    kernels) is a one-character mark explained once.
     """
     results = _results(view)
     aa = any(r.aa for r in results)
@@ -365,11 +402,13 @@ def markdown(view: Any) -> str:
         chosen = [r for r in results if r.verdict == verdict]
         if not chosen:
             continue
-        lines.append(f"**{verdict}** ({len(chosen)})")
+        lines.append(f"**{verdict}** ({len(chosen)})" + _heading_note(verdict, chosen, view))
         for result in chosen:
             line = f"- `{result.key}`{_marks(result)}"
             if isinstance(result, BenchMeasured) and result.ratio is not None:
-                line += f" {_interval(result)} MDE {_percent(result.mde)}"
+                line += f" {_interval(result)}"
+                if result.verdict in _MDE_MEANS_SOMETHING and result.mde is not None:
+                    line += f" MDE {_percent(result.mde)}"
             if not isinstance(result, BenchMeasured):
                 reason = result.reason
                 line += ": " + (reason if len(reason) <= 60 else reason[:59] + "…")
@@ -379,6 +418,33 @@ def markdown(view: Any) -> str:
                 lines.append(f"  {facts}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _heading_note(verdict: str, chosen: list[BenchResult], view: Any) -> str:
+    measured = [r for r in chosen if isinstance(r, BenchMeasured)]
+    if verdict != BenchVerdict.SAME or not measured:
+        return ""
+    bands = sorted({_half_band(view, r) for r in measured})
+    return f": each interval inside ±{'/'.join(_percent(b) for b in bands)}"
+
+
+def reused(view: Any) -> dict[str, tuple[int, int]]:
+    """Dispatch profiles (one per benchmark and side) and rooflines (one per environment)
+    kept from earlier runs of the same environment, of all this run has."""
+    profiles: list[bool] = []
+    rooflines: dict[str, bool] = {}
+    for result in _results(view):
+        if not isinstance(result, BenchMeasured):
+            continue
+        profiles += [_is_kept(found) for found in (result.dispatch or {}).values()]
+        for role, found in result.machine_roofline.items():
+            rooflines[role] = rooflines.get(role, False) or _is_kept(found)
+    counts = {"dispatch profiles": profiles, "rooflines": list(rooflines.values())}
+    return {kind: (sum(kept), len(kept)) for kind, kept in counts.items() if kept}
+
+
+def _is_kept(found: Any) -> bool:
+    return isinstance(found, dict) and isinstance(found.get(REUSED), dict)
 
 
 # --- JUnit -------------------------------------------------------------------------------

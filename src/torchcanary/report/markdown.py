@@ -2,8 +2,53 @@
 
 from __future__ import annotations
 
+import re
+
 from torchcanary.report.view import RunView
-from torchcanary.sections import get_section
+from torchcanary.sections import get_section, registered, reused
+
+_TAG_LIKE = re.compile(r"<[^<>\n]*>")
+
+
+def literal_text(text: str) -> str:
+    """``text`` for Markdown prose, with every ``<...>`` (a repr such as ``<alias of x>``)
+    as a code span: bare, a renderer takes it for an HTML tag and drops it, and an entity
+    (``&lt;``) shows as such in the terminal and in the file itself."""
+    return _TAG_LIKE.sub(lambda found: _code_span(found.group(0)), text)
+
+
+def _code_span(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def time_lines(view: RunView) -> list[str]:
+    """Where the run's time went, and what it took from earlier runs instead of making it
+    again: a second run of the same candidate reuses nearly everything, a new candidate
+    only the baseline's side, and its time is read in that light."""
+    seconds = (view.run.decision_detail or {}).get("seconds") or {}
+    spent = " · ".join(f"{part} {taken:.0f} s" for part, taken in seconds.items())
+    kept = reused_text(view)
+    return [f"Time: {spent}.", *([kept] if kept else [])]
+
+
+def reused_text(view: RunView) -> str | None:
+    """``Reused from earlier runs: 14 of 28 claim verdicts, ...``; None where the run's
+    sections keep nothing, or kept nothing this time."""
+    counts = [
+        (kind, kept, of)
+        for name in view.run.plan.get("sections", ())
+        if name in registered()
+        for kind, (kept, of) in reused(registered()[name], view).items()
+    ]
+    if not any(kept for _, kept, _ in counts):
+        return None
+    return (
+        "Reused from earlier runs: "
+        + ", ".join(f"{kept} of {of} {kind}" for kind, kept, of in counts)
+        + "."
+    )
 
 
 def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
@@ -21,8 +66,7 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     for warning in detail.get("warnings", []):
         lines.append(f"- warning: {warning}")
     if detail.get("seconds"):
-        spent = " · ".join(f"{part} {seconds:.0f} s" for part, seconds in detail["seconds"].items())
-        lines += ["", f"Time: {spent}."]
+        lines += ["", *time_lines(view)]
     confounds = view.confounds()
     if confounds:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]

@@ -9,7 +9,9 @@ runs opening a new store at once bring it forward exactly once.
 The reads and writes themselves are shared with SQLite (``store/sql_common.py``); this file
 holds connecting, migrating, error translation and PostgreSQL's spelling of an upsert.
 
-Any driver error becomes a ``StoreError`` of one line naming the store without its password.
+Any driver error becomes a ``StoreError`` of one line naming the store without its password;
+the server lost mid-run is a ``StoreLostError`` (exit 3) that says which run and how many of
+its results this process had stored before the loss: those are kept, for ``--resume``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from torchcanary.errors import StoreError
+from torchcanary.errors import StoreError, StoreLostError
+from torchcanary.results import ProbeResult
 from torchcanary.store.location import redact, scrub
+from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import MIGRATIONS, PRIMARY_KEYS, SCHEMA_VERSION, TABLE_COLUMNS
 from torchcanary.store.sql_common import SqlStore, Statement
 
@@ -45,6 +50,14 @@ def postgres_query(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+@dataclass
+class _Written:
+    """What this process has written: a lost server's message says what is kept."""
+
+    run_id: str | None = None
+    results: int = 0
+
+
 class PostgresStore(SqlStore):
     """The results database at ``url`` (``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``)."""
 
@@ -60,7 +73,8 @@ class PostgresStore(SqlStore):
         self._psycopg = psycopg
         self._url = url
         self._location = redact(url)
-        self._lost: StoreError | None = None
+        self._lost: StoreLostError | None = None
+        self._written = _Written()  # shared with ``scoped`` views: they write the same run
         try:
             self._db = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
@@ -91,10 +105,9 @@ class PostgresStore(SqlStore):
         try:
             yield
         except self._psycopg.OperationalError as exc:
-            lost = StoreError(
+            lost = StoreLostError(
                 f"lost the store at {self.location} while trying to {doing}: "
-                f"{scrub(str(exc), self._url)}; everything committed before is kept: once "
-                "the server is back, carry on with `torchcanary run --resume`"
+                f"{scrub(str(exc), self._url)}; {self._what_is_kept()}"
             )
             if self._db.broken or self._db.closed:
                 self._lost = lost
@@ -103,6 +116,33 @@ class PostgresStore(SqlStore):
             raise StoreError(
                 f"the store at {self.location} refused to {doing}: {scrub(str(exc), self._url)}"
             ) from None
+
+    def _what_is_kept(self) -> str:
+        run_id, saved = self._written.run_id, self._written.results
+        if run_id is None:
+            return "everything committed before is kept"
+        return (
+            f"kept: run {run_id} with the {saved} results this process stored before the "
+            "loss (and all committed earlier); once the server is back, carry on with "
+            f"`torchcanary run --resume {run_id}`"
+        )
+
+    # the writes that say what a lost server leaves kept ---------------------------------
+    def create_run(self, plan: dict[str, Any]) -> str:
+        self._written.run_id = super().create_run(plan)
+        return self._written.run_id
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        self._written.run_id = run_id  # a resumed run is named by its first status write
+        super().set_run_status(run_id, status)
+
+    def save_probe_result(self, result: ProbeResult) -> None:
+        super().save_probe_result(result)
+        self._written.results += 1
+
+    def save_section_result(self, run_id: str, result: SectionResult) -> None:
+        super().save_section_result(run_id, result)
+        self._written.results += 1
 
     # what the shared reads and writes need ------------------------------------------------
     def _execute(self, doing: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from torchcanary.report.junit import JUnitCase
+from torchcanary.report.markdown import literal_text
 from torchcanary.surface.assess import (
     IN_USE_OTHER,
     IN_USE_OVERRIDDEN,
@@ -191,7 +192,15 @@ def _cell(text: str) -> str:
 
 def _text_cell(text: str) -> str:
     """A cell outside backticks: angle brackets of reprs must not read as HTML tags."""
-    return _cell(text).replace("<", "&lt;")
+    return literal_text(_cell(text))
+
+
+def reused(view: Any) -> dict[str, tuple[int, int]]:
+    """The two environments' surface collections kept from earlier runs, of the two."""
+    summary, _ = _rows(view)
+    if summary is None or summary.verdict is DiffStatus.NOT_COMPARED:
+        return {}
+    return {"diff surfaces": (len(summary.reused_made_at or {}), 2)}
 
 
 def markdown(view: Any) -> str:
