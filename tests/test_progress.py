@@ -64,3 +64,17 @@ def test_clock_text_reads_as_minutes_past_a_minute() -> None:
         "1 min 00 s",
         "3 min 05 s",
     ]
+
+
+def test_a_line_longer_than_the_pipe_keeps_its_verdict_on_its_line() -> None:
+    """Issue 28 item 13: piped (80 columns) a drill's line ended "kill:restart-unshared: "
+    with its verdict wrapped onto a line of its own."""
+    clock = StepClock()
+    log = io.StringIO()
+    progress = Progress(Console(file=log, width=80), clock=clock)
+    with progress.task("fault drills", total=6) as task:
+        clock.now += 74
+        task.advance("baseline kill:restart-unshared: passed")
+    line = "  [1/6, 1 min 14 s, about 6 min 10 s left] baseline kill:restart-unshared: passed"
+    assert len(line) > 80
+    assert log.getvalue().splitlines()[-1] == line

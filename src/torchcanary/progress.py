@@ -45,7 +45,9 @@ class Progress:
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(message, markup=False, highlight=False)
+            # One item, one line: wrapped at the console's width (80 in a pipe or a file),
+            # "baseline kill:restart: passed" would end one line at "restart: ".
+            self.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
     @contextmanager
     def task(self, description: str, total: int | None) -> Iterator[TaskHandle]:
