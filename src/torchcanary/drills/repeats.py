@@ -103,8 +103,9 @@ class Comparison:
     """A drill's trials in the two environments, and the difference they support."""
 
     counts: str  # "passed 3 of 3 trials in the baseline and 0 of 3 in the candidate"
-    better: str | None  # the environment that passed all its trials where the other passed
-    # none: the difference claimed; None where the trials claim none
+    # The environment that passed every trial where the other passed none: the difference
+    # claimed. None: the trials claim no difference.
+    better: str | None
 
     def describe(self) -> str:
         if self.better is None:
