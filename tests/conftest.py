@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
+from env_specs import BARE_BASELINE_SPEC, BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
 from torchcanary.drills.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, cache_root, ensure_environment
@@ -96,6 +96,12 @@ def baseline_env() -> Environment:
 @pytest.fixture(scope="session")
 def candidate_env() -> Environment:
     return _shared_environment("candidate", CANDIDATE_SPEC)
+
+
+@pytest.fixture(scope="session")
+def bare_baseline_env() -> Environment:
+    """The baseline's torch alone (no numpy): what the README's own command builds."""
+    return _shared_environment("baseline", BARE_BASELINE_SPEC)
 
 
 @pytest.fixture(scope="session")

@@ -10,3 +10,5 @@ import os
 
 BASELINE_SPEC = os.environ.get("CANARY_TEST_BASELINE", "torch==2.13.0 numpy")
 CANDIDATE_SPEC = os.environ.get("CANARY_TEST_CANDIDATE", "torch==2.14.1 numpy")
+# The baseline's torch and nothing else, as the README's own command builds it (no numpy).
+BARE_BASELINE_SPEC = os.environ.get("CANARY_TEST_BARE_BASELINE", "torch==2.13.0")

@@ -121,6 +121,56 @@ def test_killed_rank_is_restarted_from_checkpoint_with_the_same_result(
 
 
 @pytest.mark.torch_envs
+def test_built_in_job_checkpoints_and_recovers_in_an_environment_without_numpy(
+    bare_baseline_env, import_root, tmp_path
+):
+    """Issue 28 item 2: the README's command builds torch alone; the built-in job's
+    checkpoints (torch.distributed.checkpoint plans with object collectives, which read
+    bytes through numpy) must not need numpy, so a default drill reaches a real verdict."""
+    probe = [bare_baseline_env.python, "-c", "import numpy"]
+    assert subprocess.run(probe, capture_output=True).returncode != 0, "numpy is installed"
+    runner = DrillRunner(bare_baseline_env.python, import_root, tmp_path)
+    outcome = runner.run(spec("kill", "restart-unshared"))
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert "numpy" not in str(payload["first_error"]).lower()
+    assert payload["resume_step"] == 4  # resumed from the checkpoint after step 3
+    assert payload["step_check"]["steps_compared"] == SHORT["steps"]
+
+
+_OBJECT_COLLECTIVE_WITHOUT_NUMPY = """
+import sys
+sys.modules["numpy"] = None  # as if numpy were not installed
+import torch.distributed as dist
+from torchcanary.worker.numpy_free import route_object_collectives_around_numpy
+routed = route_object_collectives_around_numpy() if sys.argv[1] == "routed" else False
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+gathered = [None]
+dist.all_gather_object(gathered, {"plan": "x" * 5000})
+print(routed, len(gathered[0]["plan"]))
+"""
+
+
+@pytest.mark.torch_envs
+@pytest.mark.parametrize("role", ["baseline", "candidate"])
+def test_object_collectives_read_their_bytes_without_numpy_in_both_torch_versions(
+    role, request, import_root
+):
+    """Issue 28 item 2: torch 2.13 and 2.14 (whose ``_tensor_to_object`` differ) both
+    gather objects without numpy once routed; unrouted, both need numpy."""
+    env = request.getfixturevalue(f"{role}_env")
+    environ = {**os.environ, "PYTHONPATH": str(import_root)}
+
+    def gather(mode: str) -> subprocess.CompletedProcess[str]:
+        command = [env.python, "-c", _OBJECT_COLLECTIVE_WITHOUT_NUMPY, mode]
+        return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
+
+    routed, plain = gather("routed"), gather("plain")
+    assert routed.returncode == 0 and routed.stdout.split() == ["True", "5000"], routed.stderr
+    assert plain.returncode != 0 and "Numpy is not available" in plain.stderr
+
+
+@pytest.mark.torch_envs
 def test_hung_rank_surfaces_as_timeout_error_within_the_timeout(
     baseline_env, import_root, tmp_path
 ):

@@ -80,3 +80,17 @@ def test_a_log_line_longer_than_the_console_is_written_whole() -> None:
         "claims ...",
         "  [1/2, 0 s, about 0 s left] baseline compile.complex-decomposition-opt-in: confirmed",
     ]
+
+
+def test_a_line_longer_than_the_pipe_keeps_its_verdict_on_its_line() -> None:
+    """Issue 28 item 13: piped (80 columns) a drill's line ended "kill:restart-unshared: "
+    with its verdict wrapped onto a line of its own."""
+    clock = StepClock()
+    log = io.StringIO()
+    progress = Progress(Console(file=log, width=80), clock=clock)
+    with progress.task("fault drills", total=6) as task:
+        clock.now += 74
+        task.advance("baseline kill:restart-unshared: passed")
+    line = "  [1/6, 1 min 14 s, about 6 min 10 s left] baseline kill:restart-unshared: passed"
+    assert len(line) > 80
+    assert log.getvalue().splitlines()[-1] == line

@@ -18,6 +18,7 @@ from rich.console import Console
 from cli_helpers import run_canary
 from torchcanary.context import RunContext
 from torchcanary.drills import section as drill_section
+from torchcanary.drills.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
 from torchcanary.drills.result import DrillReference, DrillRun
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
@@ -280,7 +281,7 @@ def test_the_drill_section_stores_each_row_as_its_versioned_record(
         ("net-slow:none", "baseline", "not-checkable"),
         ("net-slow:none", "candidate", "not-checkable"),
     ]
-    assert all(row.payload[RECORD_SCHEMA_KEY] == 1 for row in rows)
+    assert all(row.payload[RECORD_SCHEMA_KEY] == DRILL_SCHEMA_VERSION for row in rows)
     assert "'ip' command" in rows[0].payload["reason"]
 
 

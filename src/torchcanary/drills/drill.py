@@ -13,7 +13,8 @@ The verdicts, per drill and environment:
 - failed: the path exists here but did not deliver (no recovery, wrong result, no error);
 - absent: this version or backend has no such path (the job said so when it tried);
 - not-checkable: the drill cannot run on this machine (no namespaces, too little memory);
-- error: the harness broke (the job would not even start without a fault).
+- error: the harness broke (the job would not even start without a fault);
+- flaky: a drill run several times (``drills/repeats.py``) passed some trials, not all.
 """
 
 from __future__ import annotations

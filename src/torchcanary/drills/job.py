@@ -45,6 +45,7 @@ from torchcanary.drills.model import (
     shard_of_step,
 )
 from torchcanary.drills.replicas import Replicas
+from torchcanary.worker.numpy_free import route_object_collectives_around_numpy
 
 EXIT_RECOVERY_UNSUPPORTED = 3
 
@@ -441,6 +442,8 @@ class Job:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The job runs in the user's environment as it is: its checkpoints must not need numpy.
+    route_object_collectives_around_numpy()
     return Job(parse_args(argv)).run()
 
 

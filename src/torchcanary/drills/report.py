@@ -10,6 +10,7 @@ from __future__ import annotations
 import html as html_lib
 from typing import Any
 
+from torchcanary.drills import repeats
 from torchcanary.drills.catalog import FAULTS, RECOVERIES
 from torchcanary.drills.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drills.verdict import DrillVerdict
@@ -107,11 +108,27 @@ def _flight(result: DrillRun) -> str:
     return text
 
 
+def _trials(result: DrillRun) -> str:
+    """`` (2 of 3 passed)``: how many of its trials passed, for a row that kept its trials
+    (a row stored before drills were repeated shows its verdict alone, as it did)."""
+    return f" ({result.trials_passed} of {result.trial_count} passed)" if result.trials else ""
+
+
+def _between_versions(rows: dict[str, DrillRecord]) -> str | None:
+    """What the trials say about the two versions, for a drill repeated in either."""
+    base, cand = rows.get("baseline"), rows.get("candidate")
+    if not (isinstance(base, DrillRun) and isinstance(cand, DrillRun)):
+        return None
+    if max(base.trial_count, cand.trial_count) == 1:
+        return None
+    return repeats.compare(base, cand).describe()
+
+
 def _cells(result: DrillRun) -> list[str]:
     identical = result.params_identical
     return [
         _mode(result),
-        result.verdict.value,
+        result.verdict.value + _trials(result),
         _seconds(result.detect_s),
         _seconds(result.resume_s),
         "–" if result.steps_lost is None else str(result.steps_lost),
@@ -266,6 +283,9 @@ def html(view: Any) -> str:
             ]
             out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
         out.append("</tbody></table>")
+        between = _between_versions(rows[key])
+        if between:
+            out.append(f"<p>Between the versions: {_esc(between)}.</p>")
         plots = [
             timeline_svg(_timeline(rows[key][role]), f"{key} — {role}")
             for role in _ROLES
@@ -292,7 +312,10 @@ def _summary_line(key: str, role: str, result: DrillRun) -> str:
         facts.append(f"{result.steps_lost} steps lost")
     if result.step_check:
         facts.append(f"steps vs fault-free: {_steps(result.step_check)}")
-    line = f"- `{key}` {role} ({_mode(result)}): **{result.verdict.value}**; " + ", ".join(facts)
+    line = (
+        f"- `{key}` {role} ({_mode(result)}): **{result.verdict.value}**{_trials(result)}; "
+        + ", ".join(facts)
+    )
     if not result.passed and result.reason:
         line += f"; {result.reason[:160]}"
     return line.replace("\n", " ")
@@ -312,6 +335,9 @@ def markdown(view: Any) -> str:
             result = rows[key].get(role)
             if isinstance(result, DrillRun):
                 lines.append(_summary_line(key, role, result))
+        between = _between_versions(rows[key])
+        if between:
+            lines.append(f"- `{key}` between the versions: {between}")
     lines += _reference_lines(rows)
     lines += [
         "",
@@ -355,6 +381,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
         DrillVerdict.ERROR: "error",
         DrillVerdict.ABSENT: "skipped",
         DrillVerdict.NOT_CHECKABLE: "skipped",
+        DrillVerdict.FLAKY: "failure",  # a recovery that works only some of the time
     }
     cases = []
     for result in _records(view):
@@ -366,7 +393,12 @@ def junit_cases(view: Any) -> list[JUnitCase]:
                 name=f"{result.key} [{result.env_role}]",
                 status=status[result.verdict],
                 time_s=float(result.duration_s or 0.0),
-                message=result.reason_text,
+                message=(
+                    f"{result.trials_passed} of {result.trial_count} trials passed: "
+                    if result.trials
+                    else ""
+                )
+                + result.reason_text,
                 text=_flight(result),
             )
         )

@@ -6,7 +6,8 @@ fault-free runs the drills were compared against.
   measured: the injected fault and the recovery figures (``judging.fault_facts``), the
   final and per-step results against the fault-free run, the Flight Recorder's finding
   and the timeline. A drill of the user's own job (``drills/user_job.py``) fills the
-  ``job*`` fields.
+  ``job*`` fields. A repeated drill (``drills/repeats.py``) keeps each trial in ``trials``
+  and the figures of one of them.
 - :class:`DrillReference` (key ``reference:<mode>``): one fault-free run; its verdict is
   ``passed`` when it finished right, ``failed`` otherwise.
 
@@ -15,19 +16,21 @@ A drill that did not run far (not checkable here, absent, a harness error) carri
 drill wrote it. A field the row stored as ``null`` is kept as ``null``, and keys this
 version does not know stay in ``extra``, and the payload's keys keep their stored order,
 so a row read and written again is the row that was stored, to the byte. :func:`from_json`
-reads the unversioned payloads of older runs as version 1.
+reads the unversioned payloads of older runs as version 1; version 2 added ``trials``, and
+a row without it reads as one trial.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.results import payload_fields, payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
-SCHEMA_VERSION = 1
+# 2: ``trials``, each trial of a repeated drill. Version 1 rows read as one trial each.
+SCHEMA_VERSION = 2
 REFERENCE_PREFIX = "reference:"
 
 
@@ -88,6 +91,7 @@ class DrillRun:
     nodes: tuple[Any, ...] | None = None  # where each rank ran
     ray_noticed_s: float | None = None  # a node kill: how long until Ray counted it dead
     # the drill as a whole
+    trials: tuple[dict[str, Any], ...] | None = None  # each trial (drills/repeats.py)
     duration_s: float | None = None
     orphans_after_cleanup: tuple[int, ...] | None = None
     namespaces_after_cleanup: tuple[str, ...] | None = None
@@ -98,6 +102,18 @@ class DrillRun:
     @property
     def passed(self) -> bool:
         return self.verdict is DrillVerdict.PASSED
+
+    @property
+    def trial_count(self) -> int:
+        """How many trials made this row (one, for a row stored before trials were kept)."""
+        return len(self.trials) if self.trials else 1
+
+    @property
+    def trials_passed(self) -> int:
+        """How many of its trials passed."""
+        if not self.trials:
+            return int(self.passed)
+        return sum(trial.get("verdict") == DrillVerdict.PASSED.value for trial in self.trials)
 
     @property
     def reason_text(self) -> str:
@@ -161,7 +177,7 @@ def is_reference(key: str) -> bool:
 def from_json(data: dict[str, Any]) -> DrillRecord:
     """One stored drill row ``{key, env_role, verdict, payload}`` as its record."""
     payload = data.get("payload") or {}
-    payload_version(payload, SCHEMA_VERSION)
+    version = payload_version(payload, SCHEMA_VERSION)
     key = str(data["key"])
     kind: type[DrillRun] | type[DrillReference] = DrillReference if is_reference(key) else DrillRun
     arguments = record_arguments(kind, payload)
@@ -173,6 +189,7 @@ def from_json(data: dict[str, Any]) -> DrillRecord:
         key=key,
         env_role=str(data["env_role"]),
         verdict=DrillVerdict(data["verdict"]),
+        schema_version=version,  # an older row is written again as it was stored
         **arguments,
     )
 
@@ -181,7 +198,8 @@ def drill_record(
     key: str, env_role: str, verdict: DrillVerdict, payload: dict[str, Any]
 ) -> DrillRecord:
     """The record of what a drill runner measured (its payload), as the section stores it."""
-    return from_json({"key": key, "env_role": env_role, "verdict": verdict, "payload": payload})
+    record = from_json({"key": key, "env_role": env_role, "verdict": verdict, "payload": payload})
+    return replace(record, schema_version=SCHEMA_VERSION)
 
 
 def from_rows(rows: list[SectionResult]) -> list[DrillRecord]:

@@ -27,10 +27,14 @@ Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
   run again instead of reusing the one cached for this job, its files and environment
   (the built-in job's too: its key is the environment, torchcanary's files and the
   job's shape).
+- repeats (``drills/repeats.py``): ``trials`` [1], how many times each drill runs in each
+  environment; ``disagreement_trials`` [3], how many trials each environment gets when
+  they disagree (one passed every trial, the other failed or errored in one); 1 to 10.
 
 Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
-  candidate blocks;
+  candidate blocks, when its trials support the difference (all of the baseline's passed,
+  none of the candidate's: ``repeats.compare``);
 - ``drill_block_on_wrong_result`` [true]: a candidate drill whose job finished with
   replicas that differ, with a step whose loss or gradient norm is off the fault-free run's
   by more than ``drill_loss_rtol`` (relative; default ``trajectory.LOSS_RTOL``, 1e-4), or
@@ -48,17 +52,24 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
-from torchcanary.drills import trajectory
+from torchcanary.drills import repeats, trajectory
 from torchcanary.drills.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
 from torchcanary.drills.drill import DrillOutcome, DrillRunner
 from torchcanary.drills.job_reference_cache import ReferenceCache
-from torchcanary.drills.result import REFERENCE_PREFIX, DrillRun, drill_record, from_rows
+from torchcanary.drills.result import (
+    REFERENCE_PREFIX,
+    DrillRecord,
+    DrillRun,
+    drill_record,
+    from_json,
+    from_rows,
+)
 from torchcanary.drills.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
 from torchcanary.drills.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
@@ -113,21 +124,25 @@ def _faults(value: Any) -> list[str]:
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the drill table and fill in defaults; ConfigError names problem and fix."""
-    unknown = sorted(set(mapping) - set(_DEFAULTS) - set(JOB_DEFAULTS) - {"faults"})
+    own = {*_DEFAULTS, *JOB_DEFAULTS, *repeats.REPEAT_DEFAULTS}
+    unknown = sorted(set(mapping) - own - {"faults"})
     if unknown:
-        known = ", ".join(sorted([*_DEFAULTS, *JOB_DEFAULTS]))
+        known = ", ".join(sorted(own))
         raise _problem(f"unknown key {unknown[0]!r}: known keys are faults, {known}")
-    settings: dict[str, Any] = dict(_DEFAULTS)
+    settings: dict[str, Any] = {**_DEFAULTS, **repeats.REPEAT_DEFAULTS}
     try:
         settings.update(parse_job_settings(dict(mapping)))
     except ValueError as exc:
         raise _problem(str(exc)) from exc
     settings["faults"] = _faults(mapping.get("faults", list(DEFAULT_DRILLS)))
-    for key in _INTEGERS:
+    for key in (*_INTEGERS, *repeats.REPEAT_DEFAULTS):
         value = mapping.get(key, settings[key])
         if isinstance(value, bool) or not isinstance(value, int):
             raise _problem(f"{key} = {value!r}: must be a whole number")
         settings[key] = value
+    for key in repeats.REPEAT_DEFAULTS:
+        if not 1 <= settings[key] <= repeats.MAX_TRIALS:
+            raise _problem(f"{key} = {settings[key]}: choose from 1 to {repeats.MAX_TRIALS}")
     for key in _NUMBERS:
         value = mapping.get(key, settings[key])
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -174,11 +189,13 @@ def drill_specs(settings: Mapping[str, Any]) -> list[DrillSpec]:
 
 
 def run(ctx: RunContext) -> None:
-    """Run every configured drill in each environment, committing each as it finishes."""
+    """Run every configured drill in each environment, repeating it where the environments
+    disagree (``drills/repeats.py``), committing each drill as its trials finish."""
     settings = parse_settings(ctx.plan.section_settings(SECTION))
     specs = drill_specs(settings)
     roles = [role for role in ROLES if role in ctx.environments]
     done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
+    stored = _stored_trials(ctx) if ctx.resume else {}
     job = user_job(settings)
     runners: dict[str, DrillRunner] = {}
     cache = ReferenceCache(cache_root() / "drill-references", ctx.progress.note)
@@ -211,11 +228,19 @@ def run(ctx: RunContext) -> None:
                         task.advance(f"{role} {spec.key}: already stored")
                     else:
                         running[spec, role] = pool.submit(_run_one, runners[role], spec)
-            for (spec, role), future in running.items():
-                outcome = future.result()
-                record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
-                ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
-                task.advance(f"{role} {spec.key}: {outcome.verdict.value}")
+            firsts = {key: future.result() for key, future in running.items()}
+            for spec in turn:
+                trials = {role: [firsts[spec, role]] for role in roles if (spec, role) in firsts}
+                earlier = {
+                    role: stored[spec.key, role] for role in roles if (spec.key, role) in stored
+                }
+                repeat = _Repeat(spec, settings, pool, runners, ctx.progress.note)
+                repeat.until_enough(trials, earlier)
+                for role, outcomes in trials.items():
+                    outcome = repeats.combine(outcomes)
+                    record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
+                    ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+                    task.advance(f"{role} {spec.key}: {_verdict_text(record)}")
     for role, runner in runners.items():
         for reference in runner.references():
             verdict = DrillVerdict.PASSED if reference.get("ok") else DrillVerdict.FAILED
@@ -234,6 +259,79 @@ def _turns(specs: list[DrillSpec]) -> list[list[DrillSpec]]:
     working = [spec for spec in specs if spec.recovery != "timeout"]
     turns = [[*waiting[i : i + 1], spec] for i, spec in enumerate(working)]
     return turns + [[spec] for spec in waiting[len(working) :]]
+
+
+def _stored_trials(ctx: RunContext) -> dict[tuple[str, str], list[DrillVerdict]]:
+    """The trials' verdicts of each drill a resumed run already stored, by key and role."""
+    verdicts = {}
+    for row in ctx.store.section_results(ctx.run_id, SECTION):
+        record: DrillRecord = from_json(row.to_json())
+        if isinstance(record, DrillRun):
+            trials = record.trials or ({"verdict": record.verdict.value},)
+            verdicts[record.key, record.env_role] = [DrillVerdict(t["verdict"]) for t in trials]
+    return verdicts
+
+
+def _verdict_text(record: DrillRecord) -> str:
+    """A drill's verdict for a progress line, with its trials when there were several."""
+    if isinstance(record, DrillRun) and record.trial_count > 1:
+        return f"{record.verdict} ({record.trials_passed} of {record.trial_count} trials passed)"
+    return record.verdict.value
+
+
+class _Repeat:
+    """Runs one drill again in each environment until it has its trials (drills/repeats.py):
+    ``trials`` each, and ``disagreement_trials`` each where the environments disagree. The
+    environments' trials run at once, as their first ones did; one trial at a time in each."""
+
+    def __init__(
+        self,
+        spec: DrillSpec,
+        settings: Mapping[str, Any],
+        pool: ThreadPoolExecutor,
+        runners: Mapping[str, DrillRunner],
+        note: Callable[[str], None],
+    ) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.pool = pool
+        self.runners = runners
+        self.note = note
+
+    def until_enough(
+        self, trials: dict[str, list[DrillOutcome]], earlier: Mapping[str, list[DrillVerdict]]
+    ) -> None:
+        """Add trials to ``trials`` (role: outcomes so far); ``earlier`` holds the verdicts
+        of an environment a resumed run stored before, which gets no more trials."""
+        self._run_until(trials, self.settings["trials"])
+        verdicts = {role: [o.verdict for o in outcomes] for role, outcomes in trials.items()}
+        verdicts.update(earlier)
+        if len(verdicts) < 2 or not repeats.disagree(*verdicts.values()):
+            return
+        wanted = max(self.settings["trials"], self.settings["disagreement_trials"])
+        if all(len(outcomes) >= wanted for outcomes in trials.values()):
+            return
+        seen = ", ".join(
+            f"{'/'.join(sorted({v.value for v in found}))} in the {role}"
+            for role, found in sorted(verdicts.items())
+        )
+        self.note(
+            f"{self.spec.key}: {seen}; {wanted} trials in each environment, to tell a "
+            "version difference from luck"
+        )
+        self._run_until(trials, wanted)
+
+    def _run_until(self, trials: dict[str, list[DrillOutcome]], wanted: int) -> None:
+        while any(len(outcomes) < wanted for outcomes in trials.values()):
+            round_ = {
+                role: self.pool.submit(_run_one, self.runners[role], self.spec)
+                for role, outcomes in trials.items()
+                if len(outcomes) < wanted
+            }
+            for role, future in round_.items():
+                trials[role].append(future.result())
+                verdict = trials[role][-1].verdict
+                self.note(f"  {role} {self.spec.key}: trial {len(trials[role])}: {verdict}")
 
 
 def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:
@@ -270,6 +368,16 @@ def not_run(view: Any) -> list[NotRun]:
     ]
 
 
+def _trials_said(base: DrillRun | None, cand: DrillRun) -> str:
+    """`` (3 of 3 trials against 0 of 3)`` where either environment ran several trials."""
+    if base is None or max(base.trial_count, cand.trial_count) == 1:
+        return ""
+    return (
+        f" ({base.trials_passed} of {base.trial_count} trials against "
+        f"{cand.trials_passed} of {cand.trial_count})"
+    )
+
+
 def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
     """Why the drills say no-go under ``policy`` (keys and defaults: module docstring)."""
     results = drill_runs(view)
@@ -283,16 +391,17 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
         if cand is None:
             continue
-        # An error is not a regression but a drill that did not happen (``not_run``).
+        # Only a difference the trials support (drills/repeats.py) is a regression; an
+        # error is no regression but a drill that did not happen (``not_run``).
         regressed = (
             base is not None
-            and base.passed
-            and cand.verdict not in (DrillVerdict.PASSED, DrillVerdict.ERROR)
+            and cand.verdict is not DrillVerdict.ERROR
+            and repeats.compare(base, cand).better == "baseline"
         )
         if rules["drill_block_on_regression"] and regressed:
             reasons.append(
                 f"drill {key} passed in the baseline but is {cand.verdict.value} in the "
-                f"candidate: {cand.reason_text}"
+                f"candidate{_trials_said(base, cand)}: {cand.reason_text}"
             )
         # A non-deterministic job of the user's is judged within the tolerance they set.
         rtol_here = max(rtol, float(cand.job_rtol or 0.0))

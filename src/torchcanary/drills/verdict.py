@@ -13,6 +13,7 @@ class DrillVerdict(str, enum.Enum):
     ABSENT = "absent"
     NOT_CHECKABLE = "not-checkable"
     ERROR = "error"
+    FLAKY = "flaky"  # repeated: passed in some trials, not in others (drills/repeats.py)
 
     def __str__(self) -> str:  # in text (reasons, tables) a verdict reads as its stored word
         return self.value
