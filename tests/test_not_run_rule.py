@@ -7,11 +7,14 @@ into a warning every report still shows.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
 import pytest
+from rich.console import Console
 
+from torchcanary.cli import _print_verdict
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.json_out import render_json
@@ -106,3 +109,15 @@ def test_a_retired_policy_key_names_the_key_that_replaced_it() -> None:
     """Issue 28 item 1: the sections' own "did not run" keys gave way to the core's."""
     with pytest.raises(ConfigError, match="'bench_block_on_candidate_failure' is retired"):
         resolve_policy({"bench_block_on_candidate_failure": True}, ("bench",))
+
+
+def test_the_last_line_of_a_go_with_warnings_says_so(store: Store) -> None:
+    """Issue 28 item 1: the terminal's verdict line of a go the policy let through with a
+    warning names the warning; "no policy objected" would read as a clean go."""
+    run_id = _drill_run(store, "error", NEVER_STRUCK)
+    decision, _ = _finish(store, run_id, {"block_on_not_run": False}, ("drill",))
+    out = io.StringIO()
+    assert _print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("verdict: go (exit 0) with warnings: section drill: 2 item(s)")
+    assert "no policy objected" not in line

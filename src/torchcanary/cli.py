@@ -387,6 +387,10 @@ def _print_verdict(
         code = EXIT_INTERNAL
         broken = [f"{unit} could not finish: {error}" for unit, error in failures.items()]
         verdict = f"none (exit {code}): {_first_of(broken, 'failure')}"
+    elif decision.go and decision.warnings:
+        # A go the policy let through with warnings must not read as a clean go.
+        code = EXIT_GO
+        verdict = f"go (exit {code}) with warnings: {_first_of(decision.warnings, 'warning')}"
     elif decision.go:
         code, verdict = EXIT_GO, f"go (exit {EXIT_GO}): no policy objected"
     else:
