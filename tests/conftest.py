@@ -28,6 +28,10 @@ from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.store.sqlite import Store
 
+# real_parts: a test that could not use PostgreSQL, Ray, namespaces or Chromium fails under
+# CI and is counted in the summary; pytester: the real inner pytest runs that test that.
+pytest_plugins = ("pytester", "real_parts")
+
 # CI replays the same generated cases every time, so a red build names a change, not a draw;
 # HYPOTHESIS_PROFILE=explore draws fresh cases each run, for hunting new bugs.
 settings.register_profile("ci", derandomize=True)
@@ -188,10 +192,11 @@ def ray_cluster():
 
     The head also serves Ray clients; ``cluster.client_address`` is its ``ray://`` address.
     """
-    pytest.importorskip("ray")
     import socket
 
-    from fleet_helpers import FLEET_PROFILES
+    from fleet_helpers import FLEET_PROFILES, require_ray
+
+    require_ray()
     from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
 
     with socket.socket() as probe:

@@ -191,7 +191,7 @@ def test_cut_link_in_a_namespace_surfaces_as_timeout_and_namespaces_are_removed(
     baseline_env, import_root, tmp_path
 ):
     if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2")
+        pytest.skip("not checked: network namespaces need root and iproute2")
     runner = DrillRunner(baseline_env.python, import_root, tmp_path)
     outcome = runner.run(spec("net-down", "timeout"))
     assert outcome.verdict == "passed", outcome.payload["reason"]

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from fleet_helpers import require_ray
 from torchcanary.errors import ConfigError
 from torchcanary.fleet import node_side, smoke
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
@@ -181,7 +182,7 @@ def _free_port() -> int:
 
 @pytest.mark.ray
 def test_an_address_nobody_listens_on_is_one_clear_line() -> None:
-    pytest.importorskip("ray")
+    require_ray()
     port = _free_port()
     done = _connect_in_a_fresh_process(f"ray://127.0.0.1:{port}", timeout_s=5)
     assert done.returncode == 2, done.stderr
@@ -193,7 +194,7 @@ def test_an_address_nobody_listens_on_is_one_clear_line() -> None:
 
 @pytest.mark.ray
 def test_a_port_that_accepts_but_never_answers_gives_up_within_the_deadline() -> None:
-    pytest.importorskip("ray")
+    require_ray()
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
@@ -208,7 +209,7 @@ def test_a_port_that_accepts_but_never_answers_gives_up_within_the_deadline() ->
 
 @pytest.mark.ray
 def test_a_malformed_address_says_how_to_write_one() -> None:
-    pytest.importorskip("ray")
+    require_ray()
     done = _connect_in_a_fresh_process("head-without-port", timeout_s=3)
     assert done.returncode == 2
     assert "cannot read the Ray cluster address 'head-without-port'" in done.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-from fleet_helpers import candidate_node_drills, drill_processes_left
+from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
 from torchcanary.fleet.local_cluster import (
     local_node_args,
     start_local_cluster,
@@ -80,7 +80,7 @@ def drill_cluster(candidate_env):
     The two nodes act as if torchcanary ran there without root (a raylet setting), so a
     fault that needs privileges is refused there before it is tried.
     """
-    pytest.importorskip("ray")
+    require_ray()
     cluster = start_local_cluster(["drill-head"], head_cpus=0)
     try:
         for name in ("drill-a", "drill-b", "drill-c"):

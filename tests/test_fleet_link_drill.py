@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-from fleet_helpers import candidate_node_drills, drill_processes_left
+from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
 from torchcanary.drills.netns import why_unavailable
 from torchcanary.fleet.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
@@ -52,7 +52,7 @@ def _command(pid: int) -> str:
 def bridged_cluster(candidate_env):
     """A head with no CPU and three one-CPU nodes (two for the drill, one spare), each in
     its own namespace; nothing of it (process, namespace, veth, bridge) outlives the module."""
-    pytest.importorskip("ray")
+    require_ray()
     why = why_unavailable(need_tc=True)
     if why:
         pytest.skip(f"not checked: {why}")

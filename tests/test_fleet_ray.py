@@ -7,9 +7,11 @@ kills a node adds its own node first, so it runs last and spoils nothing for the
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +163,90 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
         ],
     }
     assert "hunter2" not in result.to_json() and "hf_secret" not in result.to_json()
+
+
+@pytest.mark.timeout(180)  # before the fix the driver waited for ever
+def test_a_result_the_driver_cannot_read_ends_its_unit_as_an_error_and_the_others_go_on(
+    fleet,
+) -> None:
+    """Issue 28 item 7: a stream that breaks with a non-Ray error reaches the consumer as
+    its unit's end (FAILED, with the cause) instead of dying in the reader thread."""
+    nodes = by_profile(fleet.discover())
+    # The driver strips URLs from every result before keeping it, and a malformed one (an
+    # IPv6 host without its closing bracket) makes that raise a plain ValueError there. As a
+    # mapping key it leaves the driver unstripped; the node's error message quotes it.
+    malformed = {"http://[fe80::1": 1}
+    unreadable = "error: the unit's result could not be read on the driver: ValueError: "
+    streamed: dict[str, list[UnitResult]] = {"unreadable": [], "pieces": []}
+    for result in fleet.dispatch_streaming(
+        [
+            Assignment(
+                nodes["alpha-box"],
+                WorkUnit("unreadable", smoke.PIECES_WORKER, {"pieces": 1, "fail": malformed}),
+            ),
+            Assignment(nodes["beta-box"], WorkUnit("pieces", smoke.PIECES_WORKER, {"pieces": 2})),
+        ]
+    ):
+        streamed[result.unit_id].append(result)
+    piece, broken = streamed["unreadable"]
+    assert (piece.status, broken.status) == (UnitStatus.PARTIAL, UnitStatus.FAILED)
+    assert broken.profile_key == "alpha-box"
+    assert broken.error == unreadable + "Invalid IPv6 URL"
+    assert [r.status for r in streamed["pieces"]] == [UnitStatus.PARTIAL] * 2 + [UnitStatus.OK]
+    # The same for a unit that returns once: the run goes on past it.
+    results = {
+        result.unit_id: result
+        for result in fleet.dispatch(
+            [
+                Assignment(
+                    nodes["alpha-box"], WorkUnit("unreadable", smoke.WORKER, {"fail": malformed})
+                ),
+                Assignment(nodes["beta-box"], WorkUnit("good", smoke.WORKER, {})),
+            ]
+        )
+    }
+    assert results["unreadable"].status is UnitStatus.FAILED
+    assert results["unreadable"].error == unreadable + "Invalid IPv6 URL"
+    assert results["good"].status is UnitStatus.OK
+
+
+def _running_unit_pid(raylet_pid: int, timeout_s: float = 60.0) -> int:
+    """The Ray worker of ``raylet_pid`` that runs a unit now (Ray titles it ``ray::run_unit``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                title = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == raylet_pid and title.startswith(b"ray::run_unit"):
+                return int(entry.name)
+        time.sleep(0.2)
+    raise AssertionError(f"no unit started under raylet {raylet_pid} within {timeout_s:.0f}s")
+
+
+def test_a_worker_that_crashes_on_a_live_node_fails_its_unit_with_the_cause(
+    ray_cluster, fleet
+) -> None:
+    """Issue 28 item 7: a crashed worker on a healthy node is not "node went away": Ray's
+    node table is asked, and the unit is FAILED with the crash as its cause."""
+    nodes = by_profile(fleet.discover())
+    alpha = nodes["alpha-box"]
+    results = fleet.dispatch(
+        [Assignment(alpha, WorkUnit("crashing", smoke.WORKER, {"sleep_s": 60}))]
+    )
+    os.kill(_running_unit_pid(raylet_pids(ray_cluster)[alpha.node_id]), signal.SIGKILL)
+    [crashed] = list(results)
+    assert crashed.status is UnitStatus.FAILED
+    assert (crashed.node_id, crashed.profile_key) == (alpha.node_id, "alpha-box")
+    assert (crashed.error or "").startswith(
+        f"worker crashed on a live node ({alpha.node_id[:12]}): WorkerCrashedError: "
+    )
+    assert fleet.node_alive(alpha.node_id)
+    # The node runs the next unit as before.
+    [after] = fleet.dispatch([Assignment(alpha, WorkUnit("after", smoke.WORKER, {}))])
+    assert after.status is UnitStatus.OK, after.error
 
 
 def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, fleet) -> None:

@@ -3,7 +3,8 @@
 This is the only module that imports Ray, and only when a fleet is used. Every task is
 pinned to its node (hard node affinity, no retries elsewhere): a unit's result must come
 from the hardware it was meant for, so a unit whose node dies is reported LOST rather
-than quietly re-run on another profile.
+than quietly re-run on another profile. LOST is claimed only when Ray's node table counts
+the node dead; a worker that crashed on a live node is the unit's failure, with its cause.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +32,9 @@ from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 _POLL_S = 1.0
+# How long Ray's node table may lag a worker's news that its node died: the head marks a
+# node dead after its health checks fail (Ray's defaults: 5 misses, 3 s apart, 10 s each).
+NODE_DEATH_NOTICE_S = 60.0
 _FIX = "check the address (HOST:PORT or ray://HEAD:10001) and that the Ray head node is up"
 
 
@@ -123,7 +128,8 @@ class RayExecutor:
 
         Every unit is sent before this returns (not when the iterator is first read).
         Secrets are stripped from each unit before it leaves and from each result before
-        it is handed back. A unit whose node or worker process dies comes back LOST.
+        it is handed back. A unit whose node dies comes back LOST; one whose worker process
+        crashes on a live node, or whose result cannot be read, comes back FAILED with why.
         """
         in_flight: dict[Any, Assignment] = {}
         for assignment in assignments:
@@ -140,7 +146,8 @@ class RayExecutor:
 
         Every unit is sent before this returns. A thread per unit reads its Ray generator
         (its pieces arrive in order) and hands each result to one queue, read here; a unit
-        whose node dies ends LOST after the pieces it had sent.
+        whose node dies ends LOST after the pieces it had sent. Each thread puts its unit's
+        end whatever breaks, so the queue is never waited on for a unit that cannot end.
         """
         arrived: queue.Queue[UnitResult] = queue.Queue()
         for assignment in assignments:
@@ -168,17 +175,21 @@ class RayExecutor:
     def _read_stream(
         self, generator: Any, assignment: Assignment, put: Callable[[UnitResult], None]
     ) -> None:
-        node = assignment.node
+        end: UnitResult | None = None
         try:
             for ref in generator:
-                result = self._tagged(UnitResult.from_json(self._ray.get(ref)), node)
-                put(result)
+                result = self._tagged(UnitResult.from_json(self._ray.get(ref)), assignment.node)
                 if result.status is not UnitStatus.PARTIAL:
+                    end = result
                     return
-            why = "the unit ended without a result"
-            put(self._failed(assignment, UnitStatus.FAILED, why))
-        except Exception as exc:  # every unit must end: a broken stream is its end
-            put(self._broken(exc, assignment))
+                put(result)
+            end = self._failed(assignment, UnitStatus.FAILED, "the unit ended without a result")
+        except Exception as exc:  # a broken stream is its unit's end, told to the driver
+            end = self._broken(exc, assignment)
+        finally:
+            # Put on every way out: a reader that ended silently would leave the driver
+            # waiting on the queue for ever.
+            put(end or self._failed(assignment, UnitStatus.FAILED, "error: its reader stopped"))
 
     def _stream(self, in_flight: dict[Any, Assignment]) -> Iterator[UnitResult]:
         while in_flight:
@@ -192,22 +203,49 @@ class RayExecutor:
 
     def _result(self, ref: Any, assignment: Assignment) -> UnitResult:
         try:
-            result = UnitResult.from_json(self._ray.get(ref))
-        except self._ray.exceptions.RayError as exc:
+            return self._tagged(UnitResult.from_json(self._ray.get(ref)), assignment.node)
+        except Exception as exc:  # the unit's end, told to the driver; the others go on
             return self._broken(exc, assignment)
-        return self._tagged(result, assignment.node)
 
     def _broken(self, exc: BaseException, assignment: Assignment) -> UnitResult:
-        """The end of a unit Ray could not bring back: FAILED if the node is fine, else LOST."""
+        """The end of a unit whose result could not be brought back, and why.
+
+        LOST only when Ray's node table counts the node dead (the unit may run again
+        elsewhere); otherwise FAILED with the cause: the unit could not run, its worker
+        crashed on a live node, or its result could not be read here.
+        """
         exceptions = self._ray.exceptions
+        cause = _one_line(exc)
         if isinstance(exc, exceptions.RayTaskError | exceptions.RuntimeEnvSetupError):
             # The node is alive but could not run the unit (e.g. cannot import the worker).
-            return self._failed(assignment, UnitStatus.FAILED, _one_line(exc))
+            return self._failed(assignment, UnitStatus.FAILED, cause)
         if not isinstance(exc, exceptions.RayError):
-            raise exc
+            why = f"error: the unit's result could not be read on the driver: {cause}"
+            return self._failed(assignment, UnitStatus.FAILED, why)
         node_id = assignment.node.node_id
-        why = f"node {node_id[:12]} went away before the unit finished: {_one_line(exc)}"
-        return self._failed(assignment, UnitStatus.LOST, why)
+        # A crashed worker's owner has asked about its node already: WorkerCrashedError
+        # says the node lived. Other errors wait for the table to catch up with a death.
+        wait_s = 0.0 if isinstance(exc, exceptions.WorkerCrashedError) else NODE_DEATH_NOTICE_S
+        try:
+            dead = self._node_dead(node_id, wait_s)
+        except Exception as asking:  # the connection itself may be what broke
+            why = f"error: {cause}; Ray could not say whether node {node_id[:12]} lives: "
+            return self._failed(assignment, UnitStatus.FAILED, why + _one_line(asking))
+        if dead:
+            why = f"node {node_id[:12]} went away before the unit finished: {cause}"
+            return self._failed(assignment, UnitStatus.LOST, why)
+        why = f"worker crashed on a live node ({node_id[:12]}): {cause}"
+        return self._failed(assignment, UnitStatus.FAILED, why)
+
+    def _node_dead(self, node_id: str, wait_s: float) -> bool:
+        """Whether Ray's node table counts ``node_id`` dead, asked until it does or for
+        ``wait_s``: a task hears of its node's death before the head's health checks end."""
+        deadline = time.monotonic() + wait_s
+        while self.node_alive(node_id):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S / 2)
+        return True
 
     @staticmethod
     def _failed(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
