@@ -311,6 +311,34 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
 
 
 @pytest.mark.torch_envs
+def test_job_that_logs_on_rank_0_only_is_struck_on_rank_1_and_compared_at_every_step(
+    make_context, store, tmp_path, monkeypatch
+):
+    """Issue 28 item 1: a DDP job that prints its steps on rank 0 only and saves with
+    torch.save is struck after the asked step on the asked rank, in both environments."""
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
+    job = f"{JOBS / 'logs_on_rank0.py'} --steps 8 --ckpt-every 3 --ckpt-dir {{scratch}}/ckpt"
+    settings = section.parse_settings({"job": job, "faults": ["kill:restart-unshared"], **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    for role in ("baseline", "candidate"):
+        drill = results[("kill:restart-unshared", role)]
+        payload = drill.payload
+        assert drill.verdict == "passed", payload["reason"]
+        assert payload["step_source"] == "log lines" and payload["steps_logged_by"] == [0]
+        assert payload["fault_at"] == "step" and payload["struck_rank"] == 1
+        assert payload["injected"].startswith("SIGKILL to rank 1 ")
+        # Struck once rank 0 logged step 4; its checkpoint after step 2 is where it resumes.
+        assert payload["last_step_before_fault"] == 4 and payload["resume_step"] == 3
+        assert payload["detect_s"] is not None
+        assert payload["step_check"]["steps_compared"] == 8  # every step, 0 to 7
+        assert payload["step_check"]["steps_missing"] == []
+        assert payload["final_step"] == 7 and payload["final_loss"] == payload["reference_loss"]
+        assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
 def test_job_that_only_prints_its_steps_is_compared_within_the_users_tolerance(
     baseline_env, import_root, tmp_path
 ):

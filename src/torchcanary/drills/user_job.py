@@ -14,7 +14,8 @@ not write lets us see, the contract in ``docs/drills.md``:
   and recovers in place itself, taking part through ``job_inplace.py``'s contract; a job
   that does not take part, or says it cannot, makes that path absent.
 
-The fault strikes after step ``at_step`` when the fault-free run showed steps, else
+The fault strikes after step ``at_step`` when the fault-free run showed steps (as the
+lowest rank that logs them saw it, when not every rank does), else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
 fault-free run is made first in each environment and kept for every drill of the job
 (and on disk, ``job_reference_cache.py``, for later runs);
@@ -42,6 +43,7 @@ from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _R
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
 from torchcanary.drills.job_exits import RankDeath
+from torchcanary.drills.job_injectors import LeadInjector, TimedInjector
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.job_report import EVENTS_VARIABLE
 from torchcanary.drills.judging import fault_facts
@@ -326,25 +328,6 @@ class UserLauncher(Launcher):
         return ["-m", DRILL_USER_JOB, *in_place, *self.job.argv_for(self.scratch)]
 
 
-@dataclass
-class TimedInjector(Injector):
-    """Strikes ``at_s`` seconds after the target's first launch: for a job without steps."""
-
-    at_s: float = 0.0
-
-    def _target(self, events: list[dict[str, Any]]) -> tuple[int, int] | None:
-        for event in events:
-            if event["ev"] != "launch" or int(event.get("attempt", 0)) != 0:
-                continue
-            if self.spec.fault in NETWORK_FAULTS:
-                hit = event.get("node") == str(self.spec.target_rank)
-            else:
-                hit = int(event["rank"]) == self.spec.target_rank
-            if hit and time.time() - float(event["t"]) >= self.at_s:
-                return int(event["pid"]), int(event["rank"])
-        return None
-
-
 def _first_error(events: list[dict[str, Any]], logs: ProcessSet) -> str:
     """The job's own failure in one line: its exception, else the last line it wrote.
 
@@ -559,8 +542,11 @@ class UserJobRunner(DrillRunner):
         store_proc: subprocess.Popen[bytes] | None,
     ) -> Injector:
         reference = self.reference(spec)
-        if reference.get("steps"):
+        logging = sorted({int(row[1]) for row in reference.get("steps") or ()})
+        if logging and len(logging) == spec.ranks:
             return Injector(spec, network=network, store_host=store_proc)
+        if logging:  # it logs on some ranks only (rank 0, most often): theirs is the step
+            return LeadInjector(spec, network=network, store_host=store_proc, lead_rank=logging[0])
         at_s = self.job.fault_after_s or 0.5 * float(reference.get("run_s") or 10.0)
         return TimedInjector(spec, network=network, store_host=store_proc, at_s=at_s)
 
@@ -590,6 +576,7 @@ class UserJobRunner(DrillRunner):
             "job_rtol": self.job.tolerance,
             "step_source": job_compare.step_source(run.events),
             "fault_at": "step" if reference.get("steps") else "time",
+            "steps_logged_by": sorted({int(row[1]) for row in reference.get("steps") or ()}),
             **fault_facts(injector.detail, injector.struck_rank, figures),
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
@@ -642,9 +629,16 @@ class UserJobRunner(DrillRunner):
             if not run.events:
                 tail = "; ".join(f"{name}: {text[-300:]}" for name, text in run.launch_logs.items())
                 return DrillVerdict.ERROR, f"the job never started {tail}".strip()
-            at = f"step {spec.at_step}" if payload["fault_at"] == "step" else "the fault time"
+            if isinstance(run.injector, LeadInjector):
+                at = (
+                    f"step {spec.at_step} (as rank {run.injector.lead_rank}, which logs it, saw it)"
+                )
+            elif payload["fault_at"] == "step":
+                at = f"step {spec.at_step} on rank {spec.target_rank}"
+            else:
+                at = f"the fault time on rank {spec.target_rank}"
             return DrillVerdict.ERROR, (
-                f"the job never reached {at} on rank {spec.target_rank}, so no fault was injected"
+                f"the job never reached {at}, so no fault was injected; {_how_it_ended(run)}"
             )
         detect = payload["detect_s"]
         if spec.recovery == "timeout":
@@ -694,6 +688,15 @@ class UserJobRunner(DrillRunner):
             f"{how}; ended at step {ref_step} like the fault-free run; "
             f"{job_compare.describe(check)}, compared {self.job.comparison()}"
         )
+
+
+def _how_it_ended(run: _Run) -> str:
+    """How a job that was never struck ended: its exit codes and the last line it wrote."""
+    if run.bounded_out:
+        return "it was still running at the drill's bound"
+    said = [line for text in run.launch_logs.values() for line in text.splitlines() if line.strip()]
+    last = f": {said[-1].strip()[:300]}" if said else ""
+    return f"it exited with codes {run.exit_codes}{last}"
 
 
 def _codes_that_count(spec: DrillSpec, run: _Run) -> dict[str, int | None]:
