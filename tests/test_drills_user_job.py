@@ -299,6 +299,11 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         assert payload["final_step"] == 9 and payload["final_loss"] == payload["reference_loss"]
         assert payload["step_check"]["steps_compared"] == 10
         assert "deterministic job" in payload["reason"]
+        # Issue 28 item 3: its gloo group, which the DDP wrapper keeps past
+        # destroy_process_group(), is freed (its threads joined) before interpreter exit.
+        assert sorted(payload["threads_at_exit"]) == ["rank0", "rank1"]
+        left = [n for names in payload["threads_at_exit"].values() for n in names if "gloo" in n]
+        assert left == [], payload["threads_at_exit"]
         assert payload["orphans_after_cleanup"] == []
         reference = results[("reference:job", role)]
         assert reference.verdict == "passed" and reference.payload["final_step"] == 9
@@ -336,6 +341,53 @@ def test_job_that_logs_on_rank_0_only_is_struck_on_rank_1_and_compared_at_every_
         assert payload["step_check"]["steps_missing"] == []
         assert payload["final_step"] == 7 and payload["final_loss"] == payload["reference_loss"]
         assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_job_that_crashes_after_its_last_step_is_judged_by_every_step_and_the_crash_reported(
+    baseline_env, import_root, tmp_path
+):
+    """Issue 28 item 3: a rank that aborts on its way out, after its script returned, fails
+    neither the fault-free run nor the drill: both are judged by every step they ran, and
+    the crash is reported as teardown trouble with its rank, signal and last words."""
+    job = user_job(
+        parse_job_settings(
+            {
+                "job": f"{JOBS / 'logs_on_rank0.py'} --steps 8 --ckpt-every 3 "
+                "--ckpt-dir {scratch}/ckpt --abort-at-exit 1"
+            }
+        )
+    )
+    assert job is not None
+    runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
+    spec = DrillSpec("kill", "restart-unshared", **SHORT)  # type: ignore[arg-type]
+    reference = runner.reference(spec)
+    assert reference["ok"] and reference["tries"] == 1, reference["reason"]
+    assert reference["final_step"] == 7 and len(reference["steps"]) == 8
+    [trouble] = reference["teardown_trouble"]
+    assert (trouble["rank"], trouble["signal"], trouble["after_done"]) == (1, "SIGABRT", True)
+    assert trouble["message"] == "Fatal Python error: Aborted"
+    assert reference["reason"] == (
+        "fault-free: every rank ran to its end; teardown trouble (not a failure: every step "
+        "ran): rank 1 was killed by SIGABRT after its last step, on its way out (Fatal Python "
+        "error: Aborted)"
+    )
+    outcome = runner.run(spec)
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["ran_to_end"] and payload["final_step"] == 7
+    assert payload["step_check"]["steps_compared"] == 8
+    assert payload["final_loss"] == payload["reference_loss"]
+    # Each launch that ran to the end aborted on its way out, and torchrun restarted it for
+    # that too, up to its limit: the last launch's crash is the run's teardown trouble.
+    assert [(d["rank"], d["signal"]) for d in payload["teardown_trouble"]] == [(1, "SIGABRT")]
+    assert payload["teardown_trouble"][0]["attempt"] == payload["restarts"]
+    assert (
+        "; teardown trouble (not a failure: every step ran): rank 1 was killed"
+        in (payload["reason"])
+    )
+    assert payload["reference"]["teardown_trouble"] == reference["teardown_trouble"]
+    assert payload["orphans_after_cleanup"] == []
 
 
 @pytest.mark.torch_envs
