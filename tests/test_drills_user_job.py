@@ -523,6 +523,8 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
 def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     make_context, store, tmp_path, monkeypatch
 ):
+    """Issue 28 item 4: 2.14.1 must pass kill:reconfigure; a rank that crashes on its way
+    out after its last step is teardown trouble reported beside the pass, not a failure."""
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
     settings = section.parse_settings({"job": job, "faults": ["kill:reconfigure"], **SHORT})
@@ -537,22 +539,16 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     candidate = results[("kill:reconfigure", "candidate")]
     payload = candidate.payload
     assert "in_place" in payload, (candidate.verdict, payload.get("reason"))
-    assert payload["in_place"]["opted_in"] and payload["orphans_after_cleanup"] == []
-    if candidate.verdict == "failed":
-        # A rank torch aborts (SIGABRT: a gloo worker thread dropping its last work during
-        # interpreter shutdown) fails the drill, which must name the rank, the signal, when
-        # and what it printed; nothing else may fail it.
-        deaths = payload["signal_deaths"]
-        assert deaths, payload["reason"]
-        for death in deaths:
-            assert death["signal"] == "SIGABRT" and death["message"], payload["reason"]
-            assert f"rank {death['rank']} was killed by SIGABRT" in payload["reason"]
-        return
     assert candidate.verdict == "passed", payload["reason"]
+    for death in payload["teardown_trouble"]:  # named in the reason, with its evidence
+        assert death["after_done"] and death["said"] in payload["reason"]
     assert payload["reason"].startswith("reconfigure done in place; ended at step 9")
     assert payload["in_place"]["opted_in"] and payload["in_place"]["dead"] == [1]
     assert payload["in_place"]["replacements"] == 1
     assert payload["in_place"]["recovered"][0]["resume_step"] == 5
     assert payload["step_check"]["steps_compared"] == 10 and payload["restarts"] == 0
-    assert payload["exit_codes"]["main1"] != 0 and payload["exit_codes"]["replacement1.1"] == 0
+    assert payload["exit_codes"]["main1"] != 0
+    assert payload["exit_codes"]["replacement1.1"] == 0 or any(
+        death["rank"] == 1 for death in payload["teardown_trouble"]
+    )
     assert payload["orphans_after_cleanup"] == []
