@@ -552,3 +552,26 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
         death["rank"] == 1 for death in payload["teardown_trouble"]
     )
     assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_rank_killed_inside_its_backward_pass_is_reconfigured_in_place_and_matches_every_step(
+    candidate_env, import_root, tmp_path
+):
+    """Issue 28 item 5: the in-place path drilled at the other moment: the rank dies inside
+    loss.backward() (its peer in that step's gradient all-reduce), not between steps."""
+    job = user_job(parse_job_settings({"job": f"{JOBS / 'reconfigures_in_place.py'} --steps 10"}))
+    assert job is not None
+    runner = UserJobRunner(candidate_env.python, candidate_env.path, import_root, tmp_path, job)
+    outcome = runner.run(DrillSpec("kill-in-backward", "reconfigure", **SHORT))  # type: ignore[arg-type]
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["struck_in_backward_of_step"] == 5  # after step 4, inside step 5
+    assert payload["injected"].endswith("inside its backward pass")
+    assert payload["in_place"]["dead"] == [1] and payload["in_place"]["replacements"] == 1
+    assert payload["in_place"]["recovered"][0]["resume_step"] == 5  # step 5 is redone whole
+    assert (
+        payload["step_check"]["steps_compared"] == 10
+        and payload["step_check"]["steps_missing"] == []
+    )
+    assert payload["orphans_after_cleanup"] == []

@@ -12,6 +12,7 @@ this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expect
   reports are the steps and the printed lines are left alone;
 - under an in-place drill (``--in-place RECOVERY HOST:PORT GENERATION``, plain ranks, no
   torchrun) sets the variables of that contract (``job_inplace.py``) for the job;
+- for ``kill-in-backward`` arms the target rank (``job_backward.py``);
 - starts the job in ``job_cwd`` (``TORCHCANARY_DRILL_JOB_CWD``), as ``cd DIR && torchrun
   ...`` would, so its relative paths read from there;
 - runs the job as ``__main__``; an exception that escapes it is written as an error event
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from torchcanary.drills import job_inplace, job_report
+from torchcanary.drills import job_backward, job_inplace, job_report
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
 CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(job_cwd)
         os.environ["PWD"] = job_cwd
     job_report.emit("launch", node=os.environ.get("TORCHCANARY_NODE"), job=args[:4])
+    if job_backward.arm():  # kill-in-backward: this rank waits inside a backward pass
+        job_report.emit("armed", fault="kill-in-backward")
     job_report.emit("start")
     try:
         if args[0] == "-m":

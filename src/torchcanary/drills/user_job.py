@@ -42,6 +42,7 @@ from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_backward import BACKWARD_VARIABLE
 from torchcanary.drills.job_exits import RankDeath
 from torchcanary.drills.job_injectors import LeadInjector, TimedInjector
 from torchcanary.drills.job_reference_cache import ReferenceCache
@@ -313,6 +314,8 @@ class UserLauncher(Launcher):
         env[EVENTS_VARIABLE] = str(self.area.events.absolute())
         env[PATTERN_VARIABLE] = self.job.step_pattern
         env[SCRATCH_VARIABLE] = str(self.scratch)
+        if self.spec.fault == "kill-in-backward":
+            env[BACKWARD_VARIABLE] = f"{self.spec.target_rank}:{self.spec.at_step}"
         # Where a job's Flight Recorder dumps go, if its backend dumps on a timeout (NCCL).
         env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight.absolute() / "rank_"))
         return env
@@ -549,7 +552,7 @@ class UserJobRunner(DrillRunner):
     ) -> Injector:
         reference = self.reference(spec)
         logging = sorted({int(row[1]) for row in reference.get("steps") or ()})
-        if logging and len(logging) == spec.ranks:
+        if logging and (len(logging) == spec.ranks or spec.fault == "kill-in-backward"):
             return Injector(spec, network=network, store_host=store_proc)
         if logging:  # it logs on some ranks only (rank 0, most often): theirs is the step
             return LeadInjector(spec, network=network, store_host=store_proc, lead_rank=logging[0])
@@ -584,6 +587,9 @@ class UserJobRunner(DrillRunner):
             "step_source": job_compare.step_source(run.events),
             "fault_at": "step" if reference.get("steps") else "time",
             "steps_logged_by": sorted({int(row[1]) for row in reference.get("steps") or ()}),
+            "struck_in_backward_of_step": next(
+                (e["step"] for e in events if e["ev"] == "backward"), None
+            ),
             **fault_facts(injector.detail, injector.struck_rank, figures),
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
