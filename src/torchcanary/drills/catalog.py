@@ -12,6 +12,8 @@ from typing import Any
 
 FAULTS = {
     "kill": "a rank is killed with SIGKILL",
+    "kill-in-backward": "a rank is killed with SIGKILL inside its backward pass (DDP: once the "
+    "gradient reaches the model's output), its peers left in that step's gradient all-reduce",
     "hang": "a rank is stopped with SIGSTOP, so its peers wait inside a collective",
     "net-down": "a rank's network link is taken down (its own namespace, veth set down)",
     "net-slow": "a rank's link is rate-limited with a tc tbf filter (no netem on this kernel)",
@@ -36,6 +38,7 @@ RECOVERIES = {
 
 VALID = {
     "kill": ("restart", "restart-unshared", "shrink", "reconfigure", "timeout"),
+    "kill-in-backward": ("restart", "restart-unshared", "shrink", "reconfigure", "timeout"),
     "hang": ("timeout", "restart", "restart-unshared"),
     "net-down": ("timeout", "restart-unshared"),
     "net-slow": ("none",),
@@ -45,6 +48,7 @@ VALID = {
 
 DEFAULT_RECOVERY = {
     "kill": "restart",
+    "kill-in-backward": "reconfigure",
     "hang": "timeout",
     "net-down": "timeout",
     "net-slow": "none",
@@ -56,10 +60,12 @@ DEFAULT_RECOVERY = {
 # time on gloo in both versions (pytorch/pytorch#135712); "all" includes the plain restart.
 DEFAULT_DRILLS = ("kill:restart-unshared", "kill:reconfigure", "hang:timeout")
 ACROSS_NODES_ONLY = ("node-kill",)  # drill --fleet ADDR --nodes N (fleet/node_drill.py)
+# Struck inside a step (job_backward.py arms the rank): a user's DDP job, not the built-in one.
+USER_JOB_ONLY = ("kill-in-backward",)
 FULL_DRILLS = tuple(
     f"{fault}:{recovery}"
     for fault, recoveries in VALID.items()
-    if fault not in ACROSS_NODES_ONLY
+    if fault not in (*ACROSS_NODES_ONLY, *USER_JOB_ONLY)
     for recovery in recoveries
 )
 

@@ -1,4 +1,5 @@
-"""Injecting the fault: watch the target rank's events, strike once it finishes a step.
+"""Injecting the fault: watch the target rank's events, strike once it finishes a step
+(or, for ``kill-in-backward``, once the armed rank says it is inside its backward pass).
 
 Orchestrator side. The job pads each step with a short sleep, so the fault lands just
 after the chosen step: a killed or stopped rank never starts the next one, and its peers
@@ -39,6 +40,15 @@ class Injector:
         runs in it is assigned at start, so there the target is found by its node label.
         """
         nodes = {e["pid"]: e.get("node") for e in events if e["ev"] == "launch"}
+        if self.spec.fault == "kill-in-backward":  # the armed rank says it is in backward
+            return next(
+                (
+                    (int(e["pid"]), int(e["rank"]))
+                    for e in events
+                    if e["ev"] == "backward" and int(e["rank"]) == self.spec.target_rank
+                ),
+                None,
+            )
         for event in events:
             if (
                 event["ev"] != "step"
@@ -68,6 +78,11 @@ class Injector:
         if fault == "kill":
             os.kill(pid, signal.SIGKILL)
             self.detail = f"SIGKILL to rank {self.spec.target_rank} (pid {pid})"
+        elif fault == "kill-in-backward":
+            os.kill(pid, signal.SIGKILL)
+            self.detail = (
+                f"SIGKILL to rank {self.spec.target_rank} (pid {pid}) inside its backward pass"
+            )
         elif fault == "hang":
             os.kill(pid, signal.SIGSTOP)
             self.stopped_pid = pid

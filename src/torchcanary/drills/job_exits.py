@@ -103,3 +103,25 @@ def process_death(
     if code is None or code >= 0:
         return None
     return RankDeath(rank, signal_name(code), finished(events, rank), last_words(log_text))
+
+
+def teardown(
+    deaths: list[RankDeath], events: list[dict[str, Any]], ranks: int, attempt: int
+) -> list[RankDeath] | None:
+    """The deaths that ended torchrun's launch ``attempt`` after all its work was done, or
+    None when that launch did not run whole.
+
+    Whole: each of ``ranks`` ranks launched and reported done (its script returned), and each
+    death of that launch came after its rank's done. Such a launch trained every step; what
+    broke is its teardown, reported beside the verdict, not instead of it."""
+    launched = {
+        int(e["rank"]): e.get("pid")
+        for e in events
+        if e["ev"] == "launch" and int(e.get("attempt", 0)) == attempt
+    }
+    ended = [death for death in deaths if death.attempt == attempt]
+    if len(launched) != ranks or not ended or not all(d.after_done for d in ended):
+        return None
+    if not all(finished(events, rank, pid) for rank, pid in launched.items()):
+        return None
+    return ended

@@ -24,6 +24,7 @@ EVENTS_VARIABLE = "TORCHCANARY_DRILL_EVENTS"
 
 _log: Any = None  # this process's open event log, opened on first use
 helper_used = False  # set by the first report_step: the job's own reports are its steps
+last_step: int | None = None  # the last step this rank reported (or printed)
 
 
 def _open_log() -> Any:
@@ -62,6 +63,9 @@ class _EventFile:
 
 def emit(event: str, **fields: Any) -> None:
     """Append one event to this rank's log when under a drill; nothing otherwise."""
+    global last_step
+    if event == "step":
+        last_step = int(fields["step"])
     log = _open_log()
     if log is not None:
         log.emit(event, **fields)

@@ -12,21 +12,26 @@ this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expect
   reports are the steps and the printed lines are left alone;
 - under an in-place drill (``--in-place RECOVERY HOST:PORT GENERATION``, plain ranks, no
   torchrun) sets the variables of that contract (``job_inplace.py``) for the job;
+- for ``kill-in-backward`` arms the target rank (``job_backward.py``);
 - starts the job in ``job_cwd`` (``TORCHCANARY_DRILL_JOB_CWD``), as ``cd DIR && torchrun
   ...`` would, so its relative paths read from there;
 - runs the job as ``__main__``; an exception that escapes it is written as an error event
-  (one line) before it propagates as usual, and a normal end as a done event.
+  (one line) before it propagates as usual, and a normal end as a done event;
+- after a normal end, frees what the job can no longer reach while the interpreter is
+  whole (:func:`_let_go`), and writes an exit event naming the threads still alive.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import runpy
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
-from torchcanary.drills import job_inplace, job_report
+from torchcanary.drills import job_backward, job_inplace, job_report
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
 CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"
@@ -92,6 +97,35 @@ def _set_in_place(recovery: str, store: str, generation: str) -> None:
         os.environ[job_inplace.JOIN_VARIABLE] = generation
 
 
+def _let_go() -> None:
+    """Free the job's module, and what only it holds, before the interpreter's exit.
+
+    ``multiprocessing`` (imported with torch) keeps the job's ``__main__`` as
+    ``sys.modules["__mp_main__"]``, so a DDP wrapper, and the gloo group it holds past
+    ``destroy_process_group()``, lived into interpreter finalization. There a gloo worker
+    thread dropping its last work's tensors needs the GIL and aborts the rank, now and then
+    (torch 2.13 and 2.14: ``terminate called without an active exception``). Freed here,
+    the group's destructor joins its threads. Anything the job still reaches (an atexit
+    function, a running thread) keeps what it needs."""
+    for name, module in list(sys.modules.items()):
+        if (
+            getattr(module, "__name__", None) == "__main__"
+            and module is not sys.modules["__main__"]
+        ):
+            del sys.modules[name]
+    gc.collect()
+
+
+def _threads() -> list[str]:
+    """The names of this process's threads other than the main one (Linux; else empty)."""
+    tasks = Path("/proc/self/task")
+    try:
+        others = sorted((t for t in tasks.iterdir() if t.name != str(os.getpid())), key=str)
+        return [(task / "comm").read_text().strip() for task in others]
+    except OSError:
+        return []
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--in-place"] and len(args) >= 4:
@@ -113,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(job_cwd)
         os.environ["PWD"] = job_cwd
     job_report.emit("launch", node=os.environ.get("TORCHCANARY_NODE"), job=args[:4])
+    if job_backward.arm():  # kill-in-backward: this rank waits inside a backward pass
+        job_report.emit("armed", fault="kill-in-backward")
     job_report.emit("start")
     try:
         if args[0] == "-m":
@@ -133,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         job_report.emit("error", kind=_kind(text), error=text)
         raise
     job_report.emit("done")
+    _let_go()
+    job_report.emit("exit", threads=_threads())
     return 0
 
 

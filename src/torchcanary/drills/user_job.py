@@ -42,6 +42,7 @@ from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
 from torchcanary.drills.faults import Injector
+from torchcanary.drills.job_backward import BACKWARD_VARIABLE
 from torchcanary.drills.job_exits import RankDeath
 from torchcanary.drills.job_injectors import LeadInjector, TimedInjector
 from torchcanary.drills.job_reference_cache import ReferenceCache
@@ -313,6 +314,8 @@ class UserLauncher(Launcher):
         env[EVENTS_VARIABLE] = str(self.area.events.absolute())
         env[PATTERN_VARIABLE] = self.job.step_pattern
         env[SCRATCH_VARIABLE] = str(self.scratch)
+        if self.spec.fault == "kill-in-backward":
+            env[BACKWARD_VARIABLE] = f"{self.spec.target_rank}:{self.spec.at_step}"
         # Where a job's Flight Recorder dumps go, if its backend dumps on a timeout (NCCL).
         env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight.absolute() / "rank_"))
         return env
@@ -439,7 +442,7 @@ class UserJobRunner(DrillRunner):
             if result["ok"]:
                 result["reason"] = (
                     f"fault-free on try {result['tries']}; it died in {count}: {deaths[0]['said']}"
-                )
+                ) + _teardown_said(result)
             elif len(deaths) == result["tries"]:
                 result["reason"] += f" (in {count})"
         return result
@@ -489,6 +492,12 @@ class UserJobRunner(DrillRunner):
             )
         elif code != 0:
             deaths = job_exits.torchrun_deaths(procs.log_tail("torchrun", 20000), events)
+            after_end = job_exits.teardown(deaths, events, spec.ranks, attempt=0)
+            if after_end:  # every step ran: a crash on the way out is no failed run
+                result["ok"] = True
+                result["teardown_trouble"] = _teardown_json(after_end)
+                result["reason"] = "fault-free: every rank ran to its end" + _teardown_said(result)
+                return result, None
             death = deaths[0] if deaths else None
             why = death.describe() if death else _first_error(events, procs)
             result["reason"] = f"the job fails without any fault (exit code {code}): {why}"
@@ -543,7 +552,7 @@ class UserJobRunner(DrillRunner):
     ) -> Injector:
         reference = self.reference(spec)
         logging = sorted({int(row[1]) for row in reference.get("steps") or ()})
-        if logging and len(logging) == spec.ranks:
+        if logging and (len(logging) == spec.ranks or spec.fault == "kill-in-backward"):
             return Injector(spec, network=network, store_host=store_proc)
         if logging:  # it logs on some ranks only (rank 0, most often): theirs is the step
             return LeadInjector(spec, network=network, store_host=store_proc, lead_rank=logging[0])
@@ -562,10 +571,11 @@ class UserJobRunner(DrillRunner):
         after = [e for e in errors if fault_t is not None and e["t"] >= fault_t]
         reference = self.reference(spec)
         final_step, final_loss = job_compare.final_step_and_loss(events)
-        # Only a run that should end, and did, has an end to compare with the fault-free one.
-        finished = spec.recovery != "timeout" and all(
-            code == 0 for code in _codes_that_count(spec, run).values()
-        )
+        deaths = _signal_deaths(spec, area, run)
+        # Only a run that should end, and did, has an end to compare with the fault-free one;
+        # ranks that crashed on their way out after their last step did end.
+        teardown = _teardown(spec, run, deaths)
+        finished = spec.recovery != "timeout" and teardown is not None
         recovered = [e for e in events if e["ev"] == "recovered"]
         dumps = sorted(p.name for p in area.flight.glob("*")) if area.flight.exists() else []
         payload: dict[str, Any] = {
@@ -577,6 +587,9 @@ class UserJobRunner(DrillRunner):
             "step_source": job_compare.step_source(run.events),
             "fault_at": "step" if reference.get("steps") else "time",
             "steps_logged_by": sorted({int(row[1]) for row in reference.get("steps") or ()}),
+            "struck_in_backward_of_step": next(
+                (e["step"] for e in events if e["ev"] == "backward"), None
+            ),
             **fault_facts(injector.detail, injector.struck_rank, figures),
             "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
             "final_step": final_step,
@@ -587,7 +600,7 @@ class UserJobRunner(DrillRunner):
                 k: reference.get(k)
                 for k in (
                     *("ok", "final_step", "final_loss", "run_s", "throughput", "step_source"),
-                    "cached",
+                    *("cached", "teardown_trouble"),
                 )
             },
             "in_place": _in_place_facts(spec, events, recovered),
@@ -596,7 +609,17 @@ class UserJobRunner(DrillRunner):
             "first_error": after[0]["error"] if after else None,
             "error_kinds": sorted({str(e.get("kind")) for e in after}),
             "exit_codes": run.exit_codes,
-            "signal_deaths": [d.to_json() for d in _signal_deaths(spec, area, run)],
+            # Under torchrun, those the fault does not explain: of ranks that had finished.
+            "signal_deaths": [
+                d.to_json() for d in deaths if d.after_done or spec.recovery in IN_PLACE
+            ],
+            "ran_to_end": finished,
+            # Threads each rank still had as the interpreter began to exit (the shim's
+            # exit event; the last launch's): where a crash on the way out would start.
+            "threads_at_exit": {
+                f"rank{e['rank']}": e.get("threads") for e in events if e["ev"] == "exit"
+            },
+            "teardown_trouble": _teardown_json(teardown or []),
             "bounded_out": run.bounded_out,
             "killed_at_cleanup": len(run.leftovers_killed),
             "flight_recorder": {"dumps": dumps} if dumps else {},
@@ -649,7 +672,7 @@ class UserJobRunner(DrillRunner):
                 )
             kinds = ", ".join(payload["error_kinds"]) or "an exit"
             return DrillVerdict.PASSED, f"surfaced as {kinds} after {detect:.1f} s"
-        if any(code != 0 for code in _codes_that_count(spec, run).values()):
+        if not payload["ran_to_end"]:
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
             return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first error: "
@@ -666,8 +689,9 @@ class UserJobRunner(DrillRunner):
         check = payload.get("step_check")
         if check is None:
             return DrillVerdict.PASSED, (
-                f"{how} and exited 0; not compared step by step: the job reports no steps "
-                "(call report_step, or set job_step_pattern to its log line)"
+                f"{how} and ran to its end; not compared step by step: the job reports no "
+                "steps (call report_step, or set job_step_pattern to its log line)"
+                + _teardown_said(payload)
             )
         if check["first_difference"] is not None:
             return DrillVerdict.FAILED, job_compare.describe(
@@ -687,6 +711,7 @@ class UserJobRunner(DrillRunner):
         return DrillVerdict.PASSED, (
             f"{how}; ended at step {ref_step} like the fault-free run; "
             f"{job_compare.describe(check)}, compared {self.job.comparison()}"
+            + _teardown_said(payload)
         )
 
 
@@ -709,23 +734,60 @@ def _codes_that_count(spec: DrillSpec, run: _Run) -> dict[str, int | None]:
 
 
 def _signal_deaths(spec: DrillSpec, area: Area, run: _Run) -> list[RankDeath]:
-    """Deaths by a signal the fault does not explain, each with the rank's last words: in
-    place, of the processes that count; under torchrun, of ranks that had finished."""
+    """Deaths by a signal, each with the rank's last words: in place, of the processes that
+    count; under torchrun, of every worker its agents saw die (the struck one too)."""
     if spec.recovery not in IN_PLACE:
-        deaths = job_exits.torchrun_deaths(_read_log(area.logs / "torchrun.log"), run.events)
-        return [death for death in deaths if death.after_done]
+        logs = "\n".join(_read_log(path) for path in sorted(area.logs.glob("torchrun*.log")))
+        return job_exits.torchrun_deaths(logs, run.events)
     found = []
     for name, code in _codes_that_count(spec, run).items():
-        generation, _, rank = name.removeprefix("replacement").rpartition(".")
-        if not generation:  # main<rank>, else replacement<generation>.<rank>
-            rank = name.removeprefix("main")
-        log = f"rank{rank}-join{generation}" if generation else f"rank{rank}"
-        death = job_exits.process_death(
-            int(rank), code, _read_log(area.logs / f"{log}.log"), run.events
-        )
+        rank, log = _process_rank(name)
+        death = job_exits.process_death(rank, code, _read_log(area.logs / f"{log}.log"), run.events)
         if death is not None:
             found.append(death)
     return found
+
+
+def _process_rank(name: str) -> tuple[int, str]:
+    """The rank of an in-place drill's process (``main<rank>``, ``replacement<gen>.<rank>``)
+    and the name of its log."""
+    generation, _, rank = name.removeprefix("replacement").rpartition(".")
+    if not generation:
+        rank = name.removeprefix("main")
+    return int(rank), f"rank{rank}-join{generation}" if generation else f"rank{rank}"
+
+
+def _teardown(spec: DrillSpec, run: _Run, deaths: list[RankDeath]) -> list[RankDeath] | None:
+    """Whether the job ran to its end: the crashes on the way out after the last step (none
+    when every exit that counts is 0), or None when it did not end.
+
+    Under torchrun the last launch must have run whole (``job_exits.teardown``); in place,
+    each process that counts must exit 0 or die of a signal after its rank reported done."""
+    codes = _codes_that_count(spec, run)
+    if all(code == 0 for code in codes.values()):
+        return []
+    if spec.recovery not in IN_PLACE:
+        last = max((int(e.get("attempt", 0)) for e in run.events if e["ev"] == "launch"), default=0)
+        return job_exits.teardown(deaths, run.events, spec.ranks, last)
+    after_end = {death.rank: death for death in deaths if death.after_done}
+    failed = [name for name, code in codes.items() if code != 0]
+    if not all(_process_rank(name)[0] in after_end for name in failed):
+        return None
+    return [after_end[_process_rank(name)[0]] for name in failed]
+
+
+def _teardown_json(deaths: list[RankDeath]) -> list[dict[str, Any]]:
+    return [death.to_json() | {"said": death.describe()} for death in deaths]
+
+
+def _teardown_said(payload: dict[str, Any]) -> str:
+    """The crashes after the last step, in words, for a reason (empty when there were none)."""
+    trouble = payload.get("teardown_trouble") or []
+    if not trouble:
+        return ""
+    return "; teardown trouble (not a failure: every step ran): " + "; ".join(
+        str(death["said"]) for death in trouble
+    )
 
 
 def _restarts_for_deaths(payload: dict[str, Any]) -> str:
