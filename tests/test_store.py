@@ -18,7 +18,8 @@ import pytest
 from store_helpers import fill_run
 from torchcanary.errors import StoreError
 from torchcanary.store.copy import copy_store
-from torchcanary.store.location import is_postgres_url, open_store, redact, store_location
+from torchcanary.store.location import is_postgres_url, open_store, store_location
+from torchcanary.store.redaction import redact
 from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 
 HELPERS = Path(__file__).parent / "store_helpers.py"

@@ -35,7 +35,8 @@ from torchcanary.sections import (
     terminal_summary,
 )
 from torchcanary.store.base import ResultStore
-from torchcanary.store.location import is_postgres_url, redact
+from torchcanary.store.location import is_postgres_url
+from torchcanary.store.redaction import redact
 
 if TYPE_CHECKING:
     from torchcanary.policy import Decision

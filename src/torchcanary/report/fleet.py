@@ -16,7 +16,7 @@ from typing import Any
 
 from torchcanary.report.json_out import render_json
 from torchcanary.report.junit import JUnitCase
-from torchcanary.report.page import _CSS
+from torchcanary.report.style import PAGE_CSS
 from torchcanary.report.view import LEDGER_SECTION, RunView
 from torchcanary.sections import fleet_part, get_section, registered
 
@@ -197,7 +197,7 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
     own = fleet_parts(view)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>torchcanary {escape(run.run_id)}</title><style>{_CSS}</style></head><body>",
+        f"<title>torchcanary {escape(run.run_id)}</title><style>{PAGE_CSS}</style></head><body>",
         f"<h1>torchcanary run {escape(run.run_id)} across {len(profiles)} profiles</h1>",
         f"<p>baseline <code>{escape(run.plan.get('baseline', ''))}</code> against candidate "
         f"<code>{escape(run.plan.get('candidate', ''))}</code>; status {escape(run.status)}</p>",

@@ -5,25 +5,21 @@ and ``postgres://`` all mean the same PostgreSQL store (we always connect with p
 ``sqlite:///PATH`` means the file at PATH. Any other ``SCHEME://`` is refused in one line
 rather than taken for a file path (which would make a folder named after the URL).
 
-A URL may carry a password (``postgresql://user:secret@host/db`` or ``?password=...``);
-``redact`` is the one place that removes it, and every message, report and log line that
-names a store goes through ``ResultStore.location`` or ``redact``.
+A URL may carry a password: ``store/redaction.py`` hides it in every message.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from torchcanary.errors import StoreError
 from torchcanary.store.base import ResultStore
+from torchcanary.store.redaction import redact
 
-HIDDEN = "***"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _POSTGRES = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9_]+)?$", re.IGNORECASE)
 _SQLITE = re.compile(r"^sqlite(?:\+[A-Za-z0-9_]+)?$", re.IGNORECASE)
-_ANY_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 
 
 def _scheme(location: str | Path) -> str | None:
@@ -58,46 +54,6 @@ def store_location(text: str | Path, cwd: Path) -> Path | str:
         f"unknown store scheme {scheme!r} in {redact(url)}; pass a SQLite file path, "
         "sqlite:///PATH or postgresql://USER@HOST/DB"
     )
-
-
-def url_password(url: str) -> str | None:
-    """The password a URL carries, in its user part or its query, if any."""
-    parts = urlsplit(url)
-    if parts.password:
-        return parts.password
-    return dict(parse_qsl(parts.query)).get("password")
-
-
-def redact(text: str) -> str:
-    """``text`` with the password of any URL in it (a store's or not) replaced by ``***``."""
-    return _ANY_URL.sub(lambda m: _redact_url(m.group(0)), text)
-
-
-def _redact_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL after all (e.g. a bad port): hide all of its user part
-        head, at, tail = url.rpartition("@")
-        return f"{head.split('://', 1)[0]}://{HIDDEN}@{tail}" if at else url
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:{HIDDEN}@{hostport}"
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not any(key == "password" for key, _ in pairs):
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    query = urlencode([(k, HIDDEN if k == "password" else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def scrub(message: str, url: str) -> str:
-    """A driver's error message as one line, with no trace of the URL's password."""
-    password = url_password(url)
-    if password:
-        message = message.replace(password, HIDDEN)
-    return " ".join(redact(message).split())
 
 
 def open_store(location: str | Path, *, create: bool = True) -> ResultStore:

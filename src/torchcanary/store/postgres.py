@@ -24,7 +24,7 @@ from typing import Any
 
 from torchcanary.errors import StoreError, StoreLostError
 from torchcanary.results import ProbeResult
-from torchcanary.store.location import redact, scrub
+from torchcanary.store.redaction import redact, scrub
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import MIGRATIONS, PRIMARY_KEYS, SCHEMA_VERSION, TABLE_COLUMNS
 from torchcanary.store.sql_common import SqlStore, Statement
