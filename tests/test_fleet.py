@@ -236,3 +236,48 @@ def test_gpu_facts_come_from_nvidia_smi_when_the_node_has_it(tmp_path, monkeypat
     assert (profile.gpu_model, profile.gpu_count) == ("NVIDIA H200", 2)
     assert (profile.gpu_driver, profile.cuda_version) == ("570.124.06", "12.8")
     assert profile.key.startswith("2xnvidia-h200-")
+
+
+class _RefusingRay:
+    """Stands for the ``ray`` module: its client server refuses ``refusals`` connections.
+
+    A fake, because a real Ray client server refuses only when starting a client's own
+    server fails on a loaded head (item 14), which no test can bring about on demand.
+    """
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals, self.tries = refusals, 0
+
+    def init(self, **kwargs: object) -> None:
+        self.tries += 1
+        if self.tries <= self.refusals:
+            raise ConnectionAbortedError(
+                "Initialization failure from server:\nTraceback (most recent call last):\n"
+                "  ...\nRuntimeError: Proxy failed to Connect to backend! Check logs."
+            )
+
+
+def test_a_client_server_that_refuses_once_is_tried_again_within_the_deadline() -> None:
+    """Item 14: one refusal by a loaded head's client server no longer ends the connect."""
+    from torchcanary.fleet.ray_executor import _init_with_deadline
+
+    ray = _RefusingRay(refusals=1)
+    _init_with_deadline(ray, "ray://10.214.7.2:10001", {}, timeout_s=30)  # type: ignore[arg-type]
+    assert ray.tries == 2
+
+
+def test_a_client_server_that_always_refuses_is_one_line_with_its_reason() -> None:
+    """Item 14: past the deadline the error counts the refusals and keeps the server's reason."""
+    from torchcanary.errors import FleetError
+    from torchcanary.fleet.ray_executor import _init_with_deadline
+
+    ray = _RefusingRay(refusals=100)
+    with pytest.raises(FleetError) as raised:
+        _init_with_deadline(ray, "ray://10.214.7.2:10001", {}, timeout_s=3)  # type: ignore[arg-type]
+    assert ray.tries == 2
+    assert str(raised.value).splitlines() == [
+        "cannot connect to the Ray cluster at ray://10.214.7.2:10001: its client server "
+        "refused 2 connection(s) in 3s, the last: RuntimeError: Proxy failed to Connect to "
+        "backend! Check logs.; check the address (HOST:PORT or ray://HEAD:10001) and that "
+        "the Ray head node is up"
+    ]

@@ -167,3 +167,48 @@ def test_nodes_in_one_network_stack_share_an_identity_and_a_namespace_has_its_ow
     inside = identity(bridged_cluster.network.prefix(1))
     assert inside and inside != here
     assert inside.split(":")[0] == here.split(":")[0]  # same machine, other stack
+
+
+def test_the_heads_client_server_waits_past_the_connect_deadline_for_a_clients_server(
+    bridged_cluster,
+) -> None:
+    """Item 14: the head's proxier gives a client's own server more than Ray's 30 s to
+    answer, so a loaded head does not refuse a driver its deadline would still wait for."""
+    from torchcanary.fleet.local_cluster import (
+        CLIENT_SERVER_WAIT_S,
+        CLIENT_SERVER_WAIT_VARIABLE,
+    )
+
+    head = subprocess.run(
+        ["ip", "netns", "pids", bridged_cluster.namespace(0)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.split()
+    (proxier,) = [pid for pid in head if "--mode=proxy" in _command(int(pid))]
+    environ = Path(f"/proc/{proxier}/environ").read_bytes().split(b"\0")
+    assert f"{CLIENT_SERVER_WAIT_VARIABLE}={CLIENT_SERVER_WAIT_S}".encode() in environ
+
+
+def test_a_bridge_left_on_a_subnet_is_never_chosen_again(monkeypatch) -> None:
+    """Item 14: a subnet another cluster's bridge holds (a concurrent run's, or one a killed
+    run left behind) would route the driver to either head; a new cluster takes another."""
+    from torchcanary.fleet import local_cluster
+
+    why = why_unavailable(need_tc=False)
+    if why:
+        pytest.skip(f"not checked: {why}")
+    addresses = _ip("-4", "-o", "addr", "show")
+    taken, other = [byte for byte in range(256) if f" 10.214.{byte}." not in addresses][:2]
+    tokens = iter([f"{taken:02x}" + "0" * 14, f"{other:02x}" + "0" * 14])
+    monkeypatch.setattr(local_cluster.secrets, "token_hex", lambda _: next(tokens))
+    bridge = f"tcbstale{taken:02x}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, timeout=30)
+    try:
+        subprocess.run(
+            ["ip", "addr", "add", f"10.214.{taken}.1/24", "dev", bridge], check=True, timeout=30
+        )
+        chosen = local_cluster._token_with_a_free_subnet()
+    finally:
+        subprocess.run(["ip", "link", "delete", bridge], check=True, timeout=30)
+    assert int(chosen[:2], 16) == other

@@ -39,6 +39,12 @@ GCS_PORT = 6379  # free in the head's own namespace
 # Notice a dead node within seconds, not the default quarter minute.
 HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
 CLIENT_PORT = 10001
+# The head's Ray client server (its proxier) starts a server of its own for each client and
+# waits 30 s for it to answer, else refuses the client ("Initialization failure from
+# server"). The proxier reads this variable once, at import, from the environment its
+# ``ray start`` hands down; past any driver's connect deadline, that deadline decides.
+CLIENT_SERVER_WAIT_S = 300
+CLIENT_SERVER_WAIT_VARIABLE = "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
 # What ``ray start --block`` prints once its node has registered with the head.
 STARTED_LINE = "Running subprocesses are monitored"
 
@@ -189,7 +195,7 @@ def start_bridged_cluster(
 
     Needs root (namespaces and veths). Returns once every node has joined.
     """
-    token = secrets.token_hex(8)
+    token = _token_with_a_free_subnet()
     network = RankNetwork(token, 1 + len(profiles), NAMESPACE_PREFIX, 214).__enter__()
     # Ray's unix sockets must stay under 108 characters, so a short folder of its own.
     cluster = BridgedCluster(network, Path(f"/tmp/tcray-{token[:8]}"))
@@ -228,6 +234,22 @@ def start_bridged_cluster(
     return cluster
 
 
+def _token_with_a_free_subnet() -> str:
+    """A token whose subnet (10.214.<first byte>.0/24) no address here is in yet.
+
+    Two bridges with one subnet (another run's cluster, or one a killed run left behind)
+    would route the driver's packets to either head.
+    """
+    taken = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=30
+    ).stdout
+    for _ in range(1024):
+        token = secrets.token_hex(8)
+        if f" 10.214.{int(token[:2], 16)}." not in taken:
+            return token
+    raise RuntimeError("every subnet 10.214.x.0/24 is in use here: remove stale tcb* bridges")
+
+
 def _ray_start(cluster: BridgedCluster, node: int, args: list[str]) -> subprocess.Popen[bytes]:
     """``ray start --block`` for node ``node`` inside its namespace, in a session of its own."""
     network = cluster.network
@@ -243,7 +265,11 @@ def _ray_start(cluster: BridgedCluster, node: int, args: list[str]) -> subproces
         *args,
     ]
     # A node off loopback: Ray's guard against multi-node clusters on macOS must be off.
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    env = {
+        **os.environ,
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
+        CLIENT_SERVER_WAIT_VARIABLE: str(CLIENT_SERVER_WAIT_S),
+    }
     cluster.temp_dir.mkdir(parents=True, exist_ok=True)
     log = open(cluster.temp_dir / f"ray-start-{node}.log", "ab")  # noqa: SIM115 (the child's)
     with log:

@@ -36,6 +36,9 @@ _POLL_S = 1.0
 # node dead after its health checks fail (Ray's defaults: 5 misses, 3 s apart, 10 s each).
 NODE_DEATH_NOTICE_S = 60.0
 _FIX = "check the address (HOST:PORT or ray://HEAD:10001) and that the Ray head node is up"
+# What Ray's client raises with when the head's client server refuses a connection.
+_REFUSED = "Initialization failure from server"
+_RETRY_PAUSE_S = 2.0
 
 
 def connect(
@@ -504,7 +507,60 @@ def _probe(address: str, target: tuple[str, int], timeout_s: float) -> None:
 def _init_with_deadline(
     ray: ModuleType, address: str, init_kwargs: dict[str, Any], timeout_s: float
 ) -> None:
-    """``ray.init`` that gives up after ``timeout_s``: a wrong port can make it wait minutes."""
+    """``ray.init`` that gives up after ``timeout_s``: a wrong port can make it wait minutes.
+
+    A Ray client server that could not start this client's own server (on a busy head,
+    Ray's proxier gives it 30 s) refuses with "Initialization failure from server"; that is
+    tried again while the deadline allows, and the error names every refusal.
+    """
+    deadline = time.monotonic() + timeout_s
+    refusals: list[str] = []
+    while True:
+        outcome = _init_once(ray, init_kwargs, max(deadline - time.monotonic(), 0.0))
+        if outcome is None:
+            return
+        refusal = _server_refusal(outcome)
+        if refusal is None:
+            break
+        refusals.append(refusal)
+        if deadline - time.monotonic() < _RETRY_PAUSE_S:
+            break
+        time.sleep(_RETRY_PAUSE_S)
+    raise FleetError(f"{_connect_failure(address, timeout_s, outcome, refusals)}; {_FIX}")
+
+
+class _NoAnswer(Exception):
+    """``ray.init`` was still trying when the deadline came."""
+
+
+def _connect_failure(
+    address: str, timeout_s: float, last: BaseException, refusals: list[str]
+) -> str:
+    """Why connecting failed, naming every refusal of the client server before."""
+    if _server_refusal(last) is not None:
+        return (
+            f"cannot connect to the Ray cluster at {address}: its client server refused "
+            f"{len(refusals)} connection(s) in {timeout_s:.0f}s, the last: {refusals[-1]}"
+        )
+    before = (
+        f" (its client server refused {len(refusals)} connection(s) first, the last: "
+        f"{refusals[-1]})"
+        if refusals
+        else ""
+    )
+    if isinstance(last, _NoAnswer):
+        return f"the Ray cluster at {address} did not answer within {timeout_s:.0f}s{before}"
+    return f"cannot connect to the Ray cluster at {address}: {_one_line(last)}{before}"
+
+
+def _init_once(
+    ray: ModuleType, init_kwargs: dict[str, Any], timeout_s: float
+) -> BaseException | None:
+    """One ``ray.init``: None once connected, else its error (``_NoAnswer`` past the time).
+
+    Connecting from a thread is the point (the deadline); a try that outlives it goes on
+    in its daemon thread, as Ray's own retries cannot be stopped from here.
+    """
     outcome: list[BaseException | None] = []
 
     def attempt() -> None:
@@ -514,22 +570,27 @@ def _init_with_deadline(
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
 
-    # Connecting from a thread is the point (the deadline); Ray warns about it on stderr,
-    # which would make the one-line errors that follow two lines.
+    # Ray warns on stderr about connecting from a thread, which would make the one-line
+    # errors that follow two lines.
     ray_worker_log = logging.getLogger("ray._private.worker")
     ray_worker_log.addFilter(_not_main_thread_warning)
     thread = threading.Thread(target=attempt, name="torchcanary-ray-connect", daemon=True)
     thread.start()
     thread.join(timeout_s)
     ray_worker_log.removeFilter(_not_main_thread_warning)
-    if not outcome:
-        raise FleetError(
-            f"the Ray cluster at {address} did not answer within {timeout_s:.0f}s; {_FIX}"
-        )
-    if outcome[0] is not None:
-        raise FleetError(
-            f"cannot connect to the Ray cluster at {address}: {_one_line(outcome[0])}; {_FIX}"
-        ) from None
+    return outcome[0] if outcome else _NoAnswer()
+
+
+def _server_refusal(exc: BaseException) -> str | None:
+    """What a Ray client server said when it refused the connection, or None if it did not.
+
+    Ray puts the server's traceback after its first line; the last line says what failed.
+    """
+    text = str(exc).strip()
+    if not (isinstance(exc, ConnectionAbortedError) and text.startswith(_REFUSED)):
+        return None
+    said = text.removeprefix(_REFUSED).lstrip(":").strip().splitlines()
+    return strip_text(said[-1].strip() if said else "no reason given")[:300]
 
 
 def _not_main_thread_warning(record: logging.LogRecord) -> bool:
