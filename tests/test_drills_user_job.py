@@ -575,3 +575,37 @@ def test_rank_killed_inside_its_backward_pass_is_reconfigured_in_place_and_match
         and payload["step_check"]["steps_missing"] == []
     )
     assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_job_that_shrinks_in_place_matches_a_reference_that_shrinks_at_the_same_step(
+    make_context, store, tmp_path, monkeypatch
+):
+    """Issue 28 item 5: the other outcome. Rank 1 of three is lost between steps and inside
+    a backward pass; the survivors go on as a world of two, and every step is compared with
+    a fault-free run in which rank 1 leaves after the same step."""
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
+    job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
+    faults = ["kill:shrink", "kill-in-backward:shrink"]
+    settings = section.parse_settings({"job": job, "faults": faults, "ranks": 3, **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    for role in ("baseline", "candidate"):
+        for fault in faults:
+            result = results[(fault, role)]
+            payload = result.payload
+            assert result.verdict == "passed", (role, fault, payload["reason"])
+            reason = payload["reason"]
+            assert "compared with a fault-free run in which rank 1 leaves after step 4" in reason
+            assert payload["reference"]["leave"] == {"after_step": 4, "ranks": [1]}
+            assert payload["in_place"]["dead"] == [1] and payload["in_place"]["replacements"] == 0
+            recovered = payload["in_place"]["recovered"]
+            assert {r["world"] for r in recovered} == {2} and len(recovered) == 2  # 3 -> 2
+            assert {r["resume_step"] for r in recovered} == {5}
+            check = payload["step_check"]
+            assert check["steps_compared"] == 10 and check["steps_missing"] == []
+            assert payload["orphans_after_cleanup"] == []
+        assert results[("kill-in-backward:shrink", role)].payload["struck_in_backward_of_step"] == 5
+        shrunk = results[("reference:job-shrink", role)]
+        assert shrunk.verdict == "passed", shrunk.payload.get("reason")
