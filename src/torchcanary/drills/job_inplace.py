@@ -61,8 +61,7 @@ def in_place_drill() -> InPlaceDrill | None:
     host, _, port = store.rpartition(":")
     join = os.environ.get(JOIN_VARIABLE)
     step, _, ranks = os.environ.get(LEAVE_VARIABLE, "").partition(":")
-    job_report.emit("in_place", recovery=recovery, joining=join, leave=step or None)
-    return InPlaceDrill(
+    drill = InPlaceDrill(
         recovery,
         host,
         int(port),
@@ -70,6 +69,10 @@ def in_place_drill() -> InPlaceDrill | None:
         int(step) if step else None,
         tuple(int(rank) for rank in ranks.split(",") if rank),
     )
+    job_report.emit(
+        "in_place", recovery=recovery, joining=join, leave_after_step=drill.leave_after_step
+    )
+    return drill
 
 
 def report_recovering(dead: list[int], generation: int) -> None:
