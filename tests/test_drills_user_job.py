@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.drills import job_compare, job_exits, job_reference_cache, plugin, report, section
+from torchcanary.drills import (
+    job_compare,
+    job_exits,
+    job_inplace,
+    job_reference_cache,
+    plugin,
+    report,
+    section,
+)
 from torchcanary.drills.catalog import DrillSpec
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
@@ -70,6 +78,22 @@ def test_report_step_does_nothing_outside_a_drill(tmp_path):
     assert code == 0
     assert events == []
     assert not (tmp_path / "events").exists()
+
+
+def test_a_shrinks_fault_free_run_tells_the_job_who_leaves_after_which_step(tmp_path, monkeypatch):
+    """Issue 28 item 5: the variables a shrink's in-place reference is started with."""
+    monkeypatch.setenv(job_inplace.RECOVERY_VARIABLE, "shrink")
+    monkeypatch.setenv(job_inplace.STORE_VARIABLE, "127.0.0.1:29400")
+    monkeypatch.setenv(job_inplace.LEAVE_VARIABLE, "4:1,2")
+    code, events = _shim(
+        tmp_path,
+        "from torchcanary.drills import in_place_drill\n"
+        "d = in_place_drill()\n"
+        "assert (d.recovery, d.store_port, d.join_generation) == ('shrink', 29400, None), d\n"
+        "assert (d.leave_after_step, d.leaving) == (4, (1, 2)), d\n",
+    )
+    assert code == 0
+    assert [e["leave_after_step"] for e in events if e["ev"] == "in_place"] == [4]
 
 
 def test_printed_step_lines_are_steps_until_the_job_reports_its_own(tmp_path):
@@ -517,6 +541,11 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
         in_place.verdict == "absent"
         and "never called torchcanary.drills.in_place_drill()" in (in_place.payload["reason"])
     )
+    # Its shrink is absent already from its fault-free run (made in place): never struck.
+    shrink = runner().run(DrillSpec("kill", "shrink", **SHORT))  # type: ignore[arg-type]
+    assert shrink.verdict == "absent" and "injected" not in shrink.payload
+    assert "never called torchcanary.drills.in_place_drill()" in shrink.payload["reason"]
+    assert runs_made() == 4  # the shrinking reference is its own run
 
 
 @pytest.mark.torch_envs
@@ -575,3 +604,37 @@ def test_rank_killed_inside_its_backward_pass_is_reconfigured_in_place_and_match
         and payload["step_check"]["steps_missing"] == []
     )
     assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_job_that_shrinks_in_place_matches_a_reference_that_shrinks_at_the_same_step(
+    make_context, store, tmp_path, monkeypatch
+):
+    """Issue 28 item 5: the other outcome. Rank 1 of three is lost between steps and inside
+    a backward pass; the survivors go on as a world of two, and every step is compared with
+    a fault-free run in which rank 1 leaves after the same step."""
+    monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
+    job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
+    faults = ["kill:shrink", "kill-in-backward:shrink"]
+    settings = section.parse_settings({"job": job, "faults": faults, "ranks": 3, **SHORT})
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    section.run(ctx)
+    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    for role in ("baseline", "candidate"):
+        for fault in faults:
+            result = results[(fault, role)]
+            payload = result.payload
+            assert result.verdict == "passed", (role, fault, payload["reason"])
+            reason = payload["reason"]
+            assert "compared with a fault-free run in which rank 1 leaves after step 4" in reason
+            assert payload["reference"]["leave"] == {"after_step": 4, "ranks": [1]}
+            assert payload["in_place"]["dead"] == [1] and payload["in_place"]["replacements"] == 0
+            recovered = payload["in_place"]["recovered"]
+            assert {r["world"] for r in recovered} == {2} and len(recovered) == 2  # 3 -> 2
+            assert {r["resume_step"] for r in recovered} == {5}
+            check = payload["step_check"]
+            assert check["steps_compared"] == 10 and check["steps_missing"] == []
+            assert payload["orphans_after_cleanup"] == []
+        assert results[("kill-in-backward:shrink", role)].payload["struck_in_backward_of_step"] == 5
+        shrunk = results[("reference:job-shrink", role)]
+        assert shrunk.verdict == "passed", shrunk.payload.get("reason")

@@ -15,10 +15,16 @@ asks :func:`in_place_drill` where it stands and tells the drill what it does::
     report_recovered(dead=dead)           # its state, and train on
 
 A replacement is started the same way with ``drill.join_generation`` set (the generation
-it was reported for). A job that cannot take the path asked for calls
-``report_unsupported(reason)`` and exits: the drill reports the path *absent* with that
-reason. A job that never calls :func:`in_place_drill` does not recover in place; the drill
-says so (absent), whatever the job did.
+it was reported for). For ``shrink`` the survivors go on without the dead ranks (the world
+shrinks), and the fault-free run it is compared with must change its world at the same
+step: that run is started in place too, with ``drill.leave_after_step`` and
+``drill.leaving`` set, and the job lets those ranks leave cleanly after that step, the
+others going on without them exactly as they would after losing them.
+
+A job that cannot take the path asked for calls ``report_unsupported(reason)`` and exits:
+the drill reports the path *absent* with that reason. A job that never calls
+:func:`in_place_drill` does not recover in place; the drill says so (absent), whatever the
+job did.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from torchcanary.drills import job_report
 RECOVERY_VARIABLE = "TORCHCANARY_DRILL_IN_PLACE"
 STORE_VARIABLE = "TORCHCANARY_DRILL_STORE"
 JOIN_VARIABLE = "TORCHCANARY_DRILL_JOIN_GENERATION"
+LEAVE_VARIABLE = "TORCHCANARY_DRILL_LEAVE"  # "STEP:RANK[,RANK...]", in a shrink's reference
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class InPlaceDrill:
     store_host: str  # the drill's store: it lives through any rank's death
     store_port: int
     join_generation: int | None  # set in a replacement: the generation it was started for
+    leave_after_step: int | None = None  # fault-free shrink: ``leaving`` go after this step
+    leaving: tuple[int, ...] = ()
 
 
 def in_place_drill() -> InPlaceDrill | None:
@@ -51,8 +60,19 @@ def in_place_drill() -> InPlaceDrill | None:
         return None
     host, _, port = store.rpartition(":")
     join = os.environ.get(JOIN_VARIABLE)
-    job_report.emit("in_place", recovery=recovery, joining=join)
-    return InPlaceDrill(recovery, host, int(port), int(join) if join else None)
+    step, _, ranks = os.environ.get(LEAVE_VARIABLE, "").partition(":")
+    drill = InPlaceDrill(
+        recovery,
+        host,
+        int(port),
+        int(join) if join else None,
+        int(step) if step else None,
+        tuple(int(rank) for rank in ranks.split(",") if rank),
+    )
+    job_report.emit(
+        "in_place", recovery=recovery, joining=join, leave_after_step=drill.leave_after_step
+    )
+    return drill
 
 
 def report_recovering(dead: list[int], generation: int) -> None:

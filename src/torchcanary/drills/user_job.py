@@ -12,7 +12,8 @@ not write lets us see, the contract in ``docs/drills.md``:
 - with ``report_step(step, loss=...)`` it reports its exact steps itself;
 - for ``shrink`` and ``reconfigure`` it is started as plain ranks sharing the drill's store
   and recovers in place itself, taking part through ``job_inplace.py``'s contract; a job
-  that does not take part, or says it cannot, makes that path absent.
+  that does not take part, or says it cannot, makes that path absent. A shrink is compared
+  with a fault-free run whose world shrinks at the same step (``job_leave.py``).
 
 The fault strikes after step ``at_step`` when the fault-free run showed steps (as the
 lowest rank that logs them saw it, when not every rank does), else
@@ -32,12 +33,12 @@ import shlex
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchcanary import keyed_cache
-from torchcanary.drills import job_compare, job_exits, timeline
+from torchcanary.drills import job_compare, job_exits, job_leave, timeline
 from torchcanary.drills.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drills.events import read_events
@@ -45,6 +46,7 @@ from torchcanary.drills.faults import Injector
 from torchcanary.drills.job_backward import BACKWARD_VARIABLE
 from torchcanary.drills.job_exits import RankDeath
 from torchcanary.drills.job_injectors import LeadInjector, TimedInjector
+from torchcanary.drills.job_inplace import LEAVE_VARIABLE
 from torchcanary.drills.job_reference_cache import ReferenceCache
 from torchcanary.drills.job_report import EVENTS_VARIABLE
 from torchcanary.drills.judging import fault_facts
@@ -316,6 +318,9 @@ class UserLauncher(Launcher):
         env[SCRATCH_VARIABLE] = str(self.scratch)
         if self.spec.fault == "kill-in-backward":
             env[BACKWARD_VARIABLE] = f"{self.spec.target_rank}:{self.spec.at_step}"
+        leave = job_leave.leaving(self.spec)
+        if leave:  # a shrink's fault-free run: the target leaves after at_step
+            env[LEAVE_VARIABLE] = leave
         # Where a job's Flight Recorder dumps go, if its backend dumps on a timeout (NCCL).
         env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(self.area.flight.absolute() / "rank_"))
         return env
@@ -407,19 +412,28 @@ class UserJobRunner(DrillRunner):
 
     # references --------------------------------------------------------------------------
     def references(self) -> list[dict[str, Any]]:
-        return list(self._job_references.values())
+        """The fault-free runs made, less a shrink's that the job did not take part in."""
+        return [
+            ref
+            for ref in self._job_references.values()
+            if not ref.get("unsupported") and ref.get("opted_in") is not False
+        ]
 
     def reference(self, spec: DrillSpec) -> dict[str, Any]:
-        """The job's fault-free run with these ranks in this environment (made once)."""
-        key = (self.job, spec.ranks)
+        """The job's fault-free run with these ranks in this environment (made once); for a
+        shrink, the one whose world shrinks after the same step (``job_leave.py``)."""
+        clean = job_leave.reference_spec(spec)
+        leave = job_leave.leaving(clean)
+        key = (self.job, spec.ranks, leave)
         with self._reference_lock:
             if key not in self._job_references:
                 problem = self._prepare()
                 if problem:
                     self._job_references[key] = {"ok": False, "reason": problem, "parallel": "job"}
                 else:
-                    clean = replace(spec, fault="none", recovery="reference")
                     identity = self.job.identity(self.environment_key, spec.ranks)
+                    if leave:
+                        identity["leave"] = leave
                     self._job_references[key] = self._cached_or_made(clean, identity)
             return self._job_references[key]
 
@@ -455,11 +469,16 @@ class UserJobRunner(DrillRunner):
         procs = ProcessSet(area.logs)
         launcher = self._launcher(spec, area, procs)
         started = time.time()
-        finished, code = False, None
+        finished, codes = False, []
+        in_place = job_leave.leaving(spec) is not None
         try:
-            main = launcher.torchrun_standalone(max_restarts=0)
-            finished = procs.wait_all([main], time.monotonic() + bound_s)
-            code = main.poll()
+            main = (
+                job_leave.start(launcher, spec)
+                if in_place
+                else [launcher.torchrun_standalone(max_restarts=0)]
+            )
+            finished = procs.wait_all(main, time.monotonic() + bound_s)
+            codes = [p.poll() for p in main]
         except LaunchFailed as exc:
             return {"ok": False, "reason": str(exc), "parallel": "job"}, None
         finally:
@@ -468,8 +487,10 @@ class UserJobRunner(DrillRunner):
         events = read_events(area.events)
         rows = job_compare.reference_rows(events)
         launches = [float(e["t"]) for e in events if e["ev"] == "launch"]
+        code = next((c for c in codes if c != 0), 0) if codes else None
         result: dict[str, Any] = {
             "parallel": "job",
+            **(job_leave.facts(spec, events) if in_place else {}),
             "job": self.job.text,
             "comparison": self.job.comparison(),
             "duration_s": time.time() - started,
@@ -491,8 +512,13 @@ class UserJobRunner(DrillRunner):
                 "for the drill or raise drill_timeout_s"
             )
         elif code != 0:
-            deaths = job_exits.torchrun_deaths(procs.log_tail("torchrun", 20000), events)
-            after_end = job_exits.teardown(deaths, events, spec.ranks, attempt=0)
+            if in_place:
+                logs = [_read_log(area.logs / f"rank{r}.log") for r in range(spec.ranks)]
+                deaths = job_leave.deaths(codes, logs, events)
+                after_end = job_leave.teardown(codes, deaths)
+            else:
+                deaths = job_exits.torchrun_deaths(procs.log_tail("torchrun", 20000), events)
+                after_end = job_exits.teardown(deaths, events, spec.ranks, attempt=0)
             if after_end:  # every step ran: a crash on the way out is no failed run
                 result["ok"] = True
                 result["teardown_trouble"] = _teardown_json(after_end)
@@ -506,6 +532,11 @@ class UserJobRunner(DrillRunner):
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
         reference = self.reference(spec)
+        absent = _absent_in_reference(spec, reference)
+        if absent:
+            return DrillOutcome(
+                DrillVerdict.ABSENT, {"reason": absent, "spec": spec.to_json(), "parallel": "job"}
+            )
         if not reference.get("ok"):
             return DrillOutcome(
                 DrillVerdict.ERROR,
@@ -600,7 +631,7 @@ class UserJobRunner(DrillRunner):
                 k: reference.get(k)
                 for k in (
                     *("ok", "final_step", "final_loss", "run_s", "throughput", "step_source"),
-                    *("cached", "teardown_trouble"),
+                    *("cached", "teardown_trouble", "leave"),
                 )
             },
             "in_place": _in_place_facts(spec, events, recovered),
@@ -638,11 +669,7 @@ class UserJobRunner(DrillRunner):
         if payload["unsupported"]:
             return DrillVerdict.ABSENT, f"your job cannot {spec.recovery}: {payload['unsupported']}"
         if spec.recovery in IN_PLACE and not payload["in_place"]["opted_in"]:
-            return DrillVerdict.ABSENT, (
-                f"{spec.recovery} recovers in place inside the job, and your job does not "
-                "take part: it never called torchcanary.drills.in_place_drill() (see "
-                "docs/drills.md, 'Recovering in place')"
-            )
+            return DrillVerdict.ABSENT, _not_taking_part(spec)
         if run.injector.fault_t is None:
             if payload["job_errors_before_fault"]:
                 return DrillVerdict.ERROR, (
@@ -708,11 +735,35 @@ class UserJobRunner(DrillRunner):
                 f"final loss {loss} differs from the fault-free {ref_loss}, compared "
                 f"{self.job.comparison()}"
             )
+        leave = payload["reference"].get("leave")
+        if leave:
+            how += (
+                f" (compared with a fault-free run in which rank {leave['ranks'][0]} leaves "
+                f"after step {leave['after_step']})"
+            )
         return DrillVerdict.PASSED, (
             f"{how}; ended at step {ref_step} like the fault-free run; "
             f"{job_compare.describe(check)}, compared {self.job.comparison()}"
             + _teardown_said(payload)
         )
+
+
+def _not_taking_part(spec: DrillSpec) -> str:
+    return (
+        f"{spec.recovery} recovers in place inside the job, and your job does not "
+        "take part: it never called torchcanary.drills.in_place_drill() (see "
+        "docs/drills.md, 'Recovering in place')"
+    )
+
+
+def _absent_in_reference(spec: DrillSpec, reference: dict[str, Any]) -> str | None:
+    """Why a shrink is absent, as its fault-free run (made in place) already shows: the job
+    said it cannot shrink, or never took part. None otherwise."""
+    if reference.get("unsupported"):
+        return f"your job cannot {spec.recovery}: {reference['unsupported']}"
+    if reference.get("opted_in") is False:
+        return _not_taking_part(spec)
+    return None
 
 
 def _how_it_ended(run: _Run) -> str:
