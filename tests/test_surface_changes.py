@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torchcanary.sections import NotRun
 from torchcanary.store.sqlite import SectionResult
 from torchcanary.surface.changes import Change, ChangeKind, compare_surfaces, signature_delta
 from torchcanary.surface.notes import ReleaseText
-from torchcanary.surface.section import SUMMARY_KEY, blocking_reasons
+from torchcanary.surface.section import SUMMARY_KEY, blocking_reasons, not_run
 
 REQUIRED = ["x", "positional-or-keyword", None, False]
 
@@ -127,10 +128,13 @@ def test_policy_blocks_on_removed_and_relied_defaults_by_default_and_can_be_rela
     assert len(blocking_reasons(view, strict)) == 4
 
 
-def test_a_diff_that_could_not_be_compared_says_no_go_whatever_the_policy():
+def test_a_diff_that_could_not_be_compared_is_a_comparison_that_did_not_run():
+    """Issue 28: an uncompared diff is no objection of the diff's own keys but an item
+    that did not run, which the core rule (``block_on_not_run``) objects to."""
     reason = "candidate: crashed: worker killed by SIGKILL"
     view = _View(
         {"diff": [SectionResult("diff", SUMMARY_KEY, "both", "not-compared", {"reason": reason})]}
     )
     relaxed = {key: False for key in ("diff_block_on_removed", "diff_block_on_relied_default")}
-    assert blocking_reasons(view, relaxed) == [f"diff: not compared: {reason}"]
+    assert blocking_reasons(view, relaxed) == []
+    assert not_run(view) == [NotRun("the surface comparison", reason)]
