@@ -109,7 +109,8 @@ def test_printed_step_lines_are_steps_until_the_job_reports_its_own(tmp_path):
     steps = [(e["step"], e["loss"], e["source"]) for e in events if e["ev"] == "step"]
     assert steps == [(1, 0.75, "log"), (2, 0.5, "helper")]  # step 3's line: the job reports
     assert [e["ev"] for e in events][:2] == ["launch", "start"]
-    assert events[-1]["ev"] == "done"
+    # "exit": the shim let the job's process group go after its last step (issue 28 item 3)
+    assert [e["ev"] for e in events][-2:] == ["done", "exit"]
     assert job_compare.step_source(events) == "report_step"
 
 
