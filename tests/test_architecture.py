@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.measure.specs import ONESHOT_KINDS
+from torchcanary.bench.specs import ONESHOT_KINDS
 from torchcanary.worker import calls
 
 SRC = Path(__file__).parents[1] / "src"
@@ -165,7 +165,7 @@ def test_orchestrator_side_never_imports_torch() -> None:
         f"for name in {orchestrator!r}:\n"
         "    importlib.import_module(name)\n"
         "import torchcanary.cli\n"
-        "from torchcanary.registry import discover\n"
+        "from torchcanary.probe_registry import discover\n"
         "from torchcanary.sections import registered\n"
         "discover(); registered()\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
