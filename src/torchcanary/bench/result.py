@@ -85,10 +85,6 @@ class BenchMeasured:
     )
 
     @property
-    def measured(self) -> bool:
-        return True
-
-    @property
     def slowdown(self) -> float | None:
         """How much slower the judged side is, as a fraction (None when untestable)."""
         return None if self.ratio is None else self.ratio - 1
@@ -133,10 +129,6 @@ class BenchSkipped:
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def measured(self) -> bool:
-        return False
 
     @property
     def fails_only_on_candidate(self) -> bool:

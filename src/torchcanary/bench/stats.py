@@ -374,30 +374,6 @@ def random_effects(
     return pooled, math.sqrt(1 / sum(random_weights)), tau2, q_p
 
 
-def one_sample_t(values: Sequence[float], confidence: float) -> tuple[float, float, float, float]:
-    """Mean, two-sided p for mean 0, and the t confidence interval: (mean, p, low, high)."""
-    n = len(values)
-    if n == 0:
-        raise ValueError("t-test of no values")
-    _require_finite(values, "t-test")
-    scale = max(abs(v) for v in values) or 1.0  # keeps sums and squares of huge values finite
-    scaled = [v / scale for v in values]
-    mean = sum(scaled) / n
-    if n < 2:
-        return mean * scale, 1.0, -math.inf, math.inf
-    sd = math.sqrt(sum((v - mean) ** 2 for v in scaled) / (n - 1))
-    if sd == 0:
-        return mean * scale, (1.0 if mean == 0 else 0.0), mean * scale, mean * scale
-    se = sd / math.sqrt(n)
-    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * se
-    return (
-        mean * scale,
-        t_two_sided_p(mean / se, n - 1),
-        (mean - half) * scale,
-        (mean + half) * scale,
-    )
-
-
 def trimmed_t(
     values: Sequence[float], confidence: float, trim: float = 0.1
 ) -> tuple[float, float, float, float, float, float]:
