@@ -80,10 +80,10 @@ def test_signed_rank_with_ties_and_zeros_matches_scipys_normal_approximation(
 
 @EXAMPLES
 @given(st.lists(finite | tied | huge, min_size=2, max_size=30))
-def test_one_sample_t_matches_scipy_even_for_huge_values(values: list[float]) -> None:
+def test_untrimmed_t_matches_scipys_student_t_even_for_huge_values(values: list[float]) -> None:
     if len(set(values)) == 1:
         return  # zero spread: scipy divides by zero
-    mean, p, low, high = stats.one_sample_t(values, 0.95)
+    mean, p, low, high, _se, _df = stats.trimmed_t(values, 0.95, trim=0.0)
     # scipy squares huge values into inf, so it gets them rescaled (t is scale-free).
     scale = max(abs(v) for v in values)
     theirs = scipy_stats.ttest_1samp([v / scale for v in values], 0.0)
@@ -199,7 +199,6 @@ def test_nan_raises_where_scipy_would_return_nan() -> None:
     with_nan = [0.1, math.nan, 0.3, 0.2]
     assert math.isnan(scipy_stats.ttest_1samp(with_nan, 0.0).pvalue)
     for call in (
-        lambda: stats.one_sample_t(with_nan, 0.95),
         lambda: stats.trimmed_t(with_nan, 0.95),
         lambda: stats.wilcoxon_signed_rank(with_nan),
         lambda: stats.mann_whitney_u(with_nan, [1.0, 2.0]),
@@ -216,7 +215,8 @@ def test_the_smallest_samples_agree_with_scipy(n: int) -> None:
         scipy_stats.wilcoxon(values, method="exact").pvalue
     )
     if n >= 2:
-        ours = stats.one_sample_t(values, 0.95)
+        ours = stats.trimmed_t(values, 0.95, trim=0.0)
         assert ours[1] == pytest.approx(scipy_stats.ttest_1samp(values, 0.0).pvalue)
     else:
-        assert stats.one_sample_t(values, 0.95)[1:] == (1.0, -math.inf, math.inf)
+        with pytest.raises(ValueError, match="at least two values"):
+            stats.trimmed_t(values, 0.95, trim=0.0)
