@@ -44,7 +44,9 @@ def hostile_report(tmp_path_factory) -> Path:
         "--quiet",
         cwd=workdir,
     )
-    assert result.returncode == 0, result.stderr
+    # faulty.raises did not run in the candidate, so the run is no-go (issue 28's rule).
+    assert result.returncode == 1, result.stderr
+    assert "did not run in the candidate" in result.stdout
     return next((workdir / "canary-results").glob("*/report.html"))
 
 
