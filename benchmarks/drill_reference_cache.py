@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchcanary.drills.catalog import DrillSpec, parse_drill_name
-from torchcanary.drills.job_reference_cache import ReferenceCache
-from torchcanary.drills.user_job import UserJobRunner, parse_job_settings, user_job
+from torchcanary.drill.catalog import DrillSpec, parse_drill_name
+from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.user_job import UserJobRunner, parse_job_settings, user_job
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.context import RunContext
-from torchcanary.drills import report, section
+from torchcanary.drill import report, section
 from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
 from torchcanary.runner import import_root
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 
 def main() -> int:
@@ -115,7 +115,7 @@ def _table(
 ) -> dict[tuple[str, str], Any]:
     with (
         tempfile.TemporaryDirectory(prefix="drill-table-") as scratch,
-        Store(Path(scratch) / "canary.db") as store,
+        SqliteStore(Path(scratch) / "canary.db") as store,
     ):
         plan = RunPlan(
             baseline=args.baseline,
@@ -154,7 +154,7 @@ def _table(
 
 def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
     """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
-    from torchcanary.drills.netns import why_unavailable
+    from torchcanary.drill.netns import why_unavailable
     from torchcanary.fleet.drill_run import execute_node_drills
     from torchcanary.fleet.local_cluster import (
         start_bridged_cluster,
@@ -179,7 +179,7 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
     try:
         with (
             tempfile.TemporaryDirectory(prefix="drill-table-nodes-") as scratch,
-            Store(Path(scratch) / "canary.db") as store,
+            SqliteStore(Path(scratch) / "canary.db") as store,
             connect(address, timeout_s=60) as fleet,
         ):
             outcome = execute_node_drills(

@@ -57,20 +57,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchcanary.bench import compare, sequential, stats
+from torchcanary.bench.interleave import Interleaver, Measurements
+from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
+from torchcanary.bench.section import POLICY_DEFAULTS
+from torchcanary.bench.settings import BenchSettings, parse_settings
+from torchcanary.bench.specs import benchmark_id
+from torchcanary.bench.suite import expand
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.measure import compare, sequential, stats
-from torchcanary.measure.interleave import Interleaver, Measurements
-from torchcanary.measure.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
-from torchcanary.measure.section import POLICY_DEFAULTS
-from torchcanary.measure.settings import BenchSettings, parse_settings
-from torchcanary.measure.specs import benchmark_id
-from torchcanary.measure.suite import expand
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 HEAVIER = Side("B", "candidate", "candidate")
 ASV_FACTOR, ASV_P = 1.1, 0.002
@@ -180,7 +180,7 @@ def _measure(
         }
     )
     scratch = Path(tempfile.mkdtemp(prefix="canary-selfcheck-"))
-    store = Store(scratch / "selfcheck.db")
+    store = SqliteStore(scratch / "selfcheck.db")
     plan = RunPlan(baseline=args.baseline, candidate=args.baseline)
     ctx = RunContext(
         run_id=store.create_run(plan.to_json()),

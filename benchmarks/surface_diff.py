@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 from torchcanary.context import RunContext
+from torchcanary.diff import section
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root
-from torchcanary.store.sqlite import Store
-from torchcanary.surface import section
+from torchcanary.store.sqlite import SqliteStore
 
 SEED_NOTES = Path("/work/shared/seed/pytorch-2.14-release.txt")
 
@@ -65,7 +65,7 @@ def main() -> int:
     }
     with (
         tempfile.TemporaryDirectory(prefix="surface-diff-") as scratch,
-        Store(Path(scratch) / "canary.db") as store,
+        SqliteStore(Path(scratch) / "canary.db") as store,
     ):
         plan = RunPlan(
             baseline=args.baseline,

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchcanary.measure.report import format_seconds
-from torchcanary.measure.specs import human_bytes
+from torchcanary.bench.report import format_seconds
+from torchcanary.bench.specs import human_bytes
 from torchcanary.report.view import RunView
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 PROJECT = Path(__file__).parents[1] / "tests" / "fixtures" / "workload_project"
 STEPS = "workload_demo.steps"
@@ -136,7 +136,7 @@ def main() -> int:
         if done.returncode not in (0, 1):
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
             return done.returncode
-        with Store(Path(scratch) / "canary.db") as store:
+        with SqliteStore(Path(scratch) / "canary.db") as store:
             run = store.latest_run()
             assert run is not None
             view = RunView.load(store, run.run_id)

@@ -20,13 +20,13 @@ from hypothesis import settings
 
 from env_specs import BARE_BASELINE_SPEC, BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
-from torchcanary.drills.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
+from torchcanary.drill.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, cache_root, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 # real_parts: a test that could not use PostgreSQL, Ray, namespaces or Chromium fails under
 # CI and is counted in the summary; pytester: the real inner pytest runs that test that.
@@ -114,15 +114,15 @@ def import_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    with Store(tmp_path / "canary.db") as opened:
+def store(tmp_path: Path) -> SqliteStore:
+    with SqliteStore(tmp_path / "canary.db") as opened:
         yield opened
 
 
 @pytest.fixture
 def make_context(
     tmp_path: Path,
-    store: Store,
+    store: SqliteStore,
     baseline_env: Environment,
     candidate_env: Environment,
     import_root: Path,

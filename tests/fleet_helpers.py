@@ -36,7 +36,7 @@ def candidate_node_drills(
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan(
         baseline=BASELINE_SPEC,
@@ -44,7 +44,7 @@ def candidate_node_drills(
         sections=("drill",),
         settings={"drill": drills},
     )
-    with Store(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
+    with SqliteStore(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
         outcome = execute_node_drills(
             plan,
             store,
@@ -66,7 +66,7 @@ def candidate_node_drills(
 
 def drill_processes_left(placed: dict[str, Any], nodes: range) -> list[int]:
     """The candidate drill's processes still alive on ``nodes`` (should be none)."""
-    from torchcanary.drills.procs import processes_with_token
+    from torchcanary.drill.procs import processes_with_token
     from torchcanary.fleet.rank_host import node_token
 
     token = placed["placed"]["candidate"]["token"]

@@ -112,9 +112,9 @@ def test_store_newer_than_this_torchcanary_is_refused_and_left_untouched(tmp_pat
 
 
 def test_report_for_unknown_run_points_to_runs(tmp_path):
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
-    Store(tmp_path / "canary.db").close()
+    SqliteStore(tmp_path / "canary.db").close()
     line = _one_line_error(run_canary("report", "nope", "--store", "canary.db", cwd=tmp_path))
     assert "torchcanary runs" in line
 

@@ -88,10 +88,10 @@ def test_decision_is_never_go_when_an_asked_for_section_stored_nothing(tmp_path:
     from torchcanary.plan import RunPlan
     from torchcanary.policy import decide
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("stack",))
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         view = RunView.load(store, store.create_run(plan.to_json()))
     decision = decide(view, plan.policy, plan.sections, {})
     assert not decision.go
@@ -103,7 +103,7 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
     from torchcanary.plan import RunPlan
     from torchcanary.policy import decide
     from torchcanary.report.view import RunView
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
     table = 'store = "elsewhere/team.db"\noutput = "elsewhere/reports"\n'
     config_args: list[str] = []
@@ -115,7 +115,7 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
         (tmp_path / "team.toml").write_text(table)
         config_args = ["--config", "team.toml"]
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("claims",))
-    with Store(tmp_path / "elsewhere" / "team.db") as store:
+    with SqliteStore(tmp_path / "elsewhere" / "team.db") as store:
         run_id = store.create_run(plan.to_json())
         view = RunView.load(store, run_id)
         decision = decide(view, plan.policy, plan.sections, {})

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from torchcanary.drills import drill, section, trajectory
-from torchcanary.drills.catalog import DrillSpec
-from torchcanary.drills.drill import DrillRunner
-from torchcanary.store.sqlite import SectionResult
+from torchcanary.drill import drill, section, trajectory
+from torchcanary.drill.catalog import DrillSpec
+from torchcanary.drill.drill import DrillRunner
+from torchcanary.store.rows import SectionResult
 
 REFERENCE = [[step, 5.0 - 0.1 * step, 2.0 + 0.01 * step] for step in range(8)]
 

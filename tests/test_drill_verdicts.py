@@ -13,13 +13,13 @@ import pytest
 from rich.console import Console
 
 from torchcanary.context import ROLES, RunContext
-from torchcanary.drills import repeats, report, section
-from torchcanary.drills.catalog import DrillSpec
-from torchcanary.drills.drill import DrillOutcome
-from torchcanary.drills.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
-from torchcanary.drills.result import DrillRun, from_json
-from torchcanary.drills.section import drill_runs
-from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.drill import repeats, report, section
+from torchcanary.drill.catalog import DrillSpec
+from torchcanary.drill.drill import DrillOutcome
+from torchcanary.drill.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
+from torchcanary.drill.result import DrillRun, from_json
+from torchcanary.drill.section import drill_runs
+from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
@@ -29,7 +29,7 @@ from torchcanary.report.json_out import render_json
 from torchcanary.report.view import RunView
 from torchcanary.results import RECORD_SCHEMA_KEY
 from torchcanary.store.rows import SectionResult
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 
 def test_every_drill_verdict_has_the_junit_status_a_ci_expects() -> None:
@@ -57,7 +57,7 @@ def test_a_drill_verdict_reads_and_compares_as_its_stored_text() -> None:
     assert DrillVerdict("passed") is DrillVerdict.PASSED
 
 
-# repeated trials (drills/repeats.py) ----------------------------------------------------
+# repeated trials (drill/repeats.py) ----------------------------------------------------
 class ScriptedRunner:
     """Plays back each environment's verdicts, trial after trial, instead of running a job:
     what is under test is when the section repeats a drill and what it stores and claims."""
@@ -93,14 +93,14 @@ def _scripted_run(
     scripts: dict,
     console_log: io.StringIO | None = None,
     roles: tuple[str, ...] = ROLES,
-    resume_of: tuple[Store, str] | None = None,
-) -> tuple[Store, str]:
+    resume_of: tuple[SqliteStore, str] | None = None,
+) -> tuple[SqliteStore, str]:
     """The drill section run on ``scripts`` (a new run, or ``resume_of`` resumed)."""
     monkeypatch.setattr(section, "DrillRunner", ScriptedRunner)
     monkeypatch.setattr(ScriptedRunner, "scripts", scripts)
     settings = section.parse_settings({"faults": sorted({key for key, _ in scripts}), **table})
     plan = RunPlan("b", "c", sections=("drill",), settings={"drill": settings})
-    store, run_id = resume_of or (Store(tmp_path / "canary.db"), "")
+    store, run_id = resume_of or (SqliteStore(tmp_path / "canary.db"), "")
     run_id = run_id or store.create_run(plan.to_json())
     environments = {
         role: Environment(role, parse_env_spec("torch"), role, str(tmp_path), "2.x", True, 0.0)

@@ -25,7 +25,7 @@ from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 DRILLS = {
     "faults": ["kill:restart-unshared", "node-kill:timeout", "net-down:timeout"],
@@ -108,9 +108,9 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     drill_cluster, tmp_path: Path
 ) -> None:
     # Before the drill test: that one kills a node.
+    from torchcanary.bench.result import BenchMeasured, from_rows
     from torchcanary.fleet.node_bench import execute_node_bench
     from torchcanary.fleet.ray_executor import connect
-    from torchcanary.measure.result import BenchMeasured, from_rows
     from torchcanary.store.history import HistoryFilter, history
 
     plan = RunPlan(
@@ -120,7 +120,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         settings={"bench": dict(NODE_BENCH)},
     )
     with (
-        Store(tmp_path / "canary.db") as store,
+        SqliteStore(tmp_path / "canary.db") as store,
         connect(drill_cluster.address, timeout_s=60) as fleet,
     ):
         outcome = execute_node_bench(
@@ -231,9 +231,9 @@ def test_ranks_on_two_nodes_recover_from_a_rank_kill_and_detect_a_node_kill(
 
 
 def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_path: Path) -> None:
-    from torchcanary.drills import section
-    from torchcanary.drills.catalog import DrillSpec
-    from torchcanary.drills.drill import DrillRunner
+    from torchcanary.drill import section
+    from torchcanary.drill.catalog import DrillSpec
+    from torchcanary.drill.drill import DrillRunner
 
     outcome = DrillRunner(sys.executable, tmp_path, tmp_path).run(DrillSpec("node-kill", "timeout"))
     assert outcome.verdict.value == "not-checkable"
@@ -245,7 +245,7 @@ def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_p
 
 
 def test_node_kills_are_drilled_last_whatever_order_they_were_given_in() -> None:
-    from torchcanary.drills.section import drill_specs, parse_settings
+    from torchcanary.drill.section import drill_specs, parse_settings
     from torchcanary.fleet.drill_run import in_node_order
 
     faults = ["node-kill:timeout", "kill:restart-unshared", "node-kill:replace", "hang:timeout"]

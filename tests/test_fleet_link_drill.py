@@ -16,12 +16,12 @@ import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
-from torchcanary.drills.netns import why_unavailable
+from torchcanary.drill.netns import why_unavailable
 from torchcanary.fleet.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import RunView
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.netns]
 
@@ -74,9 +74,9 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
 ) -> None:
     """Before the drills: their node kill takes a node for good. Off loopback, a rank's
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
+    from torchcanary.bench.result import BenchMeasured, from_rows
     from torchcanary.fleet.node_bench import execute_node_bench
     from torchcanary.fleet.ray_executor import connect
-    from torchcanary.measure.result import BenchMeasured, from_rows
 
     bench = {
         "families": ["collectives"],
@@ -92,7 +92,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         settings={"bench": bench},
     )
     with (
-        Store(tmp_path / "canary.db") as store,
+        SqliteStore(tmp_path / "canary.db") as store,
         connect(bridged_cluster.address, timeout_s=60) as fleet,
     ):
         outcome = execute_node_bench(

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.bench import kept_facts, section
+from torchcanary.bench import report as bench_report
+from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
+from torchcanary.bench.kept_facts import REUSED, KeptFacts
+from torchcanary.bench.roofline_reuse import ROOFLINES
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.measure import kept_facts, section
-from torchcanary.measure import report as bench_report
-from torchcanary.measure.dispatch_reuse import DISPATCH_PROFILES
-from torchcanary.measure.kept_facts import REUSED, KeptFacts
-from torchcanary.measure.roofline_reuse import ROOFLINES
 from torchcanary.report.view import RunView
 from torchcanary.results import Manifest
 from torchcanary.runner import record_manifests

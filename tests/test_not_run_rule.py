@@ -24,13 +24,13 @@ from torchcanary.report.page import render_html
 from torchcanary.report.view import RunView
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult
-from torchcanary.store.sqlite import Store
+from torchcanary.store.sqlite import SqliteStore
 
 NEVER_STRUCK = "the job never reached step 12 on rank 1, so no fault was injected"
 DRILLS = ("kill:restart-unshared", "hang:timeout")
 
 
-def _drill_run(store: Store, verdict: str, reason: str) -> str:
+def _drill_run(store: SqliteStore, verdict: str, reason: str) -> str:
     """A run whose drills all ended with ``verdict`` in both environments."""
     run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
     for key in DRILLS:
@@ -41,7 +41,7 @@ def _drill_run(store: Store, verdict: str, reason: str) -> str:
     return run_id
 
 
-def _finish(store: Store, run_id: str, policy: dict[str, object], sections: tuple[str, ...]):
+def _finish(store: SqliteStore, run_id: str, policy: dict[str, object], sections: tuple[str, ...]):
     view = RunView.load(store, run_id)
     decision = decide(view, resolve_policy(policy, sections), sections, {})
     store.finish_run(run_id, decision.label, decision.to_json())
@@ -49,7 +49,7 @@ def _finish(store: Store, run_id: str, policy: dict[str, object], sections: tupl
 
 
 def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     """Issue 28 item 1: every drill `error` (no fault injected) used to answer go."""
     decision, view = _finish(store, _drill_run(store, "error", NEVER_STRUCK), {}, ("drill",))
@@ -63,7 +63,7 @@ def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error
 
 
 def test_a_policy_may_let_items_that_did_not_run_through_but_every_report_says_so(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     """Issue 28 item 1: ``block_on_not_run = false`` warns; the reason is still shown."""
     run_id = _drill_run(store, "error", NEVER_STRUCK)
@@ -80,7 +80,7 @@ def test_a_policy_may_let_items_that_did_not_run_through_but_every_report_says_s
     assert written["decision_detail"]["warnings"] == [warning]
 
 
-def test_honest_unknowns_are_shown_not_blocking(store: Store) -> None:
+def test_honest_unknowns_are_shown_not_blocking(store: SqliteStore) -> None:
     """Issue 28 item 1: "not checkable here" stays an unknown, not a drill that did not run."""
     run_id = _drill_run(store, "not-checkable", "no second GPU here")
     decision, _ = _finish(store, run_id, {}, ("drill",))
@@ -88,7 +88,7 @@ def test_honest_unknowns_are_shown_not_blocking(store: Store) -> None:
 
 
 @pytest.mark.parametrize("verdict", ["error", "crashed", "timeout"])
-def test_a_claim_the_candidate_could_not_check_blocks(store: Store, verdict: str) -> None:
+def test_a_claim_the_candidate_could_not_check_blocks(store: SqliteStore, verdict: str) -> None:
     """Issue 28 item 1: a probe that broke in the candidate says nothing of the claim."""
     run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
     for role, outcome in (
@@ -111,7 +111,7 @@ def test_a_retired_policy_key_names_the_key_that_replaced_it() -> None:
         resolve_policy({"bench_block_on_candidate_failure": True}, ("bench",))
 
 
-def test_the_last_line_of_a_go_with_warnings_says_so(store: Store) -> None:
+def test_the_last_line_of_a_go_with_warnings_says_so(store: SqliteStore) -> None:
     """Issue 28 item 1: the terminal's verdict line of a go the policy let through with a
     warning names the warning; "no policy objected" would read as a clean go."""
     run_id = _drill_run(store, "error", NEVER_STRUCK)

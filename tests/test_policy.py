@@ -26,7 +26,8 @@ from torchcanary.sections import (
     policy_bounds,
     section_names,
 )
-from torchcanary.store.sqlite import SectionResult, Store
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
 
 ALL_SECTIONS = section_names()
 
@@ -96,7 +97,7 @@ def _drill(role: str, detect_s: float) -> SectionResult:
     return SectionResult("drill", "hang:timeout", role, "passed", payload)
 
 
-def _stored_view(store: Store, plan: RunPlan, results: list[SectionResult]) -> RunView:
+def _stored_view(store: SqliteStore, plan: RunPlan, results: list[SectionResult]) -> RunView:
     run_id = store.create_run(plan.to_json())
     for result in results:
         store.save_section_result(run_id, result)
@@ -118,7 +119,7 @@ def _stored_view(store: Store, plan: RunPlan, results: list[SectionResult]) -> R
 )
 def test_a_threshold_from_the_policy_file_decides_the_run(
     tmp_path: Path,
-    store: Store,
+    store: SqliteStore,
     section: str,
     line: str,
     results: list[SectionResult],
@@ -134,7 +135,7 @@ def test_a_threshold_from_the_policy_file_decides_the_run(
         assert decide(view, plan.policy, plan.sections, {}).go is not blocks, plan.policy
 
 
-def test_a_bench_that_measured_nothing_is_never_a_go(store: Store) -> None:
+def test_a_bench_that_measured_nothing_is_never_a_go(store: SqliteStore) -> None:
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
     skipped = [
         SectionResult("bench", key, "both", "skipped", {"kind": "linear", "reason": why})
@@ -148,7 +149,7 @@ def test_a_bench_that_measured_nothing_is_never_a_go(store: Store) -> None:
     )
 
 
-def test_a_bench_that_judged_nothing_is_never_a_go(store: Store) -> None:
+def test_a_bench_that_judged_nothing_is_never_a_go(store: SqliteStore) -> None:
     # One worker group: every interval is unbounded, so no benchmark got a verdict.
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
     why = "the interval is unbounded (1 worker group); more worker groups are needed"
@@ -172,7 +173,7 @@ def test_a_bench_that_judged_nothing_is_never_a_go(store: Store) -> None:
     assert decide(_stored_view(store, plan, judged), plan.policy, plan.sections, {}).go
 
 
-def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> None:
+def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: SqliteStore) -> None:
     for allowed, expected in ((0.10, "passed"), (0.05, "failure")):
         policy = {"bench_max_slowdown": allowed}
         plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",), policy=policy)
@@ -183,7 +184,7 @@ def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: Store) -> N
         assert decision.go is (expected == "passed")
 
 
-def test_junit_carries_the_runs_decision_with_every_reason(store: Store) -> None:
+def test_junit_carries_the_runs_decision_with_every_reason(store: SqliteStore) -> None:
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench", "stack"))
     run_id = store.create_run(plan.to_json())
     store.save_section_result(run_id, _bench_slower(1.08))

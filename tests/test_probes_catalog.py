@@ -22,7 +22,7 @@ import pytest
 
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
-from torchcanary.registry import discover
+from torchcanary.probe_registry import discover
 from torchcanary.results import Verdict
 
 RELEASE_TEXT = Path(__file__).resolve().parents[1] / "shared/seed/pytorch-2.14-release.txt"
@@ -136,7 +136,7 @@ def test_every_release_quote_is_really_in_the_release_text() -> None:
 
 def test_listing_the_probes_does_not_import_torch() -> None:
     check = (
-        "import sys; from torchcanary.registry import discover; discover(); "
+        "import sys; from torchcanary.probe_registry import discover; discover(); "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run(

@@ -16,14 +16,15 @@ import pytest
 from rich.console import Console
 
 from cli_helpers import run_canary
+from torchcanary.bench.result import BenchMeasured, BenchSkipped
 from torchcanary.context import RunContext
-from torchcanary.drills import section as drill_section
-from torchcanary.drills.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
-from torchcanary.drills.result import DrillReference, DrillRun
-from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.diff.result import DiffChange, DiffSummary
+from torchcanary.drill import section as drill_section
+from torchcanary.drill.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
+from torchcanary.drill.result import DrillReference, DrillRun
+from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.measure.result import BenchMeasured, BenchSkipped
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide
 from torchcanary.progress import Progress
@@ -33,8 +34,7 @@ from torchcanary.sections import get_section, section_names
 from torchcanary.stack.result import StackChange, StackRun, StackSummary
 from torchcanary.store.history import PROBE_RESULTS, find_section
 from torchcanary.store.rows import SectionResult
-from torchcanary.store.sqlite import Store
-from torchcanary.surface.result import DiffChange, DiffSummary
+from torchcanary.store.sqlite import SqliteStore
 
 STORED = Path(__file__).parent / "fixtures" / "records"
 RUN_ID = "20261203-211235-f57d7a"
@@ -90,7 +90,7 @@ def test_a_run_stored_before_the_records_reports_its_results_as_it_did(rendered:
 
 def test_the_decision_read_from_the_records_is_the_one_the_run_made(tmp_path: Path) -> None:
     shutil.copy(STORED / "before-records.db", tmp_path / "canary.db")
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         view = RunView.load(store, RUN_ID)
     detail = view.run.decision_detail or {}
     plan = view.run.plan
@@ -145,7 +145,7 @@ def test_facts_a_record_does_not_know_are_kept_when_it_is_written_again() -> Non
 
 
 def test_history_finds_an_id_in_any_registered_section(tmp_path: Path) -> None:
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         run_id = store.create_run({"sections": ["stack"]})
         change = SectionResult("stack", "tests/t.py::test_a", "both", "newly-failing", {})
         store.save_section_result(run_id, change)
@@ -212,7 +212,7 @@ def test_the_drill_decision_read_from_the_records_is_the_one_the_old_code_made(
     tmp_path: Path,
 ) -> None:
     shutil.copy(STORED / "before-drill-records.db", tmp_path / "canary.db")
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         view = RunView.load(store, DRILL_RUN_ID)
     plan = view.run.plan
     decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
@@ -254,7 +254,7 @@ def test_the_drill_section_stores_each_row_as_its_versioned_record(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no `ip`: a network drill is not checkable here
     settings = drill_section.parse_settings({"faults": ["net-slow:none"]})
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         plan = RunPlan("b", "c", sections=("drill",), settings={"drill": settings})
         run_id = store.create_run(plan.to_json())
         env = Environment(
@@ -305,7 +305,7 @@ def _summary_printed(db: Path, run_id: str, fleet: bool) -> str:
     from torchcanary import cli
 
     console = Console(width=100, color_system=None, force_terminal=False, file=io.StringIO())
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         (cli._print_fleet_summary if fleet else cli._print_summary)(console, store, run_id)
     return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 
@@ -351,7 +351,7 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
 ) -> None:
     for db in ("before-claims-view.db", "before-claims-fleet.db"):
         shutil.copy(STORED / db, tmp_path / db)
-    with Store(tmp_path / "before-claims-view.db") as store:
+    with SqliteStore(tmp_path / "before-claims-view.db") as store:
         view = RunView.load(store, CLAIMS_RUN_ID)
     plan = view.run.plan
     decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
@@ -366,7 +366,7 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
         "not-checkable-here, candidate not-checkable-here (not checked: CUDA-graph capture "
         "needs a CUDA GPU; while_loop correctness on CPU shown as information)",
     ]
-    with Store(tmp_path / "before-claims-fleet.db") as store:
+    with SqliteStore(tmp_path / "before-claims-fleet.db") as store:
         fleet = RunView.load(store, CLAIMS_FLEET_RUN_ID)
     assert decide(fleet.profiles["cpu-a"], plan["policy"], ("claims",), {}).reasons == ()
     assert decide(fleet.profiles["cpu-b"], plan["policy"], ("claims",), {}).reasons == (

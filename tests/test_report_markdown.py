@@ -10,16 +10,17 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from cli_helpers import run_canary
+from torchcanary.diff import report as diff_report
+from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary
 from torchcanary.report.markdown import literal_text, time_lines
 from torchcanary.report.view import RunView
-from torchcanary.store.sqlite import SectionResult, Store
-from torchcanary.surface import report as diff_report
-from torchcanary.surface.result import DiffChange, DiffStatus, DiffSummary
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
 
 ALIAS = "<alias of torch.compiler.config.compile_on_one_rank>"
 
 
-def _diff_view(store: Store) -> RunView:
+def _diff_view(store: SqliteStore) -> RunView:
     run_id = store.create_run({"sections": ["diff"]})
     summary = DiffSummary(DiffStatus.CHANGES, total=1, announced=0, unannounced_altering=1)
     change = DiffChange(
@@ -41,7 +42,7 @@ def _diff_view(store: Store) -> RunView:
 
 
 def test_a_repr_in_angle_brackets_reads_as_itself_in_markdown_and_the_terminal(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     """Issue 28 item 11 (a): the diff's Markdown showed ``'&lt;alias of ...>'``; a repr in
     angle brackets is a code span, literal in the file, on GitHub and in the terminal."""
@@ -59,7 +60,9 @@ def test_literal_text_leaves_plain_comparisons_and_fences_backticks() -> None:
     assert literal_text("<a`b>") == "`` <a`b> ``"
 
 
-def test_the_time_line_names_what_the_run_kept_from_earlier_runs_per_kind(store: Store) -> None:
+def test_the_time_line_names_what_the_run_kept_from_earlier_runs_per_kind(
+    store: SqliteStore,
+) -> None:
     """Issue 28 item 12: a new candidate against a warm cache keeps the baseline's side
     only; the summary's time line says so in counts (dispatch profiles, rooflines, drill
     references), so a warm figure is read for what it reused."""

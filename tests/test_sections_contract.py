@@ -150,9 +150,9 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
     from torchcanary.cli import _print_summary
     from torchcanary.results import Outcome, ProbeResult, Verdict
     from torchcanary.store.rows import SectionResult
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
-    with Store(tmp_path / "canary.db") as store:
+    with SqliteStore(tmp_path / "canary.db") as store:
         run_id = store.create_run({"sections": ["claims", "drill", "footprint"]})
         for role, verdict in (("baseline", Verdict.REFUTED), ("candidate", Verdict.CONFIRMED)):
             outcome = Outcome(verdict, "why")

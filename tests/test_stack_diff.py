@@ -22,7 +22,7 @@ from torchcanary.stack.diff import (
 )
 from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord, WarningRecord
 from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons, parse_settings
-from torchcanary.store.sqlite import SectionResult
+from torchcanary.store.rows import SectionResult
 
 
 def _run(role: str, tests: dict[str, TestRecord], status: str = "failed") -> EnvRun:

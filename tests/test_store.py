@@ -184,7 +184,10 @@ def test_runs_that_open_one_new_sqlite_store_at_once_all_get_it(tmp_path):
     # Before the switch to WAL was retried, about one open in 170 failed with "database is
     # locked" here (5 in 840): two openers waiting on each other, which SQLite refuses at
     # once instead of waiting its busy timeout.
-    opener = "import sys; from torchcanary.store.sqlite import Store; Store(sys.argv[1]).close()"
+    opener = (
+        "import sys; from torchcanary.store.sqlite import SqliteStore; "
+        "SqliteStore(sys.argv[1]).close()"
+    )
     failures = []
     for trial in range(25):
         location = tmp_path / f"store{trial}" / "canary.db"

@@ -132,7 +132,7 @@ def test_a_postgresql_url_in_the_config_is_kept_as_a_url(tmp_path, postgres_url)
 def test_a_benchmark_in_the_html_report_shows_its_recent_history_from_the_store(
     store_location, tmp_path
 ):
-    from torchcanary.measure import report
+    from torchcanary.bench import report
     from torchcanary.report.view import RunView
 
     with open_store(store_location) as store:

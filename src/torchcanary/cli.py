@@ -26,7 +26,7 @@ from torchcanary.errors import (
     ConfigError,
 )
 from torchcanary.history import commands as history_commands
-from torchcanary.plan import INSTALLERS
+from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
 from torchcanary.report.listing import Listing, add_format_flags, show
 from torchcanary.sections import (
     SectionDiscoveryError,
@@ -67,8 +67,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_run_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", help="pinned environment (default torch==2.13.0 numpy)")
-    parser.add_argument("--candidate", help="environment to qualify (default torch==2.14.1 numpy)")
+    parser.add_argument("--baseline", help=f"pinned environment (default {DEFAULT_BASELINE})")
+    parser.add_argument("--candidate", help=f"environment to qualify (default {DEFAULT_CANDIDATE})")
     parser.add_argument(
         "--config",
         type=Path,

@@ -14,13 +14,11 @@ from torchcanary.claims.catalog import check_packs
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
-from torchcanary.plan import INSTALLERS, RunPlan
+from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import get_section, section_names
 from torchcanary.store.location import store_location
 
-DEFAULT_BASELINE = "torch==2.13.0 numpy"
-DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
 DEFAULT_STORE = "canary-results/canary.db"
 DEFAULT_OUTPUT = "canary-results"

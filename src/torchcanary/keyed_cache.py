@@ -1,7 +1,7 @@
 """Results kept on disk under a key made of everything they depend on, and reused.
 
 Orchestrator side. Some work gives the same answer as long as its inputs are the same: a
-user job's fault-free run (``drills/job_reference_cache.py``), a claim probe's verdict in an
+user job's fault-free run (``drill/job_reference_cache.py``), a claim probe's verdict in an
 environment that cannot change (``claims/reuse.py``). Each such cache keeps one JSON file
 per key under the torchcanary cache folder; the key is a digest of the ingredients, which
 the file also holds so a reader can see what it was made of. An entry is written whole or

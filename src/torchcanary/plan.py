@@ -12,6 +12,9 @@ from typing import Any
 from torchcanary.sections import section_names
 
 INSTALLERS = ("auto", "uv", "pip")  # what may fill a new environment
+# The embedded default (``make run``, a plain ``torchcanary run``): the one place it is set.
+DEFAULT_BASELINE = "torch==2.13.0 numpy"
+DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ RECORD_SCHEMA_KEY = "schema"
 class SectionRecord(Protocol):
     """One stored result of a section: a row ``(key, env_role, verdict, payload)``, typed.
 
-    Each section's record module (``measure/result.py``, ``stack/result.py``, ...) defines
+    Each section's record module (``bench/result.py``, ``stack/result.py``, ...) defines
     frozen dataclasses of this shape with a verdict enum; ``to_json`` gives the form
     ``{"key", "env_role", "verdict", "payload"}`` (the payload carrying its ``schema``
     version) that the store keeps and ``results.json`` shows, and the section's

@@ -2,7 +2,7 @@
 
 A section (claims, bench, drill, stack, diff, or one a third party ships) is one object that
 satisfies :class:`Section`. It is found through the ``torchcanary.sections`` entry-point
-group: an entry point names the object, e.g. ``drill = "torchcanary.drills.plugin:SECTION"``.
+group: an entry point names the object, e.g. ``drill = "torchcanary.drill.plugin:SECTION"``.
 The built-in sections are registered in our own ``pyproject.toml`` exactly so; the plan, the
 config, the CLI, the policy and every report derive their section lists from here, so a new
 section plugs in at this one place.

@@ -19,8 +19,8 @@ from torchcanary.packs.discovery import InstalledPack, discover_packs
 from torchcanary.packs.model import Pack, PackError
 from torchcanary.plan import RunPlan
 from torchcanary.probe import Probe
-from torchcanary.registry import ENTRY_POINT_GROUP as PROBES_GROUP
-from torchcanary.registry import ProbeDiscoveryError, ProbeSource, discover
+from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
+from torchcanary.probe_registry import ProbeDiscoveryError, ProbeSource, discover
 
 PLUGINS_PACK = "plugins"
 _TORCH_PIN = re.compile(r"(?:^|\s)torch==([0-9][0-9A-Za-z.+]*)")

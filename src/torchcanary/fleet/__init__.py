@@ -5,9 +5,16 @@ The parts, each one job:
 - ``unit``: the plain-JSON unit of work sent to a node and the tagged result that comes back.
 - ``secrets``: what must never leave the driver (passwords in URLs, tokens in the environment).
 - ``profile``: a node's hardware profile, grouping nodes by it, choosing which nodes run.
+- ``fit``: which claims a node's hardware can answer.
 - ``node_side``: the standard-library code that runs on a node (hardware facts, running a unit).
+- ``section_unit``: one section of a run on a node (its environments, devices, cache).
+- ``relay``: the store a node writes to, each write sent home as a plain JSON record.
 - ``executor``: the small interface every executor provides (Ray now, Slurm later).
 - ``ray_executor``: that interface on Ray; connecting to a cluster.
+- ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
+- ``node_bench`` and ``node_collectives``: ``bench --fleet --nodes N``, one rank per node.
+- ``drill_run``, ``node_drill``, ``rank_host`` and ``node_link``: ``drill --fleet --nodes N``,
+  from the driver's plan down to one node's ranks and the link cut on it.
 - ``smoke``: the smallest real unit (tests, the overhead benchmark, a preflight).
 - ``local_cluster``: a real multi-node Ray cluster on 127.0.0.1 for tests and figures.
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchcanary.context import ROLES
-from torchcanary.drills.catalog import DEFAULT_DRILLS, DrillSpec
-from torchcanary.drills.drill import DrillOutcome
-from torchcanary.drills.result import drill_record
-from torchcanary.drills.section import SECTION, drill_specs, parse_settings
-from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.drill.catalog import DEFAULT_DRILLS, DrillSpec
+from torchcanary.drill.drill import DrillOutcome
+from torchcanary.drill.result import drill_record
+from torchcanary.drill.section import SECTION, drill_specs, parse_settings
+from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide

@@ -7,7 +7,7 @@ not start a cluster others can reach. Two kinds:
 - ``start_local_cluster``: every node bound to 127.0.0.1 (``ray.cluster_utils.Cluster``).
   The nodes share one network stack, so no node has a link of its own to cut.
 - ``start_bridged_cluster``: every node, the head too, a ``ray start`` in a network
-  namespace of its own, joined to a private bridge by a veth (``drills/netns.py``), so a
+  namespace of its own, joined to a private bridge by a veth (``drill/netns.py``), so a
   node's link to the others can be cut or slowed as on separate machines. Ray listens on
   every address of a node that is not on loopback; inside a namespace those are its
   loopback and its veth, which only this machine reaches. The driver connects from outside
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drills.netns import RankNetwork
+from torchcanary.drill.netns import RankNetwork
 from torchcanary.fleet.profile import PROFILE_LABEL
 
 NAMESPACE_PREFIX = "tcray-"

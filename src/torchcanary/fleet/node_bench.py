@@ -4,7 +4,7 @@
 fresh set of ranks on the same N nodes (:class:`~torchcanary.fleet.node_collectives.NodeRanks`)
 once per side, in a random order per group as the local bench interleaves its sides; each
 rank measures every op and size of the ``collectives`` family with ``world_size = N``. The
-samples are judged by the local bench's own comparison (``measure/compare.py``'s
+samples are judged by the local bench's own comparison (``bench/compare.py``'s
 ``compare_pair`` and ``decide``, through ``sequential.judge``) and stored as bench records
 with ``nodes`` set and nccl-tests' algbw / busbw per side, scoped to the nodes and their
 profile, so the reports, JSON, JUnit and ``history --profile`` read them per profile.
@@ -25,15 +25,10 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.context import RunContext
-from torchcanary.errors import ConfigError
-from torchcanary.fleet.drill_run import NodeRunOutcome
-from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
-from torchcanary.fleet.profile import FleetNode
-from torchcanary.measure import compare, sequential
-from torchcanary.measure.interleave import Measurements
-from torchcanary.measure.samples import BASELINE, Batch, BenchmarkSamples, Side
-from torchcanary.measure.section import (
+from torchcanary.bench import compare, sequential
+from torchcanary.bench.interleave import Measurements
+from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
+from torchcanary.bench.section import (
     SECTION,
     bench_record,
     measured_payload,
@@ -42,8 +37,13 @@ from torchcanary.measure.section import (
     sides_for,
     skipped_payload,
 )
-from torchcanary.measure.settings import BenchSettings
-from torchcanary.measure.specs import benchmark_id
+from torchcanary.bench.settings import BenchSettings
+from torchcanary.bench.specs import benchmark_id
+from torchcanary.context import RunContext
+from torchcanary.errors import ConfigError
+from torchcanary.fleet.drill_run import NodeRunOutcome
+from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
+from torchcanary.fleet.profile import FleetNode
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress

@@ -9,7 +9,7 @@ killed (its drill processes and its Ray raylet), or its link to the other nodes 
 slowed by the node itself (``fleet/node_link.py``), which undoes it on its own.
 
 Detection, recovery and lost work are measured by the same code as a drill on one machine
-(``drills/timeline.py``, ``trajectory.py``) from the events every node sends back. The
+(``drill/timeline.py``, ``trajectory.py``) from the events every node sends back. The
 figures put times from different nodes on one axis, so they assume the nodes' clocks agree
 (NTP keeps them within milliseconds; on a local test cluster they are one clock). A restart
 from a checkpoint needs a checkpoint folder every node sees (``--shared-dir``): with a
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.drills import timeline, trajectory
-from torchcanary.drills.catalog import RESTARTS, DrillSpec
-from torchcanary.drills.drill import MAX_RESTARTS, DrillOutcome
-from torchcanary.drills.judging import against_reference, fault_facts, reference_facts
-from torchcanary.drills.verdict import DrillVerdict
+from torchcanary.drill import timeline, trajectory
+from torchcanary.drill.catalog import RESTARTS, DrillSpec
+from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
+from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
+from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 
 if TYPE_CHECKING:

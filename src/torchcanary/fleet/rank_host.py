@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drills.catalog import DrillSpec
-from torchcanary.drills.events import read_events
-from torchcanary.drills.launch import Area, Launcher
-from torchcanary.drills.procs import ProcessSet
+from torchcanary.drill.catalog import DrillSpec
+from torchcanary.drill.events import read_events
+from torchcanary.drill.launch import Area, Launcher
+from torchcanary.drill.procs import ProcessSet
 from torchcanary.fleet.node_link import (
     HeldChange,
     device_holding,

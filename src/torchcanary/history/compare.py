@@ -15,15 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from torchcanary.bench.result import BenchMeasured
+from torchcanary.bench.result import from_rows as bench_results
 from torchcanary.claims.view import claims_of
-from torchcanary.measure.result import BenchMeasured
-from torchcanary.measure.result import from_rows as bench_results
 from torchcanary.report.view import RunView
 from torchcanary.store.base import ResultStore
 
 
 @dataclass(frozen=True)
-class Change:
+class RunItemChange:
     """One item whose result differs between run A and run B."""
 
     section: str
@@ -40,14 +40,14 @@ class RunComparison:
     run_b: str
     decision_a: str
     decision_b: str
-    changes: list[Change]
+    changes: list[RunItemChange]
     unchanged: int
 
 
 def compare_runs(store: ResultStore, run_a: str, run_b: str) -> RunComparison:
     view_a, view_b = RunView.load(store, run_a), RunView.load(store, run_b)
     scopes_a, scopes_b = _by_profile(view_a), _by_profile(view_b)
-    changes: list[Change] = []
+    changes: list[RunItemChange] = []
     unchanged = 0
     for profile in sorted(set(scopes_a) | set(scopes_b)):
         if profile not in scopes_a or profile not in scopes_b:
@@ -72,16 +72,18 @@ def _by_profile(view: RunView) -> dict[str, RunView]:
     return dict(view.profiles) if view.profiles else {"": view}
 
 
-def _lone_profile(profile: str, in_a: bool, run_id: str) -> Change:
+def _lone_profile(profile: str, in_a: bool, run_id: str) -> RunItemChange:
     """A profile only one run has: said, not compared."""
     name = profile or "'' (this machine: a run without --fleet)"
     before, after = ("results", "absent") if in_a else ("absent", "results")
     detail = f"only run {run_id} has results on this profile; not compared"
-    return Change("fleet", f"profile {name}", before, after, detail, profile)
+    return RunItemChange("fleet", f"profile {name}", before, after, detail, profile)
 
 
-def _compare_views(view_a: RunView, view_b: RunView, profile: str) -> tuple[list[Change], int]:
-    changes: list[Change] = []
+def _compare_views(
+    view_a: RunView, view_b: RunView, profile: str
+) -> tuple[list[RunItemChange], int]:
+    changes: list[RunItemChange] = []
     unchanged = 0
     for section, results_a, results_b in (
         ("claims", _claims(view_a), _claims(view_b)),
@@ -138,15 +140,15 @@ def _disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def _change(
     section: str, item: str, a: dict[str, Any] | None, b: dict[str, Any] | None
-) -> Change | None:
+) -> RunItemChange | None:
     before = a["verdict"] if a else "absent"
     after = b["verdict"] if b else "absent"
     if section != "bench":
-        return None if before == after else Change(section, item, before, after)
+        return None if before == after else RunItemChange(section, item, before, after)
     moved = a is not None and b is not None and _disjoint(a, b)
     if before == after and not moved:
         return None
     detail = f"ratio {interval_text(a)} -> {interval_text(b)}"
     if moved:
         detail += " (intervals do not overlap)"
-    return Change(section, item, before, after, detail)
+    return RunItemChange(section, item, before, after, detail)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from torchcanary.measure.history_plot import verdict_strip
+from torchcanary.bench.history_plot import verdict_strip
 from torchcanary.sections import history_plot, registered
 from torchcanary.store.history import HistoryEntry
 

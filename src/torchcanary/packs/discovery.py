@@ -14,7 +14,7 @@ from pathlib import Path
 
 from torchcanary.packs.model import PACK_FILE, Pack, PackError, load_pack_file
 from torchcanary.probe import Probe
-from torchcanary.registry import ProbeSource, probes_in_module, walk_modules
+from torchcanary.probe_registry import ProbeSource, probes_in_module, walk_modules
 
 ENTRY_POINT_GROUP = "torchcanary.packs"
 # Found even from a source tree that was never installed (no entry points registered).

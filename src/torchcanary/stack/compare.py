@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from torchcanary.stack.diff import (
     ABSENT,
     COMMAND_KEY,
-    Change,
+    BehaviourChange,
     Thresholds,
     diff_commands,
     diff_suites,
@@ -43,7 +43,7 @@ class Rerunner(Protocol):
 class StackComparison:
     compared: bool
     reason: str
-    changes: list[Change]
+    changes: list[BehaviourChange]
     summary: dict[str, Any]
 
 
@@ -140,10 +140,10 @@ def _rerun_and_settle(
     candidate: EnvRun,
     runners: Mapping[str, Rerunner],
     settings: StackSettings,
-    changes: list[Change],
+    changes: list[BehaviourChange],
     breaks: list[str],
     suspects: list[str],
-) -> list[Change]:
+) -> list[BehaviourChange]:
     keys = list(dict.fromkeys(breaks + suspects))
     if not keys or settings.reruns == 0:
         return changes
@@ -179,7 +179,7 @@ def _rerun_and_settle(
         if key in by_key:
             by_key[key] = replace(by_key[key].with_verdict(verdict, detail), durations=durations)
         else:
-            by_key[key] = Change(
+            by_key[key] = BehaviourChange(
                 key,
                 verdict,
                 detail,

@@ -45,7 +45,7 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
-class Change:
+class BehaviourChange:
     """One key whose behaviour differs between the environments (the store keeps these)."""
 
     key: str
@@ -65,7 +65,7 @@ class Change:
     def is_new_break(self) -> bool:
         return self.verdict in NEW_BREAKS
 
-    def with_verdict(self, verdict: str, detail: str) -> Change:
+    def with_verdict(self, verdict: str, detail: str) -> BehaviourChange:
         """Add a finding: the more serious verdict leads, the other joins ``also``."""
         if VERDICTS.index(verdict) < VERDICTS.index(self.verdict):
             return dataclasses.replace(
@@ -82,7 +82,7 @@ class Change:
 
 @dataclass(frozen=True)
 class SuiteDiff:
-    changes: list[Change]
+    changes: list[BehaviourChange]
     unchanged: int
     only_in_baseline: list[str]
     only_in_candidate: list[str]
@@ -168,12 +168,12 @@ def new_warnings(
 
 def _warning_change(
     key: str, found: list[WarningRecord], base: dict[str, Any], cand: dict[str, Any]
-) -> Change:
+) -> BehaviourChange:
     first = found[0]
     detail = f"new {first.category}: {first.message.splitlines()[0][:160] if first.message else ''}"
     if len(found) > 1:
         detail += f" (+{len(found) - 1} more)"
-    return Change(
+    return BehaviourChange(
         key,
         "new-warning",
         detail,
@@ -200,7 +200,7 @@ def _outcome_detail(verdict: str, base: TestRecord | None, cand: TestRecord | No
 def diff_suites(baseline: EnvRun, candidate: EnvRun, thresholds: Thresholds) -> SuiteDiff:
     """Per-test changes between two pytest runs that both ran."""
     paths = baseline.volatile_paths + candidate.volatile_paths
-    changes: list[Change] = []
+    changes: list[BehaviourChange] = []
     unchanged = 0
     only_base: list[str] = []
     only_cand: list[str] = []
@@ -216,10 +216,10 @@ def diff_suites(baseline: EnvRun, candidate: EnvRun, thresholds: Thresholds) -> 
         if cand_outcome is None and not candidate.ended_normally and base_outcome is not None:
             only_base.append(key)
             continue
-        change: Change | None = None
+        change: BehaviourChange | None = None
         verdict = transition(base_outcome, cand_outcome)
         if verdict is not None:
-            change = Change(
+            change = BehaviourChange(
                 key,
                 verdict,
                 _outcome_detail(verdict, base, cand),
@@ -288,8 +288,8 @@ def timing_verdict(
 
 
 def settle_reruns(
-    change: Change, baseline_outcomes: list[str], candidate_outcomes: list[str]
-) -> Change:
+    change: BehaviourChange, baseline_outcomes: list[str], candidate_outcomes: list[str]
+) -> BehaviourChange:
     """Decide deterministic or flaky from the re-run outcomes of a new break.
 
     ``absent`` (the re-run did not report the test) never counts as a failure.
@@ -332,7 +332,7 @@ def _output(run: EnvRun) -> str:
 
 def diff_commands(
     baseline: EnvRun, candidate: EnvRun, thresholds: Thresholds
-) -> tuple[Change | None, bool]:
+) -> tuple[BehaviourChange | None, bool]:
     """The change of a plain command (key ``command``), and whether its timing is suspect."""
     paths = baseline.volatile_paths + candidate.volatile_paths
     outcome = {"passed": "passed", "failed": "failed"}.get
@@ -340,7 +340,7 @@ def diff_commands(
     base, cand = _command_side(baseline), _command_side(candidate)
     change = None
     if verdict is not None:
-        change = Change(
+        change = BehaviourChange(
             COMMAND_KEY,
             verdict,
             f"{baseline.status} -> {candidate.status}: {candidate.detail}",
@@ -364,11 +364,11 @@ def diff_commands(
     return change, suspect
 
 
-def suite_end_change(baseline: EnvRun, candidate: EnvRun) -> Change | None:
+def suite_end_change(baseline: EnvRun, candidate: EnvRun) -> BehaviourChange | None:
     """For pytest runs: the candidate's whole run ended abnormally, the baseline's did not."""
     if candidate.ended_normally or not baseline.ended_normally:
         return None
-    return Change(
+    return BehaviourChange(
         COMMAND_KEY,
         "newly-erroring",
         f"the candidate's test run {candidate.detail}",
@@ -382,10 +382,10 @@ def suite_end_change(baseline: EnvRun, candidate: EnvRun) -> Change | None:
     )
 
 
-def numeric_change(comparison: NumericComparison) -> Change | None:
+def numeric_change(comparison: NumericComparison) -> BehaviourChange | None:
     if not comparison.drift:
         return None
-    return Change(
+    return BehaviourChange(
         f"numerics:{comparison.name}",
         "numeric-drift",
         comparison.reason,

@@ -48,7 +48,7 @@ from torchcanary.stack.result import (
     from_rows,
 )
 from torchcanary.stack.settings import StackSettings
-from torchcanary.store.sqlite import SectionResult
+from torchcanary.store.rows import SectionResult
 
 SECTION = "stack"
 SUMMARY_KEY = "__summary__"

@@ -67,8 +67,8 @@ def open_store(location: str | Path, *, create: bool = True) -> ResultStore:
         from torchcanary.store.postgres import PostgresStore
 
         return PostgresStore(where, create=create)
-    from torchcanary.store.sqlite import Store
+    from torchcanary.store.sqlite import SqliteStore
 
     if not create and not where.is_file():
         raise StoreError(f"no store at {where}; pass --store PATH or a postgresql:// URL")
-    return Store(where)
+    return SqliteStore(where)

@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.errors import StoreError
-from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLE_COLUMNS
 from torchcanary.store.sql_common import SqlStore, Statement
-
-__all__ = ["SectionResult", "Store"]  # SectionResult: sections have long imported it from here
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _STORE_FIX = "pass --store with a new file or an existing torchcanary store"
@@ -72,7 +69,7 @@ def _write_ahead_logging(db: sqlite3.Connection, timeout_s: float) -> None:
             time.sleep(random.uniform(0.01, 0.1))  # apart, so they do not collide again
 
 
-class Store(SqlStore):
+class SqliteStore(SqlStore):
     """The results database at ``path``, created and migrated on open.
 
     Opening refuses (StoreError, a usage error) a path that cannot be created, a file that

@@ -10,7 +10,7 @@ import traceback
 from typing import Any
 
 from torchcanary.probe import ProbeContext
-from torchcanary.registry import load_probe
+from torchcanary.probe_registry import load_probe
 from torchcanary.results import Outcome, Verdict
 from torchcanary.worker.devices import available_devices
 

@@ -1,0 +1,62 @@
+"""The timed worker's CPU placement: samples on the pinned core, untimed warm-ups spread."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from torchcanary.envs.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.torch_envs
+
+PROBE = """
+import os
+from torchcanary.bench import timing
+
+def _all_threads():
+    tasks = os.listdir("/proc/self/task")
+    return sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in tasks})
+
+def warm_up_placement(spec, spread):
+    seen = []
+    original = timing._warm_up
+    def recording(*args, **kwargs):
+        seen.append(sorted(os.sched_getaffinity(0)))
+        return original(*args, **kwargs)
+    timing._warm_up = recording
+    try:
+        first = timing.prepare("b", spec, min_sample_s=0.001)
+        timing.release("b")
+        timing.prepare("b", spec, number=first["number"], min_sample_s=0.001, spread=spread)
+        timing.release("b")
+    finally:
+        timing._warm_up = original
+    return {"during": seen, "after": _all_threads()}
+"""
+
+
+def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
+    baseline_env, import_root, tmp_path
+):
+    machine = sorted(os.sched_getaffinity(0))
+    if len(machine) < 2:
+        pytest.skip("not checked: one CPU, nothing to spread over")
+    (tmp_path / "placement_probe.py").write_text(PROBE)
+    spec = {"kind": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "float32", "device": "cpu"}
+    spec["id"] = "gemm/64"
+    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        pinned = worker.call("torchcanary.bench.timing:configure", {"threads": 1}, 180)
+        assert pinned.ok, pinned.error
+        assert pinned.value["affinity"] == machine[-1:]
+        for spread, during_second in ((False, machine[-1:]), (True, machine)):
+            placed = worker.call(
+                "placement_probe:warm_up_placement", {"spec": spec, "spread": spread}, 180
+            )
+            assert placed.ok, placed.error + placed.traceback
+            # The first prepare calibrates, which times: pinned whatever was asked.
+            assert placed.value["during"] == [machine[-1:], during_second]
+            assert placed.value["after"] == [machine[-1:]]  # all threads back on the core
+    finally:
+        worker.close()
