@@ -16,6 +16,7 @@ import subprocess
 import sys
 from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,17 @@ pytestmark = pytest.mark.usefixtures("drill_leak_check")
 JOBS = Path(__file__).parent / "fixtures" / "drill_jobs"
 SRC = Path(__file__).parents[1] / "src"
 SHORT = {"at_step": 4, "timeout_s": 5.0, "drill_timeout_s": 90.0}
+
+
+def _drill_job(
+    make_context: Any, store: Any, job: str, faults: list[str], **settings: Any
+) -> tuple[Any, dict[tuple[str, str], Any]]:
+    """Drill ``job`` with ``faults`` in both environments (short settings): the run's
+    context and its drill rows by (key, role)."""
+    parsed = section.parse_settings({"job": job, "faults": faults, **SHORT, **settings})
+    ctx = make_context(sections=("drill",), settings={"drill": parsed})
+    section.run(ctx)
+    return ctx, {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
 
 
 def _shim(tmp_path: Path, script: str, events: bool = True) -> tuple[int, list[dict]]:
@@ -294,10 +306,7 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
 ):
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'ddp_dcp.py'} --steps 10 --ckpt-every 3 --ckpt-dir {{scratch}}/ckpt"
-    settings = section.parse_settings({"job": job, "faults": ["kill:restart-unshared"], **SHORT})
-    ctx = make_context(sections=("drill",), settings={"drill": settings})
-    section.run(ctx)
-    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    ctx, results = _drill_job(make_context, store, job, ["kill:restart-unshared"])
     for role in ("baseline", "candidate"):
         drill = results[("kill:restart-unshared", role)]
         payload = drill.payload
@@ -348,10 +357,7 @@ def test_job_that_logs_on_rank_0_only_is_struck_on_rank_1_and_compared_at_every_
     torch.save is struck after the asked step on the asked rank, in both environments."""
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'logs_on_rank0.py'} --steps 8 --ckpt-every 3 --ckpt-dir {{scratch}}/ckpt"
-    settings = section.parse_settings({"job": job, "faults": ["kill:restart-unshared"], **SHORT})
-    ctx = make_context(sections=("drill",), settings={"drill": settings})
-    section.run(ctx)
-    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    _, results = _drill_job(make_context, store, job, ["kill:restart-unshared"])
     for role in ("baseline", "candidate"):
         drill = results[("kill:restart-unshared", role)]
         payload = drill.payload
@@ -557,10 +563,7 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     out after its last step is teardown trouble reported beside the pass, not a failure."""
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
-    settings = section.parse_settings({"job": job, "faults": ["kill:reconfigure"], **SHORT})
-    ctx = make_context(sections=("drill",), settings={"drill": settings})
-    section.run(ctx)
-    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    _, results = _drill_job(make_context, store, job, ["kill:reconfigure"])
     baseline = results[("kill:reconfigure", "baseline")]
     assert baseline.verdict == "absent", baseline.payload["reason"]
     assert baseline.payload["reason"].startswith(
@@ -617,10 +620,7 @@ def test_job_that_shrinks_in_place_matches_a_reference_that_shrinks_at_the_same_
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
     faults = ["kill:shrink", "kill-in-backward:shrink"]
-    settings = section.parse_settings({"job": job, "faults": faults, "ranks": 3, **SHORT})
-    ctx = make_context(sections=("drill",), settings={"drill": settings})
-    section.run(ctx)
-    results = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    _, results = _drill_job(make_context, store, job, faults, ranks=3)
     for role in ("baseline", "candidate"):
         for fault in faults:
             result = results[(fault, role)]
