@@ -66,7 +66,7 @@ lint: setup-dev
 	$(BIN)/mypy src
 
 test: setup-dev browser postgres netns lint
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=30
 
 clean:
 	rm -rf $(VENV) canary-results .pytest_cache .ruff_cache

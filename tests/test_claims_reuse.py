@@ -23,12 +23,18 @@ def _environment(role: str, spec: str = "torch==2.13.0 numpy") -> Environment:
 
 
 def _reuse(
-    tmp_path: Path, fresh: bool = False, warn=None, spec: str = "torch==2.13.0 numpy", **facts: str
+    tmp_path: Path,
+    fresh: bool = False,
+    warn=None,
+    spec: str = "torch==2.13.0 numpy",
+    profile: str = "",
+    **facts: str,
 ) -> VerdictReuse:
     return VerdictReuse(
         tmp_path / "kept",
         {"baseline": _environment("baseline", spec)},
         {"baseline": Manifest({**FACTS, **facts})},
+        profile,
         fresh=fresh,
         warn=warn or (lambda message: None),
     )
@@ -55,12 +61,14 @@ def test_the_key_stays_for_the_same_inputs_and_changes_with_each_of_them(tmp_pat
         "manifest": _key(_reuse(tmp_path, torch_git_version="def")),
         "params": _key(_reuse(tmp_path), params={"t": "2.14"}),
         "timeout": _key(_reuse(tmp_path), timeout_s=30.0),
+        # Fleet nodes of two profiles on identical hardware: one never answers for the other.
+        "profile": _key(_reuse(tmp_path, profile="plain-box")),
     }
     probe_module.write_text("PROBES = []  # changed\n")
     changed["probe file"] = _key(_reuse(tmp_path))
     keys = {name: key.key for name, key in changed.items() if key is not None}
-    assert len(keys) == 4 and first.key not in keys.values(), changed
-    assert len(set(keys.values())) == 4
+    assert len(keys) == 5 and first.key not in keys.values(), changed
+    assert len(set(keys.values())) == 5
 
 
 def test_never_kept_for_an_environment_that_can_change_or_a_probe_of_unknown_origin(

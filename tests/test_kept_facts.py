@@ -39,6 +39,7 @@ def _reuse(
         {"baseline": env},
         {"baseline": manifest},
         "run-1",
+        "",
         warn or (lambda message: None),
     )
 

@@ -29,6 +29,9 @@ class RunContext:
     work_dir: Path
     progress: Progress
     resume: bool = False
+    # The hardware profile of the fleet node this runs on; "" on the user's machine. Kept
+    # results are keyed by it, so one profile never answers for another.
+    profile: str = ""
     _workers: list[WorkerProcess] = field(default_factory=list)
 
     def new_worker(

@@ -87,14 +87,18 @@ def own_files_digest() -> str:
     return files_digest([Path(torchcanary.__file__).parent])
 
 
-def fixed_environment(environment: Environment, manifest: Manifest | None) -> dict[str, Any] | None:
+def fixed_environment(
+    environment: Environment, manifest: Manifest | None, profile: str = ""
+) -> dict[str, Any] | None:
     """What names an environment that cannot change between runs, for a key; None for one
     that can.
 
     Only a requirement set torchcanary built is fixed (other requirements make another
     folder); an interpreter or ``current`` can have packages installed into it between
     runs. The manifest (torch build and configuration, Python, OS, CPU, GPUs) is part of
-    the name, so the same folder on other hardware is another environment.
+    the name, so the same folder on other hardware is another environment. On a fleet
+    node the hardware profile is part of it too: a profile is the user's word that its
+    machines differ from the others' in ways a manifest may not show (a feature, a link).
     """
     if environment.spec.kind != "requirements" or manifest is None:
         return None
@@ -103,14 +107,18 @@ def fixed_environment(environment: Environment, manifest: Manifest | None) -> di
         "path": environment.path,
         "python": environment.python,
         "manifest": manifest.to_json(),
+        **({"profile": profile} if profile else {}),
     }
 
 
 def fixed_environments(
-    environments: dict[str, Environment], manifests: dict[str, Manifest]
+    environments: dict[str, Environment], manifests: dict[str, Manifest], profile: str = ""
 ) -> dict[str, dict[str, Any] | None]:
     """:func:`fixed_environment` for each role, with the manifest this run collected there."""
-    return {role: fixed_environment(env, manifests.get(role)) for role, env in environments.items()}
+    return {
+        role: fixed_environment(env, manifests.get(role), profile)
+        for role, env in environments.items()
+    }
 
 
 def describe_age(age_s: float) -> str:

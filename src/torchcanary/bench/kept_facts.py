@@ -56,12 +56,13 @@ class KeptFacts:
         environments: dict[str, Environment],
         manifests: dict[str, Manifest],
         run_id: str,
+        profile: str,
         warn: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.kind = kind
         self.cache = KeyedCache(directory, kind.schema, kind.what, warn)
         self._run_id = run_id
-        self._environments = fixed_environments(environments, manifests)
+        self._environments = fixed_environments(environments, manifests, profile)
 
     def _key(self, role: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         environment = self._environments.get(role)

@@ -229,7 +229,7 @@ def _kept(kind: FactKind, ctx: RunContext, worker_ctx: RunContext) -> KeptFacts:
     }
     manifests = {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()}
     folder = cache_root() / kind.folder
-    return KeptFacts(kind, folder, as_built, manifests, ctx.run_id, ctx.progress.note)
+    return KeptFacts(kind, folder, as_built, manifests, ctx.run_id, ctx.profile, ctx.progress.note)
 
 
 def _confounds(ctx: RunContext) -> dict[str, Any]:

@@ -95,12 +95,13 @@ class VerdictReuse:
         directory: Path,
         environments: dict[str, Environment],
         manifests: dict[str, Manifest],
+        profile: str,
         fresh: bool,
         warn: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.cache = KeyedCache(directory, CACHE_SCHEMA, "the kept claim verdict", warn)
         self.fresh = fresh
-        self._environments = fixed_environments(environments, manifests)
+        self._environments = fixed_environments(environments, manifests, profile)
         self._shared = {"torchcanary_files": own_files_digest(), "nvidia_driver": _driver()}
         self._module_digests: dict[str, str | None] = {}  # read once, for both environments
 

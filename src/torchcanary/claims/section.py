@@ -96,6 +96,7 @@ def run(ctx: RunContext) -> None:
         cache_root() / "claim-verdicts",
         ctx.environments,
         {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},
+        ctx.profile,
         fresh=not ctx.plan.section_settings(SECTION).get("reuse", True),
         warn=ctx.progress.note,
     )

@@ -128,7 +128,15 @@ def execute_on_fleet(
                 unit = WorkUnit(
                     f"{section}@{node.profile.key}",
                     FLEET_SECTION,
-                    _payload(node_plan, run_id, created_at, section, scoped, first=index == 0),
+                    _payload(
+                        node_plan,
+                        run_id,
+                        created_at,
+                        section,
+                        node.profile.key,
+                        scoped,
+                        first=index == 0,
+                    ),
                     num_cpus=node.cpus,
                 )
                 units[unit.unit_id] = (node, section)
@@ -217,6 +225,7 @@ def _payload(
     run_id: str,
     created_at: float,
     section: str,
+    profile: str,
     scoped: ResultStore,
     first: bool,
 ) -> dict[str, Any]:
@@ -226,6 +235,7 @@ def _payload(
         "run_id": run_id,
         "created_at": created_at,
         "section": section,
+        "profile": profile,
         "done_probes": sorted(scoped.done_probe_keys(run_id)),
         "done_sections": {section: sorted(scoped.done_section_keys(run_id, section))},
         # The first section sent to a node records its environments' manifests, once.

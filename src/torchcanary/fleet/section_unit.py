@@ -61,7 +61,14 @@ def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
 
     def work() -> None:
         try:
-            _run_here(plan, run_id, section, store, bool(payload.get("record_manifests")))
+            _run_here(
+                plan,
+                run_id,
+                section,
+                str(payload.get("profile", "")),
+                store,
+                bool(payload.get("record_manifests")),
+            )
         except BaseException as exc:  # sent home below
             failure.append(exc)
             store.save_artifact(
@@ -83,7 +90,12 @@ def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
 
 
 def _run_here(
-    plan: RunPlan, run_id: str, section: str, store: RelayStore, record_manifests: bool
+    plan: RunPlan,
+    run_id: str,
+    section: str,
+    profile: str,
+    store: RelayStore,
+    record_manifests: bool,
 ) -> None:
     progress = Progress(quiet=True)
     environments = prepare_environments(plan, progress)  # in this node's own cache
@@ -99,6 +111,7 @@ def _run_here(
         # Always: the driver sends what its store holds for this profile; skipping it
         # is what makes --resume redo only what is missing.
         resume=True,
+        profile=profile,
     )
     try:
         if record_manifests:
