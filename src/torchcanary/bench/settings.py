@@ -58,9 +58,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from torchcanary import settings_checks
 from torchcanary.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 from torchcanary.bench.workload_spec import parse_target, parse_workload
 from torchcanary.errors import ConfigError
+
+_TABLE = "bench"
 
 FAMILIES = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "startup", "compile", "collectives")
 DEFAULT_FAMILIES = ("linear", "gemm", "sdpa", "startup", "collectives")
@@ -150,29 +153,16 @@ class BenchSettings:
 
 
 def _fail(key: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"[tool.torchcanary.bench] {key}: {problem}; {fix}")
-
-
-def _number(key: str, value: Any, kind: type, low: float, high: float) -> Any:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (kind is int and not float(value).is_integer())
-    ):
-        raise _fail(
-            key,
-            f"{value!r} is not a{'n integer' if kind is int else ' number'}",
-            f"give a value from {low:g} to {high:g}",
-        )
-    if not low <= value <= high:
-        raise _fail(key, f"{value!r} is out of range", f"give a value from {low:g} to {high:g}")
-    return kind(value)
+    return settings_checks.refusal(_TABLE, key, problem, fix)
 
 
 def _int_list(key: str, value: Any, low: int = 0, high: int = 1 << 40) -> list[int]:
     if not isinstance(value, list) or not value:
         raise _fail(key, f"{value!r} is not a non-empty list", "write e.g. [1, 8]")
-    return [_number(key, item, int, low, high) for item in value]
+    return [
+        settings_checks.number(_TABLE, key, item, integer=True, low=low, high=high)
+        for item in value
+    ]
 
 
 def _dtypes(key: str, value: Any) -> list[str]:
@@ -231,7 +221,10 @@ def _sdpa_shapes(key: str, value: Any) -> list[dict[str, Any]]:
                 "write e.g. {batch=1, heads=8, q_len=1, kv_len=1024, head_dim=64}",
             )
         checked = {
-            name: _number(f"{key}.{name}", shape[name], int, 0, 1 << 30) for name in SDPA_FIELDS
+            name: settings_checks.number(
+                _TABLE, f"{key}.{name}", shape[name], integer=True, low=0, high=1 << 30
+            )
+            for name in SDPA_FIELDS
         }
         checked["causal"] = bool(shape.get("causal", False))
         shapes.append(checked)
@@ -275,12 +268,6 @@ def _family(name: str, table: Any) -> dict[str, Any]:
             )
             checked[item] = _choices(where, [value], allowed)[0]
     return checked
-
-
-def _strings(key: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise _fail(key, f"{value!r} is not a list of strings", f'write {key} = ["-e ."]')
-    return tuple(value)
 
 
 def _extra_benchmarks(value: Any, cwd: str) -> tuple[dict[str, Any], ...]:
@@ -349,7 +336,9 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
     for key, value in mapping.items():
         if key in _SCALARS:
             kind, low, high = _SCALARS[key]
-            values[key] = _number(key, value, kind, low, high)
+            values[key] = settings_checks.number(
+                _TABLE, key, value, integer=kind is int, low=low, high=high
+            )
         elif key in ("aa", "aa_control", "sequential"):
             if not isinstance(value, bool):
                 raise _fail(key, f"{value!r} is not true or false", f"write {key} = true")
@@ -368,9 +357,10 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         elif key == "benchmarks":
             values[key] = _extra_benchmarks(value, values["cwd"])
         elif key == "workloads":
-            values[key] = tuple(parse_target(t, values["cwd"]) for t in _strings(key, value))
+            targets = settings_checks.strings(_TABLE, key, value, example='["pkg.bench:step"]')
+            values[key] = tuple(parse_target(target, values["cwd"]) for target in targets)
         elif key == "with":
-            values["with_"] = _strings(key, value)
+            values["with_"] = settings_checks.strings(_TABLE, key, value, example='["-e ."]')
     family_settings = dict(values.pop("family_settings", {}))
     for name in FAMILIES:
         if name in mapping:

@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from torchcanary import settings_checks
 from torchcanary.errors import ConfigError
 
 MODES = ("eager", "compile")
@@ -48,11 +49,12 @@ FIELDS = (
 _OVERRIDE_SIDES = {"baseline": ("A", "A2"), "candidate": ("B",)}
 _MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
 _FUNCTION = re.compile(r"^[A-Za-z_]\w*$")
+_TABLE = "bench"
 _EXAMPLE = 'write target = "myproject.bench:train_step" or "bench/steps.py:train_step"'
 
 
 def _fail(key: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"[tool.torchcanary.bench] workload {key}: {problem}; {fix}")
+    return settings_checks.refusal(_TABLE, f"workload {key}", problem, fix)
 
 
 def parse_target(text: Any, cwd: str = ".") -> str:
@@ -70,12 +72,6 @@ def parse_target(text: Any, cwd: str = ".") -> str:
     if not _MODULE.match(where):
         raise _fail("target", f"{where!r} is not a module name", _EXAMPLE)
     return text
-
-
-def _number(key: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise _fail(key, f"{value!r} is not a number in [{low:g}, {high:g}]", f"write {key} = ...")
-    return float(value)
 
 
 def _params(key: str, value: Any) -> dict[str, Any]:
@@ -143,10 +139,17 @@ def parse_workload(table: dict[str, Any], cwd: str = ".") -> dict[str, Any]:
         spec["label"] = table["label"]
     for key in ("rtol", "atol"):
         if key in table:
-            spec[key] = _number(key, table[key], 0.0, 1e6)
-    spec["numerics_calls"] = int(_number("numerics_calls", table.get("numerics_calls", 2), 0, 100))
+            spec[key] = settings_checks.number(
+                _TABLE, f"workload {key}", table[key], low=0, high=1e6
+            )
+    calls = table.get("numerics_calls", 2)
+    spec["numerics_calls"] = int(
+        settings_checks.number(_TABLE, "workload numerics_calls", calls, low=0, high=100)
+    )
     if "timeout_s" in table:
-        spec["timeout_s"] = _number("timeout_s", table["timeout_s"], 1, 86_400)
+        spec["timeout_s"] = settings_checks.number(
+            _TABLE, "workload timeout_s", table["timeout_s"], low=1, high=86_400
+        )
     if "device" in table:
         if table["device"] not in ("cpu", "cuda"):
             raise _fail("device", f"{table['device']!r}", 'use "cpu" or "cuda"')

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchcanary import settings_checks
 from torchcanary.errors import ConfigError
+
+_SECTION = "diff"
 
 
 @dataclass(frozen=True)
@@ -56,14 +59,6 @@ def _existing(key: str, value: Any, base_dir: Path, want_file: bool) -> str:
     return str(path)
 
 
-def _strings(key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f'diff.{key} must be a list of strings, e.g. {key} = ["..."]')
-    return tuple(value)
-
-
 def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
     """Validate the diff table; paths become absolute (relative to ``base_dir``)."""
     base = Path(base_dir or Path.cwd())
@@ -76,11 +71,16 @@ def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> 
         if key == "code":
             values[key] = _existing(key, value, base, want_file=False)
         elif key == "notes":
-            values[key] = tuple(_existing(key, v, base, True) for v in _strings(key, value))
+            notes = settings_checks.strings(
+                _SECTION, key, value, example='["RELEASE_NOTES.md"]', one_is_a_list=True
+            )
+            values[key] = tuple(_existing(key, v, base, want_file=True) for v in notes)
         elif key == "namespaces":
-            values[key] = _strings(key, value)
+            values[key] = settings_checks.strings(
+                _SECTION, key, value, example='["torch.nn"]', one_is_a_list=True
+            )
         else:
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"diff.{key} must be a positive number of seconds")
-            values[key] = float(value)
+            values[key] = settings_checks.number(
+                _SECTION, key, value, above=0, fix=f"give {key} in seconds, e.g. {key} = 60"
+            )
     return DiffSettings(**values).to_json()

@@ -349,10 +349,6 @@ def _run_one(runner: DrillRunner, spec: DrillSpec) -> DrillOutcome:
         )
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def drill_runs(view: Any) -> list[DrillRun]:
     """The drill rows of ``view`` as records, the fault-free reference runs left out."""
     return [r for r in from_rows(view.sections.get(SECTION, [])) if isinstance(r, DrillRun)]
@@ -383,9 +379,6 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
     results = drill_runs(view)
     by_key = {(r.key, r.env_role): r for r in results}
     rules = {**POLICY_DEFAULTS, **policy}
-    rtol = float(rules["drill_loss_rtol"])
-    factor = float(rules["drill_max_slowdown"])
-    floor_s = float(rules["drill_slowdown_floor_s"])
     reasons: list[str] = []
     for key in sorted({r.key for r in results}):
         base, cand = by_key.get((key, "baseline")), by_key.get((key, "candidate"))
@@ -403,37 +396,12 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                 f"drill {key} passed in the baseline but is {cand.verdict.value} in the "
                 f"candidate{_trials_said(base, cand)}: {cand.reason_text}"
             )
-        # A non-deterministic job of the user's is judged within the tolerance they set.
-        rtol_here = max(rtol, float(cand.job_rtol or 0.0))
         if rules["drill_block_on_wrong_result"]:
-            loss, ref = _number(cand.final_loss), _number(cand.reference_loss)
-            rows = list(cand.step_diffs or [])
-            if cand.params_identical is False:
-                reasons.append(
-                    f"drill {key}: the candidate's replicas finished with different parameters"
-                )
-            elif trajectory.first_divergence(rows, rtol) is not None:
-                check = trajectory.summary(rows, rtol)
-                reasons.append(f"drill {key}: in the candidate, {trajectory.describe(check)}")
-            elif loss is not None and ref is not None and abs(loss - ref) > rtol_here * abs(ref):
-                reasons.append(
-                    f"drill {key}: the candidate's final loss {loss:.6g} is off the "
-                    f"fault-free {ref:.6g} (rtol {rtol_here:g})"
-                )
+            wrong = _wrong_result(cand, float(rules["drill_loss_rtol"]))
+            reasons += [f"drill {key}: {wrong}"] if wrong else []
         if base is None:
             continue
-        for metric in ("detect_s", "resume_s"):
-            before, after = _number(getattr(base, metric)), _number(getattr(cand, metric))
-            if (
-                before is not None
-                and after is not None
-                and after > before * factor
-                and after - before >= floor_s
-            ):
-                reasons.append(
-                    f"drill {key}: {metric} {after:.1f} s in the candidate against "
-                    f"{before:.1f} s in the baseline"
-                )
+        reasons += [f"drill {key}: {slower}" for slower in _slowdowns(base, cand, rules)]
         lost_culprit = (base.named_culprit, cand.named_culprit) == (True, False)
         if rules["drill_block_on_flight_recorder"] and lost_culprit:
             reasons.append(
@@ -441,3 +409,39 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
                 "baseline but not in the candidate"
             )
     return reasons
+
+
+def _wrong_result(cand: DrillRun, rtol: float) -> str:
+    """What is wrong with the candidate's finished job, if anything: replicas that
+    differ, a step off the fault-free run, or a final loss off it."""
+    # A non-deterministic job of the user's is judged within the tolerance they set.
+    rtol_here = max(rtol, float(cand.job_rtol or 0.0))
+    loss, ref = trajectory.figure(cand.final_loss), trajectory.figure(cand.reference_loss)
+    rows = list(cand.step_diffs or [])
+    if cand.params_identical is False:
+        return "the candidate's replicas finished with different parameters"
+    if trajectory.first_divergence(rows, rtol) is not None:
+        return f"in the candidate, {trajectory.describe(trajectory.summary(rows, rtol))}"
+    # A figure not recorded is NaN, and NaN is never off by more than the tolerance.
+    if abs(loss - ref) > rtol_here * abs(ref):
+        return (
+            f"the candidate's final loss {loss:.6g} is off the "
+            f"fault-free {ref:.6g} (rtol {rtol_here:g})"
+        )
+    return ""
+
+
+def _slowdowns(base: DrillRun, cand: DrillRun, rules: Mapping[str, Any]) -> list[str]:
+    """The recovery times the candidate took much longer over than the baseline."""
+    factor = float(rules["drill_max_slowdown"])
+    floor_s = float(rules["drill_slowdown_floor_s"])
+    slower = []
+    for metric in ("detect_s", "resume_s"):
+        before = trajectory.figure(getattr(base, metric))
+        after = trajectory.figure(getattr(cand, metric))
+        # NaN (not recorded) on either side compares false: no slowdown is claimed.
+        if after > before * factor and after - before >= floor_s:
+            slower.append(
+                f"{metric} {after:.1f} s in the candidate against {before:.1f} s in the baseline"
+            )
+    return slower

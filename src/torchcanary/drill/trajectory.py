@@ -19,7 +19,7 @@ from typing import Any
 LOSS_RTOL = 1e-4  # relative; steps that should be bit-identical rarely differ by 1e-7
 
 
-def _number(value: Any) -> float:
+def figure(value: Any) -> float:
     """A recorded figure as a float; anything missing or not a number counts as NaN."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -28,7 +28,7 @@ def _number(value: Any) -> float:
 
 def relative_difference(value: Any, reference: Any) -> float:
     """|value - reference| / |reference|; infinite when either is not a finite number."""
-    got, want = _number(value), _number(reference)
+    got, want = figure(value), figure(reference)
     if not (math.isfinite(got) and math.isfinite(want)):
         return math.inf
     return abs(got - want) / abs(want) if want else abs(got - want)

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchcanary import settings_checks
 from torchcanary.errors import ConfigError
 
+_SECTION = "stack"
 _WARNING_KINDS = ("deprecation", "user", "other")
 
 
@@ -90,33 +92,6 @@ _NUMBERS: dict[str, tuple[type, float | None]] = {
 }
 
 
-def _strings(key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(v, str) and v.strip() for v in value
-    ):
-        raise ConfigError(f'stack.{key} must be a list of strings, e.g. {key} = ["-e ."]')
-    return tuple(v.strip() for v in value)
-
-
-def _number(key: str, value: Any) -> float | int | None:
-    kind, smallest = _NUMBERS[key]
-    if value is None and key.startswith("numerics_"):
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (kind is int and not isinstance(value, int))
-    ):
-        raise ConfigError(
-            f"stack.{key} must be {'an integer' if kind is int else 'a number'}, not {value!r}"
-        )
-    if smallest is not None and value < smallest:
-        raise ConfigError(f"stack.{key} must be at least {smallest:g}, not {value!r}")
-    return kind(value)
-
-
 def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
     """Validate the stack table; ``cwd`` becomes absolute (relative to ``base_dir``)."""
     known = {f.name for f in dataclasses.fields(StackSettings)} - {"with_"} | {"with"}
@@ -136,9 +111,13 @@ def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> 
                 ) from exc
             values["command"] = value.strip()
         elif key in ("with", "requirements"):
-            values["with_" if key == "with" else key] = _strings(key, value)
+            values["with_" if key == "with" else key] = settings_checks.strings(
+                _SECTION, key, value, example='["-e ."]', one_is_a_list=True
+            )
         elif key == "warning_kinds":
-            kinds = _strings(key, value)
+            kinds = settings_checks.strings(
+                _SECTION, key, value, example='["deprecation"]', one_is_a_list=True
+            )
             bad = [k for k in kinds if k not in _WARNING_KINDS]
             if bad:
                 raise ConfigError(
@@ -158,8 +137,13 @@ def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> 
             if not isinstance(value, str) or not value:
                 raise ConfigError("stack.cwd must be a directory path")
             values[key] = value
+        elif value is None and key.startswith("numerics_"):
+            values[key] = None  # no override: the recorded tensor's own tolerance
         else:
-            values[key] = _number(key, value)
+            kind, smallest = _NUMBERS[key]
+            values[key] = settings_checks.number(
+                _SECTION, key, value, integer=kind is int, low=smallest
+            )
     cwd = (Path(base_dir or Path.cwd()) / values.get("cwd", ".")).resolve()
     if not cwd.is_dir():
         raise ConfigError(f"stack.cwd {cwd} is not a directory; give the project's directory")
