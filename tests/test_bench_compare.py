@@ -8,6 +8,7 @@ import random
 import pytest
 
 from torchcanary.bench import compare, section, stats
+from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 
@@ -253,8 +254,8 @@ def test_verdicts_follow_significance_and_the_equivalence_band() -> None:
 
 def test_verdicts_are_one_vocabulary_shared_with_the_section() -> None:
     decided = _decide(_comparison(1.08, 1.05, 1.11, 1e-5))
-    assert isinstance(decided["verdict"], compare.BenchVerdict)
-    assert tuple(v.value for v in compare.BenchVerdict) == section.VERDICTS
+    assert isinstance(decided["verdict"], BenchVerdict)
+    assert tuple(v.value for v in BenchVerdict) == section.VERDICTS
     assert "no-change-detected" in section.VERDICTS
 
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from torchcanary.bench import stats
+from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BenchmarkSamples
 from torchcanary.bench.specs import STEADY_KINDS
 
@@ -458,20 +458,6 @@ def at_level(comparison: dict[str, Any], measured: float, wanted: float) -> dict
         "ci_low_per_comparison": low,
         "ci_high_per_comparison": high,
     }
-
-
-class BenchVerdict(str, Enum):
-    """What a benchmark's comparison showed; the one vocabulary of the bench section."""
-
-    FASTER = "faster"  # significant after BH, beyond the floor
-    SLOWER = "slower"
-    SAME = "same"  # shown equivalent: the interval fits a band smaller than what matters
-    NO_CHANGE_DETECTED = "no-change-detected"  # not significant, not shown equivalent
-    TOO_NOISY = "too-noisy"  # untestable, unbounded interval, or the A/A control alarmed
-    SKIPPED = "skipped"  # did not run (or crashed) on a side
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def decide(

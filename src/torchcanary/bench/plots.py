@@ -10,14 +10,8 @@ import math
 from dataclasses import dataclass
 from html import escape
 
-VERDICT_COLOURS = {
-    "faster": "#1a7f37",
-    "slower": "#cf222e",
-    "same": "#57606a",
-    "no-change-detected": "#6e7781",
-    "too-noisy": "#bf8700",
-    "skipped": "#8c959f",
-}
+from torchcanary.report.svg import VERDICT_COLOURS
+
 SIDE_COLOURS = {"baseline": "#0969da", "baseline-aa": "#8250df", "candidate": "#cf222e"}
 
 

@@ -14,15 +14,28 @@ comparison, roofline, dispatch) stays as the nested JSON the harness produced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
-from torchcanary.bench.compare import BenchVerdict
 from torchcanary.results import payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
 SCHEMA_VERSION = 1
 BOTH = "both"
-__all__ = ["BenchMeasured", "BenchResult", "BenchSkipped", "BenchVerdict", "from_json"]
+
+
+class BenchVerdict(str, Enum):
+    """What a benchmark's comparison showed; the one vocabulary of the bench section."""
+
+    FASTER = "faster"  # significant after BH, beyond the floor
+    SLOWER = "slower"
+    SAME = "same"  # shown equivalent: the interval fits a band smaller than what matters
+    NO_CHANGE_DETECTED = "no-change-detected"  # not significant, not shown equivalent
+    TOO_NOISY = "too-noisy"  # untestable, unbounded interval, or the A/A control alarmed
+    SKIPPED = "skipped"  # did not run (or crashed) on a side
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,13 @@ from torchcanary.bench.dispatch_diff import diff as dispatch_diff
 from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
 from torchcanary.bench.interleave import Interleaver, Measurements
 from torchcanary.bench.kept_facts import FactKind, KeptFacts
-from torchcanary.bench.result import BenchMeasured, BenchResult, BenchSkipped, from_rows
+from torchcanary.bench.result import (
+    BenchMeasured,
+    BenchResult,
+    BenchSkipped,
+    BenchVerdict,
+    from_rows,
+)
 from torchcanary.bench.result import from_json as record_from_json
 from torchcanary.bench.roofline import collective_bandwidth, fraction
 from torchcanary.bench.roofline_reuse import ROOFLINES
@@ -48,7 +54,7 @@ from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "bench"
-VERDICTS = tuple(verdict.value for verdict in compare.BenchVerdict)
+VERDICTS = tuple(verdict.value for verdict in BenchVerdict)
 POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
     "bench_block_on_aa_alarm": True,
@@ -121,7 +127,7 @@ def run(ctx: RunContext) -> None:
         save_raw_samples(ctx, sides, samples)
         record = bench_record(
             samples.bench_id,
-            compare.BenchVerdict.SKIPPED,
+            BenchVerdict.SKIPPED,
             skipped_payload(samples, sides, settings, seed),
         )
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
@@ -205,13 +211,11 @@ def run(ctx: RunContext) -> None:
             confounds,
             ctx.work_dir,
         )
-        record = bench_record(bench_id, compare.BenchVerdict(decided[bench_id]["verdict"]), payload)
+        record = bench_record(bench_id, BenchVerdict(decided[bench_id]["verdict"]), payload)
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
 
-def bench_record(
-    bench_id: str, verdict: compare.BenchVerdict, payload: dict[str, Any]
-) -> BenchResult:
+def bench_record(bench_id: str, verdict: BenchVerdict, payload: dict[str, Any]) -> BenchResult:
     """The typed record of a payload assembled below (its fields: ``bench/result.py``)."""
     return record_from_json(
         {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
@@ -431,7 +435,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     rules = policy_rules(policy)
     results = from_rows(view.sections.get(SECTION, []))
     reasons = []
-    changed = (compare.BenchVerdict.SLOWER, compare.BenchVerdict.FASTER)
+    changed = (BenchVerdict.SLOWER, BenchVerdict.FASTER)
     for result in results:
         if isinstance(result, BenchSkipped):
             continue  # a candidate that could not run it: the core's rule (``not_run``)
@@ -445,7 +449,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
             continue
         slowdown = result.slowdown
         if (
-            result.verdict is compare.BenchVerdict.SLOWER
+            result.verdict is BenchVerdict.SLOWER
             and slowdown is not None
             and slowdown > rules["bench_max_slowdown"]
         ):
@@ -470,7 +474,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     unjudged = [
         result
         for result in results
-        if isinstance(result, BenchMeasured) and result.verdict is compare.BenchVerdict.TOO_NOISY
+        if isinstance(result, BenchMeasured) and result.verdict is BenchVerdict.TOO_NOISY
     ]
     if unjudged and len(unjudged) + len(skipped) == len(results):
         # A bench asked for and answered by no verdict at all is not evidence of a go.

@@ -41,7 +41,8 @@ from statistics import NormalDist
 from typing import Any
 
 from torchcanary.bench import stats
-from torchcanary.bench.compare import BenchVerdict, calibrated
+from torchcanary.bench.compare import calibrated
+from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BenchmarkSamples
 
 # A benchmark's samples -> its comparisons ({"ab": ..., "aa": ...}), as the run makes them.

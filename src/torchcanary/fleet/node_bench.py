@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.bench import compare, sequential
 from torchcanary.bench.interleave import Measurements
+from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
@@ -236,10 +237,10 @@ def _judge_and_store(
     for key, samples in measured.benchmarks.items():
         save_raw_samples(ctx, sides, samples)
         if samples.stopped:
-            verdict = compare.BenchVerdict.SKIPPED
+            verdict = BenchVerdict.SKIPPED
             payload = skipped_payload(samples, sides, settings, seed)
         else:
-            verdict = compare.BenchVerdict(decided[key]["verdict"])
+            verdict = BenchVerdict(decided[key]["verdict"])
             payload = measured_payload(
                 samples,
                 sides,

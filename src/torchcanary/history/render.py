@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from torchcanary.bench.history_plot import verdict_strip
+from torchcanary.report.svg import verdict_strip
 from torchcanary.sections import history_plot, registered
 from torchcanary.store.history import HistoryEntry
 
@@ -27,4 +27,6 @@ def ratio_text(entry: HistoryEntry) -> str:
 def plot(item: str, section: str, entries: list[HistoryEntry]) -> str:
     """The SVG for ``item``'s history: its section's own plot, else a strip of verdicts."""
     drawn = history_plot(registered().get(section), item, entries)
-    return drawn or verdict_strip(item, entries)
+    return drawn or verdict_strip(
+        f"{item}: history", [(entry.label, entry.verdict) for entry in entries]
+    )

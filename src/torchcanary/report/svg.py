@@ -7,6 +7,21 @@ import math
 from collections.abc import Sequence
 
 ROLE_COLOURS = {"baseline": "#4c72b0", "candidate": "#dd8452"}
+# Every section's verdict words in one palette: green good, red bad, grey or amber unsure.
+VERDICT_COLOURS = {
+    "faster": "#1a7f37",
+    "slower": "#cf222e",
+    "same": "#57606a",
+    "no-change-detected": "#6e7781",
+    "too-noisy": "#bf8700",
+    "skipped": "#8c959f",
+    "already in baseline": "#1a7f37",
+    "new in candidate": "#1a7f37",
+    "passed": "#1a7f37",
+    "regressed": "#cf222e",
+    "failed": "#cf222e",
+    "error": "#cf222e",
+}
 _FONT = 'font-family="sans-serif" font-size="11"'
 
 
@@ -45,3 +60,24 @@ def grouped_bars(title: str, groups: Sequence[tuple[str, dict[str, float]]], uni
         f'height="{y + 8}" role="img"><title>{html.escape(title)}</title>'
         f"{heading}{''.join(rows)}</svg>"
     )
+
+
+def verdict_strip(title: str, rows: Sequence[tuple[str, str]]) -> str:
+    """One row per ``(label, verdict)``: the label, and the verdict in its colour."""
+    row_h, top = 18, 28
+    height = top + row_h * max(len(rows), 1) + 10
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="720" height="{height}" role="img" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="4" y="14" font-weight="bold">{html.escape(title)}</text>',
+    ]
+    for index, (label, verdict) in enumerate(rows):
+        y = top + index * row_h + row_h / 2
+        colour = VERDICT_COLOURS.get(verdict, "#57606a")
+        parts.append(f'<text x="4" y="{y + 4:.1f}">{html.escape(label)}</text>')
+        parts.append(
+            f'<rect x="330" y="{y - 6:.1f}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="348" y="{y + 4:.1f}" fill="{colour}">{html.escape(verdict)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
