@@ -18,7 +18,9 @@ from pathlib import Path
 
 from torchcanary.drill.catalog import DrillSpec, parse_drill_name
 from torchcanary.drill.job_reference_cache import ReferenceCache
-from torchcanary.drill.user_job import UserJobRunner, parse_job_settings, user_job
+from torchcanary.drill.settings import parse_job_settings
+from torchcanary.drill.user_job import user_job
+from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for

@@ -31,7 +31,9 @@ from torchcanary.drill import (
 )
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.job_reference_cache import ReferenceCache
-from torchcanary.drill.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
+from torchcanary.drill.settings import parse_job_settings
+from torchcanary.drill.user_job import UserJob, user_job
+from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
 from torchcanary.store.rows import SectionResult

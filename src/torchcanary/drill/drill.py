@@ -61,7 +61,7 @@ class DrillOutcome:
 
 
 @dataclass
-class _Run:
+class JobLaunch:
     """What one launch of the job left behind, for measuring and judging."""
 
     events: list[dict[str, Any]]
@@ -250,7 +250,7 @@ class DrillRunner:
         payload["reason"] = reason
         return DrillOutcome(verdict, payload)
 
-    # how the job starts; a job of the user's starts its own way (drill/user_job.py) ------
+    # how the job starts; a job of the user's starts its own way (drill/user_runner.py) ------
     def _launcher(self, spec: DrillSpec, area: Area, procs: ProcessSet) -> Launcher:
         return Launcher(self.python, self.import_root, spec, area, procs)
 
@@ -278,7 +278,7 @@ class DrillRunner:
 
     def _drive(
         self, spec: DrillSpec, area: Area, procs: ProcessSet, network: RankNetwork | None
-    ) -> _Run:
+    ) -> JobLaunch:
         """Start the job the way ``spec.recovery`` needs, inject, react, until done."""
         launcher = self._launcher(spec, area, procs)
         main, store_proc, store = self._start(spec, launcher, network)
@@ -341,10 +341,10 @@ class DrillRunner:
                 if procs.log_tail(name)
             }
         )
-        return _Run(read_events(area.events), injector, codes, exit_t, bounded_out, [], logs)
+        return JobLaunch(read_events(area.events), injector, codes, exit_t, bounded_out, [], logs)
 
     # measuring and judging ---------------------------------------------------------------
-    def _measure(self, spec: DrillSpec, area: Area, run: _Run) -> dict[str, Any]:
+    def _measure(self, spec: DrillSpec, area: Area, run: JobLaunch) -> dict[str, Any]:
         injector = run.injector
         events = run.events
         # Only a failed exit is a sign that something noticed; a clean one is the end.
@@ -394,7 +394,7 @@ class DrillRunner:
         return payload
 
     def _judge(
-        self, spec: DrillSpec, run: _Run, payload: dict[str, Any]
+        self, spec: DrillSpec, run: JobLaunch, payload: dict[str, Any]
     ) -> tuple[DrillVerdict, str]:
         if payload["unsupported"]:
             return DrillVerdict.ABSENT, payload["unsupported"]

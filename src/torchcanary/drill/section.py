@@ -6,30 +6,7 @@ environment and is stored at once as its typed record (``drill/result.py``:
 fault-free runs the drills were compared against are stored as ``DrillReference`` rows
 keyed ``reference:<mode>``. The policy and the report read these records' fields.
 
-Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
-- ``faults``: drill names, ``"fault"`` or ``"fault:recovery"``, or ``"all"``
-  [``["kill:restart-unshared", "kill:reconfigure", "hang:timeout"]``: both environments
-  in about 40 s on 2 cores, 50 s when the fault-free runs are made too];
-- ``ranks`` [2], 2 to 4; ``steps`` [30]; ``at_step`` [12], the step after which the fault
-  strikes; ``target_rank`` [1]; ``timeout_s`` [10], the process-group timeout;
-  ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" (FSDP2 ``fully_shard``), the mode
-  every drill runs, the in-place ones included (each result names the mode that ran);
-  ``step_pad_s`` [0.05]; ``net_rate`` ["20mbit"] for net-slow; ``drill_timeout_s`` [180],
-  the bound on one drill; ``seed`` [0].
-- the user's own job instead of the built-in tiny GPT (``drill/user_job.py``): ``job``
-  [""], the script and its arguments (``{scratch}`` is a fresh folder per run);
-  ``job_with`` [[]], requirements installed over each environment first (``"-e ."``);
-  ``job_step_pattern``, the regex (groups ``step``, ``loss``) for printed step lines;
-  ``job_rtol`` [none: deterministic], the relative tolerance of a non-deterministic job;
-  ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps;
-  ``job_cwd`` [where torchcanary runs], the folder the job starts in; ``job_env`` [{}],
-  variables the job is given; ``job_fresh_reference`` [false], make the job's fault-free
-  run again instead of reusing the one cached for this job, its files and environment
-  (the built-in job's too: its key is the environment, torchcanary's files and the
-  job's shape).
-- repeats (``drill/repeats.py``): ``trials`` [1], how many times each drill runs in each
-  environment; ``disagreement_trials`` [3], how many trials each environment gets when
-  they disagree (one passed every trial, the other failed or errored in one); 1 to 10.
+Settings, ``[tool.torchcanary.drill]``: ``drill/settings.py``.
 
 Policy keys for :func:`blocking_reasons` (defaults in brackets):
 - ``drill_block_on_regression`` [true]: a drill that passed in the baseline but not in the
@@ -50,16 +27,15 @@ factor of at least 1, seconds of at least 0); a policy outside them is refused a
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drill import repeats, trajectory
-from torchcanary.drill.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
+from torchcanary.drill import settings as drill_settings
+from torchcanary.drill.catalog import DrillSpec, parse_drill_name
 from torchcanary.drill.drill import DrillOutcome, DrillRunner
 from torchcanary.drill.job_reference_cache import ReferenceCache
 from torchcanary.drill.result import (
@@ -70,15 +46,14 @@ from torchcanary.drill.result import (
     from_json,
     from_rows,
 )
-from torchcanary.drill.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_settings, user_job
+from torchcanary.drill.user_job import user_job
+from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
-from torchcanary.errors import ConfigError
 from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
-MAX_RANKS = 4
 
 POLICY_DEFAULTS: dict[str, Any] = {
     "drill_block_on_regression": True,
@@ -95,96 +70,14 @@ POLICY_BOUNDS: dict[str, PolicyBounds] = {
     "drill_slowdown_floor_s": PolicyBounds(0.0, None, "seconds"),
 }
 
-_DEFAULTS = {f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")}
-_NUMBERS = ("timeout_s", "step_pad_s", "drill_timeout_s")
-_INTEGERS = ("ranks", "steps", "at_step", "target_rank", "ckpt_every", "seed")
-
-
-def _problem(message: str) -> ConfigError:
-    return ConfigError(f"[tool.torchcanary.drill] {message}")
-
-
-def _faults(value: Any) -> list[str]:
-    if value == "all":
-        return list(FULL_DRILLS)
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise _problem(f'faults = {value!r}: give a list such as ["kill:restart"] or "all"')
-    names = []
-    for name in value:
-        try:
-            fault, recovery = parse_drill_name(str(name))
-        except ValueError as exc:
-            raise _problem(f"faults: {exc}") from exc
-        if f"{fault}:{recovery}" not in names:
-            names.append(f"{fault}:{recovery}")
-    if not names:
-        raise _problem("faults = []: name at least one drill, or leave faults out")
-    return names
-
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate the drill table and fill in defaults; ConfigError names problem and fix."""
-    own = {*_DEFAULTS, *JOB_DEFAULTS, *repeats.REPEAT_DEFAULTS}
-    unknown = sorted(set(mapping) - own - {"faults"})
-    if unknown:
-        known = ", ".join(sorted(own))
-        raise _problem(f"unknown key {unknown[0]!r}: known keys are faults, {known}")
-    settings: dict[str, Any] = {**_DEFAULTS, **repeats.REPEAT_DEFAULTS}
-    try:
-        settings.update(parse_job_settings(dict(mapping)))
-    except ValueError as exc:
-        raise _problem(str(exc)) from exc
-    settings["faults"] = _faults(mapping.get("faults", list(DEFAULT_DRILLS)))
-    for key in (*_INTEGERS, *repeats.REPEAT_DEFAULTS):
-        value = mapping.get(key, settings[key])
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _problem(f"{key} = {value!r}: must be a whole number")
-        settings[key] = value
-    for key in repeats.REPEAT_DEFAULTS:
-        if not 1 <= settings[key] <= repeats.MAX_TRIALS:
-            raise _problem(f"{key} = {settings[key]}: choose from 1 to {repeats.MAX_TRIALS}")
-    for key in _NUMBERS:
-        value = mapping.get(key, settings[key])
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise _problem(f"{key} = {value!r}: must be a positive number of seconds")
-        settings[key] = float(value)
-    parallel = mapping.get("parallel", settings["parallel"])
-    if parallel not in ("ddp", "fsdp"):
-        raise _problem(f'parallel = {parallel!r}: use "ddp" or "fsdp"')
-    settings["parallel"] = parallel
-    net_rate = mapping.get("net_rate", settings["net_rate"])
-    if not isinstance(net_rate, str) or not re.fullmatch(r"\d+(\.\d+)?[kmg]?bit", net_rate):
-        raise _problem(f'net_rate = {net_rate!r}: give a tc rate such as "20mbit"')
-    settings["net_rate"] = net_rate
-    _check_shape(settings)
-    return settings
-
-
-def _check_shape(settings: dict[str, Any]) -> None:
-    ranks, steps, at_step = settings["ranks"], settings["steps"], settings["at_step"]
-    if not 2 <= ranks <= MAX_RANKS:
-        raise _problem(
-            f"ranks = {ranks}: the drill job runs 2 to {MAX_RANKS} ranks on one "
-            f"machine; set ranks between 2 and {MAX_RANKS}"
-        )
-    if steps < 4:
-        raise _problem(f"steps = {steps}: the job needs at least 4 steps")
-    if not 1 <= at_step <= steps - 2:
-        raise _problem(
-            f"at_step = {at_step} is beyond the job's {steps} steps: choose "
-            f"at_step from 1 to {steps - 2}, or raise steps"
-        )
-    if not 0 <= settings["target_rank"] < ranks:
-        raise _problem(
-            f"target_rank = {settings['target_rank']} but the job has {ranks} "
-            f"ranks: choose target_rank from 0 to {ranks - 1}"
-        )
-    if settings["ckpt_every"] < 1:
-        raise _problem(f"ckpt_every = {settings['ckpt_every']}: must be at least 1")
+    """The drill table validated, defaults filled in (``drill/settings.py``)."""
+    return drill_settings.parse_settings(mapping)
 
 
 def drill_specs(settings: Mapping[str, Any]) -> list[DrillSpec]:
-    common = {key: settings[key] for key in _DEFAULTS}
+    common = {key: settings[key] for key in drill_settings.SPEC_DEFAULTS}
     return [DrillSpec(*parse_drill_name(name), **common) for name in settings["faults"]]
 
 
