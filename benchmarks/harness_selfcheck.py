@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchcanary.bench import compare, sequential, stats
+from torchcanary.bench import compare, sequential, stats, verdicts
 from torchcanary.bench.interleave import Interleaver, Measurements
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import POLICY_DEFAULTS
@@ -258,7 +258,7 @@ def _rows(
     for spec in specs:
         samples = measured.benchmarks[spec["id"]]
         comparisons[spec["id"]] = compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)
-    decided = compare.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
+    decided = verdicts.decide(comparisons, args.fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
     replayed, used = _replay_sequential(args, specs, measured, clock)
     rows, pairs = [], []
     for spec in specs:
@@ -308,7 +308,7 @@ def _replay_sequential(
         return compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)
 
     def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
-        return compare.decide(comparisons, fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
+        return verdicts.decide(comparisons, fdr, 0.05, max_slowdown=MAX_SLOWDOWN)
 
     def seen(groups: int) -> dict[str, BenchmarkSamples]:
         return {
@@ -341,7 +341,7 @@ def _alone(
     At the run's FDR this is BH's loosest case. At FDR / N it is the case of a run of N
     where this is the only real change: BH then multiplies its p-value by N.
     """
-    judged = compare.decide(
+    judged = verdicts.decide(
         {bench_id: comparisons[bench_id]},
         fdr,
         0.05,

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from torchcanary.bench import compare, section, stats
+from torchcanary.bench import compare, section, stats, verdicts
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
@@ -224,7 +224,7 @@ def test_auto_clock_uses_cpu_time_only_for_single_threaded_cpu_compute() -> None
 
 def _decide(ab: dict, aa: dict | None = None, **kwargs: object) -> dict:
     pair = {"ab": ab} if aa is None else {"ab": ab, "aa": aa}
-    return compare.decide({"x": pair}, 0.01, 0.05, **kwargs)["x"]
+    return verdicts.decide({"x": pair}, 0.01, 0.05, **kwargs)["x"]
 
 
 def _comparison(ratio: float, low: float, high: float, p: float, df: float = 11) -> dict:
@@ -297,10 +297,10 @@ def test_mde_counts_the_bh_threshold_and_the_calibration() -> None:
     control = _comparison(1.0, 0.99, 1.01, 0.9)
     alone = _decide(_comparison(1.0, 1.0, 1.0, 0.5), control)["mde"]
     run = {f"b{i}": {"ab": _comparison(1.0, 0.99, 1.01, 0.5), "aa": control} for i in range(18)}
-    among_18 = compare.decide(run, 0.01, 0.05)["b0"]
+    among_18 = verdicts.decide(run, 0.01, 0.05)["b0"]
     assert among_18["mde_alpha"] == pytest.approx(0.01 / 18)
     assert among_18["mde"] > alone * 1.2
-    calibrated = compare.decide(run, 0.01, 0.05, inflation=3.0)["b0"]["mde"]
+    calibrated = verdicts.decide(run, 0.01, 0.05, inflation=3.0)["b0"]["mde"]
     assert calibrated > among_18["mde"] * 1.3
 
 
@@ -309,7 +309,7 @@ def test_bh_spreads_the_false_discovery_budget_over_the_run() -> None:
     run = {f"null{i}": {"ab": _comparison(1.0, 0.9, 1.1, 0.5)} for i in range(4)}
     run["borderline"] = {"ab": _comparison(1.1, 1.01, 1.2, 0.008)}
     run["clear"] = {"ab": _comparison(1.5, 1.4, 1.6, 1e-9)}
-    decided = compare.decide(run, 0.01, 0.05)
+    decided = verdicts.decide(run, 0.01, 0.05)
     assert decided["clear"]["verdict"] == "slower"
     assert decided["borderline"]["q_ab"] == pytest.approx(0.024)
     assert decided["borderline"]["verdict"] == "no-change-detected"
@@ -322,7 +322,7 @@ def test_the_interval_shown_is_at_the_level_the_verdict_was_decided_at() -> None
     run = {f"null{i}": {"ab": _comparison(1.0, 0.9, 1.1, 0.5)} for i in range(4)}
     run["borderline"] = {"ab": _comparison(1.1, 1.01, 1.2, 0.008)}
     run["clear"] = {"ab": _comparison(1.5, 1.4, 1.6, 1e-9)}
-    decided = compare.decide(run, 0.01, 0.05)
+    decided = verdicts.decide(run, 0.01, 0.05)
     for bench_id, result in decided.items():
         interval = (result["ab"]["ci_low"], result["ab"]["ci_high"])
         excludes_one = interval[0] > 1 or interval[1] < 1
@@ -352,7 +352,7 @@ def test_overdispersed_aa_controls_calibrate_the_ab_p_values_down() -> None:
         "ab": _comparison(1.02, 1.01, 1.03, 1e-4),
         "aa": _comparison(1.0, 0.99, 1.01, 0.001),
     }
-    decided = compare.decide(run, 0.01, 0.05)
+    decided = verdicts.decide(run, 0.01, 0.05)
     assert decided["x"]["calibration"] == pytest.approx(23.8 ** (11 / 31), rel=0.01)
     assert decided["x"]["ab"]["p_value"] == pytest.approx(0.027, abs=0.002)
     assert decided["x"]["ab"]["uncalibrated_p_value"] == 1e-4
@@ -365,17 +365,17 @@ def test_a_few_nearly_calibrated_controls_cannot_swing_the_calibration() -> None
     # happens by chance in about one run of fifty, and it halved the power of a run.
     z = math.sqrt(3.3 * 0.4549)
     controls = [_comparison(1.0, 0.99, 1.01, stats.normal_two_sided_p(z))] * 18
-    assert compare.calibration_factor(controls) < 2.0
+    assert verdicts.calibration_factor(controls) < 2.0
     # The same excess shown by 400 controls is no accident and is believed nearly in full.
-    assert compare.calibration_factor(controls * 22) > 3.0
+    assert verdicts.calibration_factor(controls * 22) > 3.0
 
 
 def test_a_fixed_calibration_judges_one_benchmark_as_its_run_would() -> None:
     # Alone, one control cannot calibrate (5 are needed); an inflation of 23.8 given from
     # outside is taken as it is and turns p = 1e-4 into 0.42.
     pair = {"ab": _comparison(1.02, 1.01, 1.03, 1e-4), "aa": _comparison(1.0, 0.99, 1.01, 0.001)}
-    assert compare.decide({"x": pair}, 0.01, 0.05)["x"]["verdict"] == "slower"
-    alone = compare.decide({"x": pair}, 0.01, 0.05, inflation=23.8)["x"]
+    assert verdicts.decide({"x": pair}, 0.01, 0.05)["x"]["verdict"] == "slower"
+    alone = verdicts.decide({"x": pair}, 0.01, 0.05, inflation=23.8)["x"]
     assert alone["calibration"] == 23.8
     assert alone["ab"]["p_value"] == pytest.approx(0.42, abs=0.01)
     assert alone["verdict"] == "no-change-detected"
@@ -387,11 +387,11 @@ def test_aa_controls_that_look_null_leave_the_p_values_alone() -> None:
         f"b{i}": {"ab": _comparison(1.05, 1.03, 1.07, 1e-6), "aa": _comparison(1.0, 0.98, 1.02, p)}
         for i, p in enumerate(controls)
     }
-    decided = compare.decide(run, 0.01, 0.05)
+    decided = verdicts.decide(run, 0.01, 0.05)
     assert decided["b0"]["calibration"] == 1.0
     assert decided["b0"]["verdict"] == "slower"
     # Fewer than five controls are too few to estimate an inflation from.
-    assert compare.calibration_factor([_comparison(1, 0.9, 1.1, 1e-9)] * 4) == 1.0
+    assert verdicts.calibration_factor([_comparison(1, 0.9, 1.1, 1e-9)] * 4) == 1.0
 
 
 def test_a_benchmark_that_lost_its_power_to_load_says_so() -> None:

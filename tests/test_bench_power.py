@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from torchcanary.bench import compare
+from torchcanary.bench import compare, verdicts
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 SIDES = ("A", "A2", "B")
@@ -51,7 +51,7 @@ def _run(
                 "ab": compare.compare_sides(samples, "A", "B", 0.99),
                 "aa": compare.compare_sides(samples, "A", "A2", 0.99),
             }
-    return compare.decide(comparisons, 0.01, 0.05)
+    return verdicts.decide(comparisons, 0.01, 0.05)
 
 
 @pytest.mark.parametrize(

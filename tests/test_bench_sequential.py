@@ -8,12 +8,12 @@ import math
 import random
 from typing import Any
 
-from torchcanary.bench import compare, sequential
+from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 SIDES = ("A", "A2", "B")
 GROUPS, ROUNDS, FDR, BAND = 12, 6, 0.05, 0.05
-RULE = sequential.StopRule(GROUPS, min_effect=0.01)  # compare.decide's default floor
+RULE = sequential.StopRule(GROUPS, min_effect=0.01)  # verdicts.decide's default floor
 
 
 def _benchmark(rng: random.Random, shift: float, luck: float, noise: float) -> BenchmarkSamples:
@@ -37,7 +37,7 @@ def _compare(samples: BenchmarkSamples) -> dict[str, Any]:
 
 
 def _decide(comparisons: dict[str, Any], fdr: float) -> dict[str, Any]:
-    return compare.decide(comparisons, fdr, BAND)
+    return verdicts.decide(comparisons, fdr, BAND)
 
 
 def _sequential(benchmarks: dict[str, BenchmarkSamples]) -> tuple[dict[str, Any], dict[str, int]]:
@@ -66,7 +66,7 @@ def _runs(
     for _ in range(count):
         luck = math.exp(rng.uniform(*map(math.log, luck_range)))
         benchmarks = {f"b{i}": _benchmark(rng, s, luck, luck) for i, s in enumerate(shifts)}
-        at_end = compare.decide({b: _compare(s) for b, s in benchmarks.items()}, FDR, BAND)
+        at_end = verdicts.decide({b: _compare(s) for b, s in benchmarks.items()}, FDR, BAND)
         decided, used = _sequential(benchmarks)
         runs.append((decided, used, at_end))
     return runs

@@ -60,6 +60,13 @@ def number(
     return int(value) if integer else float(value)
 
 
+def flag(section: str, key: str, value: Any) -> bool:
+    """``true`` or ``false``, nothing that merely reads as one (1, "yes")."""
+    if not isinstance(value, bool):
+        raise unexpected(section, key, "true or false", value, f"write {key} = true")
+    return value
+
+
 def strings(
     section: str, key: str, value: Any, *, example: str, one_is_a_list: bool = False
 ) -> tuple[str, ...]:

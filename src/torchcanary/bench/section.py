@@ -26,7 +26,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from torchcanary.bench import compare, sequential
+from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.confounds import affecting
 from torchcanary.bench.dispatch_diff import diff as dispatch_diff
 from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
@@ -148,7 +148,7 @@ def run(ctx: RunContext) -> None:
         )
 
     def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
-        return compare.decide(
+        return verdicts.decide(
             comparisons,
             fdr,
             settings.equivalence,
@@ -346,7 +346,7 @@ def measured_payload(
         "ratio": ab.get("ratio"),
         "ci_low": ab.get("ci_low"),
         "ci_high": ab.get("ci_high"),
-        # The level the verdict was decided at (see compare.decide), not a per-comparison one.
+        # The level the verdict was decided at (see verdicts.decide), not a per-comparison one.
         "confidence": ab.get("ci_level", 1 - settings.fdr),
         "equivalence": settings.equivalence,
         "clock": clock,

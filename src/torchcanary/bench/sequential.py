@@ -41,13 +41,13 @@ from statistics import NormalDist
 from typing import Any
 
 from torchcanary.bench import stats
-from torchcanary.bench.compare import calibrated
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BenchmarkSamples
+from torchcanary.bench.verdicts import calibrated
 
 # A benchmark's samples -> its comparisons ({"ab": ..., "aa": ...}), as the run makes them.
 PairOf = Callable[[BenchmarkSamples], dict[str, Any]]
-# Comparisons of a family, an FDR -> compare.decide's verdicts, with the run's other settings.
+# Comparisons of a family, an FDR -> verdicts.decide's verdicts, with the run's other settings.
 Decide = Callable[[dict[str, dict[str, Any]], float], dict[str, dict[str, Any]]]
 
 # What each interim look may spend on early "slower"/"faster", as a share of the FDR.
@@ -67,7 +67,7 @@ class StopRule:
     """What an interim look may settle, besides the run's FDR and band."""
 
     groups: int  # the schedule's last group
-    min_effect: float  # "same" early only for an estimate under this (compare.decide's)
+    min_effect: float  # "same" early only for an estimate under this (verdicts.decide's)
     efficacy_share: float = EFFICACY_SHARE
     futility: float = FUTILITY_BANDS
     futility_power: float = FUTILITY_POWER
@@ -105,7 +105,7 @@ def interim_stops(
 ) -> dict[str, Stop]:
     """The benchmarks whose verdict is settled at this look.
 
-    ``decided`` is :func:`compare.decide` on the samples so far at the run's ``fdr``, and
+    ``decided`` is :func:`verdicts.decide` on the samples so far at the run's ``fdr``, and
     ``half_band`` the equivalence band "same" must fit (as ``decide`` used it).
     """
     tested = sum(1 for result in decided.values() if (result.get("ab") or {}).get("testable"))

@@ -340,9 +340,7 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
                 _TABLE, key, value, integer=kind is int, low=low, high=high
             )
         elif key in ("aa", "aa_control", "sequential"):
-            if not isinstance(value, bool):
-                raise _fail(key, f"{value!r} is not true or false", f"write {key} = true")
-            values[key] = value
+            values[key] = settings_checks.flag(_TABLE, key, value)
         elif key == "device":
             values[key] = _choices(key, [value], ("auto", "cpu", "cuda"))[0]
         elif key == "clock":

@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from torchcanary.claims import settings as claims_settings
 from torchcanary.claims.catalog import requested_torch, select_claims
 from torchcanary.claims.reuse import VerdictReuse
+from torchcanary.claims.settings import ClaimsSettings
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
-from torchcanary.errors import ConfigError
 from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 from torchcanary.sections import NotRun
@@ -42,19 +43,8 @@ POLICY_CHOICES: dict[str, tuple[str, ...]] = {
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
-    """``[tool.torchcanary.claims]``: ``reuse`` [true], keep verdicts for later runs of the
-    same environments and use the kept ones (``claims/reuse.py``; ``--fresh-claims`` sets
-    it false). Probes are chosen with ``probes = [...]`` at the top level."""
-    unknown = sorted(set(mapping) - {"reuse"})
-    if unknown:
-        raise ConfigError(
-            f"unknown key {unknown[0]!r} in the claims table; it takes 'reuse' (true or "
-            "false; choose probes with 'probes = [...]' at the top level)"
-        )
-    reuse = mapping.get("reuse", True)
-    if not isinstance(reuse, bool):
-        raise ConfigError(f"claims.reuse must be true or false, not {reuse!r}")
-    return {"reuse": reuse}
+    """The claims table validated, defaults filled in (``claims/settings.py``)."""
+    return claims_settings.parse_settings(mapping)
 
 
 def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
@@ -97,7 +87,7 @@ def run(ctx: RunContext) -> None:
         ctx.environments,
         {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},
         ctx.profile,
-        fresh=not ctx.plan.section_settings(SECTION).get("reuse", True),
+        fresh=not ClaimsSettings.from_json(ctx.plan.section_settings(SECTION)).reuse,
         warn=ctx.progress.note,
     )
     keys = {

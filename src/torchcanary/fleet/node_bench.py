@@ -5,9 +5,10 @@ fresh set of ranks on the same N nodes (:class:`~torchcanary.fleet.node_collecti
 once per side, in a random order per group as the local bench interleaves its sides; each
 rank measures every op and size of the ``collectives`` family with ``world_size = N``. The
 samples are judged by the local bench's own comparison (``bench/compare.py``'s
-``compare_pair`` and ``decide``, through ``sequential.judge``) and stored as bench records
-with ``nodes`` set and nccl-tests' algbw / busbw per side, scoped to the nodes and their
-profile, so the reports, JSON, JUnit and ``history --profile`` read them per profile.
+``compare_pair`` and ``bench/verdicts.py``'s ``decide``, through ``sequential.judge``) and
+stored as bench records with ``nodes`` set and nccl-tests' algbw / busbw per side, scoped
+to the nodes and their profile, so the reports, JSON, JUnit and ``history --profile`` read
+them per profile.
 
 Differences from the local bench, on purpose: the other families do not run here (they are
 one machine's); there are no interim looks (every group is measured); the ids end in
@@ -25,7 +26,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.bench import compare, sequential
+from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
@@ -223,7 +224,7 @@ def _judge_and_store(
         )
 
     def decide_all(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, Any]:
-        return compare.decide(
+        return verdicts.decide(
             comparisons,
             fdr,
             settings.equivalence,
