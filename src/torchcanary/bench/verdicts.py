@@ -146,25 +146,9 @@ def decide(
         inflation = 1.0 if aa_run else calibration_factor(controls)
     measured = comparisons
     if inflation > 1.0:
-        comparisons = {
-            bench_id: {
-                **pair,
-                "ab": calibrated(pair["ab"], inflation),
-                "aa": calibrated(pair.get("aa"), inflation),
-            }
-            for bench_id, pair in comparisons.items()
-        }
+        comparisons = _calibrated_pairs(comparisons, inflation)
     decided = _q_values(comparisons)
-    # BH's threshold for the first discovery among the run's m comparisons: what an MDE
-    # must be measured against when this change is the only one.
-    tested = sum(1 for c in comparisons.values() if c["ab"].get("testable"))
-    single_alpha = fdr / max(tested, 1)
-    # The interval shown is at the level the verdict was decided at: BH with R discoveries
-    # among m rejects exactly the p-values under fdr * R / m, so intervals at that level
-    # (Benjamini and Yekutieli's false-coverage-rate intervals) exclude "no change" where,
-    # and only where, the verdict says there is one.
-    discoveries = sum(1 for r in decided.values() if r.get("q_ab", 1.0) <= fdr)
-    decision_alpha = fdr * max(discoveries, 1) / max(tested, 1)
+    single_alpha, decision_alpha = _alphas(comparisons, decided, fdr)
     half_band = equivalence if max_slowdown is None else min(equivalence, max_slowdown)
     band = (1 / (1 + half_band), 1 + half_band)
     for bench_id, pair in comparisons.items():
@@ -194,6 +178,35 @@ def decide(
             reasons += _against_what_matters(verdict, ab, result["mde"], max_slowdown)
         result.update(verdict=verdict, reasons=reasons)
     return decided
+
+
+def _calibrated_pairs(
+    comparisons: dict[str, dict[str, Any]], inflation: float
+) -> dict[str, dict[str, Any]]:
+    """Every benchmark's comparisons, A/B and A/A, widened by the run's calibration."""
+    return {
+        bench_id: {
+            **pair,
+            "ab": calibrated(pair["ab"], inflation),
+            "aa": calibrated(pair.get("aa"), inflation),
+        }
+        for bench_id, pair in comparisons.items()
+    }
+
+
+def _alphas(
+    comparisons: dict[str, dict[str, Any]], decided: dict[str, dict[str, Any]], fdr: float
+) -> tuple[float, float]:
+    """The level an MDE is measured at, and the level the verdicts were decided at."""
+    # BH's threshold for the first discovery among the run's m comparisons: what an MDE
+    # must be measured against when this change is the only one.
+    tested = sum(1 for c in comparisons.values() if c["ab"].get("testable"))
+    # The interval shown is at the level the verdict was decided at: BH with R discoveries
+    # among m rejects exactly the p-values under fdr * R / m, so intervals at that level
+    # (Benjamini and Yekutieli's false-coverage-rate intervals) exclude "no change" where,
+    # and only where, the verdict says there is one.
+    discoveries = sum(1 for r in decided.values() if r.get("q_ab", 1.0) <= fdr)
+    return fdr / max(tested, 1), fdr * max(discoveries, 1) / max(tested, 1)
 
 
 def _q_values(comparisons: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -23,8 +23,14 @@ from torchcanary.drill.trajectory import relative_difference
 from torchcanary.drill.user_job import IN_PLACE, UserJob
 from torchcanary.drill.verdict import DrillVerdict
 
-
 # measuring and judging ---------------------------------------------------------------
+# What a drill keeps of the fault-free run it was compared with.
+_REFERENCE_KEPT = (
+    *("ok", "final_step", "final_loss", "run_s", "throughput", "step_source"),
+    *("cached", "teardown_trouble", "leave"),
+)
+
+
 def measure(
     job: UserJob, spec: DrillSpec, area: Area, run: JobLaunch, reference: dict[str, Any]
 ) -> dict[str, Any]:
@@ -61,13 +67,7 @@ def measure(
         "final_loss": final_loss if finished else None,
         "last_reported_loss": final_loss,
         "reference_loss": reference.get("final_loss"),
-        "reference": {
-            k: reference.get(k)
-            for k in (
-                *("ok", "final_step", "final_loss", "run_s", "throughput", "step_source"),
-                *("cached", "teardown_trouble", "leave"),
-            )
-        },
+        "reference": {k: reference.get(k) for k in _REFERENCE_KEPT},
         "in_place": _in_place_facts(spec, events, recovered),
         **_errors(events, fault_t),
         "exit_codes": run.exit_codes,

@@ -144,14 +144,19 @@ def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> 
             values[key] = settings_checks.number(
                 _SECTION, key, value, integer=kind is int, low=smallest
             )
+    values["cwd"] = _project_dir(values, base_dir)
+    return StackSettings(**values).to_json()
+
+
+def _project_dir(values: dict[str, Any], base_dir: Path | None) -> str:
+    """``cwd`` made absolute, checked to be a directory holding the requirements files."""
     cwd = (Path(base_dir or Path.cwd()) / values.get("cwd", ".")).resolve()
     if not cwd.is_dir():
         raise ConfigError(f"stack.cwd {cwd} is not a directory; give the project's directory")
-    values["cwd"] = str(cwd)
     for requirement_file in values.get("requirements", ()):
         if not (cwd / requirement_file).is_file():
             raise ConfigError(
                 f"stack requirements file {cwd / requirement_file} does not "
                 "exist; give a path relative to stack.cwd"
             )
-    return StackSettings(**values).to_json()
+    return str(cwd)
