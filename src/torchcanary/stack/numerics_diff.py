@@ -182,74 +182,103 @@ def compare(
         base_ordered, cand_ordered = ordered_bits(baseline), ordered_bits(candidate)
     else:
         base_ordered, cand_ordered = base_values, cand_values  # type: ignore[assignment]
-    max_abs = max_rel = 0.0
-    max_ulps = beyond = pattern_changes = 0
-    worst: int | None = None
-    worst_excess = -math.inf
-    nan = [0, 0]
-    inf = [0, 0]
-    for index, (ref, value) in enumerate(zip(base_values, cand_values, strict=True)):
-        ref_nan, value_nan = ref != ref, value != value
-        nan[0] += ref_nan
-        nan[1] += value_nan
-        ref_inf = not ref_nan and math.isinf(ref)
-        value_inf = not value_nan and math.isinf(value)
-        inf[0] += ref_inf
-        inf[1] += value_inf
-        if ref_nan or value_nan or ref_inf or value_inf:
-            if ref_nan != value_nan or ((ref_inf or value_inf) and ref != value):
-                pattern_changes += 1
-                if worst_excess < math.inf:
-                    worst, worst_excess = index, math.inf
-            continue
-        error = abs(value - ref)
-        max_abs = max(max_abs, error)
-        if ref != 0:
-            max_rel = max(max_rel, error / abs(ref))
-        elif error:
-            max_rel = math.inf
-        max_ulps = max(max_ulps, abs(cand_ordered[index] - base_ordered[index]))
-        excess = error - (tolerance.atol + tolerance.rtol * abs(ref))
-        if excess > 0:
-            beyond += 1
-        if error and excess > worst_excess:
-            worst, worst_excess = index, excess
-    reasons = []
-    if pattern_changes:
-        reasons.append(
-            f"{pattern_changes} element(s) changed NaN/Inf status "
-            f"(NaN {nan[0]} -> {nan[1]}, Inf {inf[0]} -> {inf[1]})"
-        )
-    if beyond:
-        reasons.append(
-            f"{beyond} of {candidate.count} element(s) beyond "
-            f"atol={tolerance.atol:g} + rtol={tolerance.rtol:g}"
-        )
-    if tolerance.max_ulps is not None and max_ulps > tolerance.max_ulps:
-        reasons.append(f"{max_ulps} ULPs apart, limit {tolerance.max_ulps}")
+    found = _differences(base_values, cand_values, base_ordered, cand_ordered, tolerance)
+    reasons = _reasons(found, tolerance, candidate.count)
     if reasons:
         reason = "; ".join(reasons)
-    elif max_abs == 0 and not pattern_changes:
+    elif found.max_abs == 0 and not found.pattern_changes:
         reason = "bitwise identical" if is_float else "identical"
     else:
-        reason = f"within tolerance (max abs error {max_abs:.3g}, {max_ulps} ULPs)"
-    worst_values = None
+        reason = f"within tolerance (max abs error {found.max_abs:.3g}, {found.max_ulps} ULPs)"
+    worst, worst_values = found.worst, None
     if worst is not None:
         worst_values = (float(base_values[worst]), float(cand_values[worst]))
     return NumericComparison(
         baseline.name,
         bool(reasons),
         reason,
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
-        max_ulps=max_ulps,
-        beyond_tolerance=beyond,
-        nan=(nan[0], nan[1]),
-        inf=(inf[0], inf[1]),
+        max_abs_err=found.max_abs,
+        max_rel_err=found.max_rel,
+        max_ulps=found.max_ulps,
+        beyond_tolerance=found.beyond,
+        nan=(found.nan[0], found.nan[1]),
+        inf=(found.inf[0], found.inf[1]),
         worst_index=worst,
         worst_values=worst_values,
         **common,
     )
+
+
+@dataclass
+class _Differences:
+    """What a walk over two records' elements found; NaN and Inf are counted per side."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulps: int = 0
+    beyond: int = 0
+    pattern_changes: int = 0
+    worst: int | None = None
+    worst_excess: float = -math.inf
+    nan: list[int] = field(default_factory=lambda: [0, 0])
+    inf: list[int] = field(default_factory=lambda: [0, 0])
+
+
+def _differences(
+    base_values: list[float] | list[int],
+    cand_values: list[float] | list[int],
+    base_ordered: list[int],
+    cand_ordered: list[int],
+    tolerance: Tolerance,
+) -> _Differences:
+    """Errors element by element; the worst element is the one furthest beyond tolerance
+    (a changed NaN/Inf status first of all)."""
+    found = _Differences()
+    for index, (ref, value) in enumerate(zip(base_values, cand_values, strict=True)):
+        ref_nan, value_nan = ref != ref, value != value
+        found.nan[0] += ref_nan
+        found.nan[1] += value_nan
+        ref_inf = not ref_nan and math.isinf(ref)
+        value_inf = not value_nan and math.isinf(value)
+        found.inf[0] += ref_inf
+        found.inf[1] += value_inf
+        if ref_nan or value_nan or ref_inf or value_inf:
+            if ref_nan != value_nan or ((ref_inf or value_inf) and ref != value):
+                found.pattern_changes += 1
+                if found.worst_excess < math.inf:
+                    found.worst, found.worst_excess = index, math.inf
+            continue
+        error = abs(value - ref)
+        found.max_abs = max(found.max_abs, error)
+        if ref != 0:
+            found.max_rel = max(found.max_rel, error / abs(ref))
+        elif error:
+            found.max_rel = math.inf
+        found.max_ulps = max(found.max_ulps, abs(cand_ordered[index] - base_ordered[index]))
+        excess = error - (tolerance.atol + tolerance.rtol * abs(ref))
+        if excess > 0:
+            found.beyond += 1
+        if error and excess > found.worst_excess:
+            found.worst, found.worst_excess = index, excess
+    return found
+
+
+def _reasons(found: _Differences, tolerance: Tolerance, count: int) -> list[str]:
+    """Why the records differ beyond tolerance; empty when they do not."""
+    reasons = []
+    if found.pattern_changes:
+        reasons.append(
+            f"{found.pattern_changes} element(s) changed NaN/Inf status "
+            f"(NaN {found.nan[0]} -> {found.nan[1]}, Inf {found.inf[0]} -> {found.inf[1]})"
+        )
+    if found.beyond:
+        reasons.append(
+            f"{found.beyond} of {count} element(s) beyond "
+            f"atol={tolerance.atol:g} + rtol={tolerance.rtol:g}"
+        )
+    if tolerance.max_ulps is not None and found.max_ulps > tolerance.max_ulps:
+        reasons.append(f"{found.max_ulps} ULPs apart, limit {tolerance.max_ulps}")
+    return reasons
 
 
 def compare_directories(
