@@ -38,6 +38,10 @@ def forest(rows: list[ForestRow], equivalence: float, title: str = "") -> str:
     spread = min(spread * 1.1, math.log(16))
     low, high = math.exp(-spread), math.exp(spread)
     label_w, plot_w, row_h, top = 330, 420, 18, 28
+
+    def x_of(value: float) -> float:
+        return label_w + _log_position(value, low, high, plot_w)
+
     height = top + row_h * len(rows) + 30
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 110}" '
@@ -45,53 +49,62 @@ def forest(rows: list[ForestRow], equivalence: float, title: str = "") -> str:
     ]
     if title:
         parts.append(f'<text x="4" y="14" font-weight="bold">{escape(title)}</text>')
-    band_l = label_w + _log_position(1 / (1 + equivalence), low, high, plot_w)
-    band_r = label_w + _log_position(1 + equivalence, low, high, plot_w)
+    band_l, band_r = x_of(1 / (1 + equivalence)), x_of(1 + equivalence)
     parts.append(
         f'<rect x="{band_l:.1f}" y="{top - 4}" width="{band_r - band_l:.1f}" '
         f'height="{row_h * len(rows) + 4}" fill="#eaeef2"/>'
     )
-    one = label_w + _log_position(1.0, low, high, plot_w)
+    one = x_of(1.0)
     parts.append(
         f'<line x1="{one:.1f}" x2="{one:.1f}" y1="{top - 6}" '
         f'y2="{top + row_h * len(rows)}" stroke="#57606a"/>'
     )
     for index, row in enumerate(rows):
+        # An interval open at an end is drawn to the axis' end.
+        ends = (row.low if row.low > 0 else low, row.high if math.isfinite(row.high) else high)
         y = top + index * row_h + row_h / 2
-        colour = VERDICT_COLOURS.get(row.verdict, "#57606a")
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(row.label)}</text>'
-        )
-        x_low = label_w + _log_position(row.low if row.low > 0 else low, low, high, plot_w)
-        x_high = label_w + _log_position(
-            row.high if math.isfinite(row.high) else high, low, high, plot_w
-        )
-        x_mid = label_w + _log_position(row.ratio, low, high, plot_w)
-        parts.append(
-            f'<line x1="{x_low:.1f}" x2="{x_high:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
-            f'stroke="{colour}" stroke-width="2"/>'
-        )
-        parts.append(f'<circle cx="{x_mid:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>')
-        parts.append(
-            f'<text x="{label_w + plot_w + 6}" y="{y + 4:.1f}" fill="{colour}">'
-            f"{row.ratio:.3f} {escape(row.verdict)}</text>"
-        )
+        xs = (x_of(ends[0]), x_of(row.ratio), x_of(ends[1]))
+        parts += _forest_row(row, y, xs, label_w, label_w + plot_w + 6)
+    ticks = (1.0, low, high, 1 / (1 + equivalence), 1 + equivalence)
     axis_y = top + row_h * len(rows) + 14
-    placed: list[float] = []
-    for tick in (1.0, low, high, 1 / (1 + equivalence), 1 + equivalence):
-        x = label_w + _log_position(tick, low, high, plot_w)
-        if any(abs(x - other) < 34 for other in placed):
-            continue  # labels that would overlap say nothing
-        placed.append(x)
-        parts.append(
-            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle" fill="#57606a">{tick:.2f}</text>'
-        )
+    parts += _forest_axis([(tick, x_of(tick)) for tick in ticks], axis_y)
     parts.append(
         f'<text x="{label_w + plot_w / 2}" y="{axis_y + 13}" text-anchor="middle" '
         'fill="#57606a">candidate / baseline time (log scale; shaded: equivalence '
         "band)</text></svg>"
     )
     return "".join(parts)
+
+
+def _forest_row(
+    row: ForestRow, y: float, xs: tuple[float, float, float], label_w: int, values_x: int
+) -> list[str]:
+    """One row: its label, its interval (``xs``: low, estimate, high) and estimate, and
+    the ratio and verdict after."""
+    x_low, x_mid, x_high = xs
+    colour = VERDICT_COLOURS.get(row.verdict, "#57606a")
+    return [
+        f'<text x="{label_w - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(row.label)}</text>',
+        f'<line x1="{x_low:.1f}" x2="{x_high:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+        f'stroke="{colour}" stroke-width="2"/>',
+        f'<circle cx="{x_mid:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>',
+        f'<text x="{values_x}" y="{y + 4:.1f}" fill="{colour}">'
+        f"{row.ratio:.3f} {escape(row.verdict)}</text>",
+    ]
+
+
+def _forest_axis(ticks: list[tuple[float, float]], axis_y: float) -> list[str]:
+    """The axis' tick labels, ``(value, x)``, leaving out those that would overlap."""
+    parts: list[str] = []
+    placed: list[float] = []
+    for tick, x in ticks:
+        if any(abs(x - other) < 34 for other in placed):
+            continue  # labels that would overlap say nothing
+        placed.append(x)
+        parts.append(
+            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle" fill="#57606a">{tick:.2f}</text>'
+        )
+    return parts
 
 
 def distributions(
