@@ -261,37 +261,7 @@ def html(view: Any) -> str:
             "why column says how: as a deterministic job or within your tolerance).</p>"
         )
     for key in sorted(rows, key=lambda k: (is_reference(k), k)):
-        fault, _, recovery = key.partition(":")
-        what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"
-        out.append(
-            f"<h3>{_esc(key)}</h3><p>{_esc(what)}</p>"
-            "<table><thead><tr>"
-            + "".join(f"<th>{h}</th>" for h in _HEADERS)
-            + "</tr></thead><tbody>"
-        )
-        for role in _ROLES:
-            result = rows[key].get(role)
-            if result is None:
-                continue
-            cells = [
-                role,
-                *(
-                    _reference_cells(result)
-                    if isinstance(result, DrillReference)
-                    else _cells(result)
-                ),
-            ]
-            out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
-        out.append("</tbody></table>")
-        between = _between_versions(rows[key])
-        if between:
-            out.append(f"<p>Between the versions: {_esc(between)}.</p>")
-        plots = [
-            timeline_svg(_timeline(rows[key][role]), f"{key} — {role}")
-            for role in _ROLES
-            if role in rows[key]
-        ]
-        out.append("<div>" + "".join(plots) + "</div>")
+        out += _drill_html(key, rows[key])
     out.append(
         "<p>Timelines: one line per rank and launch (step against seconds; hover for "
         "names); red dashed line: the fault; dots: red error, green launch, blue "
@@ -299,6 +269,36 @@ def html(view: Any) -> str:
     )
     out.append("</section>")
     return "".join(out)
+
+
+def _drill_html(key: str, by_role: dict[str, DrillRecord]) -> list[str]:
+    """One drill: what it does, a row per environment, what changed, and its timelines."""
+    fault, _, recovery = key.partition(":")
+    what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"
+    out = [
+        f"<h3>{_esc(key)}</h3><p>{_esc(what)}</p>"
+        "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in _HEADERS) + "</tr></thead><tbody>"
+    ]
+    for role in _ROLES:
+        result = by_role.get(role)
+        if result is None:
+            continue
+        cells = [
+            role,
+            *(_reference_cells(result) if isinstance(result, DrillReference) else _cells(result)),
+        ]
+        out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table>")
+    between = _between_versions(by_role)
+    if between:
+        out.append(f"<p>Between the versions: {_esc(between)}.</p>")
+    plots = [
+        timeline_svg(_timeline(by_role[role]), f"{key} — {role}")
+        for role in _ROLES
+        if role in by_role
+    ]
+    out.append("<div>" + "".join(plots) + "</div>")
+    return out
 
 
 def _timeline(result: DrillRecord) -> dict[str, Any]:
