@@ -11,6 +11,7 @@ import math
 from html import escape
 from typing import Any
 
+from torchcanary.bench.details_html import dispatch_html, kept_note, list_html
 from torchcanary.bench.history_plot import history_forest, recent_html
 from torchcanary.bench.kept_facts import REUSED
 from torchcanary.bench.plots import ForestRow, distributions, forest
@@ -25,7 +26,6 @@ from torchcanary.bench.roofline import describe
 from torchcanary.bench.section import SECTION, VERDICTS, policy_rules
 from torchcanary.bench.view import recent
 from torchcanary.bench.workload_report import fact_lines, summary_line
-from torchcanary.keyed_cache import describe_age
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.history import HistoryEntry
 
@@ -194,62 +194,38 @@ def _table_html(results: list[BenchResult], view: Any) -> str:
     return f"<table class='bench'>{head}{''.join(rows)}</table>"
 
 
-def _list_html(title: str, items: list[str]) -> str:
-    if not items:
-        return ""
-    return (
-        f"<h5>{escape(title)}</h5><ul>"
-        + "".join(f"<li>{escape(str(item))}</li>" for item in items)
-        + "</ul>"
-    )
-
-
-def _kept_note(facts: dict[str, Any], made_before: float, what: str) -> str:
-    """`` (<what> kept from earlier runs of the same environment: the baseline's from run X,
-    3 h before this run)``, or nothing when every side found its own."""
-    reused = {
-        role: found[REUSED]
-        for role, found in facts.items()
-        if isinstance(found, dict) and isinstance(found.get(REUSED), dict)
-    }
-    if not reused:
-        return ""
-    parts = [
-        f"the {role}'s from run {origin.get('run_id')}, "
-        f"{describe_age(max(made_before - float(origin.get('made_at', made_before)), 0.0))} "
-        "before this run"
-        for role, origin in sorted(reused.items())
-    ]
-    return f" ({what} kept from earlier runs of the same environment: {'; '.join(parts)})"
-
-
-def _dispatch_html(result: BenchMeasured, run_created_at: float) -> str:
-    dispatch_diff = result.dispatch_diff
-    if not dispatch_diff:
-        return ""
-    if "error" in dispatch_diff:
-        return f"<p>What ran: not recorded ({escape(str(dispatch_diff['error']))})</p>"
-    kept = _kept_note(result.dispatch or {}, run_created_at, "profiles")
-    if not dispatch_diff["changed"]:
-        return (
-            f"<p>What ran: the same operators, kernels and library calls in both{escape(kept)}.</p>"
-        )
-    items = []
-    for view_name, change in dispatch_diff["changes"].items():
-        for name in change["only_baseline"]:
-            items.append(f"{view_name}: only baseline ran {name}")
-        for name in change["only_candidate"]:
-            items.append(f"{view_name}: only candidate ran {name}")
-        for name, (before, after) in change["count_changed"].items():
-            items.append(f"{view_name}: {name} {before:g} -> {after:g} per call")
-    return _list_html(f"What ran differently{kept}", items)
-
-
 def _details_html(result: BenchMeasured, view: Any) -> str:
+    """A benchmark's details: its samples, how it was judged, and what else was measured."""
     sides = result.sides
     centre = next((s["median_s"] for s in sides.values() if s.get("n")), 1.0)
     scale, unit = time_unit(centre)
-    body = [distributions(sides, scale, unit)]
+    body = [distributions(sides, scale, unit), *_judgement_html(result)]
+    body.append(list_html("Why this verdict", list(result.reasons)))
+    body.append(list_html("Noise warnings", list(result.noise_warnings)))
+    body.append(
+        list_html(
+            "Also differs between the environments (may move this figure)",
+            [f"{k}: {v[0]} vs {v[1]}" for k, v in result.confounds.items()],
+        )
+    )
+    body += _measured_html(result, view.run.created_at)
+    body.append(list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
+    body.append(dispatch_html(result, view.run.created_at))
+    history = recent(view, result.key)
+    body.append(recent_html(result.key, history, view.run.run_id))
+    harness = result.harness
+    body.append(
+        f"<p class='harness'>{escape(', '.join(f'{k}={v}' for k, v in harness.items()))}</p>"
+    )
+    return (
+        f"<details><summary>{escape(result.key)}: {escape(result.verdict)} "
+        f"{escape(_interval(result))}</summary>{''.join(body)}</details>"
+    )
+
+
+def _judgement_html(result: BenchMeasured) -> list[str]:
+    """How the comparison was made, its calibration, and its A/A control."""
+    body = []
     comparison = result.comparison
     if comparison.get("method"):
         body.append(
@@ -276,44 +252,31 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
             f"[{control['ci_low']:.3f}, {control['ci_high']:.3f}], q = "
             f"{control['q_value']:.2g}{power}.</p>"
         )
-    body.append(_list_html("Why this verdict", list(result.reasons)))
-    body.append(_list_html("Noise warnings", list(result.noise_warnings)))
-    body.append(
-        _list_html(
-            "Also differs between the environments (may move this figure)",
-            [f"{k}: {v[0]} vs {v[1]}" for k, v in result.confounds.items()],
-        )
-    )
+    return body
+
+
+def _measured_html(result: BenchMeasured, created_at: float) -> list[str]:
+    """What else was measured on each side: roofline, collective bandwidth, compile."""
     roofline = [
         f"{role}: {describe(placed, detail=True)}" for role, placed in result.roofline.items()
     ]
-    kept = _kept_note(result.machine_roofline, view.run.created_at, "bounds")
-    body.append(_list_html(f"Roofline{kept}", roofline))
+    kept = kept_note(result.machine_roofline, created_at, "bounds")
     bandwidth = [
         f"{role}: algbw {bw['algbw_bytes_per_s'] / 1e9:.3g} GB/s, busbw "
         f"{bw['busbw_bytes_per_s'] / 1e9:.3g} GB/s"
         for role, bw in (result.collective_bandwidth or {}).items()
     ]
-    body.append(_list_html("Bandwidth (nccl-tests formulas)", bandwidth))
     oneshot = [
         f"{role}: phases {', '.join(f'{p} {s:.2f} s' for p, s in f['phases_s'].items())}"
         f"; graph breaks {f['graph_breaks']}; recompiles {f['recompiles']}"
         for role, f in (result.oneshot or {}).items()
         if f.get("phases_s")
     ]
-    body.append(_list_html("Compile", oneshot))
-    body.append(_list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
-    body.append(_dispatch_html(result, view.run.created_at))
-    history = recent(view, result.key)
-    body.append(recent_html(result.key, history, view.run.run_id))
-    harness = result.harness
-    body.append(
-        f"<p class='harness'>{escape(', '.join(f'{k}={v}' for k, v in harness.items()))}</p>"
-    )
-    return (
-        f"<details><summary>{escape(result.key)}: {escape(result.verdict)} "
-        f"{escape(_interval(result))}</summary>{''.join(body)}</details>"
-    )
+    return [
+        list_html(f"Roofline{kept}", roofline),
+        list_html("Bandwidth (nccl-tests formulas)", bandwidth),
+        list_html("Compile", oneshot),
+    ]
 
 
 def html(view: Any) -> str:
@@ -337,7 +300,7 @@ def html(view: Any) -> str:
         "".join(_details_html(r, view) for r in measured),
     ]
     if skipped:
-        parts.append(_list_html("Skipped", [f"{r.key}: {r.reason}" for r in skipped]))
+        parts.append(list_html("Skipped", [f"{r.key}: {r.reason}" for r in skipped]))
     parts.append("</section>")
     return "".join(parts)
 
