@@ -79,28 +79,7 @@ def compare_runs(
             if not run.ran
         )
         return StackComparison(False, reason, [], {**summary, "reason": reason})
-    thresholds = thresholds_of(settings)
-    if candidate.pytest:
-        suite = diff_suites(baseline, candidate, thresholds)
-        changes, suspects, unchanged = list(suite.changes), suite.timing_suspects, suite.unchanged
-        summary.update(
-            {
-                "only_in_baseline": suite.only_in_baseline[:_LISTED],
-                "only_in_baseline_count": len(suite.only_in_baseline),
-                "only_in_candidate": suite.only_in_candidate[:_LISTED],
-                "only_in_candidate_count": len(suite.only_in_candidate),
-            }
-        )
-        breaks = [c.key for c in changes if c.is_new_break]
-        ended = suite_end_change(baseline, candidate)
-        if ended is not None:
-            changes.append(ended)  # the whole run's end; its tests are re-run one by one
-    else:
-        change, suspect = diff_commands(baseline, candidate, thresholds)
-        changes = [change] if change else []
-        suspects = [COMMAND_KEY] if suspect else []
-        unchanged = 0 if change else 1
-        breaks = [COMMAND_KEY] if change and change.is_new_break else []
+    changes, breaks, suspects, unchanged = _first_changes(baseline, candidate, settings, summary)
     suspects = sorted(suspects, key=lambda k: -_log_ratio(baseline, candidate, k))
     suspects = suspects[: settings.timing_max_tests]
     changes = _rerun_and_settle(baseline, candidate, runners, settings, changes, breaks, suspects)
@@ -133,6 +112,34 @@ def compare_runs(
         }
     )
     return StackComparison(True, "", changes, summary)
+
+
+def _first_changes(
+    baseline: EnvRun, candidate: EnvRun, settings: StackSettings, summary: dict[str, Any]
+) -> tuple[list[BehaviourChange], list[str], list[str], int]:
+    """What differs on the first run of each side, before any re-run: the changes, the
+    new breaks and timing suspects to re-run, and how many tests did not change. A pytest
+    run adds the tests found on one side only to ``summary``."""
+    thresholds = thresholds_of(settings)
+    if not candidate.pytest:
+        change, suspect = diff_commands(baseline, candidate, thresholds)
+        breaks = [COMMAND_KEY] if change and change.is_new_break else []
+        return [change] if change else [], breaks, [COMMAND_KEY] if suspect else [], int(not change)
+    suite = diff_suites(baseline, candidate, thresholds)
+    changes = list(suite.changes)
+    summary.update(
+        {
+            "only_in_baseline": suite.only_in_baseline[:_LISTED],
+            "only_in_baseline_count": len(suite.only_in_baseline),
+            "only_in_candidate": suite.only_in_candidate[:_LISTED],
+            "only_in_candidate_count": len(suite.only_in_candidate),
+        }
+    )
+    breaks = [c.key for c in changes if c.is_new_break]
+    ended = suite_end_change(baseline, candidate)
+    if ended is not None:
+        changes.append(ended)  # the whole run's end; its tests are re-run one by one
+    return changes, breaks, list(suite.timing_suspects), suite.unchanged
 
 
 def _rerun_and_settle(
