@@ -20,13 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims import settings as claims_settings
-from torchcanary.claims.catalog import requested_torch, select_claims
-from torchcanary.claims.reuse import VerdictReuse
+from torchcanary.claims.catalog import (
+    ClaimsSelection,
+    PlannedProbe,
+    requested_torch,
+    select_claims,
+)
+from torchcanary.claims.reuse import ProbeKey, VerdictReuse
 from torchcanary.claims.settings import ClaimsSettings
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
-from torchcanary.envs.worker_process import CallResult
+from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 from torchcanary.sections import NotRun
@@ -71,13 +76,7 @@ def run(ctx: RunContext) -> None:
         ctx.environments["candidate"].torch_version,
     )
     selected = selection.probes
-    catalog = {
-        pid: planned.probe.describe() | {"plugin": planned.source.plugin, "pack": planned.pack}
-        for pid, planned in selected.items()
-    }
-    packs = [pack.to_json() for pack in selection.packs]
-    for name, content in ((CATALOG_ARTIFACT, catalog), (PACKS_ARTIFACT, packs)):
-        ctx.store.save_artifact(ctx.run_id, name, "application/json", json.dumps(content).encode())
+    _save_catalog(ctx, selection)
     # What each environment was asked to be, for the sanity pack's version check.
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
     done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
@@ -90,17 +89,9 @@ def run(ctx: RunContext) -> None:
         fresh=not ClaimsSettings.from_json(ctx.plan.section_settings(SECTION)).reuse,
         warn=ctx.progress.note,
     )
-    keys = {
-        (role, pid): reuse.key(
-            role,
-            pid,
-            selected[pid].source.module,
-            params[role],
-            ctx.plan.probe_timeout_s or selected[pid].probe.timeout_s,
-        )
-        for role, pid in todo
-        if not selected[pid].probe.timed
-    }
+    # Only the verdicts of untimed probes are kept for later runs.
+    untimed = [(role, pid) for role, pid in todo if not selected[pid].probe.timed]
+    keys = {item: _reuse_key(ctx, reuse, selected[item[1]], *item, params) for item in untimed}
     kept = reuse.load_all(keys, ctx.run_id)
     todo = [item for item in todo if item not in kept]
     alone = [(role, pid) for role, pid in todo if selected[pid].probe.timed]
@@ -120,19 +111,7 @@ def run(ctx: RunContext) -> None:
         workers = {role: ctx.new_worker(role) for role in ROLES}
 
         def run_one(role: str, probe_id: str) -> ProbeResult:
-            probe, source = selected[probe_id].probe, selected[probe_id].source
-            timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
-            started = time.time()
-            call = workers[role].call(
-                RUN_PROBE,
-                {"module": source.module, "probe_id": probe_id, "params": params[role]},
-                timeout_s,
-            )
-            duration = (
-                float(call.value.get("duration_s", call.duration_s)) if call.ok else call.duration_s
-            )
-            outcome = outcome_of_call(call, timeout_s)
-            return ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
+            return _run_probe(ctx, selected[probe_id], probe_id, role, workers[role], params)
 
         # The store and the progress display stay on this thread; lanes only run probes.
         finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
@@ -142,6 +121,52 @@ def run(ctx: RunContext) -> None:
             if key is not None:
                 reuse.keep(key, result)
             task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
+
+
+def _reuse_key(
+    ctx: RunContext,
+    reuse: VerdictReuse,
+    planned: PlannedProbe,
+    role: str,
+    probe_id: str,
+    params: dict[str, dict[str, Any]],
+) -> ProbeKey | None:
+    """The key a probe's verdict in ``role``'s environment is kept under."""
+    timeout_s = ctx.plan.probe_timeout_s or planned.probe.timeout_s
+    return reuse.key(role, probe_id, planned.source.module, params[role], timeout_s)
+
+
+def _save_catalog(ctx: RunContext, selection: ClaimsSelection) -> None:
+    """The selected probes' descriptions and packs, stored with the run for its report."""
+    catalog = {
+        pid: planned.probe.describe() | {"plugin": planned.source.plugin, "pack": planned.pack}
+        for pid, planned in selection.probes.items()
+    }
+    packs = [pack.to_json() for pack in selection.packs]
+    for name, content in ((CATALOG_ARTIFACT, catalog), (PACKS_ARTIFACT, packs)):
+        ctx.store.save_artifact(ctx.run_id, name, "application/json", json.dumps(content).encode())
+
+
+def _run_probe(
+    ctx: RunContext,
+    planned: PlannedProbe,
+    probe_id: str,
+    role: str,
+    worker: WorkerProcess,
+    params: dict[str, dict[str, Any]],
+) -> ProbeResult:
+    """One probe in one environment's worker; the worker's failure is the probe's."""
+    probe, source = planned.probe, planned.source
+    timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
+    started = time.time()
+    call = worker.call(
+        RUN_PROBE,
+        {"module": source.module, "probe_id": probe_id, "params": params[role]},
+        timeout_s,
+    )
+    duration = float(call.value.get("duration_s", call.duration_s)) if call.ok else call.duration_s
+    outcome = outcome_of_call(call, timeout_s)
+    return ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
 
 
 def side_by_side(
