@@ -171,21 +171,7 @@ def run_command(
             start_new_session=True,
         )
     except OSError as exc:  # missing program, not executable
-        reason = _why_not_started(exc, argv[0], env)
-        log_path.write_text(f"{argv[0]} {reason}\n")
-        return CommandOutcome(
-            argv,
-            "not-found",
-            None,
-            0.0,
-            "",
-            "",
-            0,
-            False,
-            str(log_path),
-            [],
-            error=f"program {argv[0]!r} {reason}",
-        )
+        return _not_started(argv, env, log_path, exc)
     log = _BoundedLog(log_path, log_limit_bytes)
     assert proc.stdout is not None and proc.stderr is not None
     captures = [_Capture(proc.stdout, log, tail_bytes), _Capture(proc.stderr, log, tail_bytes)]
@@ -216,6 +202,27 @@ def run_command(
         log.truncated,
         str(log_path),
         stragglers,
+    )
+
+
+def _not_started(
+    argv: list[str], env: dict[str, str], log_path: Path, exc: OSError
+) -> CommandOutcome:
+    """The outcome of a command whose program could not be started, why written to its log."""
+    reason = _why_not_started(exc, argv[0], env)
+    log_path.write_text(f"{argv[0]} {reason}\n")
+    return CommandOutcome(
+        argv,
+        "not-found",
+        None,
+        0.0,
+        "",
+        "",
+        0,
+        False,
+        str(log_path),
+        [],
+        error=f"program {argv[0]!r} {reason}",
     )
 
 
