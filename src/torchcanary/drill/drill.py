@@ -73,6 +73,33 @@ class JobLaunch:
     launch_logs: dict[str, str] = field(default_factory=dict)
 
 
+def _replace_the_dead(
+    events: list[dict[str, Any]],
+    replacements: dict[tuple[int, int], subprocess.Popen[bytes]],
+    launcher: Launcher,
+    store: str,
+    network: RankNetwork | None,
+) -> None:
+    """Start a replacement for each rank a reconfiguring job says died, once per
+    generation and rank (``replacements`` holds those started)."""
+    for event in events:
+        if event["ev"] != "recovering":
+            continue
+        for dead in event["dead"]:
+            slot = (int(event["generation"]), int(dead))
+            if slot not in replacements:
+                replacements[slot] = launcher.rank(dead, "reconfigure", store, network, slot[0])
+
+
+def _launch_logs(procs: ProcessSet) -> dict[str, str]:
+    """The tails of the launch logs that have anything in them."""
+    return {
+        name: procs.log_tail(name, 1500)
+        for name in ("torchrun", "torchrun-node0", "rank0")
+        if procs.log_tail(name)
+    }
+
+
 def _restart_could_not_connect(area: Area) -> bool:
     """Whether a relaunched worker failed to build its gloo mesh (read from torchrun's log)."""
     return any(
@@ -311,15 +338,7 @@ class DrillRunner:
                 network.restore(spec.target_rank)  # the outage ends; can the job come back?
                 restored = True
             if spec.recovery == "reconfigure":
-                for event in events:
-                    if event["ev"] != "recovering":
-                        continue
-                    for dead in event["dead"]:
-                        slot = (int(event["generation"]), int(dead))
-                        if slot not in replacements:
-                            replacements[slot] = launcher.rank(
-                                dead, "reconfigure", store, network, slot[0]
-                            )
+                _replace_the_dead(events, replacements, launcher, store, network)
             live = [p for p in [*main, *replacements.values()] if p.poll() is None]
             if not live:
                 exit_t = time.time()
@@ -332,15 +351,8 @@ class DrillRunner:
         )
         codes = {f"main{i}": p.poll() for i, p in enumerate(main)}
         codes.update({f"replacement{g}.{r}": p.poll() for (g, r), p in replacements.items()})
-        logs = (
-            {}
-            if injector.fault_t is not None
-            else {
-                name: procs.log_tail(name, 1500)
-                for name in ("torchrun", "torchrun-node0", "rank0")
-                if procs.log_tail(name)
-            }
-        )
+        # A job never struck says why in its launch logs; a struck one in its events.
+        logs = {} if injector.fault_t is not None else _launch_logs(procs)
         return JobLaunch(read_events(area.events), injector, codes, exit_t, bounded_out, [], logs)
 
     # measuring and judging ---------------------------------------------------------------
