@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from pathlib import Path
 from typing import Any
 
 from torchcanary.bench import compare, sequential, verdicts
-from torchcanary.bench.confounds import affecting
-from torchcanary.bench.dispatch_diff import diff as dispatch_diff
 from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
-from torchcanary.bench.interleave import Interleaver, Measurements
+from torchcanary.bench.interleave import Interleaver
 from torchcanary.bench.kept_facts import FactKind, KeptFacts
+from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
     BenchMeasured,
     BenchResult,
@@ -40,13 +38,11 @@ from torchcanary.bench.result import (
     from_rows,
 )
 from torchcanary.bench.result import from_json as record_from_json
-from torchcanary.bench.roofline import collective_bandwidth, fraction
 from torchcanary.bench.roofline_reuse import ROOFLINES
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.settings import parse_settings as _parse
 from torchcanary.bench.suite import expand
-from torchcanary.bench.workload_checks import compare_numerics, summarise_facts
 from torchcanary.bench.workload_env import with_project
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
@@ -253,153 +249,6 @@ def save_raw_samples(ctx: RunContext, sides: list[Side], samples: BenchmarkSampl
                 ctx.store.save_measurement(
                     ctx.run_id, side.store_role, samples.bench_id, series, values
                 )
-
-
-def _harness(
-    samples: BenchmarkSamples,
-    settings: BenchSettings,
-    seed: int,
-    measurements: Measurements | None = None,
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "groups": settings.groups,
-        "rounds": settings.rounds,
-        "samples_per_round": settings.samples_per_round,
-        "min_sample_ms": settings.min_sample_ms,
-        "number": samples.number,
-        "batch_size": samples.batch_size,
-        "seed": seed,
-        "measure_s": samples.measure_s,
-        "groups_measured": len({b.group for batches in samples.batches.values() for b in batches}),
-        "threads": settings.threads,
-    }
-    if measurements is not None:
-        started = [w for w in measurements.workers if w.get("status") == "ok"]
-        facts.update(
-            device=measurements.device,
-            device_note=measurements.device_note,
-            affinity=sorted({c for w in started for c in w.get("affinity", [])}),
-            timer=started[0].get("clock") if started else None,
-            torch_threads=sorted({int(w.get("threads") or 0) for w in started}),
-            groups_run=measurements.groups_run,
-            ended_by=measurements.ended_by,
-        )
-    return facts
-
-
-def skipped_payload(
-    samples: BenchmarkSamples, sides: list[Side], settings: BenchSettings, seed: int
-) -> dict[str, Any]:
-    names = {side.name: side.store_role for side in sides}
-    reasons = {names[s]: r for s, r in samples.skipped.items()}
-    failures = {names[s]: f for s, f in samples.failed.items()}
-    first = next(iter(failures.values()), None)
-    reason = (
-        f"{first['status']}: {first['error']}"
-        if first
-        else next(iter(reasons.values()), "not measured")
-    )
-    if len({f["error"] for f in failures.values()}) > 1:  # differs between versions: say so
-        reason = "; ".join(f"{role}: {f['status']}: {f['error']}" for role, f in failures.items())
-    return {
-        "kind": samples.spec["kind"],
-        "spec": samples.spec,
-        "aa": settings.aa,
-        "reason": reason,
-        "skipped": reasons,
-        "failed": failures,
-        "harness": _harness(samples, settings, seed),
-    }
-
-
-def measured_payload(
-    samples: BenchmarkSamples,
-    sides: list[Side],
-    pair: dict[str, Any],
-    decided: dict[str, Any],
-    measurements: Measurements,
-    settings: BenchSettings,
-    seed: int,
-    confounds: dict[str, Any],
-    work_dir: Path,
-) -> dict[str, Any]:
-    ab, aa = decided["ab"], decided.get("aa")  # as calibrated against the A/A controls
-    clock = ab.get("clock", "wall")
-    summaries = {side.store_role: compare.summary(samples, side.name, clock) for side in sides}
-    spec = samples.spec
-    roofline, bandwidth = {}, {}
-    for side in sides:
-        centre = summaries[side.store_role].get("median_s", 0.0)
-        probe = measurements.roofline.get(side.role, {})
-        placed = fraction(spec, centre, probe)
-        if placed is not None:
-            roofline[side.store_role] = placed
-        moved = collective_bandwidth(spec, centre)
-        if moved is not None:
-            bandwidth[side.store_role] = moved
-    payload: dict[str, Any] = {
-        "kind": spec["kind"],
-        "spec": spec,
-        "aa": settings.aa,
-        "sides": summaries,
-        "comparison": ab,
-        "ratio": ab.get("ratio"),
-        "ci_low": ab.get("ci_low"),
-        "ci_high": ab.get("ci_high"),
-        # The level the verdict was decided at (see verdicts.decide), not a per-comparison one.
-        "confidence": ab.get("ci_level", 1 - settings.fdr),
-        "equivalence": settings.equivalence,
-        "clock": clock,
-        "p_value": ab.get("p_value"),
-        "q_value": decided.get("q_ab"),
-        "mde": decided["mde"],
-        "mde_alpha": decided.get("mde_alpha"),
-        "aa_control": ({**aa, "q_value": decided.get("q_aa")} if aa else None),
-        "reasons": decided["reasons"],
-        "calibration": decided["calibration"],
-        "noise_warnings": compare.noise_warnings(samples, summaries, ab, settings.noise_cv),
-        "roofline": roofline,
-        "machine_roofline": measurements.roofline,
-        "confounds": affecting(spec, confounds),
-        "harness": _harness(samples, settings, seed, measurements),
-    }
-    if bandwidth:
-        payload["collective_bandwidth"] = bandwidth
-    if samples.dispatch:
-        payload["dispatch"] = samples.dispatch
-        if "baseline" in samples.dispatch and "candidate" in samples.dispatch:
-            payload["dispatch_diff"] = dispatch_diff(
-                samples.dispatch["baseline"], samples.dispatch["candidate"]
-            )
-    if spec["kind"].startswith("workload"):
-        payload["workload"] = {
-            side.store_role: summarise_facts(samples.extras.get(side.name, [])) for side in sides
-        }
-        if spec["kind"] == "workload":
-            payload["numerics"] = compare_numerics(work_dir, samples.bench_id, spec)
-    elif samples.extras:
-        payload["oneshot"] = _oneshot_facts(samples, sides)
-    if decided.get("stopped"):
-        payload["settled"] = decided["stopped"]
-    return payload
-
-
-def _oneshot_facts(samples: BenchmarkSamples, sides: list[Side]) -> dict[str, Any]:
-    """Per side: compile phases (median seconds), graph breaks and recompiles seen."""
-    facts: dict[str, Any] = {}
-    for side in sides:
-        extras = samples.extras.get(side.name, [])
-        phases: dict[str, list[float]] = {}
-        for extra in extras:
-            for phase, seconds in (extra.get("phases") or {}).items():
-                phases.setdefault(phase, []).append(seconds)
-        facts[side.store_role] = {
-            "phases_s": {p: compare.stats.median(v) for p, v in phases.items()},
-            "graph_breaks": sorted({e["graph_breaks"] for e in extras if "graph_breaks" in e}),
-            "recompiles": sorted({e["recompiles"] for e in extras if "recompiles" in e}),
-            "graphs": sorted({e["graphs"] for e in extras if "graphs" in e}),
-        }
-    return facts
 
 
 def _confound_note(result: BenchMeasured) -> str:
