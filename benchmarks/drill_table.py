@@ -40,6 +40,9 @@ from torchcanary.report.view import RunView
 from torchcanary.runner import import_root
 from torchcanary.store.sqlite import SqliteStore
 
+# The local Ray cluster is the tests' (tests/local_cluster.py).
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -154,13 +157,13 @@ def _table(
 
 def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
     """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
-    from torchcanary.drill.netns import why_unavailable
-    from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
         start_bridged_cluster,
         start_local_cluster,
         stop_local_cluster,
     )
+    from torchcanary.drill.netns import why_unavailable
+    from torchcanary.fleet.drill_run import execute_node_drills
     from torchcanary.fleet.ray_executor import connect
 
     plan = RunPlan(

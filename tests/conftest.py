@@ -197,7 +197,7 @@ def ray_cluster():
     from fleet_helpers import FLEET_PROFILES, require_ray
 
     require_ray()
-    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+    from local_cluster import start_local_cluster, stop_local_cluster
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

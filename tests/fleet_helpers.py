@@ -7,16 +7,31 @@ name ``conftest`` when the whole suite runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from real_parts import require_module
+from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.unit import UnitResult, UnitStatus
 
 # The shared local Ray cluster: a head and two workers, each with its own
 # `torchcanary.profile` label (and a custom resource) standing for a hardware profile.
 FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
+
+
+def unit_ends(
+    executor: Executor, assignments: Sequence[Assignment]
+) -> Iterator[tuple[UnitResult, list[Mapping[str, Any]]]]:
+    """Each unit's end as it comes, with the outputs of the pieces it sent home before."""
+    pieces: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for result in executor.dispatch_streaming(assignments):
+        if result.status is UnitStatus.PARTIAL:
+            pieces[result.unit_id].append(result.output or {})
+        else:
+            yield result, pieces.pop(result.unit_id, [])
 
 
 def require_ray() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
-from torchcanary.fleet.local_cluster import (
+from local_cluster import (
     local_node_args,
     start_local_cluster,
     stop_local_cluster,

@@ -56,7 +56,7 @@ def bridged_cluster(candidate_env):
     why = why_unavailable(need_tc=True)
     if why:
         pytest.skip(f"not checked: {why}")
-    from torchcanary.fleet.local_cluster import start_bridged_cluster
+    from local_cluster import start_bridged_cluster
 
     cluster = start_bridged_cluster(["link-a", "link-b", "link-spare"])
     network = cluster.network
@@ -174,7 +174,7 @@ def test_the_heads_client_server_waits_past_the_connect_deadline_for_a_clients_s
 ) -> None:
     """Item 14: the head's proxier gives a client's own server more than Ray's 30 s to
     answer, so a loaded head does not refuse a driver its deadline would still wait for."""
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
         CLIENT_SERVER_WAIT_S,
         CLIENT_SERVER_WAIT_VARIABLE,
     )
@@ -193,7 +193,7 @@ def test_the_heads_client_server_waits_past_the_connect_deadline_for_a_clients_s
 def test_a_bridge_left_on_a_subnet_is_never_chosen_again(monkeypatch) -> None:
     """Item 14: a subnet another cluster's bridge holds (a concurrent run's, or one a killed
     run left behind) would route the driver to either head; a new cluster takes another."""
-    from torchcanary.fleet import local_cluster
+    import local_cluster
 
     why = why_unavailable(need_tc=False)
     if why:

@@ -15,9 +15,7 @@ The parts, each one job:
 - ``node_bench`` and ``node_collectives``: ``bench --fleet --nodes N``, one rank per node.
 - ``drill_run``, ``node_drill``, ``rank_host`` and ``node_link``: ``drill --fleet --nodes N``,
   from the driver's plan down to one node's ranks and the link cut on it.
-- ``smoke``: the smallest real unit (tests, the overhead benchmark, a preflight).
-- ``local_cluster``: a real multi-node Ray cluster on 127.0.0.1 for tests and figures.
 
 Importing this package does not import Ray: ``ray_executor`` imports it when ``connect``
-is called, ``local_cluster`` when a cluster is started.
+is called.
 """

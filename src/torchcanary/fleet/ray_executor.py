@@ -76,7 +76,6 @@ class RayExecutor:
         self._ray = ray
         self._owns_connection = owns_connection
         self._collect = ray.remote(node_side.collect_hardware_facts)
-        self._run_unit = ray.remote(node_side.run_unit)
         self._stream_unit = ray.remote(node_side.stream_unit)
         self.silent_nodes: list[str] = []
 
@@ -126,30 +125,15 @@ class RayExecutor:
             raise FleetError(f"no node of the Ray cluster answered within {timeout_s:.0f}s")
         return sorted(nodes, key=lambda node: node.node_id)
 
-    def dispatch(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
-        """Run every unit on its node; yield each tagged result as soon as it finishes.
+    def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
+        """Run every unit on its node; yield each piece and each end, tagged, as it comes.
 
         Every unit is sent before this returns (not when the iterator is first read).
         Secrets are stripped from each unit before it leaves and from each result before
-        it is handed back. A unit whose node dies comes back LOST; one whose worker process
-        crashes on a live node, or whose result cannot be read, comes back FAILED with why.
-        """
-        in_flight: dict[Any, Assignment] = {}
-        for assignment in assignments:
-            ref = self._run_unit.options(
-                num_cpus=assignment.unit.num_cpus,
-                max_retries=0,
-                scheduling_strategy=self._pinned(assignment.node.node_id),
-            ).remote(self._shippable(assignment.unit).to_json())
-            in_flight[ref] = assignment
-        return self._stream(in_flight)
-
-    def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
-        """Run every streaming unit on its node; yield each piece and each end as it comes.
-
-        Every unit is sent before this returns. A thread per unit reads its Ray generator
-        (its pieces arrive in order) and hands each result to one queue, read here; a unit
-        whose node dies ends LOST after the pieces it had sent. Each thread puts its unit's
+        it is handed back. A thread per unit reads its Ray generator (its pieces arrive in
+        order) and hands each result to one queue, read here; a unit whose node dies ends
+        LOST after the pieces it had sent, one whose worker process crashes on a live node,
+        or whose result cannot be read, ends FAILED with why. Each thread puts its unit's
         end whatever breaks, so the queue is never waited on for a unit that cannot end.
         """
         arrived: queue.Queue[UnitResult] = queue.Queue()
@@ -194,21 +178,9 @@ class RayExecutor:
             # waiting on the queue for ever.
             put(end or self._failed(assignment, UnitStatus.FAILED, "error: its reader stopped"))
 
-    def _stream(self, in_flight: dict[Any, Assignment]) -> Iterator[UnitResult]:
-        while in_flight:
-            done, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=_POLL_S)
-            for ref in done:
-                yield self._result(ref, in_flight.pop(ref))
-
     def close(self) -> None:
         if self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
-
-    def _result(self, ref: Any, assignment: Assignment) -> UnitResult:
-        try:
-            return self._tagged(UnitResult.from_json(self._ray.get(ref)), assignment.node)
-        except Exception as exc:  # the unit's end, told to the driver; the others go on
-            return self._broken(exc, assignment)
 
     def _broken(self, exc: BaseException, assignment: Assignment) -> UnitResult:
         """The end of a unit whose result could not be brought back, and why.

@@ -27,9 +27,6 @@ BENCH_COLLECTIVES_RANK = "torchcanary.bench.collectives:rank_main"  # run by run
 BENCH_STARTUP = "torchcanary.bench.oneshot:startup_sample"
 BENCH_COMPILE = "torchcanary.bench.oneshot:compile_sample"
 BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
-# A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
-FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
-FLEET_SMOKE_PIECES = "torchcanary.fleet.smoke:smoke_pieces"  # a streaming unit
 # A section run on a fleet node. Not an in-environment call: it runs under the node's own
 # Python with torchcanary installed (the orchestrator side, on the node), so it is kept out
 # of WORKER_CALLS and builds the node's environments itself.
@@ -48,8 +45,6 @@ WORKER_CALLS = (
     BENCH_COLLECTIVES_RANK,
     BENCH_STARTUP,
     BENCH_COMPILE,
-    FLEET_SMOKE,
-    FLEET_SMOKE_PIECES,
 )
 
 # Modules started as processes of their own inside an environment.
