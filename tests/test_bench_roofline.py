@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from torchcanary.bench import report
-from torchcanary.bench.interleave import thread_env
 from torchcanary.bench.roofline import cache_level, describe, fraction, probe_request
+from torchcanary.bench.side_worker import thread_env
 from torchcanary.bench.specs import work_of
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
