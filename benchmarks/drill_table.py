@@ -164,7 +164,7 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
     )
     from torchcanary.drill.netns import why_unavailable
     from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     plan = RunPlan(
         baseline=args.baseline,

@@ -71,7 +71,7 @@ def main() -> None:
         start_local_cluster,
         stop_local_cluster,
     )
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     units = [WorkUnit(f"u{i}", SMOKE, {"rounds": args.rounds}) for i in range(args.units)]
     local_s: list[float] = []

@@ -213,7 +213,7 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def fleet(ray_cluster):
     """The Ray executor connected to the shared test cluster, closed at the end."""
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     with connect(ray_cluster.address, timeout_s=60) as executor:
         yield executor

@@ -47,7 +47,7 @@ def candidate_node_drills(
     the drill rows by key, and the placement artifact, with the cluster still connected."""
     from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
     from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.report.view import RunView

@@ -159,7 +159,8 @@ def test_hardware_facts_are_read_on_this_machine() -> None:
 def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
     code = (
         "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
-        "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor; "
+        "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
+        "torchcanary.fleet.ray_connect, torchcanary.fleet.ray_spread; "
         "print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -170,7 +171,7 @@ def _connect_in_a_fresh_process(address: str, timeout_s: float) -> subprocess.Co
     code = (
         "import sys\n"
         "from torchcanary.errors import FleetError\n"
-        "from torchcanary.fleet.ray_executor import connect\n"
+        "from torchcanary.fleet.ray_connect import connect\n"
         "try:\n"
         f"    connect({address!r}, timeout_s={timeout_s})\n"
         "except FleetError as exc:\n"
@@ -265,7 +266,7 @@ class _RefusingRay:
 
 def test_a_client_server_that_refuses_once_is_tried_again_within_the_deadline() -> None:
     """Item 14: one refusal by a loaded head's client server no longer ends the connect."""
-    from torchcanary.fleet.ray_executor import _init_with_deadline
+    from torchcanary.fleet.ray_connect import _init_with_deadline
 
     ray = _RefusingRay(refusals=1)
     _init_with_deadline(ray, "ray://10.214.7.2:10001", {}, timeout_s=30)  # type: ignore[arg-type]
@@ -275,7 +276,7 @@ def test_a_client_server_that_refuses_once_is_tried_again_within_the_deadline() 
 def test_a_client_server_that_always_refuses_is_one_line_with_its_reason() -> None:
     """Item 14: past the deadline the error counts the refusals and keeps the server's reason."""
     from torchcanary.errors import FleetError
-    from torchcanary.fleet.ray_executor import _init_with_deadline
+    from torchcanary.fleet.ray_connect import _init_with_deadline
 
     ray = _RefusingRay(refusals=100)
     with pytest.raises(FleetError) as raised:

@@ -110,7 +110,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     # Before the drill test: that one kills a node.
     from torchcanary.bench.result import BenchMeasured, from_rows
     from torchcanary.fleet.node_bench import execute_node_bench
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
     from torchcanary.store.history import HistoryFilter, history
 
     plan = RunPlan(

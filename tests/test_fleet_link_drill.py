@@ -76,7 +76,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
     from torchcanary.bench.result import BenchMeasured, from_rows
     from torchcanary.fleet.node_bench import execute_node_bench
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     bench = {
         "families": ["collectives"],

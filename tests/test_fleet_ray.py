@@ -55,7 +55,7 @@ def test_a_driver_connects_by_ray_client_address_or_by_auto_with_ray_address(
     # A fresh process: one process holds one Ray connection, and the session's is taken.
     address = ray_cluster.client_address if how == "ray-client" else "auto"
     code = (
-        "from torchcanary.fleet.ray_executor import connect\n"
+        "from torchcanary.fleet.ray_connect import connect\n"
         f"with connect({address!r}, timeout_s=60) as fleet:\n"
         "    print(sorted(node.profile.key for node in fleet.discover()))\n"
     )

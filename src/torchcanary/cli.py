@@ -344,7 +344,7 @@ def _cmd_across_nodes(args: argparse.Namespace, console: Console, settings: Any,
         raise ConfigError(f"--nodes {nodes}: {what} across nodes needs at least 2")
     from torchcanary.fleet.drill_run import execute_node_drills
     from torchcanary.fleet.node_bench import execute_node_bench
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
     from torchcanary.progress import Progress
     from torchcanary.store.location import open_store
 

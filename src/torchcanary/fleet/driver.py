@@ -61,7 +61,7 @@ class FleetOutcome:
 
 def connect_fleet(request: FleetRequest) -> Executor:
     """The executor for ``request.address``; FleetError (exit 2) when it cannot be used."""
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     return connect(request.address, timeout_s=request.connect_timeout_s)
 

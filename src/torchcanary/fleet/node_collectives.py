@@ -24,7 +24,8 @@ from torchcanary.fleet.rank_host import RankHost
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor, SpreadPlace
+    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.ray_spread import SpreadPlace
 
 
 @dataclass(frozen=True)

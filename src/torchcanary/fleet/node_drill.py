@@ -34,7 +34,8 @@ from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor, SpreadGroup
+    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.ray_spread import SpreadGroup
 
 POLL_S = 0.2
 # What a drill across nodes can do today; the others say so (not-checkable).
