@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.bench.specs import ONESHOT_KINDS
 from torchcanary.worker import calls
+from torchcanary.worker.bench.specs import ONESHOT_KINDS
 
 SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "torchcanary"

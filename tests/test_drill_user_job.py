@@ -20,15 +20,7 @@ from typing import Any
 
 import pytest
 
-from torchcanary.drill import (
-    job_compare,
-    job_exits,
-    job_inplace,
-    job_reference_cache,
-    plugin,
-    report,
-    section,
-)
+from torchcanary.drill import job_compare, job_exits, job_reference_cache, plugin, report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.job_reference_cache import ReferenceCache
 from torchcanary.drill.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
@@ -36,6 +28,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import DRILL_USER_JOB
+from torchcanary.worker.drill import job_inplace
 
 pytestmark = pytest.mark.usefixtures("drill_leak_check")
 

@@ -30,13 +30,13 @@ from functools import partial
 from typing import Any
 
 from torchcanary.bench.kept_facts import KeptFacts
-from torchcanary.bench.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.bench.samples import Batch, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
-from torchcanary.bench.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
 from torchcanary.bench.workload_checks import numerics_dir
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.worker.bench.roofline import ROOFLINE_KINDS, probe_request
+from torchcanary.worker.bench.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
 from torchcanary.worker.calls import (
     BENCH_COLLECTIVES,
     BENCH_DISPATCH,

@@ -21,13 +21,13 @@ from torchcanary.bench.result import (
     BenchVerdict,
     from_rows,
 )
-from torchcanary.bench.roofline import describe
 from torchcanary.bench.section import SECTION, VERDICTS, policy_rules
 from torchcanary.bench.view import recent
 from torchcanary.bench.workload_report import fact_lines, summary_line
 from torchcanary.keyed_cache import describe_age
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.history import HistoryEntry
+from torchcanary.worker.bench.roofline import describe
 
 
 def _results(view: Any) -> list[BenchResult]:

@@ -2,13 +2,13 @@
 it, and ``in_place_drill`` with its ``report_*`` calls the contract for a job that recovers
 in place (``job_inplace.py``)."""
 
-from torchcanary.drill.job_inplace import (
+from torchcanary.worker.drill.job_inplace import (
     in_place_drill,
     report_recovered,
     report_recovering,
     report_unsupported,
 )
-from torchcanary.drill.job_report import report_step
+from torchcanary.worker.drill.job_report import report_step
 
 __all__ = [
     "in_place_drill",

@@ -1,6 +1,6 @@
 """In-place recovery for the drill job: survivors agree who died, then shrink or reconfigure.
 
-Worker side (standard library and torch only), used by :mod:`torchcanary.drill.builtin_job` when
+Worker side (standard library and torch only), used by :mod:`torchcanary.worker.drill.builtin_job` when
 it runs outside torchrun with ``--recovery shrink`` or ``--recovery reconfigure``.
 
 Who died is decided by heartbeats, not by the error text: every rank bumps a counter in the
