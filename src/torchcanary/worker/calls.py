@@ -30,10 +30,6 @@ BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-s
 # A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
 FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
 FLEET_SMOKE_PIECES = "torchcanary.fleet.smoke:smoke_pieces"  # a streaming unit
-# A section run on a fleet node. Not an in-environment call: it runs under the node's own
-# Python with torchcanary installed (the orchestrator side, on the node), so it is kept out
-# of WORKER_CALLS and builds the node's environments itself.
-FLEET_SECTION = "torchcanary.fleet.section_unit:run_section"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -72,6 +68,7 @@ MODULE_MAINS = (
 
 
 def in_environment_roots() -> tuple[str, ...]:
-    """The modules the in-environment side starts from (probes are found by the worker)."""
+    """The modules the in-environment side starts from (probes and packs' probes are found,
+    not named: the worker is handed their module)."""
     called = {call.split(":")[0] for call in WORKER_CALLS}
-    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN, "torchcanary.probes"}))
+    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN}))
