@@ -25,7 +25,7 @@ from torchcanary.bench.section import SECTION, VERDICTS, policy_rules
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.view import recent
 from torchcanary.bench.workload_report import fact_lines, summary_line
-from torchcanary.keyed_cache import describe_age
+from torchcanary.kept import describe_age
 from torchcanary.report.junit import JUnitCase
 from torchcanary.store.history import HistoryEntry
 from torchcanary.worker.bench.roofline import describe

@@ -19,7 +19,7 @@ The fault strikes after step ``at_step`` when the fault-free run showed steps (a
 lowest rank that logs them saw it, when not every rank does), else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
 fault-free run is made first in each environment and kept for every drill of the job
-(and on disk, ``job_reference_cache.py``, for later runs);
+(and on disk, ``kept_references.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """
@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary import keyed_cache
+from torchcanary import kept
 from torchcanary.drill import job_compare, job_exits, job_leave, timeline
 from torchcanary.drill.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
 from torchcanary.drill.faults import Injector
 from torchcanary.drill.job_exits import RankDeath
 from torchcanary.drill.job_injectors import LeadInjector, TimedInjector
-from torchcanary.drill.job_reference_cache import ReferenceCache
 from torchcanary.drill.judging import fault_facts
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.drill.procs import ProcessSet
@@ -159,7 +159,7 @@ class UserJob:
             "cwd": str(Path(self.cwd).resolve()),
             "env": [list(pair) for pair in self.env],
             "with": list(self.with_),
-            "files": keyed_cache.files_digest(self.files()),
+            "files": kept.files_digest(self.files()),
             "ranks": ranks,
             "step_pattern": self.step_pattern,
             "rtol": self.rtol,
@@ -360,7 +360,7 @@ class UserJobRunner(DrillRunner):
         import_root: Path,
         work_dir: Path,
         job: UserJob,
-        cache: ReferenceCache | None = None,
+        cache: KeptReferences | None = None,
         environment_key: str = "",
         fresh_reference: bool = False,
     ) -> None:
