@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.bench.report import format_seconds
-from torchcanary.bench.specs import human_bytes
 from torchcanary.report.view import RunView
 from torchcanary.store.sqlite import SqliteStore
+from torchcanary.worker.bench.specs import human_bytes
 
 PROJECT = Path(__file__).parents[1] / "tests" / "fixtures" / "workload_project"
 STEPS = "workload_demo.steps"

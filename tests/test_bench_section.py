@@ -140,7 +140,7 @@ def test_oneshot_samples_time_import_first_call_and_a_cold_compile(
     worker = WorkerProcess(baseline_env.python, import_root)
     try:
         startup = worker.call(
-            "torchcanary.bench.oneshot:startup_sample",
+            "torchcanary.worker.bench.oneshot:startup_sample",
             {
                 "measures": ["import_torch", "first_linear"],
                 "device": "cpu",
@@ -153,7 +153,7 @@ def test_oneshot_samples_time_import_first_call_and_a_cold_compile(
         assert startup.value["seconds"]["import_torch"] > 0
         assert startup.value["seconds"]["first_linear"] > 0
         compiled = worker.call(
-            "torchcanary.bench.oneshot:compile_sample",
+            "torchcanary.worker.bench.oneshot:compile_sample",
             {
                 "model": "mlp_graph_break",
                 "backend": "aot_eager",

@@ -21,7 +21,7 @@ import pytest
 from torchcanary.drill import report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillRunner
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import machine_capacity_problem
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
@@ -77,7 +77,7 @@ def test_built_in_fault_free_run_is_kept_on_disk_and_made_again_when_its_shape_c
             made.append(clean)
             return super()._run_reference(clean)
 
-    cache = ReferenceCache(tmp_path / "kept")
+    cache = KeptReferences(tmp_path / "kept")
 
     def runner(fresh: bool = False) -> DrillRunner:
         return Counting(baseline_env.python, import_root, tmp_path / "work", cache, "env-a", fresh)

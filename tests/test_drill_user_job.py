@@ -20,22 +20,15 @@ from typing import Any
 
 import pytest
 
-from torchcanary.drill import (
-    job_compare,
-    job_exits,
-    job_inplace,
-    job_reference_cache,
-    plugin,
-    report,
-    section,
-)
+from torchcanary.drill import job_compare, job_exits, kept_references, plugin, report, section
 from torchcanary.drill.catalog import DrillSpec
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import DRILL_USER_JOB
+from torchcanary.worker.drill import job_inplace
 
 pytestmark = pytest.mark.usefixtures("drill_leak_check")
 
@@ -256,7 +249,7 @@ def test_reference_key_changes_with_everything_the_fault_free_run_depends_on(tmp
     base = {"job_cwd": str(project), "job_with": ["-e ."], "job_env": {"SEED": "1"}}
 
     def key(job: UserJob, environment: str = "env-a", ranks: int = 2) -> str:
-        return job_reference_cache.reference_key(job.identity(environment, ranks))
+        return kept_references.reference_key(job.identity(environment, ranks))
 
     first = key(_job(tmp_path, **base))
     assert key(_job(tmp_path, **base)) == first
@@ -283,7 +276,7 @@ def test_reference_key_changes_with_everything_the_fault_free_run_depends_on(tmp
 
 def test_unreadable_or_foreign_cache_entry_is_ignored_with_one_warning(tmp_path):
     warnings: list[str] = []
-    cache = ReferenceCache(tmp_path / "cache", warnings.append)
+    cache = KeptReferences(tmp_path / "cache", warnings.append)
     reference = {"ok": True, "final_step": 4, "steps": [[0, 0, 1.0]]}
     cache.save("k1", reference, {"job": "train.py"})
     loaded = cache.load("k1")
@@ -502,7 +495,7 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
     project.mkdir()
     shutil.copy(JOBS / "reads_cwd_and_env.py", project / "train.py")
     (project / "job.cfg").write_text("steps=5")
-    cache = ReferenceCache(tmp_path / "cache")
+    cache = KeptReferences(tmp_path / "cache")
     work = tmp_path / "work"
     spec = DrillSpec("kill", "restart", **SHORT)  # type: ignore[arg-type]
 

@@ -11,9 +11,9 @@ import pytest
 
 from torchcanary.bench import kept_facts, section
 from torchcanary.bench import report as bench_report
-from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
+from torchcanary.bench.kept_dispatch import DISPATCH_PROFILES
 from torchcanary.bench.kept_facts import REUSED, KeptFacts
-from torchcanary.bench.roofline_reuse import ROOFLINES
+from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.report.view import RunView

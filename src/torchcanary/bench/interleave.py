@@ -26,15 +26,15 @@ from typing import Any
 
 from torchcanary.bench.fresh_processes import measure_collectives, measure_oneshots
 from torchcanary.bench.kept_facts import KeptFacts
-from torchcanary.bench.roofline import ROOFLINE_KINDS, probe_request
 from torchcanary.bench.samples import Batch, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.side_worker import GroupWorkers, SideWorker, at_once
-from torchcanary.bench.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
 from torchcanary.bench.steady_rounds import prepare_sides, sample_rounds
 from torchcanary.bench.workload_checks import numerics_dir
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult
+from torchcanary.worker.bench.roofline import ROOFLINE_KINDS, probe_request
+from torchcanary.worker.bench.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_DISPATCH, BENCH_ROOFLINE
 
 

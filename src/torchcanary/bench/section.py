@@ -29,13 +29,12 @@ from typing import Any
 from torchcanary.bench import compare, sequential
 from torchcanary.bench.confounds import affecting
 from torchcanary.bench.dispatch_diff import diff as dispatch_diff
-from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
 from torchcanary.bench.interleave import Interleaver, Measurements
+from torchcanary.bench.kept_dispatch import DISPATCH_PROFILES
 from torchcanary.bench.kept_facts import FactKind, KeptFacts
+from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.result import BenchMeasured, BenchResult, BenchSkipped, from_rows
 from torchcanary.bench.result import from_json as record_from_json
-from torchcanary.bench.roofline import collective_bandwidth, fraction
-from torchcanary.bench.roofline_reuse import ROOFLINES
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.settings import parse_settings as _parse
@@ -46,6 +45,7 @@ from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.sections import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
+from torchcanary.worker.bench.roofline import collective_bandwidth, fraction
 
 SECTION = "bench"
 VERDICTS = tuple(verdict.value for verdict in compare.BenchVerdict)

@@ -58,9 +58,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from torchcanary.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 from torchcanary.bench.workload_spec import parse_target, parse_workload
 from torchcanary.errors import ConfigError
+from torchcanary.worker.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 
 FAMILIES = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "startup", "compile", "collectives")
 DEFAULT_FAMILIES = ("linear", "gemm", "sdpa", "startup", "collectives")

@@ -14,8 +14,8 @@ from functools import partial
 from torchcanary.bench.samples import Batch, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.side_worker import GroupWorkers, at_once, record_failure
-from torchcanary.bench.specs import spec_for_side
 from torchcanary.envs.worker_process import CallResult
+from torchcanary.worker.bench.specs import spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING
 
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.catalog import requested_torch, select_claims
-from torchcanary.claims.reuse import VerdictReuse
+from torchcanary.claims.kept_verdicts import KeptVerdicts
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
@@ -43,7 +43,7 @@ POLICY_CHOICES: dict[str, tuple[str, ...]] = {
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     """``[tool.torchcanary.claims]``: ``reuse`` [true], keep verdicts for later runs of the
-    same environments and use the kept ones (``claims/reuse.py``; ``--fresh-claims`` sets
+    same environments and use the kept ones (``claims/kept_verdicts.py``; ``--fresh-claims`` sets
     it false). Probes are chosen with ``probes = [...]`` at the top level."""
     unknown = sorted(set(mapping) - {"reuse"})
     if unknown:
@@ -92,7 +92,7 @@ def run(ctx: RunContext) -> None:
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
     done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
-    reuse = VerdictReuse(
+    reuse = KeptVerdicts(
         cache_root() / "claim-verdicts",
         ctx.environments,
         {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},

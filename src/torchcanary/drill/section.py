@@ -61,7 +61,7 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.drill import repeats, trajectory
 from torchcanary.drill.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
 from torchcanary.drill.drill import DrillOutcome, DrillRunner
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.result import (
     REFERENCE_PREFIX,
     DrillRecord,
@@ -198,7 +198,7 @@ def run(ctx: RunContext) -> None:
     stored = _stored_trials(ctx) if ctx.resume else {}
     job = user_job(settings)
     runners: dict[str, DrillRunner] = {}
-    cache = ReferenceCache(cache_root() / "drill-references", ctx.progress.note)
+    cache = KeptReferences(cache_root() / "drill-references", ctx.progress.note)
     for role in roles:
         env, work = ctx.environments[role], ctx.work_dir / "drills" / role
         keeping = {

@@ -7,7 +7,7 @@ restarts, namespaces, bounds and cleanup by token. What differs is only what a j
 not write lets us see, the contract in ``docs/drills.md``:
 
 - unchanged, it is started by torchrun (``--nproc-per-node`` = ``ranks``) through a shim
-  (:mod:`torchcanary.drill.job_shim`) that notes each launch, turns printed lines that
+  (:mod:`torchcanary.worker.drill.job_shim`) that notes each launch, turns printed lines that
   match ``job_step_pattern`` into steps, and records an exception that escapes the job;
 - with ``report_step(step, loss=...)`` it reports its exact steps itself;
 - for ``shrink`` and ``reconfigure`` it is started as plain ranks sharing the drill's store
@@ -19,7 +19,7 @@ The fault strikes after step ``at_step`` when the fault-free run showed steps (a
 lowest rank that logs them saw it, when not every rank does), else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
 fault-free run is made first in each environment and kept for every drill of the job
-(and on disk, ``job_reference_cache.py``, for later runs);
+(and on disk, ``kept_references.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """
@@ -37,19 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary import keyed_cache
+from torchcanary import kept
 from torchcanary.drill import job_compare, job_exits, job_leave, timeline
 from torchcanary.drill.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, _Run
-from torchcanary.drill.events import read_events
 from torchcanary.drill.faults import Injector
-from torchcanary.drill.job_backward import BACKWARD_VARIABLE
 from torchcanary.drill.job_exits import RankDeath
 from torchcanary.drill.job_injectors import LeadInjector, TimedInjector
-from torchcanary.drill.job_inplace import LEAVE_VARIABLE
-from torchcanary.drill.job_reference_cache import ReferenceCache
-from torchcanary.drill.job_report import EVENTS_VARIABLE
 from torchcanary.drill.judging import fault_facts
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.drill.procs import ProcessSet
@@ -57,6 +53,10 @@ from torchcanary.drill.trajectory import LOSS_RTOL, relative_difference
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.stack.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
+from torchcanary.worker.drill.events import read_events
+from torchcanary.worker.drill.job_backward import BACKWARD_VARIABLE
+from torchcanary.worker.drill.job_inplace import LEAVE_VARIABLE
+from torchcanary.worker.drill.job_report import EVENTS_VARIABLE
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"  # read by the shim (job_shim.py)
 SCRATCH_VARIABLE = "TORCHCANARY_DRILL_SCRATCH"
@@ -159,7 +159,7 @@ class UserJob:
             "cwd": str(Path(self.cwd).resolve()),
             "env": [list(pair) for pair in self.env],
             "with": list(self.with_),
-            "files": keyed_cache.files_digest(self.files()),
+            "files": kept.files_digest(self.files()),
             "ranks": ranks,
             "step_pattern": self.step_pattern,
             "rtol": self.rtol,
@@ -360,7 +360,7 @@ class UserJobRunner(DrillRunner):
         import_root: Path,
         work_dir: Path,
         job: UserJob,
-        cache: ReferenceCache | None = None,
+        cache: KeptReferences | None = None,
         environment_key: str = "",
         fresh_reference: bool = False,
     ) -> None:

@@ -28,6 +28,7 @@ from torchcanary.fleet.fit import plan_for
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.section_unit import RUN_SECTION
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
@@ -36,7 +37,6 @@ from torchcanary.report.render import write_outputs
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, RunView
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
-from torchcanary.worker.calls import FLEET_SECTION
 
 FLEET_SCHEMA = 1
 
@@ -127,7 +127,7 @@ def execute_on_fleet(
             for index, section in enumerate(todo):
                 unit = WorkUnit(
                     f"{section}@{node.profile.key}",
-                    FLEET_SECTION,
+                    RUN_SECTION,
                     _payload(
                         node_plan,
                         run_id,

@@ -38,7 +38,6 @@ from torchcanary.bench.section import (
     skipped_payload,
 )
 from torchcanary.bench.settings import BenchSettings
-from torchcanary.bench.specs import benchmark_id
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
 from torchcanary.fleet.drill_run import NodeRunOutcome
@@ -51,6 +50,7 @@ from torchcanary.report.render import write_outputs
 from torchcanary.report.view import RunView
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
+from torchcanary.worker.bench.specs import benchmark_id
 
 if TYPE_CHECKING:
     from torchcanary.fleet.ray_executor import RayExecutor

@@ -29,6 +29,9 @@ from torchcanary.sections import get_section
 from torchcanary.store.rows import RunRow
 
 _DONE = object()
+# How the driver names this unit's work to a node. Not an in-environment call (it runs under
+# the node's own Python, orchestrator side), so it is not in ``worker/calls.py``.
+RUN_SECTION = f"{__name__}:run_section"
 
 
 def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
