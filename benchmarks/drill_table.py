@@ -36,7 +36,7 @@ from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.runner import import_root
 from torchcanary.store.sqlite import SqliteStore
 
@@ -135,7 +135,7 @@ def _table(
         )
         started = time.monotonic()
         section.run(ctx)
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
         print(report.markdown(view))
         for line in section.blocking_reasons(view, {}):
             print(f"no-go: {line}")
@@ -185,7 +185,7 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
             outcome = execute_node_drills(
                 plan, store, Path(scratch) / "out", Progress(), fleet, address, args.nodes
             )
-            view = RunView.load(store, outcome.run_id)
+            view = load_run_view(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}
     finally:
         left = bridged.stop() if bridged else stop_local_cluster(cluster)

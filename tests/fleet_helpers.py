@@ -35,7 +35,7 @@ def candidate_node_drills(
     from torchcanary.fleet.ray_executor import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
     from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan(
@@ -55,7 +55,7 @@ def candidate_node_drills(
             nodes,
             roles=("candidate",),
         )
-        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
             for name, _, data in store.artifacts(outcome.run_id)

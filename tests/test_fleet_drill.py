@@ -24,7 +24,7 @@ from torchcanary.fleet.local_cluster import (
 from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.sqlite import SqliteStore
 
 DRILLS = {
@@ -126,7 +126,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         outcome = execute_node_bench(
             plan, store, tmp_path / "out", Progress(quiet=True), fleet, drill_cluster.address, 2
         )
-        view = RunView.load(store, outcome.run_id)
+        view = load_run_view(store, outcome.run_id)
         ((profile, node),) = store.run_profiles(outcome.run_id).items()
         scoped = store.scoped(node, profile)
         samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}

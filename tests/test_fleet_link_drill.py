@@ -20,7 +20,7 @@ from torchcanary.drill.netns import why_unavailable
 from torchcanary.fleet.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.netns]
@@ -98,7 +98,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         outcome = execute_node_bench(
             plan, store, tmp_path / "out", Progress(quiet=True), fleet, bridged_cluster.address, 2
         )
-        view = RunView.load(store, outcome.run_id)
+        view = load_run_view(store, outcome.run_id)
     (scoped,) = view.profiles.values()
     (record,) = from_rows(scoped.sections["bench"])
     assert record.key == "collective/all_reduce/64KiB/gloox2nodes"

@@ -21,7 +21,7 @@ from torchcanary.report.json_out import render_json
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
@@ -42,10 +42,10 @@ def _drill_run(store: SqliteStore, verdict: str, reason: str) -> str:
 
 
 def _finish(store: SqliteStore, run_id: str, policy: dict[str, object], sections: tuple[str, ...]):
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     decision = decide(view, resolve_policy(policy, sections), sections, {})
     store.finish_run(run_id, decision.label, decision.to_json())
-    return decision, RunView.load(store, run_id)
+    return decision, load_run_view(store, run_id)
 
 
 def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error(

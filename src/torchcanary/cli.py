@@ -436,9 +436,9 @@ def _run_to_resume(store: ResultStore, wanted: str) -> Any:
 
 def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> None:
     from torchcanary.report.fleet import fleet_parts
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
 
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     profiles = list(view.profiles)
     # Each section's own side-by-side of the profiles (the claims: a claim x profile table).
     for part in fleet_parts(view).values():
@@ -456,9 +456,9 @@ def _print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> N
 
 
 def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
 
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     # Each section prints its own part: its terminal rendering where it has one (the claims'
     # table), else its Markdown summary.
     for name in view.run.plan.get("sections", ()):
@@ -487,9 +487,9 @@ def _print_summary(console: Console, store: ResultStore, run_id: str) -> None:
 def _print_time(console: Console, store: ResultStore, run_id: str) -> None:
     """Where the run's time went and what it kept from earlier runs (as summary.md says)."""
     from torchcanary.report.markdown import time_lines
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
 
-    for line in time_lines(RunView.load(store, run_id)):
+    for line in time_lines(load_run_view(store, run_id)):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -560,7 +560,7 @@ def _existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.render import write_outputs
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
     from torchcanary.store.location import open_store
 
     store_path, output = _existing_paths(args)
@@ -571,7 +571,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
             if latest is None:
                 raise CanaryError(f"{store.location} holds no runs yet")
             run_id = latest.run_id
-        outputs = write_outputs(RunView.load(store, run_id), output)
+        outputs = write_outputs(load_run_view(store, run_id), output)
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     return EXIT_GO

@@ -20,7 +20,7 @@ from typing import Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import RunView
+from torchcanary.section_types import RunView
 from torchcanary.sections import (
     PolicyBounds,
     get_section,

@@ -23,7 +23,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
 from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
@@ -164,10 +164,10 @@ def execute(
     except BaseException:
         store.set_run_status(run_id, "interrupted")
         raise
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     decision = decide(view, plan.policy, plan.sections, failures)
     # Where this invocation's time went (a resumed run counts only what it redid).
     detail = decision.to_json() | {"section_failures": failures, "seconds": seconds}
     store.finish_run(run_id, decision.label, detail)
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    outputs = write_outputs(load_run_view(store, run_id), output_dir)
     return RunOutcome(run_id, decision, outputs, failures)

@@ -26,10 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
-    from torchcanary.report.fleet import FleetPart
-    from torchcanary.report.junit import JUnitCase
-    from torchcanary.report.view import RunView
     from torchcanary.results import SectionRecord
+    from torchcanary.section_types import FleetPart, JUnitCase, RunView
     from torchcanary.store.base import ResultStore
     from torchcanary.store.history import HistoryEntry
     from torchcanary.store.rows import RunRow, SectionResult
@@ -128,7 +126,7 @@ class Section(Protocol):
       :class:`NotRun`; the decision objects to them unless the policy turns that into a
       warning (read through :func:`items_not_run`).
     - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
-      (a ``report.fleet.FleetPart``, the claims: a claim x profile matrix), shown in place
+      (a ``section_types.FleetPart``, the claims: a claim x profile matrix), shown in place
       of the fleet reports' generic one (read through :func:`fleet_part`).
     """
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.sections import PackageSection
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:

@@ -32,7 +32,7 @@ from torchcanary.sections import NotRun
 from torchcanary.worker.calls import RUN_PROBE
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
 
 POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
 # The values a policy key may take, where they are words: refused at load, before the run.

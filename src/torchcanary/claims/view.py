@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.results import ClaimComparison, ProbeResult, compare_claim
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
     from torchcanary.store.base import ResultStore
     from torchcanary.store.rows import RunRow, SectionResult
 

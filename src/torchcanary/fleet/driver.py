@@ -33,7 +33,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, RunView
+from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import FLEET_SECTION
@@ -160,7 +160,7 @@ def execute_on_fleet(
             f"{len(lost)} unit(s) lost with their node ({', '.join(lost)}); "
             "`torchcanary run --resume` sends them again"
         )
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    outputs = write_outputs(load_run_view(store, run_id), output_dir)
     return FleetOutcome(run_id, decision, outputs, failures)
 
 
@@ -304,7 +304,7 @@ def _decide(
     reasons: list[str] = []
     warnings: list[str] = []
     for profile, node_id in store.run_profiles(run_id).items():
-        view = RunView.load(store.scoped(node_id, profile), run_id)
+        view = load_run_view(store.scoped(node_id, profile), run_id)
         # Judge the sections the profile was sent: one left with nothing to ask is not one
         # that "stored no results".
         sent = {row.key for row in view.sections.get(LEDGER_SECTION, [])}

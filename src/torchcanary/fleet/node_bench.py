@@ -48,7 +48,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 
@@ -135,7 +135,7 @@ def execute_node_bench(
         "application/json",
         json.dumps({"address": address, "nodes": nodes, "placed": where}).encode(),
     )
-    view = RunView.load(scoped, run_id)
+    view = load_run_view(scoped, run_id)
     own = decide(view, plan.policy, (SECTION,), {})
     decision = Decision(
         own.go,
@@ -143,7 +143,7 @@ def execute_node_bench(
         tuple(f"[{profile}] {warning}" for warning in own.warnings),
     )
     store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    outputs = write_outputs(load_run_view(store, run_id), output_dir)
     return NodeRunOutcome(run_id, decision, outputs)
 
 
