@@ -37,7 +37,7 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
-from torchcanary.runner import import_root
+from torchcanary.runner import execute, import_root
 from torchcanary.store.sqlite import SqliteStore
 
 
@@ -155,7 +155,7 @@ def _table(
 def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
     """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
     from torchcanary.drill.netns import why_unavailable
-    from torchcanary.fleet.drill_run import execute_node_drills
+    from torchcanary.fleet.drill_run import NodeDrillRun
     from torchcanary.fleet.local_cluster import (
         start_bridged_cluster,
         start_local_cluster,
@@ -182,9 +182,8 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
             SqliteStore(Path(scratch) / "canary.db") as store,
             connect(address, timeout_s=60) as fleet,
         ):
-            outcome = execute_node_drills(
-                plan, store, Path(scratch) / "out", Progress(), fleet, address, args.nodes
-            )
+            venue = NodeDrillRun(fleet, address, args.nodes)
+            outcome = execute(plan, store, Path(scratch) / "out", Progress(), venue)
             view = load_run_view(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}
     finally:

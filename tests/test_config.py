@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
-from torchcanary.cli import build_parser, flags_from_args
+from torchcanary.cli import build_parser
+from torchcanary.commands.run import flags_from_args
 from torchcanary.config import load_settings
 from torchcanary.errors import ConfigError
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from rich.console import Console
 
-from torchcanary.cli import _print_verdict
+from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.json_out import render_json
@@ -117,7 +117,7 @@ def test_the_last_line_of_a_go_with_warnings_says_so(store: SqliteStore) -> None
     run_id = _drill_run(store, "error", NEVER_STRUCK)
     decision, _ = _finish(store, run_id, {"block_on_not_run": False}, ("drill",))
     out = io.StringIO()
-    assert _print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
+    assert print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
     (line,) = out.getvalue().splitlines()
     assert line.startswith("verdict: go (exit 0) with warnings: section drill: 2 item(s)")
     assert "no policy objected" not in line

@@ -302,11 +302,11 @@ def _reported(work: Path, db: str, run_id: str) -> Path:
 
 def _summary_printed(db: Path, run_id: str, fleet: bool) -> str:
     """What a run prints when it ends, on a 100-column console without colour."""
-    from torchcanary import cli
+    from torchcanary.commands import summary
 
     console = Console(width=100, color_system=None, force_terminal=False, file=io.StringIO())
     with SqliteStore(db) as store:
-        (cli._print_fleet_summary if fleet else cli._print_summary)(console, store, run_id)
+        (summary.print_fleet_summary if fleet else summary.print_summary)(console, store, run_id)
     return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 
 

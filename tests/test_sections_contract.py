@@ -147,7 +147,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
 ) -> None:
     from rich.console import Console
 
-    from torchcanary.cli import _print_summary
+    from torchcanary.commands.summary import print_summary
     from torchcanary.results import Outcome, ProbeResult, Verdict
     from torchcanary.store.rows import SectionResult
     from torchcanary.store.sqlite import SqliteStore
@@ -164,7 +164,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
             run_id, SectionResult("footprint", "torch", "both", "measured", {"growth": 0.1})
         )
         console = Console(record=True, width=100)
-        _print_summary(console, store, run_id)
+        print_summary(console, store, run_id)
     printed = console.export_text()
     # the claims' table, the drill's Markdown, the third party's own lines, in run order
     assert "claims, run" in printed and "refuted -> confirmed" in printed
