@@ -14,6 +14,7 @@ import time
 import pytest
 from rich.console import Console
 
+from torchcanary.claims.records import save_probe_result
 from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
@@ -95,8 +96,8 @@ def test_a_claim_the_candidate_could_not_check_blocks(store: SqliteStore, verdic
         ("baseline", Outcome(Verdict.REFUTED, "not in this version")),
         ("candidate", Outcome(Verdict(verdict), "ImportError: no module named numpy")),
     ):
-        store.save_probe_result(
-            ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
+        save_probe_result(
+            store, ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
         )
     decision, _ = _finish(store, run_id, {}, ("claims",))
     assert decision.reasons == (

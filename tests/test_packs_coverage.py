@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from torchcanary.claims.records import save_probe_result
 from torchcanary.packs.coverage import CoverageStatus, claim_coverage, coverage_lines
 from torchcanary.results import Outcome, ProbeResult, Verdict
 
@@ -80,8 +81,9 @@ def _stored_claims_view(store, verdicts: dict[str, Verdict]):
         store.save_artifact(run_id, name, "application/json", json.dumps(content).encode())
     for pid, verdict in verdicts.items():
         for role in ("baseline", "candidate"):
-            store.save_probe_result(
-                ProbeResult(run_id, role, pid, Outcome(verdict, f"{pid} said so", {}), 0.1, 0)
+            save_probe_result(
+                store,
+                ProbeResult(run_id, role, pid, Outcome(verdict, f"{pid} said so", {}), 0.1, 0),
             )
     return load_run_view(store, run_id)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
+from torchcanary.claims.records import save_probe_result
 from torchcanary.cli import build_parser
 from torchcanary.config import load_settings
 from torchcanary.config_toml import tomllib
@@ -156,7 +157,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
         run_id = store.create_run({"sections": ["claims", "drill", "footprint"]})
         for role, verdict in (("baseline", Verdict.REFUTED), ("candidate", Verdict.CONFIRMED)):
             outcome = Outcome(verdict, "why")
-            store.save_probe_result(ProbeResult(run_id, role, "c10d.new_thing", outcome, 1.0, 0.0))
+            save_probe_result(store, ProbeResult(run_id, role, "c10d.new_thing", outcome, 1.0, 0.0))
         store.save_section_result(
             run_id, SectionResult("drill", "kill:restart", "candidate", "passed", {"reason": ""})
         )

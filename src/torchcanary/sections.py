@@ -391,9 +391,14 @@ def reused(section: object, view: RunView) -> dict[str, tuple[int, int]]:
     return dict(count(view)) if callable(count) else {}
 
 
+def result_table(section: object) -> str:
+    """The store table ``section``'s results live in (``section_results`` unless it says)."""
+    return str(getattr(section, "result_table", ROWS_TABLE))
+
+
 def stores_rows(section: object) -> bool:
     """Whether ``section``'s results are rows of ``section_results`` (an unknown one's are)."""
-    return getattr(section, "result_table", ROWS_TABLE) == ROWS_TABLE
+    return result_table(section) == ROWS_TABLE
 
 
 def section_view(

@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from torchcanary.claims.records import TABLE
 from torchcanary.sections import PackageSection
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ SECTION = ClaimsSection(
     name="claims",
     package="torchcanary.claims",
     order=10,
-    result_table="probe_results",
+    result_table=TABLE,
     flags=add_flags,
     settings_from_flags=flag_settings,
 )

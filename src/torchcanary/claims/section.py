@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.catalog import requested_torch, select_claims
+from torchcanary.claims.records import done_probe_keys, save_probe_result
 from torchcanary.claims.reuse import VerdictReuse
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
@@ -90,7 +91,7 @@ def run(ctx: RunContext) -> None:
         ctx.store.save_artifact(ctx.run_id, name, "application/json", json.dumps(content).encode())
     # What each environment was asked to be, for the sanity pack's version check.
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
-    done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
+    done = done_probe_keys(ctx.store, ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
     reuse = VerdictReuse(
         cache_root() / "claim-verdicts",
@@ -120,7 +121,7 @@ def run(ctx: RunContext) -> None:
     }
     with ctx.progress.task("claims", total=len(todo) + len(kept)) as task:
         for result in kept.values():
-            ctx.store.save_probe_result(result)
+            save_probe_result(ctx.store, result)
             task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
         if kept:
             ctx.progress.note(
@@ -147,7 +148,7 @@ def run(ctx: RunContext) -> None:
         # The store and the progress display stay on this thread; lanes only run probes.
         finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
         for result in itertools.chain(finished, (run_one(*item) for item in alone)):
-            ctx.store.save_probe_result(result)
+            save_probe_result(ctx.store, result)
             key = keys.get((result.env_role, result.probe_id))
             if key is not None:
                 reuse.keep(key, result)

@@ -33,8 +33,10 @@ from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
 from torchcanary.runner import RunInputs, start_run
+from torchcanary.sections import ROWS_TABLE, get_section, result_table
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
+from torchcanary.store.schema import PRIMARY_KEYS
 from torchcanary.worker.calls import FLEET_SECTION
 
 FLEET_SCHEMA = 1
@@ -227,11 +229,21 @@ def _payload(
         "created_at": created_at,
         "section": section,
         "profile": profile,
-        "done_probes": sorted(scoped.done_probe_keys(run_id)),
+        "done_rows": _done_rows(scoped, run_id, section),
         "done_sections": {section: sorted(scoped.done_section_keys(run_id, section))},
         # The first section sent to a node records its environments' manifests, once.
         "record_manifests": first and not scoped.environments(run_id),
     }
+
+
+def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[dict[str, Any]]]:
+    """The keys of the rows ``section`` already stored in a table of its own (the claims'
+    probe results), so the node skips them on ``--resume`` as a local run would."""
+    table = result_table(get_section(section))
+    if table == ROWS_TABLE:
+        return {}
+    keys = [column for column in PRIMARY_KEYS[table] if column not in ("run_id", "profile")]
+    return {table: [dict(zip(keys, row, strict=True)) for row in store.rows(table, run_id, keys)]}
 
 
 def _fleet_json(request: FleetRequest, chosen: list[FleetNode]) -> bytes:
