@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from torchcanary.claims.catalog import worker_packages
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
 from torchcanary.envs.spec import parse_env_spec
@@ -29,7 +28,7 @@ from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
 from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
-from torchcanary.sections import get_section
+from torchcanary.sections import get_section, worker_packages
 from torchcanary.store.base import ResultStore
 from torchcanary.worker.calls import COLLECT_MANIFEST
 
@@ -111,8 +110,10 @@ def record_manifests(ctx: RunContext) -> None:
 
 
 def import_root(plan: RunPlan, work_dir: Path) -> Path:
-    """torchcanary plus the top-level packages of probe modules, plugins and claims packs."""
-    packages = {"torchcanary"} | worker_packages(plan)
+    """torchcanary plus the top-level packages the plan's sections' workers import."""
+    packages = {"torchcanary"}.union(
+        *(worker_packages(get_section(name), plan) for name in plan.sections)
+    )
     return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
 
 

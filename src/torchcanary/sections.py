@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
+    from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
     from torchcanary.section_types import FleetPart, JUnitCase, RunView
     from torchcanary.store.base import ResultStore
@@ -125,6 +126,10 @@ class Section(Protocol):
       crashed, timeout, not injected; never an honest "not checkable here"), as
       :class:`NotRun`; the decision objects to them unless the policy turns that into a
       warning (read through :func:`items_not_run`).
+    - Optionally ``check_plan(plan)``: refuse, before anything is built, a plan it cannot
+      run (the claims: a broken pack, or one for another release; read through
+      :func:`check_plan`); ``worker_packages(plan)``: the top-level packages its workers
+      import beyond torchcanary (read through :func:`worker_packages`).
     - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
       (a ``section_types.FleetPart``, the claims: a claim x profile matrix), shown in place
       of the fleet reports' generic one (read through :func:`fleet_part`).
@@ -171,7 +176,8 @@ class PackageSection:
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
-    ``section`` may provide ``not_run`` (its items that did not run in the candidate);
+    ``section`` may provide ``not_run`` (its items that did not run in the candidate),
+    ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
     ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
     ``reused`` (what the run took from earlier runs: the time line names it), and
@@ -274,6 +280,15 @@ class PackageSection:
     def not_run(self, view: RunView) -> list[NotRun]:
         find = getattr(self._module("section"), "not_run", None)
         return list(find(view)) if find is not None else []
+
+    def check_plan(self, plan: RunPlan) -> None:
+        check = getattr(self._module("section"), "check_plan", None)
+        if check is not None:
+            check(plan)
+
+    def worker_packages(self, plan: RunPlan) -> set[str]:
+        find = getattr(self._module("section"), "worker_packages", None)
+        return set(find(plan)) if find is not None else set()
 
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
@@ -426,6 +441,21 @@ def fleet_part(section: object, view: RunView) -> FleetPart | None:
     render = getattr(section, "fleet_part", None)
     part: FleetPart | None = render(view) if callable(render) else None
     return part
+
+
+def check_plan(section: object, plan: RunPlan) -> None:
+    """Refuse, before anything is built, a plan ``section`` cannot run (raises a CanaryError;
+    none declared: every plan will do)."""
+    check = getattr(section, "check_plan", None)
+    if callable(check):
+        check(plan)
+
+
+def worker_packages(section: object, plan: RunPlan) -> set[str]:
+    """Top-level packages ``section``'s workers import beyond torchcanary (the claims: every
+    pack's and probe plugin's), linked into the workers' import root."""
+    find = getattr(section, "worker_packages", None)
+    return set(find(plan)) if callable(find) else set()
 
 
 def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:

@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.claims.catalog import requested_torch, select_claims
+from torchcanary.claims.catalog import choose_packs, requested_torch, select_claims
 from torchcanary.claims.records import done_probe_keys, save_probe_result
 from torchcanary.claims.reuse import VerdictReuse
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
@@ -27,7 +28,10 @@ from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.errors import ConfigError
+from torchcanary.packs.discovery import discover_packs
 from torchcanary.packs.model import ANY_RELEASE
+from torchcanary.plan import RunPlan
+from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
 from torchcanary.sections import NotRun
 from torchcanary.worker.calls import RUN_PROBE
@@ -71,6 +75,27 @@ def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
         return Outcome(Verdict.CRASHED, call.error, evidence)
     evidence["traceback"] = call.traceback[-6000:]
     return Outcome(Verdict.ERROR, call.error[:500], evidence)
+
+
+def check_plan(plan: RunPlan) -> None:
+    """Refuse a plan whose packs are broken or do not fit the pinned candidate (PackError),
+    before any environment is built."""
+    choose_packs(plan.release, plan.regression, requested_torch(plan.candidate))
+
+
+def worker_packages(plan: RunPlan) -> set[str]:
+    """Top-level packages a claims worker must import: every installed pack's and plugin's.
+
+    Workers run in other environments, where only what is linked into their import root
+    exists; a pack installed next to torchcanary must travel with it.
+    """
+    packages = {module.split(".")[0] for module in plan.probe_modules}
+    for item in discover_packs():
+        for module in (item.pack.module, *item.pack.probe_modules):
+            packages.add(module.split(".")[0])
+    for entry in entry_points(group=PROBES_GROUP):
+        packages.add(entry.value.split(":")[0].split(".")[0])
+    return packages
 
 
 def run(ctx: RunContext) -> None:
