@@ -18,10 +18,9 @@ from torchcanary.plan import RunPlan
 from torchcanary.policy import CORE_POLICY_DEFAULTS, decide, policy_defaults
 from torchcanary.report.junit import render_junit
 from torchcanary.report.view import load_run_view
-from torchcanary.section_types import RunView
+from torchcanary.section_types import PolicyBounds, RunView
 from torchcanary.sections import (
     _CONTRACT_METHODS,
-    PolicyBounds,
     contract_gaps,
     get_section,
     policy_bounds,

@@ -1,5 +1,6 @@
-"""The types the section contract speaks that the reports also build: the run view a
-section's report parts read, and the JUnit case and fleet part they hand back.
+"""The types the section contract speaks: the run view a section's report parts read,
+the JUnit case and fleet part they hand back, an item that did not run, and the bounds of
+a numeric policy key.
 
 They live below both ``sections.py`` and ``report/`` so that neither imports the other
 (reading a view from the store, which needs the registry, is ``report/view.py``'s job).
@@ -64,3 +65,41 @@ class FleetPart:
     json: dict[str, Any] = field(default_factory=dict)
     junit_cases: tuple[JUnitCase, ...] = ()
     terminal: tuple[Any, ...] = ()  # rich renderables for the summary printed after a run
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """One item a section was asked to do that did not run in the candidate, with its first
+    error: the decision's rule that such a run never answers go reads these
+    (``policy.decide``), so each section says what "did not run" means for its items."""
+
+    item: str
+    first_error: str
+
+    def describe(self) -> str:
+        first_line = (self.first_error.strip().splitlines() or ["no error recorded"])[0]
+        return f"{self.item} ({first_line[:160]})"
+
+
+@dataclass(frozen=True)
+class PolicyBounds:
+    """The numbers a numeric policy key accepts, both ends included (None: open).
+
+    ``meaning`` says what the number is ("a fraction: 0.05 is 5% slower"), for the line
+    that refuses a value out of bounds, so a percentage written as 5 is caught with its fix.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    meaning: str = ""
+
+    def admits(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        """The accepted range in words: 'from 0 to 1', 'at least 0', 'at most 1'."""
+        if self.low is not None and self.high is not None:
+            return f"from {self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"at least {self.low:g}"
+        return f"at most {self.high:g}" if self.high is not None else "any number"

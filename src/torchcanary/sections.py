@@ -24,11 +24,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds, RunView
+
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
     from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
-    from torchcanary.section_types import FleetPart, JUnitCase, RunView
     from torchcanary.store.base import ResultStore
     from torchcanary.store.history import HistoryEntry
     from torchcanary.store.rows import RunRow, SectionResult
@@ -38,46 +39,8 @@ THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks ot
 ROWS_TABLE = "section_results"  # where a section's results are stored unless it says otherwise
 
 
-@dataclass(frozen=True)
-class NotRun:
-    """One item a section was asked to do that did not run in the candidate, with its first
-    error: the decision's rule that such a run never answers go reads these
-    (``policy.decide``), so each section says what "did not run" means for its items."""
-
-    item: str
-    first_error: str
-
-    def describe(self) -> str:
-        first_line = (self.first_error.strip().splitlines() or ["no error recorded"])[0]
-        return f"{self.item} ({first_line[:160]})"
-
-
 class SectionDiscoveryError(Exception):
     """A section plugin could not be loaded or does not provide what the contract asks."""
-
-
-@dataclass(frozen=True)
-class PolicyBounds:
-    """The numbers a numeric policy key accepts, both ends included (None: open).
-
-    ``meaning`` says what the number is ("a fraction: 0.05 is 5% slower"), for the line
-    that refuses a value out of bounds, so a percentage written as 5 is caught with its fix.
-    """
-
-    low: float | None = None
-    high: float | None = None
-    meaning: str = ""
-
-    def admits(self, value: float) -> bool:
-        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
-
-    def describe(self) -> str:
-        """The accepted range in words: 'from 0 to 1', 'at least 0', 'at most 1'."""
-        if self.low is not None and self.high is not None:
-            return f"from {self.low:g} to {self.high:g}"
-        if self.low is not None:
-            return f"at least {self.low:g}"
-        return f"at most {self.high:g}" if self.high is not None else "any number"
 
 
 @runtime_checkable

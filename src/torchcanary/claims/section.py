@@ -33,7 +33,7 @@ from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.plan import RunPlan
 from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
-from torchcanary.sections import NotRun
+from torchcanary.section_types import NotRun
 from torchcanary.worker.calls import RUN_PROBE
 
 if TYPE_CHECKING:
