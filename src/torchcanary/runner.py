@@ -3,9 +3,9 @@
 The one driver of every run: wherever the sections are carried out (a :class:`Venue`:
 this machine, a fleet, ranks across nodes), ``execute`` makes the run, has the venue do
 the work, stores the decision and writes the outputs. The runner reads top to bottom like
-the pipeline it drives. Each section runs behind a
-guard: an internal failure of one section is recorded and the others still run; the
-decision then says that section could not finish.
+the pipeline it drives. On this machine each section runs behind a guard: an internal
+failure of one section is recorded and the others still run; the decision then says that
+section could not finish.
 """
 
 from __future__ import annotations
