@@ -46,11 +46,12 @@ def candidate_node_drills(
     """The candidate's drills on ``nodes`` nodes of the cluster at ``address``: the outcome,
     the drill rows by key, and the placement artifact, with the cluster still connected."""
     from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, execute_node_drills
+    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, NodeDrillRun
     from torchcanary.fleet.ray_connect import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
+    from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan(
@@ -60,17 +61,9 @@ def candidate_node_drills(
         settings={"drill": drills},
     )
     with SqliteStore(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
-        outcome = execute_node_drills(
-            plan,
-            store,
-            tmp_path / "out",
-            Progress(quiet=True),
-            fleet,
-            address,
-            nodes,
-            roles=("candidate",),
-        )
-        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        venue = NodeDrillRun(fleet, address, nodes, roles=("candidate",))
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
             for name, _, data in store.artifacts(outcome.run_id)

@@ -12,8 +12,9 @@ from torchcanary.bench.history_plot import history_forest
 from torchcanary.bench.plots import ForestRow, forest
 from torchcanary.bench.view import recent
 from torchcanary.policy import decide, resolve_policy
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
+from torchcanary.section_types import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -98,7 +99,7 @@ def _view(store: SqliteStore, results: list[SectionResult]) -> RunView:
         )
     for result in results:
         store.save_section_result(run_id, result)
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 def test_report_shows_confounds_first_escapes_names_and_plots_every_benchmark(
@@ -153,7 +154,7 @@ def test_a_reused_dispatch_profile_says_which_run_made_it_and_how_long_before(
     store.save_section_result(
         view.run.run_id, SectionResult("bench", "gemm/ok", "both", "same", payload)
     )
-    html = report.html(RunView.load(store, view.run.run_id))
+    html = report.html(load_run_view(store, view.run.run_id))
     assert "the same operators, kernels and library calls in both (profiles kept" in html
     assert "the baseline&#x27;s from run run-earlier, 2.0 h before this run" in html
 

@@ -18,7 +18,7 @@ from torchcanary.bench import report
 from torchcanary.bench.side_worker import thread_env
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 from torchcanary.worker.bench.roofline import cache_level, describe, fraction, probe_request
@@ -81,7 +81,7 @@ def _markdown_and_html(store: SqliteStore, roofline: dict) -> tuple[str, str]:
     store.save_section_result(
         run_id, SectionResult("bench", "linear/[1,4096]x[4096,4096]/fp32", "both", "same", payload)
     )
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     return report.markdown(view), report.html(view)
 
 

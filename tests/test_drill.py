@@ -25,7 +25,7 @@ from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import machine_capacity_problem
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 
 SHORT = {
@@ -268,7 +268,7 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     check = candidate.payload["step_check"]
     assert check["steps_compared"] == SHORT["steps"] and check["first_differing_step"] is None
 
-    view = RunView.load(store, ctx.run_id)
+    view = load_run_view(store, ctx.run_id)
     page = report.html(view)
     assert "kill:reconfigure" in page and "<script" not in page
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)

@@ -25,7 +25,7 @@ from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.user_job import UserJob, UserJobRunner, parse_job_settings, user_job
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import DRILL_USER_JOB
 from torchcanary.worker.drill import job_inplace
@@ -336,7 +336,7 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         assert reference.verdict == "passed" and reference.payload["final_step"] == 9
         assert "cached" not in reference.payload  # made in this run, and kept for the next
     assert len(list((tmp_path / "cache" / "drill-references").glob("*.json"))) == 2
-    view = RunView.load(store, ctx.run_id)
+    view = load_run_view(store, ctx.run_id)
     assert section.blocking_reasons(view, {}) == []
     assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(view)
     assert "ran on your job, <code>" in report.html(view)
@@ -524,7 +524,7 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
         ctx.run_id, SectionResult("drill", "reference:job", "baseline", "passed", again)
     )
     assert "- your job's fault-free run in the baseline: reused from the cache, made " in (
-        report.markdown(RunView.load(store, ctx.run_id))
+        report.markdown(load_run_view(store, ctx.run_id))
     )
     (project / "job.cfg").write_text("steps=6")  # the job's file changed: made again
     changed = reference()

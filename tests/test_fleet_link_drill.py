@@ -20,7 +20,8 @@ from torchcanary.drill.netns import why_unavailable
 from torchcanary.fleet.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import execute
 from torchcanary.store.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.netns]
@@ -75,7 +76,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
     """Before the drills: their node kill takes a node for good. Off loopback, a rank's
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
     from torchcanary.bench.result import BenchMeasured, from_rows
-    from torchcanary.fleet.node_bench import execute_node_bench
+    from torchcanary.fleet.node_bench import NodeBenchRun
     from torchcanary.fleet.ray_connect import connect
 
     bench = {
@@ -95,10 +96,9 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         SqliteStore(tmp_path / "canary.db") as store,
         connect(bridged_cluster.address, timeout_s=60) as fleet,
     ):
-        outcome = execute_node_bench(
-            plan, store, tmp_path / "out", Progress(quiet=True), fleet, bridged_cluster.address, 2
-        )
-        view = RunView.load(store, outcome.run_id)
+        venue = NodeBenchRun(fleet, bridged_cluster.address, 2)
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        view = load_run_view(store, outcome.run_id)
     (scoped,) = view.profiles.values()
     (record,) = from_rows(scoped.sections["bench"])
     assert record.key == "collective/all_reduce/64KiB/gloox2nodes"

@@ -26,7 +26,7 @@ from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.view import recent
 from torchcanary.bench.workload_report import fact_lines, summary_line
 from torchcanary.kept import describe_age
-from torchcanary.report.junit import JUnitCase
+from torchcanary.section_types import JUnitCase
 from torchcanary.store.history import HistoryEntry
 from torchcanary.worker.bench.roofline import describe
 

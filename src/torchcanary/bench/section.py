@@ -43,7 +43,7 @@ from torchcanary.bench.workload_checks import compare_numerics, summarise_facts
 from torchcanary.bench.workload_env import with_project
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
-from torchcanary.sections import NotRun, PolicyBounds
+from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.bench.roofline import collective_bandwidth, fraction
 

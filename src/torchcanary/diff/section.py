@@ -56,7 +56,7 @@ from torchcanary.diff.settings import DiffSettings
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.kept import KeptFolder, entry_key, fixed_environment, own_files_digest
-from torchcanary.sections import NotRun
+from torchcanary.section_types import NotRun
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import COLLECT_SURFACE
 

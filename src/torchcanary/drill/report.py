@@ -15,7 +15,7 @@ from torchcanary.drill.catalog import FAULTS, RECOVERIES
 from torchcanary.drill.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.kept import describe_age
-from torchcanary.report.junit import JUnitCase
+from torchcanary.section_types import JUnitCase
 
 SECTION = "drill"
 _ROLES = ("baseline", "candidate")

@@ -74,7 +74,7 @@ from torchcanary.drill.user_job import JOB_DEFAULTS, UserJobRunner, parse_job_se
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
 from torchcanary.errors import ConfigError
-from torchcanary.sections import NotRun, PolicyBounds
+from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
