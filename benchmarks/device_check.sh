@@ -29,7 +29,7 @@ tail -n 40 "$out/run.log"
 
 # The drill job on nccl: one rank, a few steps, a checkpoint.
 timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
-  -m torchcanary.drill.builtin_job --steps 6 --backend nccl --events-dir "$out/events" \
+  -m torchcanary.worker.drill.builtin_job --steps 6 --backend nccl --events-dir "$out/events" \
   --ckpt-dir "$out/ckpt" > "$out/drill.log" 2>&1
 echo "drill job on nccl exit $?"
 tail -n 20 "$out/drill.log"

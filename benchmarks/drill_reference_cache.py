@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from torchcanary.drill.catalog import DrillSpec, parse_drill_name
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.settings import parse_job_settings
 from torchcanary.drill.user_job import user_job
 from torchcanary.drill.user_runner import UserJobRunner
@@ -47,7 +47,7 @@ def main() -> int:
         for role, text in (("baseline", args.baseline), ("candidate", args.candidate)):
             env = ensure_environment(role, parse_env_spec(text))
             for repeat in range(args.repeats):
-                cache = ReferenceCache(Path(scratch) / f"cache-{role}-{repeat}")
+                cache = KeptReferences(Path(scratch) / f"cache-{role}-{repeat}")
                 times, verdicts = [], []
                 for attempt in ("made", "cached"):
                     work = Path(scratch) / f"work-{role}-{repeat}-{attempt}"

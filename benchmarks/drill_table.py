@@ -36,9 +36,12 @@ from torchcanary.envs.cache import Environment, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
-from torchcanary.runner import import_root
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import execute, import_root
 from torchcanary.store.sqlite import SqliteStore
+
+# The local Ray cluster is the tests' (tests/local_cluster.py).
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
 
 def main() -> int:
@@ -135,7 +138,7 @@ def _table(
         )
         started = time.monotonic()
         section.run(ctx)
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
         print(report.markdown(view))
         for line in section.blocking_reasons(view, {}):
             print(f"no-go: {line}")
@@ -154,14 +157,14 @@ def _table(
 
 def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str], Any]:
     """The built-in job's drills with one rank on each of ``args.nodes`` local Ray nodes."""
-    from torchcanary.drill.netns import why_unavailable
-    from torchcanary.fleet.drill_run import execute_node_drills
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
         start_bridged_cluster,
         start_local_cluster,
         stop_local_cluster,
     )
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.drill.netns import why_unavailable
+    from torchcanary.fleet.drill_run import NodeDrillRun
+    from torchcanary.fleet.ray_connect import connect
 
     plan = RunPlan(
         baseline=args.baseline,
@@ -182,10 +185,9 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
             SqliteStore(Path(scratch) / "canary.db") as store,
             connect(address, timeout_s=60) as fleet,
         ):
-            outcome = execute_node_drills(
-                plan, store, Path(scratch) / "out", Progress(), fleet, address, args.nodes
-            )
-            view = RunView.load(store, outcome.run_id)
+            venue = NodeDrillRun(fleet, address, args.nodes)
+            outcome = execute(plan, store, Path(scratch) / "out", Progress(), venue)
+            view = load_run_view(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}
     finally:
         left = bridged.stop() if bridged else stop_local_cluster(cluster)

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+# The local Ray cluster is the tests' (tests/local_cluster.py).
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 SIZES = (2**20, 2**23)
@@ -86,6 +87,8 @@ def main() -> int:
     parser.add_argument("--address", default="", help="a Ray cluster to use instead of one here")
     parser.add_argument("--nodes-only", action="store_true", help="skip the run on this machine")
     args = parser.parse_args()
+    from local_cluster import start_local_cluster, stop_local_cluster
+
     cluster = None
     address = args.address
     if not address:

@@ -1,10 +1,10 @@
 """What shipping work through the fleet costs, against running the same unit locally.
 
 Starts a real local Ray cluster on 127.0.0.1 (one node per profile name), connects the
-Ray executor, and runs the same small smoke unit (``torchcanary.fleet.smoke``: hash
-``--rounds`` blocks) ``--units`` times in three ways:
+Ray executor, and runs the same small smoke unit (``tests/fixtures/fleet_smoke.py``: hash
+``--rounds`` blocks, send one piece home) ``--units`` times in three ways:
 
-- locally: ``node_side.run_unit`` in this process, one after another (the floor);
+- locally: ``node_side.stream_unit`` in this process, one after another (the floor);
 - through the fleet, one at a time: dispatch one unit, wait for its result, repeat (the
   round trip a single unit pays); local and fleet runs alternate;
 - through the fleet, all at once: every unit dispatched together, spread over the nodes
@@ -38,9 +38,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchcanary.fleet import node_side, smoke
-from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet import node_side
+from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+TESTS = Path(__file__).parents[1] / "tests"
+FIXTURES = TESTS / "fixtures"
+# The local Ray cluster is the tests' (tests/local_cluster.py), and the smoke unit a
+# fixture (tests/fixtures/fleet_smoke.py) run here as well as on the nodes.
+sys.path[:0] = [str(TESTS), str(FIXTURES)]
 
 
 def main() -> None:
@@ -59,14 +65,15 @@ def main() -> None:
         section_runs()
         return
 
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
+        SMOKE,
         local_node_args,
         start_local_cluster,
         stop_local_cluster,
     )
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
-    units = [WorkUnit(f"u{i}", smoke.WORKER, {"rounds": args.rounds}) for i in range(args.units)]
+    units = [WorkUnit(f"u{i}", SMOKE, {"rounds": args.rounds}) for i in range(args.units)]
     local_s: list[float] = []
 
     started = time.perf_counter()
@@ -81,24 +88,24 @@ def main() -> None:
             nodes = executor.discover()
             discover_s = time.perf_counter() - started
             # Warm each node's worker process once: a run pays that once, not per unit.
-            list(executor.dispatch([Assignment(node, units[0]) for node in nodes]))
+            _ends(executor, [Assignment(node, units[0]) for node in nodes])
             one_at_a_time_s = []
             for index, unit in enumerate(units):
                 # Local and fleet runs alternate, so load from elsewhere hits both alike.
                 local_s.append(_local(unit))
                 started = time.perf_counter()
-                [result] = executor.dispatch([Assignment(nodes[index % len(nodes)], unit)])
+                [result] = _ends(executor, [Assignment(nodes[index % len(nodes)], unit)])
                 one_at_a_time_s.append(time.perf_counter() - started)
                 assert result.status is UnitStatus.OK, result.error
             started = time.perf_counter()
-            batch = list(
-                executor.dispatch(
-                    [Assignment(nodes[i % len(nodes)], unit) for i, unit in enumerate(units)]
-                )
+            batch = _ends(
+                executor, [Assignment(nodes[i % len(nodes)], unit) for i, unit in enumerate(units)]
             )
             batch_s = time.perf_counter() - started
             assert all(result.status is UnitStatus.OK for result in batch)
-            death_s = _node_death(cluster, executor, local_node_args) if args.node_death else None
+            death_s = (
+                _node_death(cluster, executor, local_node_args, SMOKE) if args.node_death else None
+            )
     finally:
         left = stop_local_cluster(cluster)
 
@@ -118,20 +125,26 @@ def main() -> None:
     print(f"Ray processes left behind: {left or 'none'}")
 
 
+def _ends(executor: Executor, assignments: list[Assignment]) -> list[UnitResult]:
+    """Every unit's end, once all have ended (the pieces before are left out)."""
+    results = executor.dispatch_streaming(assignments)
+    return [result for result in results if result.status is not UnitStatus.PARTIAL]
+
+
 def _local(unit: WorkUnit) -> float:
     started = time.perf_counter()
-    result = UnitResult.from_json(node_side.run_unit(unit.to_json()))
-    assert result.status is UnitStatus.OK, result.error
+    *_, end = map(UnitResult.from_json, node_side.stream_unit(unit.to_json()))
+    assert end.status is UnitStatus.OK, end.error
     return time.perf_counter() - started
 
 
-def _node_death(cluster, executor, local_node_args) -> float:  # type: ignore[no-untyped-def]
+def _node_death(cluster, executor, local_node_args, smoke) -> float:  # type: ignore[no-untyped-def]
     """Seconds from killing a node mid-unit to the driver holding its LOST result."""
     doomed = cluster.add_node(**local_node_args("doomed"))
     cluster.wait_for_nodes()
     [node] = [node for node in executor.discover() if node.profile.key == "doomed"]
-    unit = WorkUnit("doomed", smoke.WORKER, {"sleep_s": 120})
-    results = executor.dispatch([Assignment(node, unit)])
+    unit = WorkUnit("doomed", smoke, {"sleep_s": 120})
+    results = executor.dispatch_streaming([Assignment(node, unit)])
     time.sleep(3.0)  # let the unit start on the node
     killed = time.perf_counter()
     cluster.remove_node(doomed, allow_graceful=False)
@@ -140,7 +153,6 @@ def _node_death(cluster, executor, local_node_args) -> float:  # type: ignore[no
     return time.perf_counter() - killed
 
 
-FIXTURES = Path(__file__).parents[1] / "tests" / "fixtures"
 RUN = ("run", "--only", "claims", "--probe-module", "canary_fleet", "--quiet")
 
 
@@ -164,13 +176,13 @@ def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:
 
 def section_runs() -> None:
     """Local vs fleet for one claims run; then a node killed mid-run and --resume."""
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
         local_node_args,
         start_local_cluster,
         stop_local_cluster,
     )
 
-    on_nodes = {"PYTHONPATH": str(FIXTURES), "CANARY_TEST_SLOW_S": "1"}
+    on_nodes = {"CANARY_TEST_SLOW_S": "1"}
     cluster = start_local_cluster(["head-box"])
     try:
         solo = cluster.add_node(**local_node_args("solo-box", env_vars=on_nodes))

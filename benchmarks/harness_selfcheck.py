@@ -62,7 +62,6 @@ from torchcanary.bench.interleave import Interleaver, Measurements
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import POLICY_DEFAULTS
 from torchcanary.bench.settings import BenchSettings, parse_settings
-from torchcanary.bench.specs import benchmark_id
 from torchcanary.bench.suite import expand
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import ensure_environment
@@ -71,6 +70,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root
 from torchcanary.store.sqlite import SqliteStore
+from torchcanary.worker.bench.specs import benchmark_id
 
 HEAVIER = Side("B", "candidate", "candidate")
 ASV_FACTOR, ASV_P = 1.1, 0.002

@@ -3,7 +3,7 @@
 Prints the number of modules and lines under ``src/torchcanary``, the modules over 400
 and 500 lines, the functions over 60 lines, and the package cycles, counted two ways:
 static imports only, and static imports plus modules named in strings
-(``"torchcanary.drill.builtin_job"``), which is how the worker side is reached.
+(``"torchcanary.worker.drill.builtin_job"``), which is how the worker side is reached.
 
     python benchmarks/house_figures.py [--top N]
 """

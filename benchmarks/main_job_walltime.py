@@ -73,11 +73,11 @@ def _run(workdir: Path, cache: Path | None, label: str, extra: tuple[str, ...]) 
 def _reused(workdir: Path, run_id: str) -> str:
     """What the run kept from earlier runs, read back from its store as summary.md says it."""
     from torchcanary.report.markdown import reused_text
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
     from torchcanary.store.location import open_store
 
     with open_store(workdir / "canary-results" / "canary.db", create=False) as store:
-        return reused_text(RunView.load(store, run_id)) or "Reused from earlier runs: nothing."
+        return reused_text(load_run_view(store, run_id)) or "Reused from earlier runs: nothing."
 
 
 def main() -> None:

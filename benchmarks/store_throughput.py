@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from torchcanary.claims.records import save_probe_result
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.base import ResultStore
 from torchcanary.store.history import HistoryFilter, history
@@ -42,8 +43,8 @@ def write(location: str, count: int, start_at: float) -> None:
         began = time.time()
         for index in range(count):
             outcome = Outcome(Verdict.CONFIRMED, "ok", {"i": index}, {"s": [float(index)]})
-            store.save_probe_result(
-                ProbeResult(run_id, "candidate", f"p{index:05d}", outcome, 0.01, time.time())
+            save_probe_result(
+                store, ProbeResult(run_id, "candidate", f"p{index:05d}", outcome, 0.01, time.time())
             )
         print(json.dumps({"began": began, "ended": time.time()}))
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.bench.report import format_seconds
-from torchcanary.bench.specs import human_bytes
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.sqlite import SqliteStore
+from torchcanary.worker.bench.specs import human_bytes
 
 PROJECT = Path(__file__).parents[1] / "tests" / "fixtures" / "workload_project"
 STEPS = "workload_demo.steps"
@@ -139,7 +139,7 @@ def main() -> int:
         with SqliteStore(Path(scratch) / "canary.db") as store:
             run = store.latest_run()
             assert run is not None
-            view = RunView.load(store, run.run_id)
+            view = load_run_view(store, run.run_id)
             rows = [_row(r.key, r.verdict, r.payload) for r in view.sections.get("bench", [])]
     head = [
         "workload",

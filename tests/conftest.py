@@ -197,7 +197,7 @@ def ray_cluster():
     from fleet_helpers import FLEET_PROFILES, require_ray
 
     require_ray()
-    from torchcanary.fleet.local_cluster import start_local_cluster, stop_local_cluster
+    from local_cluster import start_local_cluster, stop_local_cluster
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -213,7 +213,7 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def fleet(ray_cluster):
     """The Ray executor connected to the shared test cluster, closed at the end."""
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     with connect(ray_cluster.address, timeout_s=60) as executor:
         yield executor

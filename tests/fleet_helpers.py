@@ -7,16 +7,31 @@ name ``conftest`` when the whole suite runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from real_parts import require_module
+from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.unit import UnitResult, UnitStatus
 
 # The shared local Ray cluster: a head and two workers, each with its own
 # `torchcanary.profile` label (and a custom resource) standing for a hardware profile.
 FLEET_PROFILES = ("head-box", "alpha-box", "beta-box")
+
+
+def unit_ends(
+    executor: Executor, assignments: Sequence[Assignment]
+) -> Iterator[tuple[UnitResult, list[Mapping[str, Any]]]]:
+    """Each unit's end as it comes, with the outputs of the pieces it sent home before."""
+    pieces: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for result in executor.dispatch_streaming(assignments):
+        if result.status is UnitStatus.PARTIAL:
+            pieces[result.unit_id].append(result.output or {})
+        else:
+            yield result, pieces.pop(result.unit_id, [])
 
 
 def require_ray() -> None:
@@ -31,11 +46,12 @@ def candidate_node_drills(
     """The candidate's drills on ``nodes`` nodes of the cluster at ``address``: the outcome,
     the drill rows by key, and the placement artifact, with the cluster still connected."""
     from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, execute_node_drills
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, NodeDrillRun
+    from torchcanary.fleet.ray_connect import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
+    from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan(
@@ -45,17 +61,9 @@ def candidate_node_drills(
         settings={"drill": drills},
     )
     with SqliteStore(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
-        outcome = execute_node_drills(
-            plan,
-            store,
-            tmp_path / "out",
-            Progress(quiet=True),
-            fleet,
-            address,
-            nodes,
-            roles=("candidate",),
-        )
-        rows = {r.key: r for r in RunView.load(store, outcome.run_id).sections["drill"]}
+        venue = NodeDrillRun(fleet, address, nodes, roles=("candidate",))
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
             for name, _, data in store.artifacts(outcome.run_id)

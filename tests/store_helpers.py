@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from torchcanary.claims.records import done_probe_keys, save_probe_result
 from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
@@ -50,7 +51,8 @@ def fill_run(
             Manifest({"torch_version": version, "blas": "openblas", "threads": 2}),
         )
     for role, verdict in zip(("baseline", "candidate"), claim, strict=True):
-        store.save_probe_result(
+        save_probe_result(
+            store,
             ProbeResult(
                 run_id,
                 role,
@@ -63,7 +65,7 @@ def fill_run(
                 ),
                 1.25,
                 time.time(),
-            )
+            ),
         )
     store.save_section_result(
         run_id,
@@ -97,11 +99,12 @@ def _set_created(store: ResultStore, run_id: str, created_at: float) -> None:
 def write_results(store: ResultStore, count: int, run_id: str | None = None) -> str:
     """Commit ``count`` probe results to a run (a new one unless ``run_id``), one by one."""
     run_id = run_id or store.create_run({"baseline": BASELINE, "candidate": CANDIDATE})
-    done = store.done_probe_keys(run_id)
+    done = done_probe_keys(store, run_id)
     for index in range(count):
         if ("candidate", f"p{index:05d}") in done:
             continue  # resumed: what was committed stays as it was
-        store.save_probe_result(
+        save_probe_result(
+            store,
             ProbeResult(
                 run_id,
                 "candidate",
@@ -109,7 +112,7 @@ def write_results(store: ResultStore, count: int, run_id: str | None = None) -> 
                 Outcome(Verdict.CONFIRMED, "ok", {"i": index}, {"s": [float(index)]}),
                 0.01,
                 time.time(),
-            )
+            ),
         )
     return run_id
 

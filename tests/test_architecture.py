@@ -1,4 +1,5 @@
-"""The shape of the code, checked: two sides, named entry points, no cycles, no dead code.
+"""The shape of the code, checked: two sides in their places, named entry points, no cycles
+(counting the modules named in strings), no dead code.
 
 Imports are read from the source with ``ast`` (imports under ``if TYPE_CHECKING:`` do not
 count: they never run), so these tests need no torch and see every module, not only the
@@ -17,14 +18,26 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.bench.specs import ONESHOT_KINDS
 from torchcanary.worker import calls
+from torchcanary.worker.bench.specs import ONESHOT_KINDS
 
 SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "torchcanary"
 REPO = SRC.parent
 # Functions that a framework calls by their name, never our own code.
 CALLED_BY_NAME = ("pytest_", "visit_")
+# Where the in-environment side lives: the worker (``worker/<section>/`` is a section's
+# in-environment half), the probes and the packs' probes. Nothing else runs inside a target
+# environment but the few modules both sides import, named here with why.
+IN_ENVIRONMENT_PLACES = ("torchcanary.worker", "torchcanary.probes", "torchcanary.packs.builtin")
+SHARED = {
+    "torchcanary": "the package itself (its version)",
+    "torchcanary.packs": "the package above packs/builtin (a docstring)",
+    "torchcanary.probe": "what a probe is: the worker runs one, the orchestrator lists them",
+    "torchcanary.results": "the outcome a probe returns, as the orchestrator stores it",
+    "torchcanary.numerics": "record(), called by the user's own tests in a stack run",
+    "torchcanary.drill": "report_step and in_place_drill, called by the user's own job",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -94,8 +107,10 @@ def _with_parents(module: str) -> list[str]:
 @cache
 def in_environment() -> frozenset[str]:
     """Everything the in-environment side reaches from its named entry points."""
-    todo = [m for root in calls.in_environment_roots() for m in _with_parents(root)]
-    todo += [m for m in modules() if m.startswith("torchcanary.probes.")]  # found, not named
+    roots = set(calls.in_environment_roots())
+    todo = [m for root in roots for m in _with_parents(root)]
+    found = ("torchcanary.probes.", "torchcanary.packs.builtin.")  # found, not named
+    todo += [m for m in modules() if m.startswith(found)]
     seen: set[str] = set()
     while todo:
         module = todo.pop()
@@ -107,6 +122,13 @@ def in_environment() -> frozenset[str]:
             if own:
                 todo += _with_parents(own)
     return frozenset(seen)
+
+
+def in_place(module: str) -> bool:
+    """Whether ``module`` is where in-environment code belongs."""
+    return module in SHARED or any(
+        module == place or module.startswith(f"{place}.") for place in IN_ENVIRONMENT_PLACES
+    )
 
 
 def _string_literals(path: Path) -> Iterator[tuple[int, str]]:
@@ -141,19 +163,30 @@ def test_worker_entry_points_are_spelled_only_in_the_one_table() -> None:
     assert spelled == [], "name these in torchcanary/worker/calls.py"
 
 
+def test_in_environment_side_lives_in_its_place() -> None:
+    """Issue 29 item 4: what the entry points reach is under worker/, probes/, packs/builtin/
+    or in ``SHARED``; a new in-environment module is visibly so by where it is."""
+    strays = sorted(m for m in in_environment() if not in_place(m))
+    assert strays == [], "move these under worker/ (or name them in SHARED, with why)"
+    assert "torchcanary.worker.run_probe" in in_environment()
+    assert "torchcanary.cli" not in in_environment()
+
+
 def test_in_environment_side_imports_only_the_stdlib_and_torch() -> None:
+    """All of the place is checked, reached from an entry point or not (a module not yet
+    named anywhere must not be the one that drags the orchestrator in)."""
     # numpy is read only where present (the manifest records its version)
     allowed = {*sys.stdlib_module_names, "torch", "numpy", "torchcanary", "__future__"}
     strays = {}
-    for module in in_environment():
+    for module in in_environment() | {m for m in modules() if in_place(m)}:
         others = {i.split(".")[0] for i in imports(module)} - allowed
         if module == calls.STACK_PYTEST_PLUGIN:
             others -= {"pytest"}  # it is loaded by the user's own pytest
+        ours = {_own(i) for i in imports(module) if i.startswith("torchcanary.")}
+        others |= {str(own) for own in ours if not own or not in_place(own)}
         if others:
             strays[module] = sorted(others)
     assert strays == {}
-    assert "torchcanary.worker.run_probe" in in_environment()
-    assert "torchcanary.cli" not in in_environment()
 
 
 def test_orchestrator_side_never_imports_torch() -> None:
@@ -182,10 +215,36 @@ def _package_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+_NAMED = re.compile(r"^torchcanary(?:\.\w+)+")
+
+
+@cache
+def named(module: str) -> frozenset[str]:
+    """The modules ``module`` names in its strings (``"torchcanary.worker.bench.timing"``,
+    ``"module:function"``): loaded by that name, so a dependency as real as an import.
+    Docstrings are prose, not names, and do not count."""
+    prose = {
+        id(node.body[0].value)
+        for node in ast.walk(tree(module))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = set()
+    for node in _runtime_nodes(tree(module).body):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            match = _NAMED.match(node.value)
+            if match and match.group(0) in modules():
+                found.add(match.group(0))
+    return frozenset(found)
+
+
 def test_packages_import_each_other_without_cycles() -> None:
+    """Counting imports and modules named in strings (the way in to the worker side)."""
     edges: dict[str, set[str]] = {}
     for module in modules():
-        for imported in imports(module):
+        for imported in imports(module) | named(module):
             own = _own(imported) if imported.startswith("torchcanary.") else None
             if own and _package_of(own) != _package_of(module):
                 edges.setdefault(_package_of(module), set()).add(_package_of(own))

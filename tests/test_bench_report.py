@@ -8,9 +8,13 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from torchcanary.bench import report, section
+from torchcanary.bench.history_plot import history_forest
+from torchcanary.bench.plots import ForestRow, forest
+from torchcanary.bench.view import recent
 from torchcanary.policy import decide, resolve_policy
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
+from torchcanary.section_types import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -95,7 +99,7 @@ def _view(store: SqliteStore, results: list[SectionResult]) -> RunView:
         )
     for result in results:
         store.save_section_result(run_id, result)
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 def test_report_shows_confounds_first_escapes_names_and_plots_every_benchmark(
@@ -150,9 +154,28 @@ def test_a_reused_dispatch_profile_says_which_run_made_it_and_how_long_before(
     store.save_section_result(
         view.run.run_id, SectionResult("bench", "gemm/ok", "both", "same", payload)
     )
-    html = report.html(RunView.load(store, view.run.run_id))
+    html = report.html(load_run_view(store, view.run.run_id))
     assert "the same operators, kernels and library calls in both (profiles kept" in html
     assert "the baseline&#x27;s from run run-earlier, 2.0 h before this run" in html
+
+
+def test_plots_shade_the_band_this_run_decided_with_not_a_fixed_one(store: SqliteStore) -> None:
+    # equivalence 0.05 narrowed by the run's bench_max_slowdown 0.03: "same" had to fit 3 %.
+    _view(  # an earlier run, so the report has a history to draw
+        store, [SectionResult("bench", "gemm/ok", "both", "same", _measured(1.0, 0.99, 1.01, 0.7))]
+    )
+    run_id = store.create_run({"policy": {"bench_max_slowdown": 0.03}})
+    store.save_section_result(
+        run_id, SectionResult("bench", "gemm/ok", "both", "same", _measured(1.01, 1.0, 1.02, 0.6))
+    )
+    view = load_run_view(store, run_id)
+    html = report.html(view)
+    entries = recent(view, "gemm/ok")
+    assert len(entries) == 2
+    assert history_forest("gemm/ok", entries, 0.03) in html
+    assert history_forest("gemm/ok", entries, 0.02) not in html
+    assert forest([ForestRow("ok", 1.01, 1.0, 1.02, "same")], 0.03, "gemm") in html
+    assert forest([ForestRow("ok", 1.01, 1.0, 1.02, "same")], 0.05, "gemm") not in html
 
 
 def test_junit_fails_a_slowdown_beyond_policy_and_does_not_pass_noise(store: SqliteStore) -> None:

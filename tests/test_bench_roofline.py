@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from torchcanary.bench import report
-from torchcanary.bench.interleave import thread_env
-from torchcanary.bench.roofline import cache_level, describe, fraction, probe_request
-from torchcanary.bench.specs import work_of
+from torchcanary.bench.side_worker import thread_env
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
+from torchcanary.worker.bench.roofline import cache_level, describe, fraction, probe_request
+from torchcanary.worker.bench.specs import work_of
 
 # The report's case: a single-token linear through a 4096-square fp32 weight (64 MiB).
 DECODE_LINEAR = {
@@ -81,7 +81,7 @@ def _markdown_and_html(store: SqliteStore, roofline: dict) -> tuple[str, str]:
     store.save_section_result(
         run_id, SectionResult("bench", "linear/[1,4096]x[4096,4096]/fp32", "both", "same", payload)
     )
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     return report.markdown(view), report.html(view)
 
 
@@ -214,7 +214,7 @@ def test_the_worker_measures_a_cache_resident_working_set_at_its_own_size(
     worker = WorkerProcess(baseline_env.python, import_root, env_vars=thread_env(1))
     try:
         answer = worker.call(
-            "torchcanary.bench.roofline_probe:measure",
+            "torchcanary.worker.bench.roofline_probe:measure",
             {**probe_request([small_linear], "cpu"), "dtypes": []},
             120,
         )

@@ -9,7 +9,7 @@ import pytest
 from torchcanary.bench import section
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 
 pytestmark = pytest.mark.torch_envs
 
@@ -21,7 +21,7 @@ def _run(make_context, **bench: object):  # type: ignore[no-untyped-def]
     settings = section.parse_settings({"families": [], "warmup_max_s": 0.3, **bench})
     ctx = make_context(sections=("bench",), settings={"bench": settings})
     section.run(ctx)
-    view = RunView.load(ctx.store, ctx.run_id)
+    view = load_run_view(ctx.store, ctx.run_id)
     return ctx, {result.key: result for result in view.sections["bench"]}
 
 
@@ -140,7 +140,7 @@ def test_oneshot_samples_time_import_first_call_and_a_cold_compile(
     worker = WorkerProcess(baseline_env.python, import_root)
     try:
         startup = worker.call(
-            "torchcanary.bench.oneshot:startup_sample",
+            "torchcanary.worker.bench.oneshot:startup_sample",
             {
                 "measures": ["import_torch", "first_linear"],
                 "device": "cpu",
@@ -153,7 +153,7 @@ def test_oneshot_samples_time_import_first_call_and_a_cold_compile(
         assert startup.value["seconds"]["import_torch"] > 0
         assert startup.value["seconds"]["first_linear"] > 0
         compiled = worker.call(
-            "torchcanary.bench.oneshot:compile_sample",
+            "torchcanary.worker.bench.oneshot:compile_sample",
             {
                 "model": "mlp_graph_break",
                 "backend": "aot_eager",

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.torch_envs
 
 PROBE = """
 import os
-from torchcanary.bench import timing
+from torchcanary.worker.bench import timing
 
 def _all_threads():
     tasks = os.listdir("/proc/self/task")
@@ -47,7 +47,7 @@ def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
     spec["id"] = "gemm/64"
     worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
     try:
-        pinned = worker.call("torchcanary.bench.timing:configure", {"threads": 1}, 180)
+        pinned = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
         assert pinned.ok, pinned.error
         assert pinned.value["affinity"] == machine[-1:]
         for spread, during_second in ((False, machine[-1:]), (True, machine)):

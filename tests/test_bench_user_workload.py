@@ -14,7 +14,7 @@ from torchcanary.bench import report, section
 from torchcanary.bench.settings import parse_settings
 from torchcanary.bench.suite import expand
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STEPS = "workload_demo.steps"
@@ -136,7 +136,7 @@ def test_fixture_workloads_are_timed_in_both_versions_and_bad_ones_say_why(
     )
     ctx = make_context(sections=("bench",), settings={"bench": settings})
     section.run(ctx)
-    view = RunView.load(ctx.store, ctx.run_id)
+    view = load_run_view(ctx.store, ctx.run_id)
     results = {result.key: result for result in view.sections["bench"]}
 
     heavier = results["workload/infer-heavier/eager/cpu"]

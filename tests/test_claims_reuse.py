@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
-from torchcanary.claims.reuse import REUSED, VerdictReuse
+from torchcanary.claims.kept_verdicts import REUSED, KeptVerdicts
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
@@ -29,8 +29,8 @@ def _reuse(
     spec: str = "torch==2.13.0 numpy",
     profile: str = "",
     **facts: str,
-) -> VerdictReuse:
-    return VerdictReuse(
+) -> KeptVerdicts:
+    return KeptVerdicts(
         tmp_path / "kept",
         {"baseline": _environment("baseline", spec)},
         {"baseline": Manifest({**FACTS, **facts})},
@@ -50,7 +50,7 @@ def probe_module(tmp_path, monkeypatch) -> Path:
     return module
 
 
-def _key(reuse: VerdictReuse, params=None, timeout_s: float = 60.0):
+def _key(reuse: KeptVerdicts, params=None, timeout_s: float = 60.0):
     return reuse.key("baseline", "p.one", "canary_reuse_probe", params or {"t": "2.13"}, timeout_s)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
-from torchcanary.cli import build_parser, flags_from_args
+from torchcanary.cli import build_parser
+from torchcanary.commands.run import flags_from_args
 from torchcanary.config import load_settings
 from torchcanary.errors import ConfigError
 
@@ -87,12 +88,12 @@ def test_a_default_run_leaves_out_a_stack_it_has_no_command_for(tmp_path: Path):
 def test_decision_is_never_go_when_an_asked_for_section_stored_nothing(tmp_path: Path):
     from torchcanary.plan import RunPlan
     from torchcanary.policy import decide
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
     from torchcanary.store.sqlite import SqliteStore
 
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("stack",))
     with SqliteStore(tmp_path / "canary.db") as store:
-        view = RunView.load(store, store.create_run(plan.to_json()))
+        view = load_run_view(store, store.create_run(plan.to_json()))
     decision = decide(view, plan.policy, plan.sections, {})
     assert not decision.go
     assert any("stack" in reason for reason in decision.reasons)
@@ -102,7 +103,7 @@ def test_decision_is_never_go_when_an_asked_for_section_stored_nothing(tmp_path:
 def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: Path, where: str):
     from torchcanary.plan import RunPlan
     from torchcanary.policy import decide
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
     from torchcanary.store.sqlite import SqliteStore
 
     table = 'store = "elsewhere/team.db"\noutput = "elsewhere/reports"\n'
@@ -117,7 +118,7 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("claims",))
     with SqliteStore(tmp_path / "elsewhere" / "team.db") as store:
         run_id = store.create_run(plan.to_json())
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
         decision = decide(view, plan.policy, plan.sections, {})
         store.finish_run(run_id, decision.label, decision.to_json())
     listed = run_canary("runs", *config_args, cwd=tmp_path, COLUMNS="200")

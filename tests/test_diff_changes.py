@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from torchcanary.diff.changes import ChangeKind, SurfaceChange, compare_surfaces, signature_delta
 from torchcanary.diff.notes import ReleaseText
 from torchcanary.diff.section import SUMMARY_KEY, blocking_reasons, not_run
-from torchcanary.sections import NotRun
+from torchcanary.section_types import NotRun
 from torchcanary.store.rows import SectionResult
 
 REQUIRED = ["x", "positional-or-keyword", None, False]

@@ -21,11 +21,11 @@ import pytest
 from torchcanary.drill import report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillRunner
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import machine_capacity_problem
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 
 SHORT = {
@@ -77,7 +77,7 @@ def test_built_in_fault_free_run_is_kept_on_disk_and_made_again_when_its_shape_c
             made.append(clean)
             return super()._run_reference(clean)
 
-    cache = ReferenceCache(tmp_path / "kept")
+    cache = KeptReferences(tmp_path / "kept")
 
     def runner(fresh: bool = False) -> DrillRunner:
         return Counting(baseline_env.python, import_root, tmp_path / "work", cache, "env-a", fresh)
@@ -268,7 +268,7 @@ def test_reconfigure_drill_is_absent_in_baseline_and_stored_reported_and_resumed
     check = candidate.payload["step_check"]
     assert check["steps_compared"] == SHORT["steps"] and check["first_differing_step"] is None
 
-    view = RunView.load(store, ctx.run_id)
+    view = load_run_view(store, ctx.run_id)
     page = report.html(view)
     assert "kill:reconfigure" in page and "<script" not in page
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)

@@ -20,24 +20,17 @@ from typing import Any
 
 import pytest
 
-from torchcanary.drill import (
-    job_compare,
-    job_exits,
-    job_inplace,
-    job_reference_cache,
-    plugin,
-    report,
-    section,
-)
+from torchcanary.drill import job_compare, job_exits, kept_references, plugin, report, section
 from torchcanary.drill.catalog import DrillSpec
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.settings import parse_job_settings
 from torchcanary.drill.user_job import UserJob, user_job
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import DRILL_USER_JOB
+from torchcanary.worker.drill import job_inplace
 
 pytestmark = pytest.mark.usefixtures("drill_leak_check")
 
@@ -258,7 +251,7 @@ def test_reference_key_changes_with_everything_the_fault_free_run_depends_on(tmp
     base = {"job_cwd": str(project), "job_with": ["-e ."], "job_env": {"SEED": "1"}}
 
     def key(job: UserJob, environment: str = "env-a", ranks: int = 2) -> str:
-        return job_reference_cache.reference_key(job.identity(environment, ranks))
+        return kept_references.reference_key(job.identity(environment, ranks))
 
     first = key(_job(tmp_path, **base))
     assert key(_job(tmp_path, **base)) == first
@@ -285,7 +278,7 @@ def test_reference_key_changes_with_everything_the_fault_free_run_depends_on(tmp
 
 def test_unreadable_or_foreign_cache_entry_is_ignored_with_one_warning(tmp_path):
     warnings: list[str] = []
-    cache = ReferenceCache(tmp_path / "cache", warnings.append)
+    cache = KeptReferences(tmp_path / "cache", warnings.append)
     reference = {"ok": True, "final_step": 4, "steps": [[0, 0, 1.0]]}
     cache.save("k1", reference, {"job": "train.py"})
     loaded = cache.load("k1")
@@ -345,7 +338,7 @@ def test_ddp_job_with_its_own_checkpoints_restarts_and_ends_where_its_fault_free
         assert reference.verdict == "passed" and reference.payload["final_step"] == 9
         assert "cached" not in reference.payload  # made in this run, and kept for the next
     assert len(list((tmp_path / "cache" / "drill-references").glob("*.json"))) == 2
-    view = RunView.load(store, ctx.run_id)
+    view = load_run_view(store, ctx.run_id)
     assert section.blocking_reasons(view, {}) == []
     assert "`kill:restart-unshared` candidate (job): **passed**" in report.markdown(view)
     assert "ran on your job, <code>" in report.html(view)
@@ -504,7 +497,7 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
     project.mkdir()
     shutil.copy(JOBS / "reads_cwd_and_env.py", project / "train.py")
     (project / "job.cfg").write_text("steps=5")
-    cache = ReferenceCache(tmp_path / "cache")
+    cache = KeptReferences(tmp_path / "cache")
     work = tmp_path / "work"
     spec = DrillSpec("kill", "restart", **SHORT)  # type: ignore[arg-type]
 
@@ -533,7 +526,7 @@ def test_fault_free_run_is_cached_on_disk_reused_by_a_later_run_and_made_again_o
         ctx.run_id, SectionResult("drill", "reference:job", "baseline", "passed", again)
     )
     assert "- your job's fault-free run in the baseline: reused from the cache, made " in (
-        report.markdown(RunView.load(store, ctx.run_id))
+        report.markdown(load_run_view(store, ctx.run_id))
     )
     (project / "job.cfg").write_text("steps=6")  # the job's file changed: made again
     changed = reference()

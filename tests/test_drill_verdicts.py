@@ -26,7 +26,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.json_out import render_json
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import RECORD_SCHEMA_KEY
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
@@ -133,7 +133,7 @@ def test_versions_that_disagree_on_one_trial_are_repeated_and_claimed_only_when_
     log = io.StringIO()
     store, run_id = _scripted_run(tmp_path, monkeypatch, {}, scripts, log)
     with store:
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
     rows = {(r.key, r.env_role): r for r in section.drill_runs(view)}
     trials = {key: [t["verdict"] for t in (r.trials or ())] for key, r in rows.items()}
     assert trials == {key: verdicts for key, verdicts in scripts.items()}
@@ -210,7 +210,7 @@ def test_trials_asked_for_run_every_drill_that_many_times_and_agreeing_ones_no_m
     table = {"trials": 2, "disagreement_trials": 4}
     store, run_id = _scripted_run(tmp_path, monkeypatch, table, scripts)
     with store:
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
     counts = {(r.key, r.env_role): (r.trials_passed, r.trial_count) for r in drill_runs(view)}
     assert counts == {
         ("kill:restart", "baseline"): (4, 4),
@@ -223,7 +223,7 @@ def test_trials_asked_for_run_every_drill_that_many_times_and_agreeing_ones_no_m
     once = {("kill:restart", "baseline"): ["passed"], ("kill:restart", "candidate"): ["failed"]}
     store, run_id = _scripted_run(tmp_path / "off", monkeypatch, {"disagreement_trials": 1}, once)
     with store:
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
     assert [r.trial_count for r in drill_runs(view)] == [1, 1]
     assert len(section.blocking_reasons(view, {})) == 1
 
@@ -240,7 +240,7 @@ def test_a_resumed_run_repeats_the_missing_environment_against_the_stored_one(
     first = _scripted_run(tmp_path, monkeypatch, {}, scripts, roles=("baseline",))
     store, run_id = _scripted_run(tmp_path, monkeypatch, {}, scripts, resume_of=first)
     with store:
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
     counts = {
         r.env_role: (r.verdict.value, r.trials_passed, r.trial_count) for r in drill_runs(view)
     }

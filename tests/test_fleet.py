@@ -15,9 +15,11 @@ from dataclasses import replace
 
 import pytest
 
+from cli_helpers import FIXTURES
 from fleet_helpers import require_ray
+from local_cluster import SMOKE
 from torchcanary.errors import ConfigError
-from torchcanary.fleet import node_side, smoke
+from torchcanary.fleet import node_side
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_url
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
@@ -124,22 +126,26 @@ def test_secret_environment_variables_and_keys_are_never_shipped() -> None:
 
 
 def test_units_and_results_are_plain_json_that_round_trips() -> None:
-    unit = WorkUnit("u1", smoke.WORKER, {"probe_ids": ["a", "b"], "env_spec": "torch==2.14.1"})
+    unit = WorkUnit("u1", SMOKE, {"probe_ids": ["a", "b"], "env_spec": "torch==2.14.1"})
     assert WorkUnit.from_json(unit.to_json()) == unit
     result = UnitResult("u1", UnitStatus.LOST, "n1", "alpha", error="node went away")
     assert UnitResult.from_json(result.to_json()) == result
     with pytest.raises(ValueError, match="module:function"):
-        WorkUnit("u2", "torchcanary.fleet.smoke")
+        WorkUnit("u2", "fleet_smoke")
 
 
-def test_a_unit_runs_on_the_node_side_and_a_raising_worker_is_failed_not_an_exception() -> None:
-    ok = UnitResult.from_json(
-        node_side.run_unit(WorkUnit("u1", smoke.WORKER, {"rounds": 3, "echo": [1]}).to_json())
-    )
-    assert ok.status is UnitStatus.OK
-    assert ok.output is not None and ok.output["echo"] == [1]
-    broken = WorkUnit("u2", smoke.WORKER, {"fail": "disk full\nmore"})
-    failed = UnitResult.from_json(node_side.run_unit(broken.to_json()))
+def test_a_unit_runs_on_the_node_side_and_a_raising_worker_is_failed_not_an_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(FIXTURES))  # where a test node finds the smoke unit
+
+    def run(unit: WorkUnit) -> list[UnitResult]:
+        return [UnitResult.from_json(text) for text in node_side.stream_unit(unit.to_json())]
+
+    piece, ok = run(WorkUnit("u1", SMOKE, {"rounds": 3, "echo": [1]}))
+    assert (piece.status, ok.status) == (UnitStatus.PARTIAL, UnitStatus.OK)
+    assert piece.output is not None and piece.output["echo"] == [1]
+    [failed] = run(WorkUnit("u2", SMOKE, {"pieces": 0, "fail": "disk full\nmore"}))
     assert (failed.status, failed.error) == (UnitStatus.FAILED, "RuntimeError: disk full")
 
 
@@ -154,7 +160,8 @@ def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
     code = (
         "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
         "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
-        "torchcanary.fleet.local_cluster, torchcanary.fleet.smoke; print('ray' in sys.modules)"
+        "torchcanary.fleet.ray_connect, torchcanary.fleet.ray_spread; "
+        "print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
@@ -164,7 +171,7 @@ def _connect_in_a_fresh_process(address: str, timeout_s: float) -> subprocess.Co
     code = (
         "import sys\n"
         "from torchcanary.errors import FleetError\n"
-        "from torchcanary.fleet.ray_executor import connect\n"
+        "from torchcanary.fleet.ray_connect import connect\n"
         "try:\n"
         f"    connect({address!r}, timeout_s={timeout_s})\n"
         "except FleetError as exc:\n"
@@ -259,7 +266,7 @@ class _RefusingRay:
 
 def test_a_client_server_that_refuses_once_is_tried_again_within_the_deadline() -> None:
     """Item 14: one refusal by a loaded head's client server no longer ends the connect."""
-    from torchcanary.fleet.ray_executor import _init_with_deadline
+    from torchcanary.fleet.ray_connect import _init_with_deadline
 
     ray = _RefusingRay(refusals=1)
     _init_with_deadline(ray, "ray://10.214.7.2:10001", {}, timeout_s=30)  # type: ignore[arg-type]
@@ -269,7 +276,7 @@ def test_a_client_server_that_refuses_once_is_tried_again_within_the_deadline() 
 def test_a_client_server_that_always_refuses_is_one_line_with_its_reason() -> None:
     """Item 14: past the deadline the error counts the refusals and keeps the server's reason."""
     from torchcanary.errors import FleetError
-    from torchcanary.fleet.ray_executor import _init_with_deadline
+    from torchcanary.fleet.ray_connect import _init_with_deadline
 
     ray = _RefusingRay(refusals=100)
     with pytest.raises(FleetError) as raised:

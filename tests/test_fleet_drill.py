@@ -16,7 +16,7 @@ import pytest
 
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
-from torchcanary.fleet.local_cluster import (
+from local_cluster import (
     local_node_args,
     start_local_cluster,
     stop_local_cluster,
@@ -24,7 +24,8 @@ from torchcanary.fleet.local_cluster import (
 from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import execute
 from torchcanary.store.sqlite import SqliteStore
 
 DRILLS = {
@@ -109,8 +110,8 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
 ) -> None:
     # Before the drill test: that one kills a node.
     from torchcanary.bench.result import BenchMeasured, from_rows
-    from torchcanary.fleet.node_bench import execute_node_bench
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.node_bench import NodeBenchRun
+    from torchcanary.fleet.ray_connect import connect
     from torchcanary.store.history import HistoryFilter, history
 
     plan = RunPlan(
@@ -123,10 +124,9 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         SqliteStore(tmp_path / "canary.db") as store,
         connect(drill_cluster.address, timeout_s=60) as fleet,
     ):
-        outcome = execute_node_bench(
-            plan, store, tmp_path / "out", Progress(quiet=True), fleet, drill_cluster.address, 2
-        )
-        view = RunView.load(store, outcome.run_id)
+        venue = NodeBenchRun(fleet, drill_cluster.address, 2)
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        view = load_run_view(store, outcome.run_id)
         ((profile, node),) = store.run_profiles(outcome.run_id).items()
         scoped = store.scoped(node, profile)
         samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}

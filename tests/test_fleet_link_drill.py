@@ -20,7 +20,8 @@ from torchcanary.drill.netns import why_unavailable
 from torchcanary.fleet.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import execute
 from torchcanary.store.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.netns]
@@ -56,7 +57,7 @@ def bridged_cluster(candidate_env):
     why = why_unavailable(need_tc=True)
     if why:
         pytest.skip(f"not checked: {why}")
-    from torchcanary.fleet.local_cluster import start_bridged_cluster
+    from local_cluster import start_bridged_cluster
 
     cluster = start_bridged_cluster(["link-a", "link-b", "link-spare"])
     network = cluster.network
@@ -75,8 +76,8 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
     """Before the drills: their node kill takes a node for good. Off loopback, a rank's
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
     from torchcanary.bench.result import BenchMeasured, from_rows
-    from torchcanary.fleet.node_bench import execute_node_bench
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.node_bench import NodeBenchRun
+    from torchcanary.fleet.ray_connect import connect
 
     bench = {
         "families": ["collectives"],
@@ -95,10 +96,9 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         SqliteStore(tmp_path / "canary.db") as store,
         connect(bridged_cluster.address, timeout_s=60) as fleet,
     ):
-        outcome = execute_node_bench(
-            plan, store, tmp_path / "out", Progress(quiet=True), fleet, bridged_cluster.address, 2
-        )
-        view = RunView.load(store, outcome.run_id)
+        venue = NodeBenchRun(fleet, bridged_cluster.address, 2)
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        view = load_run_view(store, outcome.run_id)
     (scoped,) = view.profiles.values()
     (record,) = from_rows(scoped.sections["bench"])
     assert record.key == "collective/all_reduce/64KiB/gloox2nodes"
@@ -174,7 +174,7 @@ def test_the_heads_client_server_waits_past_the_connect_deadline_for_a_clients_s
 ) -> None:
     """Item 14: the head's proxier gives a client's own server more than Ray's 30 s to
     answer, so a loaded head does not refuse a driver its deadline would still wait for."""
-    from torchcanary.fleet.local_cluster import (
+    from local_cluster import (
         CLIENT_SERVER_WAIT_S,
         CLIENT_SERVER_WAIT_VARIABLE,
     )
@@ -193,7 +193,7 @@ def test_the_heads_client_server_waits_past_the_connect_deadline_for_a_clients_s
 def test_a_bridge_left_on_a_subnet_is_never_chosen_again(monkeypatch) -> None:
     """Item 14: a subnet another cluster's bridge holds (a concurrent run's, or one a killed
     run left behind) would route the driver to either head; a new cluster takes another."""
-    from torchcanary.fleet import local_cluster
+    import local_cluster
 
     why = why_unavailable(need_tc=False)
     if why:

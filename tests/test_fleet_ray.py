@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet_helpers import FLEET_PROFILES
-from torchcanary.fleet import smoke
+from fleet_helpers import FLEET_PROFILES, unit_ends
+from local_cluster import SMOKE, local_node_args, node_pids, wait_gone
 from torchcanary.fleet.executor import Assignment
-from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
 from torchcanary.fleet.profile import FleetNode, NodeSelection
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
@@ -56,7 +55,7 @@ def test_a_driver_connects_by_ray_client_address_or_by_auto_with_ray_address(
     # A fresh process: one process holds one Ray connection, and the session's is taken.
     address = ray_cluster.client_address if how == "ray-client" else "auto"
     code = (
-        "from torchcanary.fleet.ray_executor import connect\n"
+        "from torchcanary.fleet.ray_connect import connect\n"
         f"with connect({address!r}, timeout_s=60) as fleet:\n"
         "    print(sorted(node.profile.key for node in fleet.discover()))\n"
     )
@@ -74,39 +73,38 @@ def test_each_result_streams_back_as_it_finishes_tagged_with_its_node_and_profil
     nodes = by_profile(fleet.discover())
     # The slow unit is sent first; the fast ones must not wait for it.
     assignments = [
-        Assignment(nodes["alpha-box"], WorkUnit("slow", smoke.WORKER, {"sleep_s": 4})),
-        Assignment(nodes["beta-box"], WorkUnit("fast-beta", smoke.WORKER, {"rounds": 10})),
-        Assignment(nodes["head-box"], WorkUnit("fast-head", smoke.WORKER, {"rounds": 10})),
+        Assignment(nodes["alpha-box"], WorkUnit("slow", SMOKE, {"sleep_s": 4})),
+        Assignment(nodes["beta-box"], WorkUnit("fast-beta", SMOKE, {"rounds": 10})),
+        Assignment(nodes["head-box"], WorkUnit("fast-head", SMOKE, {"rounds": 10})),
     ]
-    arrived: list[tuple[str, float]] = []
+    arrived: list[str] = []
     results = {}
-    started = time.monotonic()
-    for result in fleet.dispatch(assignments):
-        arrived.append((result.unit_id, time.monotonic() - started))
-        results[result.unit_id] = result
-    assert arrived[-1][0] == "slow"
-    assert {unit_id for unit_id, _ in arrived[:2]} == {"fast-beta", "fast-head"}
+    for end, [piece] in unit_ends(fleet, assignments):
+        arrived.append(end.unit_id)
+        results[end.unit_id] = end, piece
+    assert arrived[-1] == "slow"
+    assert set(arrived[:2]) == {"fast-beta", "fast-head"}
     for assignment in assignments:
-        result = results[assignment.unit.unit_id]
-        assert result.status is UnitStatus.OK, result.error
-        assert (result.node_id, result.profile_key) == (
+        end, piece = results[assignment.unit.unit_id]
+        assert end.status is UnitStatus.OK, end.error
+        assert (end.node_id, end.profile_key) == (
             assignment.node.node_id,
             assignment.node.profile.key,
         )
         # The node that ran it is the one assigned: the worker's parent is that node's raylet.
-        assert result.output is not None
-        assert result.output["parent_pid"] == raylet_pids(ray_cluster)[result.node_id]
+        assert piece["parent_pid"] == raylet_pids(ray_cluster)[end.node_id]
 
 
 def test_a_unit_whose_work_raises_is_failed_and_the_others_go_on(fleet) -> None:
     nodes = by_profile(fleet.discover())
     results = {
-        result.unit_id: result
-        for result in fleet.dispatch(
+        end.unit_id: end
+        for end, _ in unit_ends(
+            fleet,
             [
-                Assignment(nodes["alpha-box"], WorkUnit("bad", smoke.WORKER, {"fail": "boom"})),
-                Assignment(nodes["alpha-box"], WorkUnit("good", smoke.WORKER, {})),
-            ]
+                Assignment(nodes["alpha-box"], WorkUnit("bad", SMOKE, {"fail": "boom"})),
+                Assignment(nodes["alpha-box"], WorkUnit("good", SMOKE, {})),
+            ],
         )
     }
     assert results["bad"].status is UnitStatus.FAILED
@@ -117,10 +115,9 @@ def test_a_unit_whose_work_raises_is_failed_and_the_others_go_on(fleet) -> None:
 def test_a_streaming_unit_sends_each_piece_home_before_its_end(fleet) -> None:
     nodes = by_profile(fleet.discover())
     assignments = [
-        Assignment(nodes["alpha-box"], WorkUnit("three", smoke.PIECES_WORKER, {"pieces": 3})),
+        Assignment(nodes["alpha-box"], WorkUnit("three", SMOKE, {"pieces": 3})),
         Assignment(
-            nodes["beta-box"],
-            WorkUnit("breaks", smoke.PIECES_WORKER, {"pieces": 2, "fail": "disk full"}),
+            nodes["beta-box"], WorkUnit("breaks", SMOKE, {"pieces": 2, "fail": "disk full"})
         ),
     ]
     seen: dict[str, list[UnitResult]] = {"three": [], "breaks": []}
@@ -140,7 +137,7 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
     nodes = by_profile(fleet.discover())
     unit = WorkUnit(
         "secrets",
-        smoke.WORKER,
+        SMOKE,
         payload={
             "echo": {"store": "postgresql://canary:hunter2@db/runs", "api_token": "t0k"},
             "env": ["HF_TOKEN", "CANARY_STORE", "CANARY_MODE"],
@@ -151,10 +148,10 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
             "CANARY_MODE": "fleet",
         },
     )
-    [result] = fleet.dispatch([Assignment(nodes["beta-box"], unit)])
-    assert result.status is UnitStatus.OK, result.error
-    assert result.output == {
-        **result.output,
+    piece, end = fleet.dispatch_streaming([Assignment(nodes["beta-box"], unit)])
+    assert end.status is UnitStatus.OK, end.error
+    assert piece.output == {
+        **(piece.output or {}),
         "echo": {"store": "postgresql://canary@db/runs"},
         "env": [
             ["HF_TOKEN", None],
@@ -162,7 +159,7 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
             ["CANARY_MODE", "fleet"],
         ],
     }
-    assert "hunter2" not in result.to_json() and "hf_secret" not in result.to_json()
+    assert "hunter2" not in piece.to_json() and "hf_secret" not in piece.to_json()
 
 
 @pytest.mark.timeout(180)  # before the fix the driver waited for ever
@@ -182,9 +179,9 @@ def test_a_result_the_driver_cannot_read_ends_its_unit_as_an_error_and_the_other
         [
             Assignment(
                 nodes["alpha-box"],
-                WorkUnit("unreadable", smoke.PIECES_WORKER, {"pieces": 1, "fail": malformed}),
+                WorkUnit("unreadable", SMOKE, {"pieces": 1, "fail": malformed}),
             ),
-            Assignment(nodes["beta-box"], WorkUnit("pieces", smoke.PIECES_WORKER, {"pieces": 2})),
+            Assignment(nodes["beta-box"], WorkUnit("pieces", SMOKE, {"pieces": 2})),
         ]
     ):
         streamed[result.unit_id].append(result)
@@ -193,25 +190,11 @@ def test_a_result_the_driver_cannot_read_ends_its_unit_as_an_error_and_the_other
     assert broken.profile_key == "alpha-box"
     assert broken.error == unreadable + "Invalid IPv6 URL"
     assert [r.status for r in streamed["pieces"]] == [UnitStatus.PARTIAL] * 2 + [UnitStatus.OK]
-    # The same for a unit that returns once: the run goes on past it.
-    results = {
-        result.unit_id: result
-        for result in fleet.dispatch(
-            [
-                Assignment(
-                    nodes["alpha-box"], WorkUnit("unreadable", smoke.WORKER, {"fail": malformed})
-                ),
-                Assignment(nodes["beta-box"], WorkUnit("good", smoke.WORKER, {})),
-            ]
-        )
-    }
-    assert results["unreadable"].status is UnitStatus.FAILED
-    assert results["unreadable"].error == unreadable + "Invalid IPv6 URL"
-    assert results["good"].status is UnitStatus.OK
 
 
 def _running_unit_pid(raylet_pid: int, timeout_s: float = 60.0) -> int:
-    """The Ray worker of ``raylet_pid`` that runs a unit now (Ray titles it ``ray::run_unit``)."""
+    """The Ray worker of ``raylet_pid`` that runs a unit now (Ray titles it
+    ``ray::stream_unit``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
@@ -220,7 +203,7 @@ def _running_unit_pid(raylet_pid: int, timeout_s: float = 60.0) -> int:
                 title = (entry / "cmdline").read_bytes()
             except (OSError, ValueError, IndexError):
                 continue
-            if parent == raylet_pid and title.startswith(b"ray::run_unit"):
+            if parent == raylet_pid and title.startswith(b"ray::stream_unit"):
                 return int(entry.name)
         time.sleep(0.2)
     raise AssertionError(f"no unit started under raylet {raylet_pid} within {timeout_s:.0f}s")
@@ -233,8 +216,8 @@ def test_a_worker_that_crashes_on_a_live_node_fails_its_unit_with_the_cause(
     node table is asked, and the unit is FAILED with the crash as its cause."""
     nodes = by_profile(fleet.discover())
     alpha = nodes["alpha-box"]
-    results = fleet.dispatch(
-        [Assignment(alpha, WorkUnit("crashing", smoke.WORKER, {"sleep_s": 60}))]
+    results = fleet.dispatch_streaming(
+        [Assignment(alpha, WorkUnit("crashing", SMOKE, {"sleep_s": 60}))]
     )
     os.kill(_running_unit_pid(raylet_pids(ray_cluster)[alpha.node_id]), signal.SIGKILL)
     [crashed] = list(results)
@@ -245,7 +228,7 @@ def test_a_worker_that_crashes_on_a_live_node_fails_its_unit_with_the_cause(
     )
     assert fleet.node_alive(alpha.node_id)
     # The node runs the next unit as before.
-    [after] = fleet.dispatch([Assignment(alpha, WorkUnit("after", smoke.WORKER, {}))])
+    [(after, _)] = unit_ends(fleet, [Assignment(alpha, WorkUnit("after", SMOKE, {}))])
     assert after.status is UnitStatus.OK, after.error
 
 
@@ -256,12 +239,12 @@ def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, flee
     nodes = by_profile(fleet.discover())
     # The doomed node holds one CPU: one unit runs there, the other waits its turn.
     assignments = [
-        Assignment(nodes["doomed-box"], WorkUnit("doomed-running", smoke.WORKER, {"sleep_s": 60})),
-        Assignment(nodes["doomed-box"], WorkUnit("doomed-queued", smoke.WORKER, {"sleep_s": 60})),
-        Assignment(nodes["alpha-box"], WorkUnit("survivor", smoke.WORKER, {"sleep_s": 1})),
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-running", SMOKE, {"sleep_s": 60})),
+        Assignment(nodes["doomed-box"], WorkUnit("doomed-queued", SMOKE, {"sleep_s": 60})),
+        Assignment(nodes["alpha-box"], WorkUnit("survivor", SMOKE, {"sleep_s": 1})),
     ]
     results = {}
-    for result in fleet.dispatch(assignments):
+    for result, _ in unit_ends(fleet, assignments):
         results[result.unit_id] = result
         if result.unit_id == "survivor":
             ray_cluster.remove_node(doomed, allow_graceful=False)
@@ -274,5 +257,5 @@ def test_a_node_killed_mid_run_loses_only_its_unfinished_units(ray_cluster, flee
     assert wait_gone(doomed_pids) == []
     assert "doomed-box" not in by_profile(fleet.discover())
     # Work sent to the node after its death (a stale node list) is lost too, not stuck.
-    [late] = fleet.dispatch([Assignment(nodes["doomed-box"], WorkUnit("late", smoke.WORKER))])
+    [(late, _)] = unit_ends(fleet, [Assignment(nodes["doomed-box"], WorkUnit("late", SMOKE))])
     assert (late.unit_id, late.status) == ("late", UnitStatus.LOST)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, RunView
+from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
 from torchcanary.store.location import open_store
 from torchcanary.store.rows import SectionResult
 
@@ -39,7 +39,7 @@ def test_benchmarks_sit_side_by_side_per_profile_and_a_lost_unit_is_named(tmp_pa
             run_id, SectionResult(LEDGER_SECTION, "bench", "both", "ok", {"error": None})
         )
         store.finish_run(run_id, "no-go", {"reasons": ["[h100-box] gemm/4096 slower"]})
-        view = RunView.load(store, run_id)
+        view = load_run_view(store, run_id)
     assert set(view.profiles) == set(PROFILES)
     outputs = write_outputs(view, tmp_path / "out")
     markdown = outputs["markdown"].read_text()

@@ -20,12 +20,11 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import FIXTURES, canary_command, canary_env, run_canary
-from torchcanary.fleet.local_cluster import local_node_args, node_pids, wait_gone
+from cli_helpers import canary_command, canary_env, run_canary
+from local_cluster import local_node_args, node_pids, wait_gone
 
 pytestmark = [pytest.mark.ray, pytest.mark.torch_envs]
 
-ON_NODES = {"PYTHONPATH": str(FIXTURES)}  # the fixture probes, importable on every node
 PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
 
 
@@ -74,11 +73,11 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
     feature = ray_cluster.add_node(
         **local_node_args(
             "feature-box",
-            env_vars={**ON_NODES, "CANARY_TEST_FEATURE": "1", "CANARY_TEST_SLOW_S": "1"},
+            env_vars={"CANARY_TEST_FEATURE": "1", "CANARY_TEST_SLOW_S": "1"},
         )
     )
     doomed = ray_cluster.add_node(
-        **local_node_args("plain-box", env_vars={**ON_NODES, "CANARY_TEST_SLOW_S": "60"})
+        **local_node_args("plain-box", env_vars={"CANARY_TEST_SLOW_S": "60"})
     )
     ray_cluster.wait_for_nodes()
     fresh = None
@@ -106,7 +105,7 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
         assert wait_gone(doomed_pids) == []
         # A new machine of the same profile joins; --resume finds the run's fleet itself.
         fresh = ray_cluster.add_node(
-            **local_node_args("plain-box", env_vars={**ON_NODES, "CANARY_TEST_SLOW_S": "1"})
+            **local_node_args("plain-box", env_vars={"CANARY_TEST_SLOW_S": "1"})
         )
         ray_cluster.wait_for_nodes()
         resumed = run_canary(*_run_args(db, output, "--resume"), cwd=work, timeout=400)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from store_helpers import fill_run
+from torchcanary.claims.records import done_probe_keys, probe_results, save_probe_result
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.history import HistoryFilter, history
 from torchcanary.store.location import is_postgres_url, open_store
@@ -36,7 +37,7 @@ def _fleet_run(store) -> str:
     for (profile, node), verdict in zip(PROFILES.items(), ("confirmed", "refuted"), strict=True):
         scoped = store.scoped(node, profile)
         for role in ("baseline", "candidate"):
-            scoped.save_probe_result(_claim(run_id, role, verdict))
+            save_probe_result(scoped, _claim(run_id, role, verdict))
         scoped.save_section_result(
             run_id, SectionResult("bench", "matmul", "both", "same", {"ratio": 1.0})
         )
@@ -51,14 +52,14 @@ def test_each_profile_keeps_its_own_result_under_the_same_keys(store_location) -
         ):
             scoped = store.scoped(node, profile)
             assert scoped.profile == profile
-            assert [r.outcome.verdict.value for r in scoped.probe_results(run_id)] == [verdict] * 2
-            assert scoped.done_probe_keys(run_id) == {
+            assert [r.outcome.verdict.value for r in probe_results(scoped, run_id)] == [verdict] * 2
+            assert done_probe_keys(scoped, run_id) == {
                 ("baseline", "inductor.fusion"),
                 ("candidate", "inductor.fusion"),
             }
             assert len(scoped.section_results(run_id, "bench")) == 1
         # The run itself (profile '') holds none of them: a local view is never mixed.
-        assert store.probe_results(run_id) == []
+        assert probe_results(store, run_id) == []
         rows = store.query("SELECT node, profile FROM probe_results WHERE run_id = ?", (run_id,))
         assert sorted(set(rows)) == sorted((node, profile) for profile, node in PROFILES.items())
         assert store.run_profiles(run_id) == {"h100-box": "node-a", "mi300-box": "node-b"}
@@ -127,7 +128,7 @@ def test_results_stored_before_the_fleet_migrate_to_profile_empty(store_location
     ]
     _execute(store_location, statements)
     with open_store(store_location) as store:
-        [result] = store.probe_results("old")
+        [result] = probe_results(store, "old")
         assert (result.probe_id, result.outcome.verdict, result.duration_s) == (
             "c10d.x",
             Verdict.CONFIRMED,
@@ -157,8 +158,8 @@ def _profiled_run(store, verdicts: dict[str, str]) -> str:
     run_id = store.create_run({"baseline": "b", "candidate": "c", "sections": ["claims"]})
     for profile, verdict in verdicts.items():
         scoped = store.scoped(f"node-{profile}", profile)
-        scoped.save_probe_result(_claim(run_id, "baseline", "confirmed"))
-        scoped.save_probe_result(_claim(run_id, "candidate", verdict))
+        save_probe_result(scoped, _claim(run_id, "baseline", "confirmed"))
+        save_probe_result(scoped, _claim(run_id, "candidate", verdict))
     return run_id
 
 

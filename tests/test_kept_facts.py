@@ -11,12 +11,12 @@ import pytest
 
 from torchcanary.bench import kept_facts, section
 from torchcanary.bench import report as bench_report
-from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
+from torchcanary.bench.kept_dispatch import DISPATCH_PROFILES
 from torchcanary.bench.kept_facts import REUSED, KeptFacts
-from torchcanary.bench.roofline_reuse import ROOFLINES
+from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
 from torchcanary.runner import record_manifests
 
@@ -108,10 +108,10 @@ def test_a_second_bench_reuses_what_the_first_profiled(make_context) -> None:
         ctx = make_context(sections=("bench",), settings={"bench": settings})
         record_manifests(ctx)
         section.run(ctx)
-        (result,) = RunView.load(ctx.store, ctx.run_id).sections["bench"]
+        (result,) = load_run_view(ctx.store, ctx.run_id).sections["bench"]
         dispatch.append(result.payload["dispatch"])
         rooflines.append(result.payload["machine_roofline"])
-        pages.append(html.unescape(bench_report.html(RunView.load(ctx.store, ctx.run_id))))
+        pages.append(html.unescape(bench_report.html(load_run_view(ctx.store, ctx.run_id))))
         run_ids.append(ctx.run_id)
     first, second = dispatch
     for role in ("baseline", "candidate"):

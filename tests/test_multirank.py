@@ -70,7 +70,7 @@ def test_forked_ranks_of_a_pinned_worker_take_the_cpus_they_are_given(
     )
     worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
     try:
-        pinned = worker.call("torchcanary.bench.timing:configure", {"threads": 1}, 180)
+        pinned = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
         assert pinned.ok, pinned.error
         assert pinned.value["affinity"] == machine[-1:]
         ranks = worker.call(

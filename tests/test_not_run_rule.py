@@ -14,14 +14,15 @@ import time
 import pytest
 from rich.console import Console
 
-from torchcanary.cli import _print_verdict
+from torchcanary.claims.records import save_probe_result
+from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.json_out import render_json
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
@@ -42,10 +43,10 @@ def _drill_run(store: SqliteStore, verdict: str, reason: str) -> str:
 
 
 def _finish(store: SqliteStore, run_id: str, policy: dict[str, object], sections: tuple[str, ...]):
-    view = RunView.load(store, run_id)
+    view = load_run_view(store, run_id)
     decision = decide(view, resolve_policy(policy, sections), sections, {})
     store.finish_run(run_id, decision.label, decision.to_json())
-    return decision, RunView.load(store, run_id)
+    return decision, load_run_view(store, run_id)
 
 
 def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error(
@@ -95,8 +96,8 @@ def test_a_claim_the_candidate_could_not_check_blocks(store: SqliteStore, verdic
         ("baseline", Outcome(Verdict.REFUTED, "not in this version")),
         ("candidate", Outcome(Verdict(verdict), "ImportError: no module named numpy")),
     ):
-        store.save_probe_result(
-            ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
+        save_probe_result(
+            store, ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
         )
     decision, _ = _finish(store, run_id, {}, ("claims",))
     assert decision.reasons == (
@@ -117,7 +118,7 @@ def test_the_last_line_of_a_go_with_warnings_says_so(store: SqliteStore) -> None
     run_id = _drill_run(store, "error", NEVER_STRUCK)
     decision, _ = _finish(store, run_id, {"block_on_not_run": False}, ("drill",))
     out = io.StringIO()
-    assert _print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
+    assert print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
     (line,) = out.getvalue().splitlines()
     assert line.startswith("verdict: go (exit 0) with warnings: section drill: 2 item(s)")
     assert "no policy objected" not in line

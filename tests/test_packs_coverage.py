@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from torchcanary.claims.records import save_probe_result
 from torchcanary.packs.coverage import CoverageStatus, claim_coverage, coverage_lines
 from torchcanary.results import Outcome, ProbeResult, Verdict
 
@@ -71,7 +72,7 @@ def _stored_claims_view(store, verdicts: dict[str, Verdict]):
     """A run whose claims section stored the sanity pack and these candidate verdicts."""
     from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT
     from torchcanary.plan import RunPlan
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
 
     run_id = store.create_run(RunPlan("torch==2.13.0", "torch==2.14.1").to_json())
     packs = [{"name": "sanity", "release": "*", "claims": []}]
@@ -80,10 +81,11 @@ def _stored_claims_view(store, verdicts: dict[str, Verdict]):
         store.save_artifact(run_id, name, "application/json", json.dumps(content).encode())
     for pid, verdict in verdicts.items():
         for role in ("baseline", "candidate"):
-            store.save_probe_result(
-                ProbeResult(run_id, role, pid, Outcome(verdict, f"{pid} said so", {}), 0.1, 0)
+            save_probe_result(
+                store,
+                ProbeResult(run_id, role, pid, Outcome(verdict, f"{pid} said so", {}), 0.1, 0),
             )
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 def test_a_sanity_check_the_candidate_refutes_is_no_go_even_if_the_baseline_agrees(store):

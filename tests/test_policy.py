@@ -17,10 +17,10 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import CORE_POLICY_DEFAULTS, decide, policy_defaults
 from torchcanary.report.junit import render_junit
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.section_types import PolicyBounds, RunView
 from torchcanary.sections import (
     _CONTRACT_METHODS,
-    PolicyBounds,
     contract_gaps,
     get_section,
     policy_bounds,
@@ -101,7 +101,7 @@ def _stored_view(store: SqliteStore, plan: RunPlan, results: list[SectionResult]
     run_id = store.create_run(plan.to_json())
     for result in results:
         store.save_section_result(run_id, result)
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 @pytest.mark.parametrize(
@@ -188,9 +188,9 @@ def test_junit_carries_the_runs_decision_with_every_reason(store: SqliteStore) -
     plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench", "stack"))
     run_id = store.create_run(plan.to_json())
     store.save_section_result(run_id, _bench_slower(1.08))
-    decision = decide(RunView.load(store, run_id), plan.policy, plan.sections, {})
+    decision = decide(load_run_view(store, run_id), plan.policy, plan.sections, {})
     store.finish_run(run_id, decision.label, decision.to_json())
-    junit = render_junit(RunView.load(store, run_id), plan.sections)
+    junit = render_junit(load_run_view(store, run_id), plan.sections)
     assert not decision.go
     assert '<testcase classname="torchcanary" name="decision"' in junit
     assert "no-go: linear/x" in junit and "section stack was asked for" in junit

@@ -28,7 +28,7 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide
 from torchcanary.progress import Progress
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import RECORD_SCHEMA_KEY
 from torchcanary.sections import get_section, section_names
 from torchcanary.stack.result import StackChange, StackRun, StackSummary
@@ -91,7 +91,7 @@ def test_a_run_stored_before_the_records_reports_its_results_as_it_did(rendered:
 def test_the_decision_read_from_the_records_is_the_one_the_run_made(tmp_path: Path) -> None:
     shutil.copy(STORED / "before-records.db", tmp_path / "canary.db")
     with SqliteStore(tmp_path / "canary.db") as store:
-        view = RunView.load(store, RUN_ID)
+        view = load_run_view(store, RUN_ID)
     detail = view.run.decision_detail or {}
     plan = view.run.plan
     decision = decide(
@@ -213,7 +213,7 @@ def test_the_drill_decision_read_from_the_records_is_the_one_the_old_code_made(
 ) -> None:
     shutil.copy(STORED / "before-drill-records.db", tmp_path / "canary.db")
     with SqliteStore(tmp_path / "canary.db") as store:
-        view = RunView.load(store, DRILL_RUN_ID)
+        view = load_run_view(store, DRILL_RUN_ID)
     plan = view.run.plan
     decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
     assert decision.label == view.run.decision == "go"
@@ -302,11 +302,11 @@ def _reported(work: Path, db: str, run_id: str) -> Path:
 
 def _summary_printed(db: Path, run_id: str, fleet: bool) -> str:
     """What a run prints when it ends, on a 100-column console without colour."""
-    from torchcanary import cli
+    from torchcanary.commands import summary
 
     console = Console(width=100, color_system=None, force_terminal=False, file=io.StringIO())
     with SqliteStore(db) as store:
-        (cli._print_fleet_summary if fleet else cli._print_summary)(console, store, run_id)
+        (summary.print_fleet_summary if fleet else summary.print_summary)(console, store, run_id)
     return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 
 
@@ -352,7 +352,7 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
     for db in ("before-claims-view.db", "before-claims-fleet.db"):
         shutil.copy(STORED / db, tmp_path / db)
     with SqliteStore(tmp_path / "before-claims-view.db") as store:
-        view = RunView.load(store, CLAIMS_RUN_ID)
+        view = load_run_view(store, CLAIMS_RUN_ID)
     plan = view.run.plan
     decision = decide(view, plan["policy"], tuple(plan["sections"]), {})
     assert decision.label == view.run.decision == "go" and decision.reasons == ()
@@ -367,7 +367,7 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
         "needs a CUDA GPU; while_loop correctness on CPU shown as information)",
     ]
     with SqliteStore(tmp_path / "before-claims-fleet.db") as store:
-        fleet = RunView.load(store, CLAIMS_FLEET_RUN_ID)
+        fleet = load_run_view(store, CLAIMS_FLEET_RUN_ID)
     assert decide(fleet.profiles["cpu-a"], plan["policy"], ("claims",), {}).reasons == ()
     assert decide(fleet.profiles["cpu-b"], plan["policy"], ("claims",), {}).reasons == (
         "claim sanity.numerics-vs-float64 regressed: baseline confirmed, candidate refuted "

@@ -13,7 +13,8 @@ from cli_helpers import run_canary
 from torchcanary.diff import report as diff_report
 from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary
 from torchcanary.report.markdown import literal_text, time_lines
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.section_types import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -38,7 +39,7 @@ def _diff_view(store: SqliteStore) -> RunView:
             run_id,
             SectionResult("diff", row["key"], row["env_role"], row["verdict"], row["payload"]),
         )
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 def test_a_repr_in_angle_brackets_reads_as_itself_in_markdown_and_the_terminal(
@@ -83,7 +84,7 @@ def test_the_time_line_names_what_the_run_kept_from_earlier_runs_per_kind(
             run_id, SectionResult("drill", "reference:job", role, "passed", payload)
         )
     store.finish_run(run_id, "go", {"reasons": [], "seconds": {"bench": 40.2, "drill": 9.6}})
-    assert time_lines(RunView.load(store, run_id)) == [
+    assert time_lines(load_run_view(store, run_id)) == [
         "Time: bench 40 s · drill 10 s.",
         "Reused from earlier runs: 2 of 4 dispatch profiles, 1 of 2 rooflines, "
         "1 of 2 drill references.",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_canary
+from torchcanary.claims.records import save_probe_result
 from torchcanary.cli import build_parser
 from torchcanary.config import load_settings
 from torchcanary.config_toml import tomllib
@@ -147,7 +148,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
 ) -> None:
     from rich.console import Console
 
-    from torchcanary.cli import _print_summary
+    from torchcanary.commands.summary import print_summary
     from torchcanary.results import Outcome, ProbeResult, Verdict
     from torchcanary.store.rows import SectionResult
     from torchcanary.store.sqlite import SqliteStore
@@ -156,7 +157,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
         run_id = store.create_run({"sections": ["claims", "drill", "footprint"]})
         for role, verdict in (("baseline", Verdict.REFUTED), ("candidate", Verdict.CONFIRMED)):
             outcome = Outcome(verdict, "why")
-            store.save_probe_result(ProbeResult(run_id, role, "c10d.new_thing", outcome, 1.0, 0.0))
+            save_probe_result(store, ProbeResult(run_id, role, "c10d.new_thing", outcome, 1.0, 0.0))
         store.save_section_result(
             run_id, SectionResult("drill", "kill:restart", "candidate", "passed", {"reason": ""})
         )
@@ -164,7 +165,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
             run_id, SectionResult("footprint", "torch", "both", "measured", {"growth": 0.1})
         )
         console = Console(record=True, width=100)
-        _print_summary(console, store, run_id)
+        print_summary(console, store, run_id)
     printed = console.export_text()
     # the claims' table, the drill's Markdown, the third party's own lines, in run order
     assert "claims, run" in printed and "refuted -> confirmed" in printed

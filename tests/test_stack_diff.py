@@ -10,7 +10,8 @@ import pytest
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide, resolve_policy
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.section_types import RunView
 from torchcanary.stack import report
 from torchcanary.stack.diff import (
     Thresholds,
@@ -185,7 +186,7 @@ def _view(store, rows: list[SectionResult], policy: dict | None = None) -> RunVi
     run_id = store.create_run(plan.to_json())
     for row in rows:
         store.save_section_result(run_id, row)
-    return RunView.load(store, run_id)
+    return load_run_view(store, run_id)
 
 
 def _summary(verdict: str = "changes", **payload) -> SectionResult:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.stack import report, section
 from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons
 
@@ -85,7 +85,7 @@ def test_fixture_suite_diff_names_each_change_and_its_determinism(
         # The project went into the overlay, never into the shared cached environment.
         assert not list(Path(env.path).glob("lib/python*/site-packages/*stackdemo*"))
         assert not list(Path(env.path).glob("lib/python*/site-packages/_pytest"))
-    view = RunView.load(ctx.store, ctx.run_id)
+    view = load_run_view(ctx.store, ctx.run_id)
     (reason,) = blocking_reasons(view, {})
     assert "test_cholesky_factor_reconstructs_the_matrix" in reason
     assert "newly-failing" in report.html(view)
@@ -144,7 +144,7 @@ def test_project_that_does_not_install_in_the_candidate_keeps_baseline_results(
     assert "torch" in candidate.payload["detail"] and "pip install" in candidate.payload["detail"]
     assert rows[(SUMMARY_KEY, "both")].verdict == "not-compared"
     # Not the stack's objection but a command that did not run (the core rule, issue 28).
-    view = RunView.load(ctx.store, ctx.run_id)
+    view = load_run_view(ctx.store, ctx.run_id)
     assert blocking_reasons(view, {}) == []
     (did_not_run,) = section.not_run(view)
     assert "candidate did not run (install-failed)" in did_not_run.first_error

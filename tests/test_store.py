@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from store_helpers import fill_run
+from torchcanary.claims.records import done_probe_keys, probe_results
 from torchcanary.errors import StoreError
 from torchcanary.store.copy import copy_store
 from torchcanary.store.location import is_postgres_url, open_store, store_location
@@ -95,11 +96,11 @@ def test_what_a_run_stores_is_read_back_the_same(store_location):
         assert run.plan["note"] == 'unicode é ✓ and "quotes"'
         assert store.environments(run_id)["candidate"].torch_version == "2.14.1"
         assert store.environments(run_id)["baseline"].manifest.facts["blas"] == "openblas"
-        (baseline, candidate) = store.probe_results(run_id)
+        (baseline, candidate) = probe_results(store, run_id)
         assert (baseline.env_role, candidate.env_role) == ("baseline", "candidate")
         assert candidate.outcome.evidence["value"] == 0.1 + 0.2
         assert candidate.outcome.measurements == {"latency_s": [0.001, 0.0011, 1e-9]}
-        assert store.done_probe_keys(run_id) == {
+        assert done_probe_keys(store, run_id) == {
             ("baseline", "inductor.fusion"),
             ("candidate", "inductor.fusion"),
         }
@@ -173,8 +174,8 @@ def test_concurrent_writers_lose_nothing(store_location):
     assert len(run_ids) == writers
     with open_store(store_location) as store:
         for run_id in run_ids:
-            assert len(store.done_probe_keys(run_id)) == each
-            assert {r.run_id for r in store.probe_results(run_id)} == {run_id}
+            assert len(done_probe_keys(store, run_id)) == each
+            assert {r.run_id for r in probe_results(store, run_id)} == {run_id}
         (total,) = store.query("SELECT COUNT(*) FROM probe_results")[0]
         (series,) = store.query("SELECT COUNT(*) FROM measurements")[0]
     assert total == series == writers * each
@@ -212,12 +213,12 @@ def test_a_writer_killed_mid_run_keeps_what_it_committed_and_resumes(store_locat
     )
     run_id = proc.stdout.readline().strip()
     with open_store(store_location) as store:
-        while len(store.done_probe_keys(run_id)) < 50:
+        while len(done_probe_keys(store, run_id)) < 50:
             assert proc.poll() is None, "the writer ended before it could be killed"
         proc.kill()  # SIGKILL: no chance to tidy up
         proc.wait()
         proc.stdout.close()
-        kept = {r.probe_id: r.started_at for r in store.probe_results(run_id)}
+        kept = {r.probe_id: r.started_at for r in probe_results(store, run_id)}
     assert 50 <= len(kept) < 100000
     total = len(kept) + 40
     resumed = subprocess.run(
@@ -228,7 +229,7 @@ def test_a_writer_killed_mid_run_keeps_what_it_committed_and_resumes(store_locat
     )
     assert resumed.returncode == 0, resumed.stderr
     with open_store(store_location) as store:
-        after = {r.probe_id: r.started_at for r in store.probe_results(run_id)}
+        after = {r.probe_id: r.started_at for r in probe_results(store, run_id)}
     assert len(after) == total
     assert all(after[probe] == started for probe, started in kept.items())
 

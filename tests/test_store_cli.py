@@ -133,14 +133,14 @@ def test_a_benchmark_in_the_html_report_shows_its_recent_history_from_the_store(
     store_location, tmp_path
 ):
     from torchcanary.bench import report
-    from torchcanary.report.view import RunView
+    from torchcanary.report.view import load_run_view
 
     with open_store(store_location) as store:
         first = fill_run(store, "2.14.0", 1.00, "same", created_at=time.time() - 2 * DAY)
         second = fill_run(store, "2.14.1", 1.25, "slower", created_at=time.time() - DAY)
         later = fill_run(store, "2.15.0", 1.50, "slower")
-        alone, with_history = (report.html(RunView.load(store, r)) for r in (first, second))
-        view = RunView.load(store, second)
+        alone, with_history = (report.html(load_run_view(store, r)) for r in (first, second))
+        view = load_run_view(store, second)
     assert "Recent history" not in alone  # nothing before the first run
     assert "Recent history in this store (2 runs, this one last)" in with_history
     assert "2.14.0 vs 2.13.0" in with_history and "2.14.1 vs 2.13.0" in with_history

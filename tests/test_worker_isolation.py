@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from torchcanary.claims import section as claims_section
+from torchcanary.claims.records import probe_results
 from torchcanary.context import ROLES
 from torchcanary.envs.worker_process import WorkerProcess, import_root_for
 from torchcanary.results import Verdict
@@ -32,7 +33,7 @@ def test_every_faulty_probe_gets_its_own_verdict_and_the_run_goes_on(faulty_cont
     claims_section.run(faulty_context)
     results = {
         (r.env_role, r.probe_id): r.outcome
-        for r in faulty_context.store.probe_results(faulty_context.run_id)
+        for r in probe_results(faulty_context.store, faulty_context.run_id)
     }
     for role in ("baseline", "candidate"):
         assert results[(role, "faulty.segfault")].verdict is Verdict.CRASHED
@@ -48,7 +49,7 @@ def test_every_faulty_probe_gets_its_own_verdict_and_the_run_goes_on(faulty_cont
         gpu = results[(role, "faulty.needs-gpu")]
         assert gpu.verdict is Verdict.NOT_CHECKABLE and "cuda" in gpu.summary
     # the two environments' probes ran side by side, and the timed one alone after them
-    stored = faulty_context.store.probe_results(faulty_context.run_id)
+    stored = probe_results(faulty_context.store, faulty_context.run_id)
     spans = {(r.env_role, r.probe_id): (r.started_at, r.started_at + r.duration_s) for r in stored}
     untimed = [span for key, span in spans.items() if key[1] != "faulty.timed"]
     first_start = {role: min(s for (r, _), (s, _) in spans.items() if r == role) for role in ROLES}

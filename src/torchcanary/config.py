@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary.claims.catalog import check_packs
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import check_plan, get_section, section_names
 from torchcanary.store.location import store_location
 
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
@@ -204,7 +203,7 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         release=str(merged["release"]) if merged.get("release") else None,
         regression=tuple(str(r) for r in merged.get("regression", ())),
     )
-    if "claims" in sections:  # a bad pack or a pack for another release: refused before building
-        check_packs(plan)
+    for name in sections:  # e.g. a bad claims pack: refused before anything is built
+        check_plan(get_section(name), plan)
     store, output = _locations(merged, cwd)
     return Settings(plan, store, output, source, left_out)

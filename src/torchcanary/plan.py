@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchcanary.sections import section_names
-
 INSTALLERS = ("auto", "uv", "pip")  # what may fill a new environment
 # The embedded default (``make run``, a plain ``torchcanary run``): the one place it is set.
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
@@ -21,7 +19,7 @@ DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
 class RunPlan:
     baseline: str
     candidate: str
-    sections: tuple[str, ...] = field(default_factory=section_names)  # every registered one
+    sections: tuple[str, ...] = ()  # in run order; config fills in every registered one
     probes: tuple[str, ...] = ()  # glob patterns of probe ids; empty means all
     probe_modules: tuple[str, ...] = ()  # extra probe modules beyond the entry points
     installer: str = "auto"  # uv where it is installed, else pip (envs/cache.py)

@@ -20,9 +20,8 @@ from typing import Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
-from torchcanary.report.view import RunView
+from torchcanary.section_types import PolicyBounds, RunView
 from torchcanary.sections import (
-    PolicyBounds,
     get_section,
     items_not_run,
     policy_bounds,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from torchcanary.results import Outcome, Verdict
@@ -100,3 +101,8 @@ def absent(summary: str, **evidence: Any) -> Outcome:
 def not_checkable(summary: str, **evidence: Any) -> Outcome:
     """The claim's scope is not on this machine; ``summary`` names what is missing."""
     return Outcome(Verdict.NOT_CHECKABLE, summary, evidence)
+
+
+def probes_in_module(module: ModuleType) -> list[Probe]:
+    """The probes a module exposes in its ``PROBES``."""
+    return [p for p in getattr(module, "PROBES", ()) if isinstance(p, Probe)]

@@ -1,8 +1,9 @@
 """Finds probes through the ``torchcanary.probes`` entry-point group.
 
 An entry point names a module; a package is walked for its submodules. Every module that
-defines ``PROBES`` (a sequence of :class:`~torchcanary.probe.Probe`) contributes them. Both
-the orchestrator (to list and plan) and the worker (to run one by id) use this.
+defines ``PROBES`` (a sequence of :class:`~torchcanary.probe.Probe`) contributes them. Only the
+orchestrator uses this (to list and plan); the worker is handed a probe's module and looks it
+up by id itself (``worker/run_probe.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from torchcanary.probe import Probe
+from torchcanary.probe import Probe, probes_in_module
 
 ENTRY_POINT_GROUP = "torchcanary.probes"
 
@@ -28,11 +29,6 @@ class ProbeSource:
 
     plugin: str
     module: str
-
-
-def probes_in_module(module: ModuleType) -> list[Probe]:
-    found = getattr(module, "PROBES", ())
-    return [p for p in found if isinstance(p, Probe)]
 
 
 def walk_modules(module_name: str) -> list[ModuleType]:
@@ -71,12 +67,3 @@ def discover(extra_modules: tuple[str, ...] = ()) -> dict[str, tuple[Probe, Prob
                     )
                 by_id[probe.id] = (probe, ProbeSource(plugin, module.__name__))
     return dict(sorted(by_id.items()))
-
-
-def load_probe(module_name: str, probe_id: str) -> Probe:
-    """The worker's lookup: import one module and pick the probe by id."""
-    module = importlib.import_module(module_name)
-    for probe in probes_in_module(module):
-        if probe.id == probe_id:
-            return probe
-    raise LookupError(f"module {module_name} defines no probe {probe_id!r}")

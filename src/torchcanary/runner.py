@@ -1,8 +1,11 @@
 """One run from plan to decision: environments, manifests, sections, policy, outputs.
 
-The runner reads top to bottom like the pipeline it drives. Each section runs behind a
-guard: an internal failure of one section is recorded and the others still run; the
-decision then says that section could not finish.
+The one driver of every run: wherever the sections are carried out (a :class:`Venue`:
+this machine, a fleet, ranks across nodes), ``execute`` makes the run, has the venue do
+the work, stores the decision and writes the outputs. The runner reads top to bottom like
+the pipeline it drives. On this machine each section runs behind a guard: an internal
+failure of one section is recorded and the others still run; the decision then says that
+section could not finish.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
-from torchcanary.claims.catalog import worker_packages
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
 from torchcanary.envs.spec import parse_env_spec
@@ -23,9 +26,9 @@ from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
-from torchcanary.sections import get_section
+from torchcanary.sections import get_section, worker_packages
 from torchcanary.store.base import ResultStore
 from torchcanary.worker.calls import COLLECT_MANIFEST
 
@@ -34,10 +37,13 @@ SECTION_FAILURE_PREFIX = "section-failure:"
 
 @dataclass(frozen=True)
 class RunOutcome:
+    """What a run left, wherever it ran: its stored run, decision and outputs."""
+
     run_id: str
     decision: Decision
     outputs: dict[str, Path]
-    section_failures: dict[str, str]
+    # What could not finish (a section, or SECTION@PROFILE on a fleet), and why.
+    failures: dict[str, str]
 
 
 def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environment]:
@@ -104,46 +110,93 @@ def record_manifests(ctx: RunContext) -> None:
 
 
 def import_root(plan: RunPlan, work_dir: Path) -> Path:
-    """torchcanary plus the top-level packages of probe modules, plugins and claims packs."""
-    packages = {"torchcanary"} | worker_packages(plan)
+    """torchcanary plus the top-level packages the plan's sections' workers import."""
+    packages = {"torchcanary"}.union(
+        *(worker_packages(get_section(name), plan) for name in plan.sections)
+    )
     return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
 
 
-def execute(
-    plan: RunPlan,
-    store: ResultStore,
-    output_dir: Path,
-    progress: Progress,
-    resume_run_id: str | None = None,
-) -> RunOutcome:
-    """Run (or resume) ``plan``; every finished unit is in ``store`` as soon as it exists."""
-    clock = time.monotonic()
-    environments = prepare_environments(plan, progress)  # before the run exists: no husk
-    seconds = {"environments": time.monotonic() - clock}
+@dataclass(frozen=True)
+class RunInputs:
+    """What the driver hands the venue a run is carried out at."""
+
+    plan: RunPlan
+    store: ResultStore
+    output_dir: Path
+    progress: Progress
+
+
+class Venue(Protocol):
+    """Where a run's sections are carried out: this machine (:class:`OnThisMachine`), a
+    fleet's profiles (``fleet/driver.py``) or ranks across nodes (``fleet/across_nodes.py``).
+
+    The driver asks each the same four things, in order; what the venue does not know how
+    to do (resume, keep time) it leaves out.
+    """
+
+    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
+        """The run's id: created, or the one to resume marked running again."""
+        ...
+
+    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
+        """Every section, stored as it finishes; what could not finish, and why."""
+        ...
+
+    def decide(
+        self, run: RunInputs, run_id: str, failures: dict[str, str]
+    ) -> tuple[Decision, dict[str, Any]]:
+        """The decision, and what the venue adds to its stored detail."""
+        ...
+
+    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
+        """After the decision is stored (a fleet leaves a run with lost units resumable)."""
+        ...
+
+
+def start_run(store: ResultStore, plan: RunPlan, resume_run_id: str | None) -> str:
+    """A new run of ``plan``, or ``resume_run_id`` marked running again."""
     if resume_run_id is None:
-        run_id = store.create_run(plan.to_json())
-    else:
-        run_id = resume_run_id
-        store.set_run_status(run_id, "running")
-    progress.note(f"run {run_id} -> {store.location}")
-    work_dir = output_dir / "work" / run_id
-    work_dir.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(
-        run_id=run_id,
-        store=store,
-        plan=plan,
-        environments=environments,
-        import_root=import_root(plan, work_dir),
-        work_dir=work_dir,
-        progress=progress,
-        resume=resume_run_id is not None,
-    )
-    failures: dict[str, str] = {}
-    try:
+        return store.create_run(plan.to_json())
+    store.set_run_status(resume_run_id, "running")
+    return resume_run_id
+
+
+@dataclass
+class OnThisMachine:
+    """The run's sections one by one on this machine, each behind a guard."""
+
+    environments: dict[str, Environment] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    resume: bool = False
+
+    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
+        clock = time.monotonic()
+        self.environments = prepare_environments(run.plan, run.progress)  # no husk before
+        self.seconds = {"environments": time.monotonic() - clock}
+        self.resume = resume_run_id is not None
+        run_id = start_run(run.store, run.plan, resume_run_id)
+        run.progress.note(f"run {run_id} -> {run.store.location}")
+        return run_id
+
+    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
+        work_dir = run.output_dir / "work" / run_id
+        work_dir.mkdir(parents=True, exist_ok=True)
+        ctx = RunContext(
+            run_id=run_id,
+            store=run.store,
+            plan=run.plan,
+            environments=self.environments,
+            import_root=import_root(run.plan, work_dir),
+            work_dir=work_dir,
+            progress=run.progress,
+            resume=self.resume,
+        )
         clock = time.monotonic()
         record_manifests(ctx)
-        seconds["manifests"] = time.monotonic() - clock
-        for section in plan.sections:
+        self.seconds["manifests"] = time.monotonic() - clock
+        failures: dict[str, str] = {}
+        for section in run.plan.sections:
             clock = time.monotonic()
             try:
                 get_section(section).run(ctx)
@@ -151,23 +204,51 @@ def execute(
                 raise  # a user mistake: stop with its message, as at start-up
             except Exception as exc:  # one broken section must not take the run with it
                 failures[section] = f"{type(exc).__name__}: {exc}"
-                store.save_artifact(
+                run.store.save_artifact(
                     run_id,
                     SECTION_FAILURE_PREFIX + section,
                     "text/plain",
                     traceback.format_exc().encode(),
                 )
-                progress.note(f"section {section} failed: {failures[section]}")
+                run.progress.note(f"section {section} failed: {failures[section]}")
             finally:
                 ctx.close_workers()
-                seconds[section] = time.monotonic() - clock
+                self.seconds[section] = time.monotonic() - clock
+        return failures
+
+    def decide(
+        self, run: RunInputs, run_id: str, failures: dict[str, str]
+    ) -> tuple[Decision, dict[str, Any]]:
+        view = load_run_view(run.store, run_id)
+        # Where this invocation's time went (a resumed run counts only what it redid).
+        return decide(view, run.plan.policy, run.plan.sections, failures), {"seconds": self.seconds}
+
+    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
+        pass
+
+
+def execute(
+    plan: RunPlan,
+    store: ResultStore,
+    output_dir: Path,
+    progress: Progress,
+    venue: Venue | None = None,
+    resume_run_id: str | None = None,
+) -> RunOutcome:
+    """Run (or resume) ``plan`` at ``venue`` (default this machine): every finished unit
+    is in ``store`` as soon as it exists; then the decision, stored, and the outputs."""
+    venue = venue or OnThisMachine()
+    run = RunInputs(plan, store, output_dir, progress)
+    run_id = venue.open(run, resume_run_id)
+    try:
+        failures = venue.carry_out(run, run_id)
     except BaseException:
         store.set_run_status(run_id, "interrupted")
         raise
-    view = RunView.load(store, run_id)
-    decision = decide(view, plan.policy, plan.sections, failures)
-    # Where this invocation's time went (a resumed run counts only what it redid).
-    detail = decision.to_json() | {"section_failures": failures, "seconds": seconds}
-    store.finish_run(run_id, decision.label, detail)
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
+    decision, detail = venue.decide(run, run_id, failures)
+    store.finish_run(
+        run_id, decision.label, decision.to_json() | {"section_failures": failures} | detail
+    )
+    venue.close(run, run_id, failures)
+    outputs = write_outputs(load_run_view(store, run_id), output_dir)
     return RunOutcome(run_id, decision, outputs, failures)

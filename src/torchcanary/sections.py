@@ -24,11 +24,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds, RunView
+
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
-    from torchcanary.report.fleet import FleetPart
-    from torchcanary.report.junit import JUnitCase
-    from torchcanary.report.view import RunView
+    from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
     from torchcanary.store.base import ResultStore
     from torchcanary.store.history import HistoryEntry
@@ -39,46 +39,8 @@ THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks ot
 ROWS_TABLE = "section_results"  # where a section's results are stored unless it says otherwise
 
 
-@dataclass(frozen=True)
-class NotRun:
-    """One item a section was asked to do that did not run in the candidate, with its first
-    error: the decision's rule that such a run never answers go reads these
-    (``policy.decide``), so each section says what "did not run" means for its items."""
-
-    item: str
-    first_error: str
-
-    def describe(self) -> str:
-        first_line = (self.first_error.strip().splitlines() or ["no error recorded"])[0]
-        return f"{self.item} ({first_line[:160]})"
-
-
 class SectionDiscoveryError(Exception):
     """A section plugin could not be loaded or does not provide what the contract asks."""
-
-
-@dataclass(frozen=True)
-class PolicyBounds:
-    """The numbers a numeric policy key accepts, both ends included (None: open).
-
-    ``meaning`` says what the number is ("a fraction: 0.05 is 5% slower"), for the line
-    that refuses a value out of bounds, so a percentage written as 5 is caught with its fix.
-    """
-
-    low: float | None = None
-    high: float | None = None
-    meaning: str = ""
-
-    def admits(self, value: float) -> bool:
-        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
-
-    def describe(self) -> str:
-        """The accepted range in words: 'from 0 to 1', 'at least 0', 'at most 1'."""
-        if self.low is not None and self.high is not None:
-            return f"from {self.low:g} to {self.high:g}"
-        if self.low is not None:
-            return f"at least {self.low:g}"
-        return f"at most {self.high:g}" if self.high is not None else "any number"
 
 
 @runtime_checkable
@@ -127,8 +89,12 @@ class Section(Protocol):
       crashed, timeout, not injected; never an honest "not checkable here"), as
       :class:`NotRun`; the decision objects to them unless the policy turns that into a
       warning (read through :func:`items_not_run`).
+    - Optionally ``check_plan(plan)``: refuse, before anything is built, a plan it cannot
+      run (the claims: a broken pack, or one for another release; read through
+      :func:`check_plan`); ``worker_packages(plan)``: the top-level packages its workers
+      import beyond torchcanary (read through :func:`worker_packages`).
     - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
-      (a ``report.fleet.FleetPart``, the claims: a claim x profile matrix), shown in place
+      (a ``section_types.FleetPart``, the claims: a claim x profile matrix), shown in place
       of the fleet reports' generic one (read through :func:`fleet_part`).
     """
 
@@ -173,7 +139,8 @@ class PackageSection:
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
-    ``section`` may provide ``not_run`` (its items that did not run in the candidate);
+    ``section`` may provide ``not_run`` (its items that did not run in the candidate),
+    ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
     ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
     ``reused`` (what the run took from earlier runs: the time line names it), and
@@ -276,6 +243,15 @@ class PackageSection:
     def not_run(self, view: RunView) -> list[NotRun]:
         find = getattr(self._module("section"), "not_run", None)
         return list(find(view)) if find is not None else []
+
+    def check_plan(self, plan: RunPlan) -> None:
+        check = getattr(self._module("section"), "check_plan", None)
+        if check is not None:
+            check(plan)
+
+    def worker_packages(self, plan: RunPlan) -> set[str]:
+        find = getattr(self._module("section"), "worker_packages", None)
+        return set(find(plan)) if find is not None else set()
 
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
@@ -393,9 +369,14 @@ def reused(section: object, view: RunView) -> dict[str, tuple[int, int]]:
     return dict(count(view)) if callable(count) else {}
 
 
+def result_table(section: object) -> str:
+    """The store table ``section``'s results live in (``section_results`` unless it says)."""
+    return str(getattr(section, "result_table", ROWS_TABLE))
+
+
 def stores_rows(section: object) -> bool:
     """Whether ``section``'s results are rows of ``section_results`` (an unknown one's are)."""
-    return getattr(section, "result_table", ROWS_TABLE) == ROWS_TABLE
+    return result_table(section) == ROWS_TABLE
 
 
 def section_view(
@@ -423,6 +404,21 @@ def fleet_part(section: object, view: RunView) -> FleetPart | None:
     render = getattr(section, "fleet_part", None)
     part: FleetPart | None = render(view) if callable(render) else None
     return part
+
+
+def check_plan(section: object, plan: RunPlan) -> None:
+    """Refuse, before anything is built, a plan ``section`` cannot run (raises a CanaryError;
+    none declared: every plan will do)."""
+    check = getattr(section, "check_plan", None)
+    if callable(check):
+        check(plan)
+
+
+def worker_packages(section: object, plan: RunPlan) -> set[str]:
+    """Top-level packages ``section``'s workers import beyond torchcanary (the claims: every
+    pack's and probe plugin's), linked into the workers' import root."""
+    find = getattr(section, "worker_packages", None)
+    return set(find(plan)) if callable(find) else set()
 
 
 def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:

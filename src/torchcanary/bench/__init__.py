@@ -1,4 +1,4 @@
 """Pillar 2: performance A/B between baseline and candidate, interleaved and calibrated.
 
-Worker-side modules (workloads, timing) import only the stdlib and torch; orchestrator-side
-modules (scheduling, statistics) never import torch."""
+This package is the orchestrator's half (scheduling, statistics, verdicts, reports) and never
+imports torch; what runs inside an environment (workloads, timing) is ``worker/bench/``."""

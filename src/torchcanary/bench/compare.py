@@ -29,7 +29,7 @@ from typing import Any
 
 from torchcanary.bench import stats
 from torchcanary.bench.samples import BenchmarkSamples
-from torchcanary.bench.specs import STEADY_KINDS
+from torchcanary.worker.bench.specs import STEADY_KINDS
 
 _HETEROGENEITY_P = 0.01
 _MIN_GROUP_PAIRS = 6

@@ -9,7 +9,7 @@ from typing import Any
 
 from torchcanary.bench.kept_facts import REUSED
 from torchcanary.bench.result import BenchMeasured
-from torchcanary.keyed_cache import describe_age
+from torchcanary.kept import describe_age
 
 
 def list_html(title: str, items: list[str]) -> str:

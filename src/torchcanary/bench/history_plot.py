@@ -11,8 +11,9 @@ from torchcanary.report.svg import verdict_strip
 from torchcanary.store.history import HistoryEntry
 
 
-def history_forest(item: str, entries: list[HistoryEntry]) -> str | None:
-    """The forest of ``item``'s ratios across runs; None when no run has a ratio to draw."""
+def history_forest(item: str, entries: list[HistoryEntry], half_band: float) -> str | None:
+    """The forest of ``item``'s ratios across runs, shading the band a "same" had to fit
+    (``half_band``, as a fraction); None when no run has a ratio to draw."""
     rows = [
         ForestRow(
             e.label,
@@ -24,14 +25,15 @@ def history_forest(item: str, entries: list[HistoryEntry]) -> str | None:
         for e in entries
         if e.ratio is not None and math.isfinite(e.ratio) and e.ratio > 0
     ]
-    return forest(rows, equivalence=0.02, title=f"{item}: history") if rows else None
+    return forest(rows, equivalence=half_band, title=f"{item}: history") if rows else None
 
 
-def recent_html(item: str, entries: list[HistoryEntry], run_id: str) -> str:
-    """A benchmark's recent history for its report, when the store has runs before this."""
+def recent_html(item: str, entries: list[HistoryEntry], run_id: str, half_band: float) -> str:
+    """A benchmark's recent history for its report, when the store has runs before this,
+    shaded with this run's band (``half_band``)."""
     if not any(entry.run_id != run_id for entry in entries):
         return ""
-    svg = history_forest(item, entries) or verdict_strip(
+    svg = history_forest(item, entries, half_band) or verdict_strip(
         f"{item}: history", [(entry.label, entry.verdict) for entry in entries]
     )
     return (

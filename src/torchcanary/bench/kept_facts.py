@@ -3,14 +3,14 @@ depend on has changed.
 
 Orchestrator side. Some of what the bench learns in an environment is a fact of that
 environment, the machine and the request, not a sample to judge: which kernels a benchmark
-dispatches to (``dispatch_reuse.py``), the machine's roofline as the environment sees it
-(``roofline_reuse.py``). In an environment torchcanary built from requirements (never
+dispatches to (``kept_dispatch.py``), the machine's roofline as the environment sees it
+(``kept_rooflines.py``). In an environment torchcanary built from requirements (never
 changed after its build), on the same machine and with the same torchcanary, finding it
 again only repeats seconds of every warm run. Each kind lives in its own folder of
-:class:`keyed_cache.KeyedCache` entries, keyed by:
+:class:`kept.KeptFolder` entries, keyed by:
 
 - the environment and the manifest this run collected in it
-  (:func:`keyed_cache.fixed_environment`: torch build, Python, OS, CPU model and count, GPUs);
+  (:func:`kept.fixed_environment`: torch build, Python, OS, CPU model and count, GPUs);
 - the content of torchcanary's source files (the code that found the fact);
 - the request as that side made it.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.envs.cache import Environment
-from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environments, own_files_digest
+from torchcanary.kept import KeptFolder, entry_key, fixed_environments, own_files_digest
 from torchcanary.results import Manifest
 
 REUSED = "reused"  # the key a reused fact carries: {"run_id", "made_at"}
@@ -60,7 +60,7 @@ class KeptFacts:
         warn: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.kind = kind
-        self.cache = KeyedCache(directory, kind.schema, kind.what, warn)
+        self.cache = KeptFolder(directory, kind.schema, kind.what, warn)
         self._run_id = run_id
         self._environments = fixed_environments(environments, manifests, profile)
 

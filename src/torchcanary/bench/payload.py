@@ -12,10 +12,10 @@ from torchcanary.bench import compare
 from torchcanary.bench.confounds import affecting
 from torchcanary.bench.dispatch_diff import diff as dispatch_diff
 from torchcanary.bench.interleave import Measurements
-from torchcanary.bench.roofline import collective_bandwidth, fraction
 from torchcanary.bench.samples import BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.workload_checks import compare_numerics, summarise_facts
+from torchcanary.worker.bench.roofline import collective_bandwidth, fraction
 
 
 def _harness(

@@ -22,12 +22,13 @@ from torchcanary.bench.result import (
     BenchVerdict,
     from_rows,
 )
-from torchcanary.bench.roofline import describe
 from torchcanary.bench.section import SECTION, VERDICTS, policy_rules
+from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.view import recent
 from torchcanary.bench.workload_report import fact_lines, summary_line
-from torchcanary.report.junit import JUnitCase
+from torchcanary.section_types import JUnitCase
 from torchcanary.store.history import HistoryEntry
+from torchcanary.worker.bench.roofline import describe
 
 
 def _results(view: Any) -> list[BenchResult]:
@@ -142,7 +143,7 @@ def _confounds_html(view: Any) -> str:
     )
 
 
-def _forest_html(results: list[BenchMeasured], equivalence: float) -> str:
+def _forest_html(results: list[BenchMeasured], half_band: float) -> str:
     families: dict[str, list[ForestRow]] = {}
     for result in results:
         if result.ratio is None or result.ci_low is None or result.ci_high is None:
@@ -157,7 +158,7 @@ def _forest_html(results: list[BenchMeasured], equivalence: float) -> str:
             )
         )
     return "".join(
-        f"<figure>{forest(rows, equivalence, family)}</figure>"
+        f"<figure>{forest(rows, half_band, family)}</figure>"
         for family, rows in sorted(families.items())
     )
 
@@ -212,7 +213,7 @@ def _details_html(result: BenchMeasured, view: Any) -> str:
     body.append(list_html("Your workload (baseline -> candidate)", fact_lines(result.payload)))
     body.append(dispatch_html(result, view.run.created_at))
     history = recent(view, result.key)
-    body.append(recent_html(result.key, history, view.run.run_id))
+    body.append(recent_html(result.key, history, view.run.run_id, _half_band(view, result)))
     harness = result.harness
     body.append(
         f"<p class='harness'>{escape(', '.join(f'{k}={v}' for k, v in harness.items()))}</p>"
@@ -286,7 +287,7 @@ def html(view: Any) -> str:
     aa = any(r.aa for r in results)
     measured = [r for r in results if isinstance(r, BenchMeasured)]
     skipped = [r for r in results if not isinstance(r, BenchMeasured)]
-    equivalence = measured[0].equivalence if measured else 0.05
+    half_band = _half_band(view, measured[0]) if measured else 0.05
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     title = "Performance A/A (baseline against itself)" if aa else "Performance A/B"
     summary = ", ".join(f"{n} {escape(v)}" for v, n in counts.items() if n)
@@ -294,7 +295,7 @@ def html(view: Any) -> str:
         f"<section class='bench'><h2>{title}</h2>",
         _confounds_html(view),
         f"<p>{summary}.</p>",
-        _forest_html(measured, equivalence),
+        _forest_html(measured, half_band),
         _table_html(results, view),
         "<h3>Per benchmark</h3>",
         "".join(_details_html(r, view) for r in measured),
@@ -450,5 +451,10 @@ def junit_cases(view: Any) -> list[JUnitCase]:
 
 def history_plot(item: str, entries: list[HistoryEntry]) -> str | None:
     """A benchmark's history for ``torchcanary history``: the forest of its ratios across
-    runs (None when no run has a ratio, and the command draws its verdicts instead)."""
-    return history_forest(item, entries)
+    runs (None when no run has a ratio, and the command draws its verdicts instead).
+
+    Across runs there is no one run's policy: the band shaded is the defaults' (the
+    equivalence band, narrowed by ``bench_max_slowdown``), as a run with no settings of its
+    own decides with."""
+    default_band = min(BenchSettings.equivalence, float(policy_rules(None)["bench_max_slowdown"]))
+    return history_forest(item, entries, default_band)

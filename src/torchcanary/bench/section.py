@@ -26,9 +26,10 @@ import random
 from typing import Any
 
 from torchcanary.bench import compare, sequential, verdicts
-from torchcanary.bench.dispatch_reuse import DISPATCH_PROFILES
 from torchcanary.bench.interleave import Interleaver
+from torchcanary.bench.kept_dispatch import DISPATCH_PROFILES
 from torchcanary.bench.kept_facts import FactKind, KeptFacts
+from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
     BenchMeasured,
@@ -38,7 +39,6 @@ from torchcanary.bench.result import (
     from_rows,
 )
 from torchcanary.bench.result import from_json as record_from_json
-from torchcanary.bench.roofline_reuse import ROOFLINES
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.settings import parse_settings as _parse
@@ -46,7 +46,7 @@ from torchcanary.bench.suite import expand
 from torchcanary.bench.workload_env import with_project
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
-from torchcanary.sections import NotRun, PolicyBounds
+from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "bench"

@@ -59,9 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary import settings_checks
-from torchcanary.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 from torchcanary.bench.workload_spec import parse_target, parse_workload
 from torchcanary.errors import ConfigError
+from torchcanary.worker.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
 
 _TABLE = "bench"
 

@@ -1,6 +1,6 @@
 """Turns the bench settings into the concrete list of benchmark specs a run measures.
 
-Each spec is a JSON mapping (see :mod:`torchcanary.bench.specs`) with its ``id``; the
+Each spec is a JSON mapping (see :mod:`torchcanary.worker.bench.specs`) with its ``id``; the
 device is resolved before this is called, so a spec names where it runs.
 """
 
@@ -10,8 +10,8 @@ import itertools
 from typing import Any
 
 from torchcanary.bench.settings import BenchSettings
-from torchcanary.bench.specs import benchmark_id, with_defaults
 from torchcanary.bench.workload_spec import parse_workload
+from torchcanary.worker.bench.specs import benchmark_id, with_defaults
 
 
 def _with_id(spec: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchcanary.bench.specs import human_bytes
+from torchcanary.worker.bench.specs import human_bytes
 
 
 def _pair(facts: dict[str, Any], key: str, show: Any) -> str | None:

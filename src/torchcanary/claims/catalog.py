@@ -12,14 +12,11 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 from torchcanary.errors import ConfigError
 from torchcanary.packs.discovery import InstalledPack, discover_packs
 from torchcanary.packs.model import Pack, PackError
-from torchcanary.plan import RunPlan
 from torchcanary.probe import Probe
-from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
 from torchcanary.probe_registry import ProbeDiscoveryError, ProbeSource, discover
 
 PLUGINS_PACK = "plugins"
@@ -143,11 +140,6 @@ def select_claims(
     return ClaimsSelection(tuple(item.pack for item in chosen), _narrow(probes, patterns))
 
 
-def check_packs(plan: RunPlan) -> None:
-    """Refuse a plan whose packs are broken or do not fit the pinned candidate (PackError)."""
-    choose_packs(plan.release, plan.regression, requested_torch(plan.candidate))
-
-
 def select_probes(
     patterns: tuple[str, ...], extra_modules: tuple[str, ...] = ()
 ) -> dict[str, tuple[Probe, ProbeSource]]:
@@ -159,20 +151,3 @@ def select_probes(
     probes |= _unpacked_probes(set(probes), extra_modules)
     chosen = _narrow(dict(sorted(probes.items())), patterns)
     return {pid: (planned.probe, planned.source) for pid, planned in chosen.items()}
-
-
-def worker_packages(plan: RunPlan) -> set[str]:
-    """Top-level packages a claims worker must import: every installed pack's and plugin's.
-
-    Workers run in other environments, where only what is linked into their import root
-    exists; a pack installed next to torchcanary must travel with it.
-    """
-    packages = {module.split(".")[0] for module in plan.probe_modules}
-    if "claims" not in plan.sections:
-        return packages
-    for item in discover_packs():
-        for module in (item.pack.module, *item.pack.probe_modules):
-            packages.add(module.split(".")[0])
-    for entry in entry_points(group=PROBES_GROUP):
-        packages.add(entry.value.split(":")[0].split(".")[0])
-    return packages

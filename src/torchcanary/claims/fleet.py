@@ -14,10 +14,9 @@ from typing import Any
 from rich.table import Table
 
 from torchcanary.claims.view import ClaimRow, claims_of
-from torchcanary.report.fleet import FleetPart, not_asked
-from torchcanary.report.junit import JUnitCase
-from torchcanary.report.view import RunView
+from torchcanary.report.fleet import not_asked
 from torchcanary.results import Verdict
+from torchcanary.section_types import FleetPart, JUnitCase, RunView
 
 _SAYS_NO = (Verdict.REFUTED, Verdict.ABSENT)
 

@@ -11,10 +11,11 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from torchcanary.claims.records import TABLE
 from torchcanary.sections import PackageSection
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
@@ -43,7 +44,7 @@ SECTION = ClaimsSection(
     name="claims",
     package="torchcanary.claims",
     order=10,
-    result_table="probe_results",
+    result_table=TABLE,
     flags=add_flags,
     settings_from_flags=flag_settings,
 )

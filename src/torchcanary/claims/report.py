@@ -11,14 +11,13 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from torchcanary.claims.reuse import reused_from
+from torchcanary.claims.kept_verdicts import reused_from
 from torchcanary.claims.view import ClaimRow, claims_of
-from torchcanary.keyed_cache import describe_age
+from torchcanary.kept import describe_age
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
-from torchcanary.report.junit import JUnitCase
 from torchcanary.report.svg import grouped_bars
-from torchcanary.report.view import RunView
 from torchcanary.results import ProbeResult, Verdict
+from torchcanary.section_types import JUnitCase, RunView
 
 _CANDIDATE_STATUS = {
     Verdict.CONFIRMED: "passed",

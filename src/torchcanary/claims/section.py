@@ -17,28 +17,34 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims import settings as claims_settings
 from torchcanary.claims.catalog import (
     ClaimsSelection,
     PlannedProbe,
+    choose_packs,
     requested_torch,
     select_claims,
 )
-from torchcanary.claims.reuse import ProbeKey, VerdictReuse
+from torchcanary.claims.kept_verdicts import KeptVerdicts, ProbeKey
+from torchcanary.claims.records import done_probe_keys, save_probe_result
 from torchcanary.claims.settings import ClaimsSettings
 from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.packs.discovery import discover_packs
 from torchcanary.packs.model import ANY_RELEASE
+from torchcanary.plan import RunPlan
+from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
 from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
-from torchcanary.sections import NotRun
+from torchcanary.section_types import NotRun
 from torchcanary.worker.calls import RUN_PROBE
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
 
 POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_sanity": True}
 # The values a policy key may take, where they are words: refused at load, before the run.
@@ -67,6 +73,27 @@ def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
     return Outcome(Verdict.ERROR, call.error[:500], evidence)
 
 
+def check_plan(plan: RunPlan) -> None:
+    """Refuse a plan whose packs are broken or do not fit the pinned candidate (PackError),
+    before any environment is built."""
+    choose_packs(plan.release, plan.regression, requested_torch(plan.candidate))
+
+
+def worker_packages(plan: RunPlan) -> set[str]:
+    """Top-level packages a claims worker must import: every installed pack's and plugin's.
+
+    Workers run in other environments, where only what is linked into their import root
+    exists; a pack installed next to torchcanary must travel with it.
+    """
+    packages = {module.split(".")[0] for module in plan.probe_modules}
+    for item in discover_packs():
+        for module in (item.pack.module, *item.pack.probe_modules):
+            packages.add(module.split(".")[0])
+    for entry in entry_points(group=PROBES_GROUP):
+        packages.add(entry.value.split(":")[0].split(".")[0])
+    return packages
+
+
 def run(ctx: RunContext) -> None:
     selection = select_claims(
         ctx.plan.probes,
@@ -79,9 +106,9 @@ def run(ctx: RunContext) -> None:
     _save_catalog(ctx, selection)
     # What each environment was asked to be, for the sanity pack's version check.
     params = {role: {"requested_torch": requested_torch(getattr(ctx.plan, role))} for role in ROLES}
-    done = ctx.store.done_probe_keys(ctx.run_id) if ctx.resume else set()
+    done = done_probe_keys(ctx.store, ctx.run_id) if ctx.resume else set()
     todo = [(role, pid) for role in ROLES for pid in selected if (role, pid) not in done]
-    reuse = VerdictReuse(
+    reuse = KeptVerdicts(
         cache_root() / "claim-verdicts",
         ctx.environments,
         {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},
@@ -101,7 +128,7 @@ def run(ctx: RunContext) -> None:
     }
     with ctx.progress.task("claims", total=len(todo) + len(kept)) as task:
         for result in kept.values():
-            ctx.store.save_probe_result(result)
+            save_probe_result(ctx.store, result)
             task.advance(f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}")
         if kept:
             ctx.progress.note(
@@ -116,7 +143,7 @@ def run(ctx: RunContext) -> None:
         # The store and the progress display stay on this thread; lanes only run probes.
         finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
         for result in itertools.chain(finished, (run_one(*item) for item in alone)):
-            ctx.store.save_probe_result(result)
+            save_probe_result(ctx.store, result)
             key = keys.get((result.env_role, result.probe_id))
             if key is not None:
                 reuse.keep(key, result)
@@ -125,7 +152,7 @@ def run(ctx: RunContext) -> None:
 
 def _reuse_key(
     ctx: RunContext,
-    reuse: VerdictReuse,
+    reuse: KeptVerdicts,
     planned: PlannedProbe,
     role: str,
     probe_id: str,

@@ -2,7 +2,7 @@
 
 Keys (defaults in ``ClaimsSettings``):
   reuse   keep verdicts for later runs of the same environments and use the kept ones
-          (``claims/reuse.py``); ``--fresh-claims`` sets it false
+          (``claims/kept_verdicts.py``); ``--fresh-claims`` sets it false
 Probes are chosen with ``probes = [...]`` at the top level, not in this table.
 """
 

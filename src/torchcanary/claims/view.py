@@ -12,10 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from torchcanary.claims.records import probe_results
 from torchcanary.results import ClaimComparison, ProbeResult, compare_claim
 
 if TYPE_CHECKING:
-    from torchcanary.report.view import RunView
+    from torchcanary.section_types import RunView
     from torchcanary.store.base import ResultStore
     from torchcanary.store.rows import RunRow, SectionResult
 
@@ -70,7 +71,7 @@ def load(store: ResultStore, run: RunRow, rows: list[SectionResult]) -> ClaimsVi
     """
     artifacts = {name: content for name, _, content in store.artifacts(run.run_id)}
     return ClaimsView(
-        store.probe_results(run.run_id),
+        probe_results(store, run.run_id),
         json.loads(artifacts.get(CATALOG_ARTIFACT, b"{}")),
         json.loads(artifacts.get(PACKS_ARTIFACT, b"[]")),
     )

@@ -20,8 +20,8 @@ from torchcanary.diff.assess import (
 from torchcanary.diff.changes import ChangeKind
 from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary, from_rows
 from torchcanary.diff.section import SECTION
-from torchcanary.report.junit import JUnitCase
 from torchcanary.report.markdown import literal_text
+from torchcanary.section_types import JUnitCase
 
 _TITLE = "What changed that the notes don't say"
 _NOT_RUN = "The surface diff was not run."

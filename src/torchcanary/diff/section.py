@@ -4,7 +4,7 @@ user's code meets it.
 ``run(ctx)``: a worker in each environment collects its surface (config defaults, public
 API with signatures, env vars read, bundled library versions; both at once); each
 collection is stored as artifact ``diff/<role>.json`` (``--resume`` reuses it) and, for an
-environment that cannot change (``keyed_cache.fixed_environment``), kept under
+environment that cannot change (``kept.fixed_environment``), kept under
 ``<cache>/surfaces`` for later runs with the same torchcanary files. The two are
 compared, each change is checked against the release's text (the claims pack and any notes
 files) and against the user's code, and every change is stored as a row.
@@ -55,8 +55,8 @@ from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary, from_js
 from torchcanary.diff.settings import DiffSettings
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
-from torchcanary.keyed_cache import KeyedCache, entry_key, fixed_environment, own_files_digest
-from torchcanary.sections import NotRun
+from torchcanary.kept import KeptFolder, entry_key, fixed_environment, own_files_digest
+from torchcanary.section_types import NotRun
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import COLLECT_SURFACE
 
@@ -96,7 +96,7 @@ def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
     (the same fixed environment, torchcanary files and collection settings), else
     collected now by a worker, both at once."""
     kwargs = {"namespaces": list(settings.namespaces) or None, "budget_s": settings.budget_s}
-    kept = KeyedCache(
+    kept = KeptFolder(
         cache_root() / "surfaces", _KEPT_SCHEMA, "the kept surface", ctx.progress.note
     )
     manifests = {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()}

@@ -29,16 +29,16 @@ from typing import Any
 
 from torchcanary.drill import flight, timeline, trajectory
 from torchcanary.drill.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTARTS, DrillSpec
-from torchcanary.drill.events import read_events
 from torchcanary.drill.faults import Injector
-from torchcanary.drill.job_reference_cache import ReferenceCache, reference_key
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
+from torchcanary.drill.kept_references import KeptReferences, reference_key
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
 from torchcanary.drill.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drill.netns import why_unavailable as network_unavailable
 from torchcanary.drill.procs import ProcessSet
 from torchcanary.drill.verdict import DrillVerdict
-from torchcanary.keyed_cache import describe_age, own_files_digest
+from torchcanary.kept import describe_age, own_files_digest
+from torchcanary.worker.drill.events import read_events
 
 POLL_S = 0.05
 # One restart for the fault, and room for two more: a gloo thread of torch (2.13 and 2.14
@@ -126,7 +126,7 @@ class DrillRunner:
         python: str,
         import_root: Path,
         work_dir: Path,
-        cache: ReferenceCache | None = None,
+        cache: KeptReferences | None = None,
         environment_key: str = "",
         fresh_reference: bool = False,
     ) -> None:

@@ -14,8 +14,8 @@ from torchcanary.drill import repeats
 from torchcanary.drill.catalog import FAULTS, RECOVERIES
 from torchcanary.drill.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
 from torchcanary.drill.verdict import DrillVerdict
-from torchcanary.keyed_cache import describe_age
-from torchcanary.report.junit import JUnitCase
+from torchcanary.kept import describe_age
+from torchcanary.section_types import JUnitCase
 
 SECTION = "drill"
 _ROLES = ("baseline", "candidate")

@@ -37,7 +37,7 @@ from torchcanary.drill import repeats, trajectory
 from torchcanary.drill import settings as drill_settings
 from torchcanary.drill.catalog import DrillSpec, parse_drill_name
 from torchcanary.drill.drill import DrillOutcome, DrillRunner
-from torchcanary.drill.job_reference_cache import ReferenceCache
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.result import (
     REFERENCE_PREFIX,
     DrillRecord,
@@ -50,7 +50,7 @@ from torchcanary.drill.user_job import user_job
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
-from torchcanary.sections import NotRun, PolicyBounds
+from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
@@ -91,7 +91,7 @@ def run(ctx: RunContext) -> None:
     stored = _stored_trials(ctx) if ctx.resume else {}
     job = user_job(settings)
     runners: dict[str, DrillRunner] = {}
-    cache = ReferenceCache(cache_root() / "drill-references", ctx.progress.note)
+    cache = KeptReferences(cache_root() / "drill-references", ctx.progress.note)
     for role in roles:
         env, work = ctx.environments[role], ctx.work_dir / "drills" / role
         keeping = {

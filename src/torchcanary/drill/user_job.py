@@ -7,7 +7,7 @@ restarts, namespaces, bounds and cleanup by token. What differs is only what a j
 not write lets us see, the contract in ``docs/drills.md``:
 
 - unchanged, it is started by torchrun (``--nproc-per-node`` = ``ranks``) through a shim
-  (:mod:`torchcanary.drill.job_shim`) that notes each launch, turns printed lines that
+  (:mod:`torchcanary.worker.drill.job_shim`) that notes each launch, turns printed lines that
   match ``job_step_pattern`` into steps, and records an exception that escapes the job;
 - with ``report_step(step, loss=...)`` it reports its exact steps itself;
 - for ``shrink`` and ``reconfigure`` it is started as plain ranks sharing the drill's store
@@ -19,7 +19,7 @@ The fault strikes after step ``at_step`` when the fault-free run showed steps (a
 lowest rank that logs them saw it, when not every rank does), else
 ``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
 fault-free run is made first in each environment and kept for every drill of the job
-(and on disk, ``job_reference_cache.py``, for later runs);
+(and on disk, ``kept_references.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchcanary import keyed_cache
+from torchcanary import kept
 from torchcanary.drill.trajectory import LOSS_RTOL
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"  # read by the shim (job_shim.py)
@@ -110,7 +110,7 @@ class UserJob:
             "cwd": str(Path(self.cwd).resolve()),
             "env": [list(pair) for pair in self.env],
             "with": list(self.with_),
-            "files": keyed_cache.files_digest(self.files()),
+            "files": kept.files_digest(self.files()),
             "ranks": ranks,
             "step_pattern": self.step_pattern,
             "rtol": self.rtol,

@@ -19,14 +19,10 @@ from typing import Any
 from torchcanary.drill import job_compare, job_exits, job_leave, timeline, user_outcome
 from torchcanary.drill.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, JobLaunch
-from torchcanary.drill.events import read_events
 from torchcanary.drill.faults import Injector
-from torchcanary.drill.job_backward import BACKWARD_VARIABLE
 from torchcanary.drill.job_exits import RankDeath
 from torchcanary.drill.job_injectors import LeadInjector, TimedInjector
-from torchcanary.drill.job_inplace import LEAVE_VARIABLE
-from torchcanary.drill.job_reference_cache import ReferenceCache
-from torchcanary.drill.job_report import EVENTS_VARIABLE
+from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.drill.procs import ProcessSet
@@ -40,6 +36,10 @@ from torchcanary.drill.user_job import (
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.stack.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
+from torchcanary.worker.drill.events import read_events
+from torchcanary.worker.drill.job_backward import BACKWARD_VARIABLE
+from torchcanary.worker.drill.job_inplace import LEAVE_VARIABLE
+from torchcanary.worker.drill.job_report import EVENTS_VARIABLE
 
 REFERENCE_BOUND_S = 180.0  # the least time the fault-free run is given
 REFERENCE_TRIES = 3  # fault-free runs made while a rank dies of a signal, to count it
@@ -128,7 +128,7 @@ class UserJobRunner(DrillRunner):
         import_root: Path,
         work_dir: Path,
         job: UserJob,
-        cache: ReferenceCache | None = None,
+        cache: KeptReferences | None = None,
         environment_key: str = "",
         fresh_reference: bool = False,
     ) -> None:

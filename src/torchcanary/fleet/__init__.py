@@ -10,14 +10,13 @@ The parts, each one job:
 - ``section_unit``: one section of a run on a node (its environments, devices, cache).
 - ``relay``: the store a node writes to, each write sent home as a plain JSON record.
 - ``executor``: the small interface every executor provides (Ray now, Slurm later).
-- ``ray_executor``: that interface on Ray; connecting to a cluster.
+- ``ray_executor``: that interface on Ray; ``ray_connect``: connecting to a cluster;
+  ``ray_spread``: actors on distinct nodes (one rank host per node).
 - ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
 - ``node_bench`` and ``node_collectives``: ``bench --fleet --nodes N``, one rank per node.
 - ``drill_run``, ``node_drill``, ``rank_host`` and ``node_link``: ``drill --fleet --nodes N``,
   from the driver's plan down to one node's ranks and the link cut on it.
-- ``smoke``: the smallest real unit (tests, the overhead benchmark, a preflight).
-- ``local_cluster``: a real multi-node Ray cluster on 127.0.0.1 for tests and figures.
 
-Importing this package does not import Ray: ``ray_executor`` imports it when ``connect``
-is called, ``local_cluster`` when a cluster is started.
+Importing this package does not import Ray: ``ray_connect`` imports it when ``connect``
+is called.
 """

@@ -12,7 +12,7 @@ import json
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
 from torchcanary.drill.catalog import DEFAULT_DRILLS, DrillSpec
@@ -21,12 +21,9 @@ from torchcanary.drill.result import drill_record
 from torchcanary.drill.section import SECTION, drill_specs, parse_settings
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
-from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
-from torchcanary.progress import Progress
-from torchcanary.report.render import write_outputs
-from torchcanary.report.view import RunView
-from torchcanary.store.base import ResultStore
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import RunInputs, start_run
 from torchcanary.store.rows import SectionResult
 
 if TYPE_CHECKING:
@@ -35,73 +32,66 @@ if TYPE_CHECKING:
 NODE_DRILL_ARTIFACT = "node_drill.json"
 
 
-@dataclass(frozen=True)
-class NodeRunOutcome:
-    """What a run across nodes (drills, or the bench's collectives) left: its stored run."""
-
-    run_id: str
-    decision: Decision
-    outputs: dict[str, Path]
-
-
-def execute_node_drills(
-    plan: RunPlan,
-    store: ResultStore,
-    output_dir: Path,
-    progress: Progress,
-    executor: RayExecutor,
-    address: str,
-    nodes: int,
-    roles: tuple[str, ...] = ROLES,
-    shared_dir: Path | None = None,
-) -> NodeRunOutcome:
-    """Every configured drill, in each of ``roles``' environments, on ``nodes`` nodes.
+@dataclass
+class NodeDrillRun:
+    """The venue of every configured drill, in each of ``roles``' environments, on ``nodes``
+    nodes (``runner.execute`` drives it).
 
     Each environment gets its own placement group: a drill that kills a node leaves the
     next environment to the nodes still alive. Checkpoints go under ``shared_dir``, which
     every node must see (default: the output folder, which a cluster on one machine shares).
     """
-    settings = parse_settings(plan.section_settings(SECTION))
-    if settings["faults"] == list(DEFAULT_DRILLS):  # the defaults of a drill on one machine
-        settings["faults"] = list(DEFAULT_NODE_DRILLS)
-    specs = in_node_order(drill_specs(settings))
-    run_id = store.create_run(plan.to_json())
-    progress.note(f"run {run_id} -> {store.location} (drills across {nodes} nodes)")
-    placed: dict[str, dict[str, object]] = {}
-    try:
-        for role in roles:
-            shared = shared_dir or output_dir / "work" / run_id
-            drills = NodeDrills(executor, plan.to_json(), role, nodes, shared.resolve())
+
+    executor: RayExecutor
+    address: str
+    nodes: int
+    roles: tuple[str, ...] = ROLES
+    shared_dir: Path | None = None
+
+    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
+        run_id = start_run(run.store, run.plan, resume_run_id)
+        run.progress.note(
+            f"run {run_id} -> {run.store.location} (drills across {self.nodes} nodes)"
+        )
+        return run_id
+
+    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
+        settings = parse_settings(run.plan.section_settings(SECTION))
+        if settings["faults"] == list(DEFAULT_DRILLS):  # the defaults of a drill on one machine
+            settings["faults"] = list(DEFAULT_NODE_DRILLS)
+        specs = in_node_order(drill_specs(settings))
+        placed: dict[str, dict[str, object]] = {}
+        for role in self.roles:
+            shared = self.shared_dir or run.output_dir / "work" / run_id
+            drills = NodeDrills(
+                self.executor, run.plan.to_json(), role, self.nodes, shared.resolve()
+            )
             # The token tags every process of the drill on every node: how to find leftovers.
             placed[role] = {"token": drills.token, "nodes": drills.where()}
             try:
-                with progress.task(f"{role} drills on {nodes} nodes", total=len(specs)) as task:
+                title = f"{role} drills on {self.nodes} nodes"
+                with run.progress.task(title, total=len(specs)) as task:
                     for spec in specs:
                         outcome = _run_one(drills, spec)
-                        store.save_section_result(
-                            run_id,
-                            SectionResult.of(
-                                SECTION,
-                                drill_record(spec.key, role, outcome.verdict, outcome.payload),
-                            ),
-                        )
+                        record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
+                        run.store.save_section_result(run_id, SectionResult.of(SECTION, record))
                         task.advance(f"{role} {spec.key}: {outcome.verdict.value}")
             finally:
                 drills.close()
-    except BaseException:
-        store.set_run_status(run_id, "interrupted")
-        raise
-    store.save_artifact(
-        run_id,
-        NODE_DRILL_ARTIFACT,
-        "application/json",
-        json.dumps({"address": address, "nodes": nodes, "placed": placed}).encode(),
-    )
-    view = RunView.load(store, run_id)
-    decision = decide(view, plan.policy, plan.sections, {})
-    store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
-    return NodeRunOutcome(run_id, decision, outputs)
+        where = {"address": self.address, "nodes": self.nodes, "placed": placed}
+        run.store.save_artifact(
+            run_id, NODE_DRILL_ARTIFACT, "application/json", json.dumps(where).encode()
+        )
+        return {}
+
+    def decide(
+        self, run: RunInputs, run_id: str, failures: dict[str, str]
+    ) -> tuple[Decision, dict[str, Any]]:
+        view = load_run_view(run.store, run_id)
+        return decide(view, run.plan.policy, run.plan.sections, failures), {}
+
+    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
+        pass
 
 
 def in_node_order(specs: list[DrillSpec]) -> list[DrillSpec]:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.errors import ConfigError, FleetError
@@ -28,15 +27,17 @@ from torchcanary.fleet.fit import plan_for
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.section_unit import RUN_SECTION
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
-from torchcanary.report.render import write_outputs
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, RunView
+from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
+from torchcanary.runner import RunInputs, start_run
+from torchcanary.sections import ROWS_TABLE, get_section, result_table
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
-from torchcanary.worker.calls import FLEET_SECTION
+from torchcanary.store.schema import PRIMARY_KEYS
 
 FLEET_SCHEMA = 1
 
@@ -50,118 +51,110 @@ class FleetRequest:
     connect_timeout_s: float = 15.0
 
 
-@dataclass(frozen=True)
-class FleetOutcome:
-    run_id: str
-    decision: Decision
-    outputs: dict[str, Path]
-    # "SECTION@PROFILE" -> why that unit did not finish (failed or lost)
-    unit_failures: dict[str, str]
-
-
 def connect_fleet(request: FleetRequest) -> Executor:
     """The executor for ``request.address``; FleetError (exit 2) when it cannot be used."""
-    from torchcanary.fleet.ray_executor import connect
+    from torchcanary.fleet.ray_connect import connect
 
     return connect(request.address, timeout_s=request.connect_timeout_s)
 
 
-def execute_on_fleet(
-    plan: RunPlan,
-    store: ResultStore,
-    output_dir: Path,
-    progress: Progress,
-    executor: Executor,
-    request: FleetRequest,
-    resume_run_id: str | None = None,
-) -> FleetOutcome:
-    """Run (or resume) ``plan`` on the fleet behind ``executor``; every result in ``store``."""
-    live = executor.discover()
-    if resume_run_id is None:
-        chosen = request.selection.choose(live)
-        if not chosen:
-            profiles = ", ".join(sorted({node.profile.key for node in live})) or "none"
-            raise ConfigError(
-                f"no node of the fleet matches --fleet-select; its profiles: {profiles}"
+@dataclass
+class FleetRun:
+    """The venue of a run on the fleet behind ``executor``: one unit per profile and
+    section, every result committed home (``runner.execute`` drives it)."""
+
+    executor: Executor
+    request: FleetRequest
+    chosen: list[FleetNode] = field(default_factory=list)
+    missing_profiles: dict[str, str] = field(default_factory=dict)  # profile -> its last node
+
+    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
+        live = self.executor.discover()
+        if resume_run_id is None:
+            self.chosen = self.request.selection.choose(live)
+            if not self.chosen:
+                profiles = ", ".join(sorted({node.profile.key for node in live})) or "none"
+                raise ConfigError(
+                    f"no node of the fleet matches --fleet-select; its profiles: {profiles}"
+                )
+        else:
+            self.chosen, self.missing_profiles = _nodes_to_resume(run.store, resume_run_id, live)
+        run_id = start_run(run.store, run.plan, resume_run_id)
+        if resume_run_id is None:
+            fleet = _fleet_json(self.request, self.chosen)
+            run.store.save_artifact(run_id, FLEET_ARTIFACT, "application/json", fleet)
+        run.progress.note(f"run {run_id} -> {run.store.location}")
+        for node in self.chosen:
+            run.progress.note(
+                f"profile {node.profile.key}: node {node.node_id[:12]} ({node.address})"
             )
-        run_id = store.create_run(plan.to_json())
-        store.save_artifact(
-            run_id, FLEET_ARTIFACT, "application/json", _fleet_json(request, chosen)
+        return run_id
+
+    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
+        plan, store = run.plan, run.store
+        for profile, node_id in self.missing_profiles.items():
+            for section in plan.sections:
+                why = f"no live node of profile {profile} to resume on"
+                _ledger(store.scoped(node_id, profile), run_id, section, UnitStatus.LOST, why, 0.0)
+        units, assignments, not_asked = _units(run, run_id, self.chosen)
+        failures = _collect(
+            self.executor, assignments, units, store, run_id, run.progress, not_asked
         )
-        missing_profiles: dict[str, str] = {}
-    else:
-        run_id = resume_run_id
-        chosen, missing_profiles = _nodes_to_resume(store, run_id, live)
-        store.set_run_status(run_id, "running")
-    progress.note(f"run {run_id} -> {store.location}")
-    for node in chosen:
-        progress.note(f"profile {node.profile.key}: node {node.node_id[:12]} ({node.address})")
+        for profile in self.missing_profiles:
+            for section in plan.sections:
+                failures[f"{section}@{profile}"] = f"lost: no live node of profile {profile}"
+        return failures
+
+    def decide(
+        self, run: RunInputs, run_id: str, failures: dict[str, str]
+    ) -> tuple[Decision, dict[str, Any]]:
+        return _decide(run.store, run_id, run.plan, failures), {}
+
+    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
+        lost = [unit for unit, why in failures.items() if why.startswith(UnitStatus.LOST.value)]
+        if lost:
+            # Decided on what it has, but not done: `run --resume` picks it up and sends
+            # the lost units again.
+            run.store.set_run_status(run_id, "interrupted")
+            run.progress.note(
+                f"{len(lost)} unit(s) lost with their node ({', '.join(lost)}); "
+                "`torchcanary run --resume` sends them again"
+            )
+
+
+def _units(
+    run: RunInputs, run_id: str, chosen: list[FleetNode]
+) -> tuple[dict[str, tuple[FleetNode, str]], list[Assignment], dict[str, dict[str, str]]]:
+    """Each chosen node's units: its profile's plan's sections not yet ok in the ledger;
+    and, per profile, the claims its hardware cannot answer (not sent)."""
+    plan, store = run.plan, run.store
     created_at = store.run(run_id).created_at
     units: dict[str, tuple[FleetNode, str]] = {}
     assignments = []
-    try:
-        for profile, node_id in missing_profiles.items():
-            for section in plan.sections:
-                _ledger(
-                    store.scoped(node_id, profile),
-                    run_id,
-                    section,
-                    UnitStatus.LOST,
-                    f"no live node of profile {profile} to resume on",
-                    0.0,
-                )
-        not_asked: dict[str, dict[str, str]] = {}
-        for node in chosen:
-            scoped = store.scoped(node.node_id, node.profile.key)
-            node_plan, not_asked[node.profile.key] = plan_for(plan, node.profile)
-            for probe_id, why in not_asked[node.profile.key].items():
-                progress.note(f"{node.profile.key}: {probe_id} not asked: {why}")
-            if "claims" in plan.sections and "claims" not in node_plan.sections:
-                # No claim left for this hardware: nothing to send, and the ledger says why.
-                reasons = not_asked[node.profile.key]
-                _ledger(scoped, run_id, "claims", UnitStatus.OK, "", 0.0, reasons)
-            finished = {
-                r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
-            }
-            todo = [section for section in node_plan.sections if section not in finished]
-            for index, section in enumerate(todo):
-                unit = WorkUnit(
-                    f"{section}@{node.profile.key}",
-                    FLEET_SECTION,
-                    _payload(
-                        node_plan,
-                        run_id,
-                        created_at,
-                        section,
-                        node.profile.key,
-                        scoped,
-                        first=index == 0,
-                    ),
-                    num_cpus=node.cpus,
-                )
-                units[unit.unit_id] = (node, section)
-                assignments.append(Assignment(node, unit))
-        failures = _collect(executor, assignments, units, store, run_id, progress, not_asked)
-    except BaseException:
-        store.set_run_status(run_id, "interrupted")
-        raise
-    for profile in missing_profiles:
-        for section in plan.sections:
-            failures[f"{section}@{profile}"] = f"lost: no live node of profile {profile}"
-    decision = _decide(store, run_id, plan, failures)
-    detail = decision.to_json() | {"section_failures": failures}
-    store.finish_run(run_id, decision.label, detail)
-    lost = [unit for unit, why in failures.items() if why.startswith(UnitStatus.LOST.value)]
-    if lost:
-        # Decided on what it has, but not done: `run --resume` picks it up and sends
-        # the lost units again.
-        store.set_run_status(run_id, "interrupted")
-        progress.note(
-            f"{len(lost)} unit(s) lost with their node ({', '.join(lost)}); "
-            "`torchcanary run --resume` sends them again"
-        )
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
-    return FleetOutcome(run_id, decision, outputs, failures)
+    not_asked: dict[str, dict[str, str]] = {}
+    for node in chosen:
+        scoped = store.scoped(node.node_id, node.profile.key)
+        node_plan, not_asked[node.profile.key] = plan_for(plan, node.profile)
+        for probe_id, why in not_asked[node.profile.key].items():
+            run.progress.note(f"{node.profile.key}: {probe_id} not asked: {why}")
+        if "claims" in plan.sections and "claims" not in node_plan.sections:
+            # No claim left for this hardware: nothing to send, and the ledger says why.
+            reasons = not_asked[node.profile.key]
+            _ledger(scoped, run_id, "claims", UnitStatus.OK, "", 0.0, reasons)
+        finished = {
+            r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
+        }
+        todo = [section for section in node_plan.sections if section not in finished]
+        for index, section in enumerate(todo):
+            payload = _payload(
+                node_plan, run_id, created_at, section, node.profile.key, scoped, first=index == 0
+            )
+            unit = WorkUnit(
+                f"{section}@{node.profile.key}", RUN_SECTION, payload, num_cpus=node.cpus
+            )
+            units[unit.unit_id] = (node, section)
+            assignments.append(Assignment(node, unit))
+    return units, assignments, not_asked
 
 
 def _collect(
@@ -236,11 +229,21 @@ def _payload(
         "created_at": created_at,
         "section": section,
         "profile": profile,
-        "done_probes": sorted(scoped.done_probe_keys(run_id)),
+        "done_rows": _done_rows(scoped, run_id, section),
         "done_sections": {section: sorted(scoped.done_section_keys(run_id, section))},
         # The first section sent to a node records its environments' manifests, once.
         "record_manifests": first and not scoped.environments(run_id),
     }
+
+
+def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[dict[str, Any]]]:
+    """The keys of the rows ``section`` already stored in a table of its own (the claims'
+    probe results), so the node skips them on ``--resume`` as a local run would."""
+    table = result_table(get_section(section))
+    if table == ROWS_TABLE:
+        return {}
+    keys = [column for column in PRIMARY_KEYS[table] if column not in ("run_id", "profile")]
+    return {table: [dict(zip(keys, row, strict=True)) for row in store.rows(table, run_id, keys)]}
 
 
 def _fleet_json(request: FleetRequest, chosen: list[FleetNode]) -> bytes:
@@ -304,7 +307,7 @@ def _decide(
     reasons: list[str] = []
     warnings: list[str] = []
     for profile, node_id in store.run_profiles(run_id).items():
-        view = RunView.load(store.scoped(node_id, profile), run_id)
+        view = load_run_view(store.scoped(node_id, profile), run_id)
         # Judge the sections the profile was sent: one left with nothing to ask is not one
         # that "stored no results".
         sent = {row.key for row in view.sections.get(LEDGER_SECTION, [])}

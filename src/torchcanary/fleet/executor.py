@@ -30,17 +30,13 @@ class Executor(Protocol):
         """Every live node that answered with its hardware profile."""
         ...
 
-    def dispatch(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
-        """Send every assignment now; the iterator yields each result as it finishes.
-
-        Every assignment yields exactly one result: a unit whose node died or vanished comes
-        back LOST, never missing; the others go on.
-        """
-        ...
-
     def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
-        """As ``dispatch``, for units whose worker yields pieces: each piece comes back as a
-        PARTIAL result the moment it exists, before its unit's one final result."""
+        """Send every assignment now; the iterator yields each result the moment it exists.
+
+        A unit's worker yields pieces: each comes back as a PARTIAL result, before the
+        unit's one final result. Every assignment ends in exactly one final result: a unit
+        whose node died or vanished comes back LOST, never missing; the others go on.
+        """
         ...
 
     def close(self) -> None:

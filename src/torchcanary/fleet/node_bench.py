@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.bench import compare, sequential, verdicts
@@ -39,19 +39,17 @@ from torchcanary.bench.section import (
     sides_for,
 )
 from torchcanary.bench.settings import BenchSettings
-from torchcanary.bench.specs import benchmark_id
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
-from torchcanary.fleet.drill_run import NodeRunOutcome
 from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
 from torchcanary.fleet.profile import FleetNode
-from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
-from torchcanary.report.render import write_outputs
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view
+from torchcanary.runner import RunInputs, start_run
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
+from torchcanary.worker.bench.specs import benchmark_id
 
 if TYPE_CHECKING:
     from torchcanary.fleet.ray_executor import RayExecutor
@@ -88,64 +86,92 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     return specs
 
 
-def execute_node_bench(
-    plan: RunPlan,
-    store: ResultStore,
-    output_dir: Path,
-    progress: Progress,
-    executor: RayExecutor,
-    address: str,
-    nodes: int,
-) -> NodeRunOutcome:
-    """The collectives across ``nodes`` nodes, baseline against candidate, stored and judged."""
-    settings = BenchSettings.from_json(plan.section_settings(SECTION))
-    seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
-    if FAMILY not in settings.families:
-        node_specs(settings, nodes, False)  # raises, before any node is held
-    profiles = {node.node_id: node for node in executor.discover()}
-    ranks = NodeRanks(executor, plan.to_json(), nodes)
-    try:
-        placed = [profiles.get(place.node_id) for place in ranks.places]
-        gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
-        specs = node_specs(settings, nodes, gpus)
-        node = "+".join(place.node_id for place in ranks.places)
-        profile = "+".join(sorted({_key(found) for found in placed}))
-        run_id = store.create_run(plan.to_json())
-        progress.note(f"run {run_id} -> {store.location} (collectives across {nodes} nodes)")
+@dataclass
+class NodeBenchRun:
+    """The venue of the collectives across ``nodes`` nodes, baseline against candidate,
+    stored and judged (``runner.execute`` drives it)."""
+
+    executor: RayExecutor
+    address: str
+    nodes: int
+    _held: _Held | None = None
+
+    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
+        settings = BenchSettings.from_json(run.plan.section_settings(SECTION))
+        seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
+        if FAMILY not in settings.families:
+            node_specs(settings, self.nodes, False)  # raises, before any node is held
+        profiles = {node.node_id: node for node in self.executor.discover()}
+        ranks = NodeRanks(self.executor, run.plan.to_json(), self.nodes)
         try:
-            scoped = store.scoped(node, profile)
-            _judge_and_store(
-                RunContext(run_id, scoped, plan, {}, output_dir, output_dir, progress),
-                settings,
-                seed,
-                _measure(ranks, specs, settings, random.Random(seed), progress),
-                nodes,
-            )
+            placed = [profiles.get(place.node_id) for place in ranks.places]
+            gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
+            specs = node_specs(settings, self.nodes, gpus)
+            node = "+".join(place.node_id for place in ranks.places)
+            profile = "+".join(sorted({_key(found) for found in placed}))
+            run_id = start_run(run.store, run.plan, resume_run_id)
         except BaseException:
-            store.set_run_status(run_id, "interrupted")
+            ranks.close()
             raise
-    finally:
-        ranks.close()
-    where = [
-        {"node_id": place.node_id, "address": place.address, "profile": _key(found)}
-        for place, found in zip(ranks.places, placed, strict=True)
-    ]
-    store.save_artifact(
-        run_id,
-        NODE_BENCH_ARTIFACT,
-        "application/json",
-        json.dumps({"address": address, "nodes": nodes, "placed": where}).encode(),
-    )
-    view = RunView.load(scoped, run_id)
-    own = decide(view, plan.policy, (SECTION,), {})
-    decision = Decision(
-        own.go,
-        tuple(f"[{profile}] {reason}" for reason in own.reasons),
-        tuple(f"[{profile}] {warning}" for warning in own.warnings),
-    )
-    store.finish_run(run_id, decision.label, decision.to_json() | {"section_failures": {}})
-    outputs = write_outputs(RunView.load(store, run_id), output_dir)
-    return NodeRunOutcome(run_id, decision, outputs)
+        where = f"collectives across {self.nodes} nodes"
+        run.progress.note(f"run {run_id} -> {run.store.location} ({where})")
+        scoped = run.store.scoped(node, profile)
+        self._held = _Held(settings, seed, ranks, placed, specs, scoped, profile)
+        return run_id
+
+    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
+        assert self._held is not None, "open() comes first"
+        held = self._held
+        try:
+            ctx = RunContext(
+                run_id, held.scoped, run.plan, {}, run.output_dir, run.output_dir, run.progress
+            )
+            rng = random.Random(held.seed)
+            measured = _measure(held.ranks, held.specs, held.settings, rng, run.progress)
+            _judge_and_store(ctx, held.settings, held.seed, measured, self.nodes)
+        finally:
+            held.ranks.close()
+        where = [
+            {"node_id": place.node_id, "address": place.address, "profile": _key(found)}
+            for place, found in zip(held.ranks.places, held.placed, strict=True)
+        ]
+        run.store.save_artifact(
+            run_id,
+            NODE_BENCH_ARTIFACT,
+            "application/json",
+            json.dumps({"address": self.address, "nodes": self.nodes, "placed": where}).encode(),
+        )
+        return {}
+
+    def decide(
+        self, run: RunInputs, run_id: str, failures: dict[str, str]
+    ) -> tuple[Decision, dict[str, Any]]:
+        assert self._held is not None, "open() comes first"
+        profile = self._held.profile
+        own = decide(load_run_view(self._held.scoped, run_id), run.plan.policy, (SECTION,), {})
+        decision = Decision(
+            own.go,
+            tuple(f"[{profile}] {reason}" for reason in own.reasons),
+            tuple(f"[{profile}] {warning}" for warning in own.warnings),
+        )
+        return decision, {}
+
+    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a node bench holds between making its run and measuring: the ranks placed,
+    the benchmarks they can run, and the store scoped to their nodes and profile."""
+
+    settings: BenchSettings
+    seed: int
+    ranks: NodeRanks
+    placed: list[FleetNode | None]
+    specs: list[dict[str, Any]]
+    scoped: ResultStore
+    profile: str
 
 
 def _key(node: FleetNode | None) -> str:

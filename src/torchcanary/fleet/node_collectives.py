@@ -1,6 +1,6 @@
 """The bench's collective ranks across nodes: one rank per Ray node, fresh for each call.
 
-The ranks are the bench's own (``bench/collectives.py:rank_main``, through
+The ranks are the bench's own (``worker/bench/collectives.py:rank_main``, through
 ``worker/rank_main``), started by a :class:`~torchcanary.fleet.rank_host.RankHost` on each
 of N nodes of a STRICT_SPREAD placement group, the group's address at node 0. Each answer
 is what the local collectives return (batches of the slowest rank's seconds per op, or why
@@ -24,12 +24,13 @@ from torchcanary.fleet.rank_host import RankHost
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor, SpreadPlace
+    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.ray_spread import SpreadPlace
 
 
 @dataclass(frozen=True)
 class RankSchedule:
-    """How long one set of ranks measures each entry (``bench/collectives.py:rank_main``)."""
+    """How long one set of ranks measures each entry (``worker/bench/collectives.py:rank_main``)."""
 
     rounds: int = 3
     samples: int = 5

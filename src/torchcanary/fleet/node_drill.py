@@ -34,7 +34,8 @@ from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor, SpreadGroup
+    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.ray_spread import SpreadGroup
 
 POLL_S = 0.2
 # What a drill across nodes can do today; the others say so (not-checkable).
@@ -209,22 +210,9 @@ class NodeDrills:
     ) -> tuple[_Watch, _Strike, bool, float | None]:
         """Start the job on every node, strike once the target reaches the step, watch."""
         self._runs += 1
-        spec_json = spec.to_json()
         name = f"{spec.fault}-{spec.recovery}-{self._runs}"
         checkpoints = self.shared_dir / self.token / name
-        self.group.call_all("reset", name, str(checkpoints))
-        store_host = self.group.places[0].address or "127.0.0.1"
-        endpoint = self.group.call(0, "start_store", spec_json, store_host)
-        addresses = [place.address for place in self.group.places]
-        for index in range(self.nodes):
-            peers = [a for i, a in enumerate(addresses) if i != index]
-            hold_s = link_hold_s(spec)
-            self.group.call(index, "set_network", addresses[index], peers, spec.net_rate, hold_s)
-        # A node that dies takes its rank for good: the restart goes on without it (or
-        # with the fresh node that replaces it).
-        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
-        least = self.nodes - 1 if elastic else None
-        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        endpoint, least = self._launch(spec, name, checkpoints, max_restarts)
         watch, strike = _Watch(), _Strike()
         deadline = time.monotonic() + spec.drill_timeout_s
         settle: float | None = None
@@ -266,6 +254,28 @@ class NodeDrills:
         bounded_out = exit_t is None and settle is None
         shutil.rmtree(checkpoints, ignore_errors=True)  # megabytes each, no evidence
         return watch, strike, bounded_out, exit_t
+
+    def _launch(
+        self, spec: DrillSpec, name: str, checkpoints: Path, max_restarts: int
+    ) -> tuple[str, int | None]:
+        """A clean area on every node, the rendezvous store on node 0, each node's network
+        set, then one rank on each: the store's endpoint, and the fewest nodes the job may
+        go on with (None: all of them)."""
+        spec_json = spec.to_json()
+        self.group.call_all("reset", name, str(checkpoints))
+        store_host = self.group.places[0].address or "127.0.0.1"
+        endpoint = self.group.call(0, "start_store", spec_json, store_host)
+        addresses = [place.address for place in self.group.places]
+        for index in range(self.nodes):
+            peers = [a for i, a in enumerate(addresses) if i != index]
+            hold_s = link_hold_s(spec)
+            self.group.call(index, "set_network", addresses[index], peers, spec.net_rate, hold_s)
+        # A node that dies takes its rank for good: the restart goes on without it (or
+        # with the fresh node that replaces it).
+        elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
+        least = self.nodes - 1 if elastic else None
+        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        return endpoint, least
 
     def _join_replacement(
         self,

@@ -47,45 +47,6 @@ def collect_hardware_facts() -> str:
     return json.dumps(facts, sort_keys=True)
 
 
-def run_unit(unit_json: str) -> str:
-    """Run one unit's worker function here and return its result as JSON.
-
-    The result's node and profile are left empty: the driver, which chose the node, tags
-    them. A worker that raises gives a FAILED result with its last line, not an exception,
-    so the driver can tell broken work (FAILED) from a lost node (LOST).
-    """
-    unit = WorkUnit.from_json(unit_json)
-    started = time.perf_counter()
-    saved_env = {name: os.environ.get(name) for name in unit.env}
-    os.environ.update(unit.env)
-    try:
-        module_name, _, function_name = unit.worker.partition(":")
-        worker = getattr(importlib.import_module(module_name), function_name)
-        output = worker(dict(unit.payload))
-        status, error = UnitStatus.OK, None
-        json.dumps(output)  # a worker must hand back plain JSON; fail here, not on the driver
-    except Exception as exc:
-        output = None
-        status = UnitStatus.FAILED
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        traceback.print_exc()
-    finally:
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    return UnitResult(
-        unit_id=unit.unit_id,
-        status=status,
-        node_id="",
-        profile_key="",
-        output=output,
-        error=error,
-        seconds=time.perf_counter() - started,
-    ).to_json()
-
-
 def stream_unit(unit_json: str) -> Iterator[str]:
     """Run one unit whose worker yields its output piece by piece; each piece goes home now.
 

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.drill.catalog import DrillSpec
-from torchcanary.drill.events import read_events
 from torchcanary.drill.launch import Area, Launcher
 from torchcanary.drill.procs import ProcessSet
 from torchcanary.fleet.node_link import (
@@ -43,6 +42,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root, prepare_environments
 from torchcanary.worker.calls import RANK_MAIN
+from torchcanary.worker.drill.events import read_events
 
 # A test (or an operator) can make a node act as if it had no privileges, to see the
 # "needs root" path on a machine where everything runs as root.

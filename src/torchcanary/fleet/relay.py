@@ -18,12 +18,13 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from torchcanary.results import Manifest, ProbeResult
+from torchcanary.results import Manifest
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
+from torchcanary.store.schema import PRIMARY_KEYS
 
 Record = dict[str, Any]
-"""One write, as JSON: ``{"op": "probe_result", ...}``."""
+"""One write, as JSON: ``{"op": "rows", ...}``."""
 
 
 class RelayStore:
@@ -33,18 +34,21 @@ class RelayStore:
         self,
         run: RunRow,
         send: Callable[[Record], None],
-        done_probes: Iterable[Sequence[str]] = (),
+        done_rows: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
         done_sections: Mapping[str, Iterable[Sequence[str]]] | None = None,
     ) -> None:
         self._run = run
         self._send = send
-        self._done_probes = {(role, pid) for role, pid in done_probes}
+        # A section's own table: the key columns of the rows already stored home, then
+        # every row written here.
+        self._rows = {
+            table: [dict(row) for row in rows] for table, rows in (done_rows or {}).items()
+        }
         self._done_sections = {
             name: {(key, role) for key, role in keys}
             for name, keys in (done_sections or {}).items()
         }
         self._environments: dict[str, EnvironmentRow] = {}
-        self._probe_results: list[ProbeResult] = []
         self._measurements: dict[tuple[str, str, str], list[float]] = {}
         self._artifacts: dict[str, tuple[str, bytes]] = {}
         self._section_results: list[SectionResult] = []
@@ -125,10 +129,12 @@ class RelayStore:
             }
         )
 
-    def save_probe_result(self, result: ProbeResult) -> None:
-        self._probe_results.append(result)
-        self._done_probes.add((result.env_role, result.probe_id))
-        self._send({"op": "probe_result", "result": result.to_json()})
+    def save_rows(self, doing: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        # Through JSON now, as the store would keep them.
+        sent = [(table, json.loads(json.dumps(row, default=str))) for table, row in rows]
+        for table, row in sent:
+            self._rows.setdefault(table, []).append(row)
+        self._send({"op": "rows", "doing": doing, "rows": [list(pair) for pair in sent]})
 
     def save_measurement(
         self, run_id: str, env_role: str, source: str, series: str, values: list[float]
@@ -175,11 +181,13 @@ class RelayStore:
     def environments(self, run_id: str) -> dict[str, EnvironmentRow]:
         return dict(self._environments)
 
-    def probe_results(self, run_id: str) -> list[ProbeResult]:
-        return list(self._probe_results)
-
-    def done_probe_keys(self, run_id: str) -> set[tuple[str, str]]:
-        return set(self._done_probes)
+    def rows(
+        self, table: str, run_id: str, columns: Sequence[str], order_by: Sequence[str] = ()
+    ) -> list[tuple[Any, ...]]:
+        found = sorted(
+            self._rows.get(table, []), key=lambda row: [str(row.get(c, "")) for c in order_by]
+        )
+        return [tuple(row.get(column) for column in columns) for row in found]
 
     def measurements(self, run_id: str, source: str) -> dict[tuple[str, str], list[float]]:
         return {
@@ -220,10 +228,15 @@ def replay(record: Record, store: ResultStore, run_id: str) -> str:
             Manifest.from_json(record["manifest"]),
         )
         return f"environment {record['role']}"
-    if op == "probe_result":
-        result = ProbeResult.from_json({**record["result"], "run_id": run_id})
-        store.save_probe_result(result)
-        return f"{result.env_role} {result.probe_id}: {result.outcome.verdict.value}"
+    if op == "rows":
+        written = [(table, {**values, "run_id": run_id}) for table, values in record["rows"]]
+        store.save_rows(record["doing"], written)
+        if not written:
+            return "nothing"
+        table, first = written[0]
+        keys = [c for c in PRIMARY_KEYS[table] if c not in ("run_id", "profile")]
+        key = " ".join(str(first[c]) for c in keys)
+        return f"{key}: {first['verdict']}" if "verdict" in first else key
     if op == "measurement":
         store.save_measurement(
             run_id, record["env_role"], record["source"], record["series"], record["values"]

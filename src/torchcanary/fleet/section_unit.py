@@ -29,13 +29,16 @@ from torchcanary.sections import get_section
 from torchcanary.store.rows import RunRow
 
 _DONE = object()
+# How the driver names this unit's work to a node. Not an in-environment call (it runs under
+# the node's own Python, orchestrator side), so it is not in ``worker/calls.py``.
+RUN_SECTION = f"{__name__}:run_section"
 
 
 def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
     """Run ``payload["section"]`` of the plan here, yielding each store write as it happens.
 
     The payload carries the run (id, plan), the keys already stored for this node's profile
-    (``done_probes``, ``done_sections``) and ``record_manifests``. A section that breaks
+    (``done_rows``, ``done_sections``) and ``record_manifests``. A section that breaks
     sends its traceback as the same artifact a local run stores, then raises, so the unit
     comes back FAILED with the error's first line.
     """
@@ -54,7 +57,7 @@ def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
             None,
         ),
         records.put,
-        payload.get("done_probes", ()),
+        payload.get("done_rows", {}),
         payload.get("done_sections", {}),
     )
     failure: list[BaseException] = []

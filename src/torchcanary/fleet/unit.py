@@ -36,9 +36,9 @@ class WorkUnit:
     """One piece of work for one node, e.g. "run these probe ids in env spec X".
 
     ``worker`` is ``"package.module:function"``; the function takes the ``payload`` mapping
-    and returns a JSON-able mapping. ``env`` holds the only environment variables the node
-    gets from the driver (secrets are stripped before shipping). ``num_cpus`` is what the
-    unit holds on its node while it runs.
+    and yields JSON-able mappings, each sent home as it comes. ``env`` holds the only
+    environment variables the node gets from the driver (secrets are stripped before
+    shipping). ``num_cpus`` is what the unit holds on its node while it runs.
     """
 
     unit_id: str
@@ -82,8 +82,8 @@ class WorkUnit:
 class UnitResult:
     """What became of one unit, tagged with the node and hardware profile it ran on.
 
-    ``output`` is the worker function's returned mapping (``None`` unless OK); ``error`` is
-    one line saying what went wrong (``None`` when OK).
+    ``output`` is one piece the worker yielded (on a PARTIAL result; ``None`` on a unit's
+    end); ``error`` is one line saying what went wrong (``None`` unless FAILED or LOST).
     """
 
     unit_id: str

@@ -18,7 +18,8 @@ from typing import Any
 from torchcanary.bench.result import BenchMeasured
 from torchcanary.bench.result import from_rows as bench_results
 from torchcanary.claims.view import claims_of
-from torchcanary.report.view import RunView
+from torchcanary.report.view import load_run_view, section_records
+from torchcanary.section_types import RunView
 from torchcanary.store.base import ResultStore
 
 
@@ -45,7 +46,7 @@ class RunComparison:
 
 
 def compare_runs(store: ResultStore, run_a: str, run_b: str) -> RunComparison:
-    view_a, view_b = RunView.load(store, run_a), RunView.load(store, run_b)
+    view_a, view_b = load_run_view(store, run_a), load_run_view(store, run_b)
     scopes_a, scopes_b = _by_profile(view_a), _by_profile(view_b)
     changes: list[RunItemChange] = []
     unchanged = 0
@@ -122,7 +123,7 @@ def _bench(view: RunView) -> dict[str, dict[str, Any]]:
 def _drills(view: RunView) -> dict[str, dict[str, Any]]:
     return {
         f"{result.key} ({result.env_role})": {"verdict": str(result.verdict)}
-        for result in view.records("drill")
+        for result in section_records(view, "drill")
     }
 
 

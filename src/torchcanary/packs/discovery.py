@@ -13,8 +13,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from torchcanary.packs.model import PACK_FILE, Pack, PackError, load_pack_file
-from torchcanary.probe import Probe
-from torchcanary.probe_registry import ProbeSource, probes_in_module, walk_modules
+from torchcanary.probe import Probe, probes_in_module
+from torchcanary.probe_registry import ProbeSource, walk_modules
 
 ENTRY_POINT_GROUP = "torchcanary.packs"
 # Found even from a source tree that was never installed (no entry points registered).

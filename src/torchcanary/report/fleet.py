@@ -10,33 +10,14 @@ confirms on one profile and refutes on another) shows that instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from torchcanary.report.json_out import render_json
-from torchcanary.report.junit import JUnitCase
 from torchcanary.report.style import PAGE_CSS
-from torchcanary.report.view import LEDGER_SECTION, RunView
+from torchcanary.report.view import LEDGER_SECTION
+from torchcanary.section_types import FleetPart, JUnitCase, RunView
 from torchcanary.sections import fleet_part, get_section, registered
-
-
-@dataclass(frozen=True)
-class FleetPart:
-    """A section's own side-by-side of a fleet run's profiles, in place of the generic
-    one (the claims: a claim x profile matrix, led by the claims that split).
-
-    ``lead_*`` come before the decision's reasons and ``json`` goes into ``fleet`` after
-    ``nodes``, whether or not the section ran; ``matrix_*`` only when it did.
-    """
-
-    lead_html: str = ""
-    lead_markdown: tuple[str, ...] = ()
-    matrix_html: str = ""
-    matrix_markdown: tuple[str, ...] = ()
-    json: dict[str, Any] = field(default_factory=dict)
-    junit_cases: tuple[JUnitCase, ...] = ()
-    terminal: tuple[Any, ...] = ()  # rich renderables for the summary printed after a run
 
 
 def fleet_parts(view: RunView) -> dict[str, FleetPart]:

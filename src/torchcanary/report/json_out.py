@@ -6,8 +6,9 @@ import json
 import math
 from typing import Any
 
-from torchcanary.report.view import RunView
+from torchcanary.report.view import section_records
 from torchcanary.results import SCHEMA_VERSION
+from torchcanary.section_types import RunView
 from torchcanary.sections import json_parts, registered
 
 JSON_SCHEMA_VERSION = 1
@@ -67,6 +68,6 @@ def render_json(view: RunView) -> dict[str, Any]:
         data |= json_parts(section, view)
     # Each row as its section's typed record writes it (docs/json-schema.md).
     data["sections"] = {
-        name: [record.to_json() for record in view.records(name)] for name in view.sections
+        name: [record.to_json() for record in section_records(view, name)] for name in view.sections
     }
     return data

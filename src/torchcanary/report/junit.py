@@ -6,22 +6,10 @@ CI systems render this natively, so a no-go shows up where engineers already loo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from xml.etree import ElementTree
 
-from torchcanary.report.view import RunView
+from torchcanary.section_types import JUnitCase, RunView
 from torchcanary.sections import get_section
-
-
-@dataclass(frozen=True)
-class JUnitCase:
-    suite: str
-    name: str
-    status: str  # passed, failure, error, skipped
-    time_s: float = 0.0
-    message: str = ""
-    text: str = ""
-    output: str = ""  # the case's <system-out>, for a pass with something to say
 
 
 def _decision_case(view: RunView) -> JUnitCase:

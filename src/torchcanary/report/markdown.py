@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from torchcanary.report.view import RunView
+from torchcanary.section_types import RunView
 from torchcanary.sections import get_section, registered, reused
 
 _TAG_LIKE = re.compile(r"<[^<>\n]*>")

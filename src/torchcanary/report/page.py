@@ -6,7 +6,7 @@ import json
 from html import escape
 
 from torchcanary.report.style import PAGE_CSS
-from torchcanary.report.view import RunView
+from torchcanary.section_types import RunView
 from torchcanary.sections import get_section
 
 

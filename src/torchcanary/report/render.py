@@ -9,7 +9,7 @@ from torchcanary.report.json_out import json_text, strict_json
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
-from torchcanary.report.view import RunView
+from torchcanary.section_types import RunView
 
 
 def _write(path: Path, text: str) -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from torchcanary.numerics import DIR_VAR
 from torchcanary.stack.overlay import Overlay
-from torchcanary.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR, TEST_TIMEOUT_VAR
 from torchcanary.worker.calls import STACK_PYTEST_PLUGIN
+from torchcanary.worker.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR, TEST_TIMEOUT_VAR
 
 PLUGIN = STACK_PYTEST_PLUGIN
 SEED_VAR = "TORCHCANARY_SEED"

@@ -23,10 +23,10 @@ from torchcanary.stack.command import UserCommand, command_env
 from torchcanary.stack.diff import COMMAND_KEY
 from torchcanary.stack.events import SuiteEvents, command_warnings, read_events
 from torchcanary.stack.overlay import Overlay, OverlayError, create_overlay, install
-from torchcanary.stack.pytest_plugin import SELECT_VAR, TEST_TIMEOUT_EXIT
 from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord
 from torchcanary.stack.session import CommandOutcome, run_command
 from torchcanary.stack.settings import StackSettings
+from torchcanary.worker.stack.pytest_plugin import SELECT_VAR, TEST_TIMEOUT_EXIT
 
 _PYTEST_ENDS = {0: "passed", 1: "failed", 5: "no-tests"}
 _NAMES_PYTEST = re.compile(r"^pytest($|[\[=<>~!;\s])")

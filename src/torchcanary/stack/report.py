@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from torchcanary.report.junit import JUnitCase
+from torchcanary.section_types import JUnitCase
 from torchcanary.stack.diff import VERDICTS
 from torchcanary.stack.result import (
     ComparisonStatus,

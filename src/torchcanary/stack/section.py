@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
-from torchcanary.sections import NotRun, PolicyBounds
+from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs

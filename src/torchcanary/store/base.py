@@ -8,10 +8,10 @@ commit every write at once, so a run killed mid-way keeps everything that had fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from torchcanary.results import Manifest, ProbeResult
+from torchcanary.results import Manifest
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
 
 
@@ -70,12 +70,16 @@ class ResultStore(Protocol):
 
     def environments(self, run_id: str) -> dict[str, EnvironmentRow]: ...
 
-    # probe results
-    def save_probe_result(self, result: ProbeResult) -> None: ...
+    # a section's own table (its ``result_table``; the claims' is probe_results)
+    def save_rows(self, doing: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Each ``(table, row)`` written together, scoped to this store's node and profile."""
+        ...
 
-    def probe_results(self, run_id: str) -> list[ProbeResult]: ...
-
-    def done_probe_keys(self, run_id: str) -> set[tuple[str, str]]: ...
+    def rows(
+        self, table: str, run_id: str, columns: Sequence[str], order_by: Sequence[str] = ()
+    ) -> list[tuple[Any, ...]]:
+        """``columns`` of ``table``'s rows of ``run_id`` in this store's profile."""
+        ...
 
     # measurements and artifacts
     def save_measurement(

@@ -17,13 +17,12 @@ its results this process had stored before the loss: those are kept, for ``--res
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from torchcanary.errors import StoreError, StoreLostError
-from torchcanary.results import ProbeResult
 from torchcanary.store.redaction import redact, scrub
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import MIGRATIONS, PRIMARY_KEYS, SCHEMA_VERSION, TABLE_COLUMNS
@@ -136,8 +135,8 @@ class PostgresStore(SqlStore):
         self._written.run_id = run_id  # a resumed run is named by its first status write
         super().set_run_status(run_id, status)
 
-    def save_probe_result(self, result: ProbeResult) -> None:
-        super().save_probe_result(result)
+    def save_rows(self, doing: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        super().save_rows(doing, rows)  # one result (the claims': a probe result)
         self._written.results += 1
 
     def save_section_result(self, run_id: str, result: SectionResult) -> None:

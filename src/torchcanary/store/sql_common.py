@@ -14,12 +14,13 @@ import json
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from torchcanary.errors import StoreError
-from torchcanary.results import Manifest, Outcome, ProbeResult
+from torchcanary.results import Manifest
 from torchcanary.store.rows import EnvironmentRow, RunRow, SectionResult
+from torchcanary.store.schema import TABLE_COLUMNS
 
 Statement = tuple[str, tuple[Any, ...]]
 """One write: SQL with ``?`` placeholders and its parameters."""
@@ -198,80 +199,31 @@ class SqlStore(ABC):
             for r in rows
         }
 
-    # probe results ----------------------------------------------------------------------
-    def save_probe_result(self, result: ProbeResult) -> None:
-        outcome = result.outcome
-        statements: list[Statement] = [
-            (
-                self._upsert("probe_results"),
-                (
-                    result.run_id,
-                    result.env_role,
-                    result.probe_id,
-                    outcome.verdict.value,
-                    outcome.summary,
-                    json.dumps(outcome.evidence, default=str),
-                    result.duration_s,
-                    result.started_at,
-                    self._node,
-                    self._profile,
-                ),
-            )
-        ]
-        statements += [
-            (
-                self._upsert("measurements"),
-                (
-                    result.run_id,
-                    result.env_role,
-                    result.probe_id,
-                    series,
-                    json.dumps(values),
-                    self._node,
-                    self._profile,
-                ),
-            )
-            for series, values in outcome.measurements.items()
-        ]
-        self._write_together("save a probe result", statements)
+    # a section's own table (its ``result_table``) ---------------------------------------
+    def save_rows(self, doing: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Each ``(table, row)`` written (a row with the table's key replaces the one
+        there), all of them or none; ``row`` names every column but node and profile,
+        which are this store's."""
+        statements: list[Statement] = []
+        for table, row in rows:
+            values = [row[c] for c in TABLE_COLUMNS[table] if c not in ("node", "profile")]
+            statements.append((self._upsert(table), (*values, self._node, self._profile)))
+        self._write_together(doing, statements)
 
-    def probe_results(self, run_id: str) -> list[ProbeResult]:
-        rows = self._execute(
-            "read probe results",
-            "SELECT env_role, probe_id, verdict, summary, evidence_json, duration_s, started_at "
-            "FROM probe_results WHERE run_id = ? AND profile = ?"
-            + self._ordered("probe_id", "env_role"),
+    def rows(
+        self, table: str, run_id: str, columns: Sequence[str], order_by: Sequence[str] = ()
+    ) -> list[tuple[Any, ...]]:
+        """``columns`` of ``table``'s rows of ``run_id`` in this store's profile."""
+        known = TABLE_COLUMNS[table]
+        unknown = [column for column in (*columns, *order_by) if column not in known]
+        if unknown:
+            raise ValueError(f"{table} has no column {', '.join(unknown)}")
+        return self._execute(
+            f"read {table}",
+            f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? AND profile = ?"
+            + (self._ordered(*order_by) if order_by else ""),
             (run_id, self._profile),
         )
-        series_rows = self._execute(
-            "read measurements",
-            "SELECT env_role, source, series, values_json FROM measurements "
-            "WHERE run_id = ? AND profile = ?",
-            (run_id, self._profile),
-        )
-        by_source: dict[tuple[str, str], dict[str, Any]] = {}
-        for role, source, series, values in series_rows:
-            by_source.setdefault((role, source), {})[series] = json.loads(values)
-        results = []
-        for role, probe_id, verdict, summary, evidence, duration, started in rows:
-            outcome = Outcome.from_json(
-                {
-                    "verdict": verdict,
-                    "summary": summary,
-                    "evidence": json.loads(evidence),
-                    "measurements": by_source.get((role, probe_id), {}),
-                }
-            )
-            results.append(ProbeResult(run_id, role, probe_id, outcome, duration, started))
-        return results
-
-    def done_probe_keys(self, run_id: str) -> set[tuple[str, str]]:
-        rows = self._execute(
-            "read finished probes",
-            "SELECT env_role, probe_id FROM probe_results WHERE run_id = ? AND profile = ?",
-            (run_id, self._profile),
-        )
-        return {(r[0], r[1]) for r in rows}
 
     # measurements and artifacts ---------------------------------------------------------
     def save_measurement(

@@ -16,24 +16,17 @@ AVAILABLE_DEVICES = "torchcanary.worker.devices:available_devices"
 RUN_PROBE = "torchcanary.worker.run_probe:run_probe"
 RUN_RANKS = "torchcanary.worker.multirank:run_ranks"
 COLLECT_SURFACE = "torchcanary.worker.surface:collect"
-BENCH_TIMING = "torchcanary.bench.timing"  # its configure/prepare/sample/release
+BENCH_TIMING = "torchcanary.worker.bench.timing"  # its configure/prepare/sample/release
 BENCH_TIMING_CALLS = tuple(
     f"{BENCH_TIMING}:{name}" for name in ("configure", "prepare", "sample", "release")
 )
-BENCH_ROOFLINE = "torchcanary.bench.roofline_probe:measure"
-BENCH_DISPATCH = "torchcanary.bench.dispatch:profile"
-BENCH_COLLECTIVES = "torchcanary.bench.collectives:measure"
-BENCH_COLLECTIVES_RANK = "torchcanary.bench.collectives:rank_main"  # run by run_ranks
-BENCH_STARTUP = "torchcanary.bench.oneshot:startup_sample"
-BENCH_COMPILE = "torchcanary.bench.oneshot:compile_sample"
+BENCH_ROOFLINE = "torchcanary.worker.bench.roofline_probe:measure"
+BENCH_DISPATCH = "torchcanary.worker.bench.dispatch:profile"
+BENCH_COLLECTIVES = "torchcanary.worker.bench.collectives:measure"
+BENCH_COLLECTIVES_RANK = "torchcanary.worker.bench.collectives:rank_main"  # run by run_ranks
+BENCH_STARTUP = "torchcanary.worker.bench.oneshot:startup_sample"
+BENCH_COMPILE = "torchcanary.worker.bench.oneshot:compile_sample"
 BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
-# A fleet unit's work on a node (torchcanary.fleet): "module:function" taking the payload.
-FLEET_SMOKE = "torchcanary.fleet.smoke:smoke"
-FLEET_SMOKE_PIECES = "torchcanary.fleet.smoke:smoke_pieces"  # a streaming unit
-# A section run on a fleet node. Not an in-environment call: it runs under the node's own
-# Python with torchcanary installed (the orchestrator side, on the node), so it is kept out
-# of WORKER_CALLS and builds the node's environments itself.
-FLEET_SECTION = "torchcanary.fleet.section_unit:run_section"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -48,18 +41,16 @@ WORKER_CALLS = (
     BENCH_COLLECTIVES_RANK,
     BENCH_STARTUP,
     BENCH_COMPILE,
-    FLEET_SMOKE,
-    FLEET_SMOKE_PIECES,
 )
 
 # Modules started as processes of their own inside an environment.
 WORKER_MAIN = "torchcanary.worker"  # the worker process (line-JSON protocol)
 RANK_MAIN = "torchcanary.worker.rank_main"  # one rank of a multi-rank call
-ONESHOT_MAIN = "torchcanary.bench.oneshot"  # one cold-start sample
-DRILL_JOB = "torchcanary.drill.builtin_job"  # one rank of the drill training job (torchrun)
-DRILL_STORE_HOST = "torchcanary.drill.store_host"  # the job's rendezvous store
-DRILL_USER_JOB = "torchcanary.drill.job_shim"  # starts the user's own job under a drill
-STACK_PYTEST_PLUGIN = "torchcanary.stack.pytest_plugin"  # loaded by the user's pytest
+ONESHOT_MAIN = "torchcanary.worker.bench.oneshot"  # one cold-start sample
+DRILL_JOB = "torchcanary.worker.drill.builtin_job"  # one rank of the drill training job (torchrun)
+DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous store
+DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
+STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
 
 MODULE_MAINS = (
     WORKER_MAIN,
@@ -72,6 +63,7 @@ MODULE_MAINS = (
 
 
 def in_environment_roots() -> tuple[str, ...]:
-    """The modules the in-environment side starts from (probes are found by the worker)."""
+    """The modules the in-environment side starts from (probes and packs' probes are found,
+    not named: the worker is handed their module)."""
     called = {call.split(":")[0] for call in WORKER_CALLS}
-    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN, "torchcanary.probes"}))
+    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN}))

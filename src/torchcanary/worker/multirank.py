@@ -140,72 +140,27 @@ def run_ranks(
     if start == "fork" and not can_fork():
         raise ValueError("ranks cannot be forked once CUDA is initialised; use start='spawn'")
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="canary-ranks-") as scratch:
-        procs: list[tuple[subprocess.Popen[bytes] | ForkedRank, Any]] = []
-        for rank in range(world_size):
-            rank_env = dict(os.environ)
-            rank_env.update(env or {})
-            rank_env.update(
-                {
-                    "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(port),
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(world_size),
-                    "LOCAL_RANK": str(rank),
-                    "TORCHCANARY_PARENT_PID": str(os.getpid()),
-                }
+    with tempfile.TemporaryDirectory(prefix="canary-ranks-") as folder:
+        scratch = Path(folder)
+        spec: dict[str, Any] = {
+            "target": target,
+            "kwargs": kwargs or {},
+            "backend": backend,
+            "timeout_s": timeout_s,
+            "cpus": cpus,
+        }
+        procs = [
+            _start_rank(
+                rank,
+                {**spec, "out": str(scratch / f"rank{rank}.json")},
+                _rank_env(rank, world_size, port, env),
+                scratch / f"rank{rank}.err",
+                start,
             )
-            spec = {
-                "target": target,
-                "kwargs": kwargs or {},
-                "backend": backend,
-                "timeout_s": timeout_s,
-                "out": str(Path(scratch) / f"rank{rank}.json"),
-                "cpus": cpus,
-            }
-            log = Path(scratch) / f"rank{rank}.err"
-            if start == "fork":
-                procs.append((ForkedRank(spec, rank_env, log), None))
-                continue
-            stderr = open(log, "wb")  # noqa: SIM115
-            procs.append(
-                (
-                    subprocess.Popen(
-                        [sys.executable, "-m", RANK_MAIN, json.dumps(spec)],
-                        env=rank_env,
-                        stdout=stderr,
-                        stderr=stderr,
-                        start_new_session=True,
-                    ),
-                    stderr,
-                )
-            )
-        deadline = time.monotonic() + timeout_s
-        timed_out = False
-        for proc, _ in procs:
-            remaining = deadline - time.monotonic()
-            try:
-                proc.wait(timeout=max(remaining, 0.01))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                break
-        for proc, stderr in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:  # a forked rank killed before its setsid
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-            if stderr is not None:
-                stderr.close()
-        outcomes: list[dict[str, Any]] = []
-        for rank, (proc, _) in enumerate(procs):
-            out = Path(scratch) / f"rank{rank}.json"
-            value = json.loads(out.read_text()) if out.exists() else None
-            err = (Path(scratch) / f"rank{rank}.err").read_text(errors="replace")[-3000:]
-            outcomes.append(
-                {"rank": rank, "returncode": proc.returncode, "value": value, "stderr_tail": err}
-            )
+            for rank in range(world_size)
+        ]
+        timed_out = _wait_or_kill(procs, timeout_s)
+        outcomes = [_outcome(rank, proc, scratch) for rank, (proc, _) in enumerate(procs)]
     failed = [o for o in outcomes if o["returncode"] != 0 or o["value"] is None]
     if timed_out or failed:
         what = f"timed out after {timeout_s:g} s" if timed_out else "failed"
@@ -220,3 +175,70 @@ def run_ranks(
             outcomes,
         )
     return [o["value"]["value"] for o in outcomes]
+
+
+_Rank = tuple["subprocess.Popen[bytes] | ForkedRank", Any]  # the process and its open log
+
+
+def _rank_env(rank: int, world_size: int, port: int, env: dict[str, str] | None) -> dict[str, str]:
+    """This process's environment, the caller's additions, and the rank's place in the group."""
+    return {
+        **os.environ,
+        **(env or {}),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank),
+        "TORCHCANARY_PARENT_PID": str(os.getpid()),
+    }
+
+
+def _start_rank(
+    rank: int, spec: dict[str, Any], env: dict[str, str], log: Path, start: Start
+) -> _Rank:
+    """One rank, forked or a fresh ``rank_main``, its output going to ``log``."""
+    if start == "fork":
+        return ForkedRank(spec, env, log), None
+    stderr = open(log, "wb")  # noqa: SIM115 (closed once the rank has ended)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", RANK_MAIN, json.dumps(spec)],
+        env=env,
+        stdout=stderr,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    return proc, stderr
+
+
+def _wait_or_kill(procs: list[_Rank], timeout_s: float) -> bool:
+    """Wait for every rank under one deadline, then kill what is left; whether time ran out."""
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    for proc, _ in procs:
+        remaining = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(remaining, 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            break
+    for proc, stderr in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # a forked rank killed before its setsid
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if stderr is not None:
+            stderr.close()
+    return timed_out
+
+
+def _outcome(
+    rank: int, proc: subprocess.Popen[bytes] | ForkedRank, scratch: Path
+) -> dict[str, Any]:
+    """What one ended rank left: its exit code, its answer (None if it wrote none), its log."""
+    out = scratch / f"rank{rank}.json"
+    value = json.loads(out.read_text()) if out.exists() else None
+    err = (scratch / f"rank{rank}.err").read_text(errors="replace")[-3000:]
+    return {"rank": rank, "returncode": proc.returncode, "value": value, "stderr_tail": err}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import tempfile
@@ -9,8 +10,7 @@ import time
 import traceback
 from typing import Any
 
-from torchcanary.probe import ProbeContext
-from torchcanary.probe_registry import load_probe
+from torchcanary.probe import Probe, ProbeContext, probes_in_module
 from torchcanary.results import Outcome, Verdict
 from torchcanary.worker.devices import available_devices
 
@@ -28,9 +28,18 @@ def _bounded(value: Any) -> Any:
     return value
 
 
+def _load_probe(module_name: str, probe_id: str) -> Probe:
+    """Import the probe's module (the orchestrator found it there) and pick it by id."""
+    module = importlib.import_module(module_name)
+    for probe in probes_in_module(module):
+        if probe.id == probe_id:
+            return probe
+    raise LookupError(f"module {module_name} defines no probe {probe_id!r}")
+
+
 def run_probe(module: str, probe_id: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check the probe's needs, run it, and return its Outcome as JSON with timing."""
-    probe = load_probe(module, probe_id)
+    probe = _load_probe(module, probe_id)
     devices = available_devices()
     started = time.time()
     missing_devices = probe.needs.devices and not set(probe.needs.devices) & set(devices)

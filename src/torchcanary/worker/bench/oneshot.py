@@ -1,6 +1,6 @@
 """Benchmarks that only happen once per process: import, first call, cold compile.
 
-Each sample is a fresh interpreter (``python -m torchcanary.bench.oneshot``) started by
+Each sample is a fresh interpreter (``python -m torchcanary.worker.bench.oneshot``) started by
 the side's worker, because the second import or the second compile in a process measures
 caches, not the thing users wait for. This module therefore imports torch only inside the
 child, after its clock has started. Compile samples run with Inductor's caches disabled and
@@ -34,7 +34,7 @@ def _run_child(
     env.update(extra_env or {})
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "torchcanary.bench.oneshot", mode, json.dumps(options)],
+            [sys.executable, "-m", "torchcanary.worker.bench.oneshot", mode, json.dumps(options)],
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from torchcanary.drill import job_report
+from torchcanary.worker.drill import job_report
 
 RECOVERY_VARIABLE = "TORCHCANARY_DRILL_IN_PLACE"
 STORE_VARIABLE = "TORCHCANARY_DRILL_STORE"

@@ -4,7 +4,7 @@ Worker side (standard library and torch only). Run under torchrun, unchanged on 
 many::
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 \\
-        -m torchcanary.drill.builtin_job --steps 40 --ckpt-dir /tmp/ckpt --events-dir /tmp/ev
+        -m torchcanary.worker.drill.builtin_job --steps 40 --ckpt-dir /tmp/ckpt --events-dir /tmp/ev
 
 or, for the in-place recovery paths (where torchrun's restart-everything would hide what is
 being tested), as plain processes with RANK/WORLD_SIZE set and ``--store host:port``.
@@ -34,9 +34,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from torchcanary.drill import recovery
-from torchcanary.drill.events import EventLog
-from torchcanary.drill.model import (
+from torchcanary.worker.drill import recovery
+from torchcanary.worker.drill.events import EventLog
+from torchcanary.worker.drill.model import (
     SyntheticCorpus,
     build_model,
     eval_loss,
@@ -44,14 +44,16 @@ from torchcanary.drill.model import (
     param_digest,
     shard_of_step,
 )
-from torchcanary.drill.replicas import Replicas
+from torchcanary.worker.drill.replicas import Replicas
 from torchcanary.worker.numpy_free import route_object_collectives_around_numpy
 
 EXIT_RECOVERY_UNSUPPORTED = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="torchcanary.drill.builtin_job", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="torchcanary.worker.drill.builtin_job", description=__doc__
+    )
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--events-dir", type=Path, required=True)
     parser.add_argument("--ckpt-dir", type=Path, default=None)

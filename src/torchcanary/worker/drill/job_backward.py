@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from torchcanary.drill import job_inplace, job_report
+from torchcanary.worker.drill import job_inplace, job_report
 
 BACKWARD_VARIABLE = "TORCHCANARY_DRILL_BACKWARD_STRIKE"
 HOLD_S = 60.0  # the drill strikes within a poll; past this the job goes on (and the drill says)

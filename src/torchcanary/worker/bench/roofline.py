@@ -7,7 +7,7 @@ close the time came to that bound.
 
 A benchmark repeats one call on the same tensors, so a working set that fits in a cache is
 streamed from that cache, not from DRAM. The worker therefore measures the streaming rate at
-each benchmark's own working-set size (see :mod:`torchcanary.bench.roofline_probe`), and
+each benchmark's own working-set size (see :mod:`torchcanary.worker.bench.roofline_probe`), and
 this module holds each benchmark to the rate at its size. A time faster than its bound is
 never shown as a bare percentage over 100: it carries the reason (``above_bound``).
 Standard library only: the worker imports :func:`cache_level` from here.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchcanary.bench.specs import busbw_factor, human_bytes, work_of
+from torchcanary.worker.bench.specs import busbw_factor, human_bytes, work_of
 
 ROOFLINE_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy")
 _MATMUL_KINDS = ("gemm", "scaled_gemm", "linear", "sdpa")

@@ -1,8 +1,7 @@
-"""A real multi-node Ray cluster on this machine, for tests and figures.
+"""A real multi-node Ray cluster on this machine, for the tests and the benchmarks.
 
 Each node stands for a hardware profile through its ``torchcanary.profile`` label (and a
-``profile_<name>`` custom resource). It never listens beyond this machine: torchcanary does
-not start a cluster others can reach. Two kinds:
+``profile_<name>`` custom resource). It never listens beyond this machine. Two kinds:
 
 - ``start_local_cluster``: every node bound to 127.0.0.1 (``ray.cluster_utils.Cluster``).
   The nodes share one network stack, so no node has a link of its own to cut.
@@ -13,7 +12,9 @@ not start a cluster others can reach. Two kinds:
   loopback and its veth, which only this machine reaches. The driver connects from outside
   the namespaces through the head's Ray client port.
 
-Imports Ray (the 127.0.0.1 kind).
+Every loopback node has ``tests/fixtures`` on its ``PYTHONPATH``, so it can run the
+fixtures' units (``SMOKE``) and probes. Imports Ray (the 127.0.0.1 kind). The tests find
+this module on pytest's ``pythonpath``; a benchmark puts ``tests/`` on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from typing import Any
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.fleet.profile import PROFILE_LABEL
 
+FIXTURES = Path(__file__).parent / "fixtures"
+# The smallest real unit (tests/fixtures/fleet_smoke.py), which every loopback node can run.
+SMOKE = "fleet_smoke:smoke"
 NAMESPACE_PREFIX = "tcray-"
 GCS_PORT = 6379  # free in the head's own namespace
 # Notice a dead node within seconds, not the default quarter minute.
@@ -94,17 +98,16 @@ def local_node_args(
     """``Cluster.add_node`` arguments for one more loopback node standing for ``profile``.
 
     ``env_vars`` are set for the node's raylet, so every unit it runs sees them: how a test
-    makes one node differ from another on a single machine.
+    makes one node differ from another on a single machine. ``PYTHONPATH`` is the fixtures
+    folder, so the node imports the fixtures' units and probes.
     """
-    args: dict[str, Any] = {
+    return {
         "num_cpus": num_cpus,
         "node_ip_address": "127.0.0.1",
         "labels": {PROFILE_LABEL: profile},
         "resources": {f"profile_{profile}": 1},
+        "env_vars": {"PYTHONPATH": str(FIXTURES), **(env_vars or {})},
     }
-    if env_vars:
-        args["env_vars"] = dict(env_vars)
-    return args
 
 
 def node_pids(node: Any) -> list[int]:

@@ -1,6 +1,6 @@
 """Starts a user's job under a drill: notes its launch, watches its output, runs it unchanged.
 
-Worker side, standard library only. torchrun starts ``python -m torchcanary.drill.job_shim
+Worker side, standard library only. torchrun starts ``python -m torchcanary.worker.drill.job_shim
 train.py ARGS`` (or ``-m package.train ARGS``) where the user starts ``train.py ARGS``. In
 this same process (same pid, the ``sys.argv`` and ``sys.path[0]`` the job expects) it
 
@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from torchcanary.drill import job_backward, job_inplace, job_report
+from torchcanary.worker.drill import job_backward, job_inplace, job_report
 
 PATTERN_VARIABLE = "TORCHCANARY_DRILL_STEP_PATTERN"
 CWD_VARIABLE = "TORCHCANARY_DRILL_JOB_CWD"
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         args = args[4:]
     if not args or (args[0] == "-m" and len(args) < 2):
         print(
-            "usage: python -m torchcanary.drill.job_shim [--in-place RECOVERY HOST:PORT "
+            "usage: python -m torchcanary.worker.drill.job_shim [--in-place RECOVERY HOST:PORT "
             "GENERATION|-] SCRIPT|-m MODULE [ARGS]"
         )
         return 2

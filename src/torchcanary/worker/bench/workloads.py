@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torchcanary.bench.specs import human_bytes, work_of
+from torchcanary.worker.bench.specs import human_bytes, work_of
 
 # Leave this share of free memory alone: the allocator, the profiler and the rest of the
 # process need room, and a benchmark that pushes the machine into swap measures the swap.

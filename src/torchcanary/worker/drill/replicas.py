@@ -12,7 +12,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from torchcanary.drill.recovery import RecoveryUnsupported
+from torchcanary.worker.drill.recovery import RecoveryUnsupported
 
 
 class Replicas:

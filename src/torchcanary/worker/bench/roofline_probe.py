@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from torchcanary.bench.roofline import cache_level
+from torchcanary.worker.bench.roofline import cache_level
 
 # The DRAM buffer is at least this and at least twice the largest cache, so repeated
 # passes find nothing of it left in cache.

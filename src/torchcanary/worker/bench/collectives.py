@@ -7,7 +7,7 @@ each rank may use every CPU the worker had before it was pinned for the timed be
 ranks sharing that one core would time the scheduler, not the collective. Sizes
 follow nccl-tests: ``bytes`` is the whole buffer (the gathered output of all_gather, the
 input of reduce_scatter), so algbw and busbw use nccl-tests' formulas
-(:data:`torchcanary.bench.specs.BUSBW_FACTOR`). A sample is the slowest rank's time per
+(:data:`torchcanary.worker.bench.specs.BUSBW_FACTOR`). A sample is the slowest rank's time per
 operation, since a collective is done when its last rank is.
 """
 
@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-from torchcanary.bench.timing import unpinned_cpus
+from torchcanary.worker.bench.timing import unpinned_cpus
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 from torchcanary.worker.multirank import RanksFailed, can_fork, run_ranks
 

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from torchcanary import numerics
-from torchcanary.bench.workloads import Workload, check_device
+from torchcanary.worker.bench.workloads import Workload, check_device
 
 _MAX_RECORDED_ELEMENTS = 1 << 22
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")

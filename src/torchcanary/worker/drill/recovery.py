@@ -1,7 +1,8 @@
 """In-place recovery for the drill job: survivors agree who died, then shrink or reconfigure.
 
-Worker side (standard library and torch only), used by :mod:`torchcanary.drill.builtin_job` when
-it runs outside torchrun with ``--recovery shrink`` or ``--recovery reconfigure``.
+Worker side (standard library and torch only), used by
+:mod:`torchcanary.worker.drill.builtin_job` when it runs outside torchrun with
+``--recovery shrink`` or ``--recovery reconfigure``.
 
 Who died is decided by heartbeats, not by the error text: every rank bumps a counter in the
 shared store from a background thread (which keeps running while the main thread waits

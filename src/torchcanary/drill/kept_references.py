@@ -3,7 +3,7 @@
 Orchestrator side. A drill compares the job with its own fault-free run in the same
 environment; making that run costs as long as the job itself, every time. It only depends
 on what is named in its key, so it is kept under the torchcanary cache
-(``<cache>/drill-references/<key>.json``, a :class:`keyed_cache.KeyedCache`) and reused
+(``<cache>/drill-references/<key>.json``, a :class:`kept.KeptFolder`) and reused
 while nothing in the key changes:
 
 - the environment (its folder, interpreter, torch version and spec);
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from torchcanary.keyed_cache import KeyedCache, entry_key
+from torchcanary.kept import KeptFolder, entry_key
 
 CACHE_SCHEMA = 1
 
@@ -43,11 +43,11 @@ def _finished(reference: Any) -> str | None:
     return None
 
 
-class ReferenceCache:
+class KeptReferences:
     """The on-disk fault-free runs; ``warn`` hears about every entry it had to ignore."""
 
     def __init__(self, directory: Path, warn: Callable[[str], None] = lambda message: None):
-        self.entries = KeyedCache(directory, CACHE_SCHEMA, "the cached fault-free run", warn)
+        self.entries = KeptFolder(directory, CACHE_SCHEMA, "the cached fault-free run", warn)
         self.directory = directory
 
     def path(self, key: str) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from torchcanary.bench.timing import prepared_workload
+from torchcanary.worker.bench.timing import prepared_workload
 
 _MKL_LINE = re.compile(r"^MKL_VERBOSE\s+([A-Z][A-Z0-9_]*)\(([^)]*)\)")
 

@@ -1,12 +1,13 @@
 """Results kept on disk under a key made of everything they depend on, and reused.
 
 Orchestrator side. Some work gives the same answer as long as its inputs are the same: a
-user job's fault-free run (``drill/job_reference_cache.py``), a claim probe's verdict in an
-environment that cannot change (``claims/reuse.py``). Each such cache keeps one JSON file
-per key under the torchcanary cache folder; the key is a digest of the ingredients, which
-the file also holds so a reader can see what it was made of. An entry is written whole or
-not at all, and one that cannot be read or fails its owner's check is ignored with a
-one-line warning and made again.
+claim probe's verdict in an environment that cannot change (``claims/kept_verdicts.py``),
+the bench's facts of an environment (``bench/kept_facts.py``), a diff's surfaces, a user
+job's fault-free run (``drill/kept_references.py``). Each is kept in a :class:`KeptFolder`:
+one JSON file per key under the torchcanary cache folder; the key is a digest of the
+ingredients, which the file also holds so a reader can see what it was made of. An entry
+is written whole or not at all, and one that cannot be read or fails its owner's check is
+ignored with a one-line warning and made again.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def describe_age(age_s: float) -> str:
 
 
 @dataclass(frozen=True)
-class KeyedCache:
+class KeptFolder:
     """One folder of entries ``<key>.json``; ``warn`` hears about every entry it ignored.
 
     ``what`` names an entry in those warnings ("the cached fault-free run").

@@ -7,7 +7,7 @@ changed after its build (other requirements make another folder), so while none 
 inputs changed, running the probe again would only repeat its answer: a warm run would pay
 a minute for nothing, and a CI job qualifying one candidate after another would re-check
 its unchanged baseline every time. The verdict is kept under the torchcanary cache
-(``<cache>/claim-verdicts/<key>.json``, a :class:`keyed_cache.KeyedCache`) under a key made
+(``<cache>/claim-verdicts/<key>.json``, a :class:`kept.KeptFolder`) under a key made
 of:
 
 - the environment: its spec, folder, interpreter, and the manifest the run just collected
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.envs.cache import Environment
-from torchcanary.keyed_cache import (
-    KeyedCache,
+from torchcanary.kept import (
+    KeptFolder,
     entry_key,
     files_digest,
     fixed_environments,
@@ -87,7 +87,7 @@ class ProbeKey:
     ingredients: dict[str, Any]
 
 
-class VerdictReuse:
+class KeptVerdicts:
     """The kept verdicts of one run's environments; ``fresh`` makes every one again."""
 
     def __init__(
@@ -99,7 +99,7 @@ class VerdictReuse:
         fresh: bool,
         warn: Callable[[str], None] = lambda message: None,
     ) -> None:
-        self.cache = KeyedCache(directory, CACHE_SCHEMA, "the kept claim verdict", warn)
+        self.cache = KeptFolder(directory, CACHE_SCHEMA, "the kept claim verdict", warn)
         self.fresh = fresh
         self._environments = fixed_environments(environments, manifests, profile)
         self._shared = {"torchcanary_files": own_files_digest(), "nvidia_driver": _driver()}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="torchcanary.drill.store_host")
+    parser = argparse.ArgumentParser(prog="torchcanary.worker.drill.store_host")
     parser.add_argument("--port-file", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()

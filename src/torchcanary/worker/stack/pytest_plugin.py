@@ -1,4 +1,4 @@
-"""The pytest plugin torchcanary loads into a user's run: ``-p torchcanary.stack.pytest_plugin``.
+"""The pytest plugin torchcanary loads into a user's run (``-p`` with this module's name).
 
 It writes one JSON line per event to the file named by ``TORCHCANARY_STACK_EVENTS``, flushed
 at once, so a run that crashes or is killed mid-test still tells which tests finished and

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from torchcanary.bench.workloads import Workload, WorkloadSkipped, build
+from torchcanary.worker.bench.workloads import Workload, WorkloadSkipped, build
 
 T = TypeVar("T")
 
@@ -199,7 +199,7 @@ def _calibrate_number(workload: Workload, per_call_s: float, min_sample_s: float
 
 def _build(spec: dict[str, Any], numerics_dir: str | None) -> Workload:
     if spec["kind"] == "workload":
-        from torchcanary.bench import user_workload
+        from torchcanary.worker.bench import user_workload
 
         return user_workload.build(spec, numerics_dir)
     return build(spec)
@@ -215,7 +215,7 @@ def _warming(spec: dict[str, Any], workload: Workload, call: Callable[[], T]) ->
     except Exception as exc:
         if spec["kind"] != "workload":
             raise
-        from torchcanary.bench.user_workload import describe_failure
+        from torchcanary.worker.bench.user_workload import describe_failure
 
         name = str(spec["target"]).rsplit(":", 1)[-1]
         raise describe_failure(exc, name, "while warming up", workload.device) from exc

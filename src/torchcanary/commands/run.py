@@ -1,0 +1,271 @@
+"""``run`` and each section's own command (``bench``, ``drill``, ...): their flags, the
+plan they make, and the one driver they hand it to, here, on a fleet or across nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from torchcanary.commands import Handler
+from torchcanary.commands.summary import print_outcome, print_verdict
+from torchcanary.errors import CanaryError
+from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
+from torchcanary.sections import registered, section_names
+from torchcanary.store.base import ResultStore
+
+if TYPE_CHECKING:
+    from torchcanary.fleet.executor import Executor
+    from torchcanary.fleet.profile import NodeSelection
+    from torchcanary.plan import RunPlan
+    from torchcanary.runner import Venue
+
+
+def register(commands: Any, epilog: str) -> dict[str, Handler]:
+    """Add ``run`` and every section's own command; their handler."""
+    run = commands.add_parser(
+        "run",
+        help="qualify a candidate against a baseline (all sections)",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_flags(run)
+    _add_claims_flags(run)
+    names = ", ".join(section_names())
+    run.add_argument("--only", help=f"comma-separated sections to run ({names})")
+    run.add_argument("--skip", help="comma-separated sections to leave out")
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="RUN_ID",
+        help="carry on an interrupted run (default: the latest unfinished one)",
+    )
+    handlers: dict[str, Handler] = {"run": _cmd_run}
+    for section in registered().values():
+        section.add_flags(run, own_command=False)
+    for section in registered().values():  # each section with a subcommand of its own
+        if section.help is not None:
+            own = commands.add_parser(section.name, help=section.help, description=section.help)
+            _add_run_flags(own)
+            section.add_flags(own, own_command=True)
+            handlers[section.name] = _cmd_run
+    return handlers
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", help=f"pinned environment (default {DEFAULT_BASELINE})")
+    parser.add_argument("--candidate", help=f"environment to qualify (default {DEFAULT_CANDIDATE})")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: ./canary.toml or [tool.torchcanary] in ./pyproject.toml)",
+    )
+    parser.add_argument(
+        "--installer",
+        choices=INSTALLERS,
+        help="what fills a new environment (default auto: uv if installed, else pip); "
+        "both use pip's index settings and build the same environment",
+    )
+    parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
+    parser.add_argument(
+        "--store",
+        help="SQLite file or postgresql://USER@HOST/DB (default canary-results/canary.db)",
+    )
+    parser.add_argument("--output", help="directory for reports (default canary-results)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    fleet = parser.add_argument_group("fleet (needs torchcanary[ray])")
+    fleet.add_argument(
+        "--fleet",
+        metavar="ADDRESS",
+        help="run on a Ray cluster's nodes: ray://HEAD:10001, HOST:PORT, or auto (RAY_ADDRESS)",
+    )
+    fleet.add_argument(
+        "--fleet-nodes",
+        choices=("per-profile", "all"),
+        default="per-profile",
+        help="one node per hardware profile (default), or every node",
+    )
+    fleet.add_argument(
+        "--fleet-select",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only nodes whose profile has this value, e.g. gpu_model='NVIDIA H100' (repeatable)",
+    )
+
+
+def _add_claims_flags(parser: argparse.ArgumentParser) -> None:
+    """Which claims to probe: only ``run`` runs claims, so only ``run`` takes these."""
+    parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
+    parser.add_argument(
+        "--probe-module",
+        action="append",
+        dest="probe_modules",
+        help="extra module of probes to load (repeatable)",
+    )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        dest="probe_timeout_s",
+        help="seconds per probe, overriding each probe's own timeout",
+    )
+    parser.add_argument(
+        "--release",
+        help="claims pack to qualify against, e.g. 2.14 (default: the candidate's release)",
+    )
+    parser.add_argument(
+        "--regression",
+        action="append",
+        metavar="RELEASE",
+        help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
+    )
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def _sections_from(args: argparse.Namespace) -> list[str] | None:
+    only, skip = _split(getattr(args, "only", None)), _split(getattr(args, "skip", None))
+    known = section_names()
+    for name in (only or []) + (skip or []):
+        if name not in known:
+            raise CanaryError(f"unknown section {name!r}; choose from {', '.join(known)}")
+    if only is None and skip is None:
+        return None
+    return [s for s in (only or known) if s not in (skip or [])]
+
+
+def _section_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    return {name: section.flag_settings(args) for name, section in registered().items()}
+
+
+def _own_command_sections(command: str) -> list[str] | None:
+    """A section's own subcommand runs that section alone."""
+    section = registered().get(command)
+    return [command] if section is not None and section.help is not None else None
+
+
+def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
+    sections = _own_command_sections(args.command) or _sections_from(args)
+    named = list(_own_command_sections(args.command) or _split(getattr(args, "only", None)) or [])
+    for name, section in registered().items():  # e.g. `run --stack CMD` asks for stack
+        if section.named_by(args):
+            named.append(name)
+            if sections and name not in sections:
+                sections = [*sections, name]
+    return {
+        "baseline": args.baseline,
+        "candidate": args.candidate,
+        "probes": _split(getattr(args, "probes", None)),
+        "probe_modules": getattr(args, "probe_modules", None),
+        "probe_timeout_s": getattr(args, "probe_timeout_s", None),
+        "release": getattr(args, "release", None),
+        "regression": getattr(args, "regression", None),
+        "installer": args.installer,
+        "policy_file": args.policy_file,
+        "store": args.store,
+        "output": args.output,
+        "sections": sections,
+        "named_sections": named,
+        "section_overrides": _section_overrides(args),
+    }
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """A run here, with ``--fleet`` on a Ray cluster's nodes, or with ``--nodes`` one rank
+    on each of N nodes; ``--resume`` goes back to wherever the run was made (the fleet it
+    recorded, unless ``--fleet`` names another). One driver runs them all.
+
+    Without ``--fleet`` nothing of the fleet is imported (and Ray never is). With it, the
+    fleet is reached before the store is opened: an address that cannot be used is one
+    line and exit 2, with no run (or store) left half-made.
+    """
+    from torchcanary.config import load_settings
+    from torchcanary.plan import RunPlan
+    from torchcanary.progress import Progress
+    from torchcanary.runner import execute
+    from torchcanary.store.location import open_store
+
+    settings = load_settings(args.config, flags_from_args(args), Path.cwd())
+    executor, venue = _venue(args, settings.plan)
+    progress = Progress(quiet=args.quiet)
+    if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
+        for section, why in settings.left_out.items():
+            progress.note(f"{section}: left out of this run: {why}")
+    try:
+        with open_store(settings.store) as store:
+            plan, resume_id = settings.plan, None
+            if getattr(args, "resume", None):
+                previous = _run_to_resume(store, args.resume)
+                plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
+                if venue is None:
+                    executor, venue = _stored_fleet(store, resume_id, _selection(args))
+            outcome = execute(plan, store, settings.output, progress, venue, resume_id)
+            print_outcome(console, store, outcome.run_id)
+    finally:
+        if executor is not None:
+            executor.close()
+    return print_verdict(console, outcome.decision, outcome.outputs, outcome.failures)
+
+
+def _selection(args: argparse.Namespace) -> NodeSelection:
+    from torchcanary.fleet.profile import NodeSelection
+
+    return NodeSelection.parse("all" if args.fleet_nodes == "all" else "profile", args.fleet_select)
+
+
+def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | tuple[None, None]:
+    """Where the flags ask the run to be carried out, as (executor, venue); (None, None)
+    for this machine. The fleet is connected to here, before any store is opened."""
+    selection = _selection(args)
+    nodes = getattr(args, "nodes", None)
+    if nodes is not None:
+        from torchcanary.fleet.across_nodes import across_nodes, check_across_nodes
+        from torchcanary.fleet.ray_connect import connect
+
+        address = check_across_nodes(args.fleet, nodes, args.command)
+        ray = connect(address)  # before the store: an unusable address is exit 2
+        try:
+            ray.require_nodes(nodes)
+        except BaseException:
+            ray.close()
+            raise
+        return ray, across_nodes(plan, ray, address, nodes, getattr(args, "shared_dir", None))
+    if args.fleet:
+        from torchcanary.fleet import driver
+
+        request = driver.FleetRequest(args.fleet, selection)
+        executor = driver.connect_fleet(request)
+        return executor, driver.FleetRun(executor, request)
+    return None, None
+
+
+def _stored_fleet(
+    store: ResultStore, run_id: str, selection: NodeSelection
+) -> tuple[Executor, Venue] | tuple[None, None]:
+    """The executor and venue to resume ``run_id`` on its fleet; (None, None) for a local run."""
+    from torchcanary.fleet import driver
+
+    stored = driver.stored_fleet(store, run_id)
+    if stored is None:
+        return None, None
+    request = driver.FleetRequest(stored["address"], selection)
+    executor = driver.connect_fleet(request)
+    return executor, driver.FleetRun(executor, request)
+
+
+def _run_to_resume(store: ResultStore, wanted: str) -> Any:
+    previous = (
+        store.latest_run(status="interrupted") or store.latest_run("running")
+        if wanted == "latest"
+        else store.run(wanted)
+    )
+    if previous is None:
+        raise CanaryError(f"nothing to resume in {store.location}; start a run without --resume")
+    return previous
