@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 from store_helpers import fill_run
+from torchcanary.claims.history import history
 from torchcanary.claims.records import done_probe_keys, probe_results, save_probe_result
 from torchcanary.results import Outcome, ProbeResult, Verdict
-from torchcanary.store.history import HistoryFilter, history
+from torchcanary.store.history import HistoryFilter
 from torchcanary.store.location import is_postgres_url, open_store
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import MIGRATIONS
@@ -71,12 +72,12 @@ def test_history_narrows_to_one_profile_and_otherwise_has_an_entry_per_profile(
     with open_store(store_location) as store:
         _fleet_run(store)
         fill_run(store)  # a run on one machine: profile ''
-        every = history(store, "inductor.fusion", "claims", HistoryFilter())
+        every = history(store, "inductor.fusion", HistoryFilter())
         assert sorted(entry.profile for entry in every) == ["", "h100-box", "mi300-box"]
-        [h100] = history(store, "inductor.fusion", "claims", HistoryFilter(profile="h100-box"))
+        [h100] = history(store, "inductor.fusion", HistoryFilter(profile="h100-box"))
         assert (h100.profile, h100.verdict) == ("h100-box", "already in baseline")
         assert h100.label.endswith("on h100-box")
-        [local] = history(store, "inductor.fusion", "claims", HistoryFilter(profile=""))
+        [local] = history(store, "inductor.fusion", HistoryFilter(profile=""))
         assert local.profile == "" and local.baseline == "2.13.0"
 
 

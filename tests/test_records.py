@@ -25,6 +25,7 @@ from torchcanary.drill.result import DrillReference, DrillRun
 from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
+from torchcanary.history.commands import find_section
 from torchcanary.plan import RunPlan
 from torchcanary.policy import decide
 from torchcanary.progress import Progress
@@ -32,7 +33,6 @@ from torchcanary.report.view import load_run_view
 from torchcanary.results import RECORD_SCHEMA_KEY
 from torchcanary.sections import get_section, section_names
 from torchcanary.stack.result import StackChange, StackRun, StackSummary
-from torchcanary.store.history import PROBE_RESULTS, find_section
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -108,7 +108,7 @@ def test_every_row_of_results_json_is_its_sections_record_and_round_trips(
 ) -> None:
     sections = json.loads((rendered / "results.json").read_text())["sections"]
     # claims' results are ProbeResult records, under "claims" at the top level
-    assert set(sections) == set(section_names()) - {PROBE_RESULTS}
+    assert set(sections) == set(section_names()) - {"claims"}
     sections["drill"] = json.loads((drills_rendered / "results.json").read_text())["sections"][
         "drill"
     ]
@@ -149,7 +149,7 @@ def test_history_finds_an_id_in_any_registered_section(tmp_path: Path) -> None:
         run_id = store.create_run({"sections": ["stack"]})
         change = SectionResult("stack", "tests/t.py::test_a", "both", "newly-failing", {})
         store.save_section_result(run_id, change)
-        assert find_section(store, "tests/t.py::test_a", section_names()) == "stack"
+        assert find_section(store, "tests/t.py::test_a") == "stack"
 
 
 def test_a_policy_word_a_key_does_not_allow_is_refused_before_the_run(tmp_path: Path) -> None:

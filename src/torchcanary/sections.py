@@ -28,10 +28,11 @@ from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
+    from torchcanary.fleet.profile import HardwareProfile
     from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
     from torchcanary.store.base import ResultStore
-    from torchcanary.store.history import HistoryEntry
+    from torchcanary.store.history import HistoryEntry, HistoryFilter
     from torchcanary.store.rows import RunRow, SectionResult
 
 ENTRY_POINT_GROUP = "torchcanary.sections"
@@ -95,7 +96,18 @@ class Section(Protocol):
       import beyond torchcanary (read through :func:`worker_packages`).
     - Optionally ``fleet_part(view)``: its own side-by-side of a fleet run's profiles
       (a ``section_types.FleetPart``, the claims: a claim x profile matrix), shown in place
-      of the fleet reports' generic one (read through :func:`fleet_part`).
+      of the fleet reports' generic one (read through :func:`fleet_part`); ``fit_plan(plan,
+      profile)``: the plan narrowed to what a fleet node of that hardware can do, and each
+      item left out with why; with nothing left it drops its own name from the plan's
+      sections (the claims: the probes that need a device the node lacks; read through
+      :func:`fit_plan`).
+    - Optionally ``history(store, item, run_filter)`` and ``holds(store, item)``: an item's
+      results across runs and whether a store has any, for ``torchcanary history``, when
+      its results are not rows of ``section_results`` (the claims' probe results; read
+      through :func:`item_history` and :func:`holds_item`); ``compared(view)``: its items'
+      verdicts in a run (``{item: {"verdict": ...}}``, with ``ratio``, ``ci_low`` and
+      ``ci_high`` for a measured item) for ``torchcanary compare`` (read through
+      :func:`compared_items`; without it the section is not compared).
     """
 
     name: str
@@ -138,7 +150,9 @@ class PackageSection:
     ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
-    one, provides ``load`` (its ``load_view``) and ``<package>.fleet`` ``fleet_part``;
+    one, provides ``load`` (its ``load_view``), ``<package>.fleet`` ``fleet_part``,
+    ``<package>.fit`` ``fit_plan`` and ``<package>.history`` any of ``history``, ``holds``
+    and ``compared``;
     ``section`` may provide ``not_run`` (its items that did not run in the candidate),
     ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
@@ -256,6 +270,24 @@ class PackageSection:
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
         return module.fleet_part(view) if module is not None else None  # type: ignore[no-any-return]
+
+    def fit_plan(self, plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
+        module = self._optional_module("fit")
+        return module.fit_plan(plan, profile) if module is not None else (plan, {})  # type: ignore[no-any-return]
+
+    def history(
+        self, store: ResultStore, item: str, run_filter: HistoryFilter
+    ) -> list[HistoryEntry] | None:
+        read = getattr(self._optional_module("history"), "history", None)
+        return list(read(store, item, run_filter)) if read is not None else None
+
+    def holds(self, store: ResultStore, item: str) -> bool | None:
+        find = getattr(self._optional_module("history"), "holds", None)
+        return bool(find(store, item)) if find is not None else None
+
+    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
+        read = getattr(self._optional_module("history"), "compared", None)
+        return dict(read(view)) if read is not None else None
 
     def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
         records = self._optional_module("result")
@@ -419,6 +451,48 @@ def worker_packages(section: object, plan: RunPlan) -> set[str]:
     pack's and probe plugin's), linked into the workers' import root."""
     find = getattr(section, "worker_packages", None)
     return set(find(plan)) if callable(find) else set()
+
+
+def fit_plan(
+    section: object, plan: RunPlan, profile: HardwareProfile
+) -> tuple[RunPlan, dict[str, str]]:
+    """``plan`` narrowed to what ``section`` can do on ``profile``'s hardware, and each item
+    left out with why (none declared: the plan as it is)."""
+    fit = getattr(section, "fit_plan", None)
+    return fit(plan, profile) if callable(fit) else (plan, {})  # type: ignore[no-any-return]
+
+
+def item_history(
+    section: Section, store: ResultStore, item: str, run_filter: HistoryFilter
+) -> list[HistoryEntry]:
+    """``item``'s results in ``section`` across the runs that pass ``run_filter``, oldest
+    first: its own reader's, else its ``section_results`` rows read as its records."""
+    read = getattr(section, "history", None)
+    entries = read(store, item, run_filter) if callable(read) else None
+    if entries is not None:
+        return list(entries)
+    from torchcanary.store.history import history
+
+    return history(store, item, section.name, run_filter, section.record_from_json)
+
+
+def holds_item(section: Section, store: ResultStore, item: str) -> bool:
+    """Whether any run of ``store`` has a result for ``item`` in ``section``."""
+    find = getattr(section, "holds", None)
+    held = find(store, item) if callable(find) else None
+    if held is not None:
+        return bool(held)
+    from torchcanary.store.history import has_rows
+
+    return has_rows(store, section.name, item)
+
+
+def compared_items(section: object, view: RunView) -> dict[str, dict[str, Any]] | None:
+    """``section``'s items' verdicts (and intervals) in ``view`` for ``compare``, or None
+    where it has nothing to compare."""
+    read = getattr(section, "compared", None)
+    found = read(view) if callable(read) else None
+    return dict(found) if found is not None else None
 
 
 def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:

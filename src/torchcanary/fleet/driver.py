@@ -23,7 +23,6 @@ from typing import Any
 
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet.executor import Assignment, Executor
-from torchcanary.fleet.fit import plan_for
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
@@ -34,12 +33,14 @@ from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
 from torchcanary.runner import RunInputs, start_run
-from torchcanary.sections import ROWS_TABLE, get_section, result_table
+from torchcanary.sections import ROWS_TABLE, fit_plan, get_section, result_table
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import PRIMARY_KEYS
 
 FLEET_SCHEMA = 1
+# Per hardware profile, per section: the items its nodes were not asked about, with why.
+NotAsked = dict[str, dict[str, dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -124,23 +125,23 @@ class FleetRun:
 
 def _units(
     run: RunInputs, run_id: str, chosen: list[FleetNode]
-) -> tuple[dict[str, tuple[FleetNode, str]], list[Assignment], dict[str, dict[str, str]]]:
+) -> tuple[dict[str, tuple[FleetNode, str]], list[Assignment], NotAsked]:
     """Each chosen node's units: its profile's plan's sections not yet ok in the ledger;
-    and, per profile, the claims its hardware cannot answer (not sent)."""
+    and, per profile and section, the items its hardware cannot do (not sent)."""
     plan, store = run.plan, run.store
     created_at = store.run(run_id).created_at
     units: dict[str, tuple[FleetNode, str]] = {}
     assignments = []
-    not_asked: dict[str, dict[str, str]] = {}
+    not_asked: NotAsked = {}
     for node in chosen:
         scoped = store.scoped(node.node_id, node.profile.key)
-        node_plan, not_asked[node.profile.key] = plan_for(plan, node.profile)
-        for probe_id, why in not_asked[node.profile.key].items():
-            run.progress.note(f"{node.profile.key}: {probe_id} not asked: {why}")
-        if "claims" in plan.sections and "claims" not in node_plan.sections:
-            # No claim left for this hardware: nothing to send, and the ledger says why.
-            reasons = not_asked[node.profile.key]
-            _ledger(scoped, run_id, "claims", UnitStatus.OK, "", 0.0, reasons)
+        node_plan, not_asked[node.profile.key] = _fit(plan, node.profile)
+        for section, left_out in not_asked[node.profile.key].items():
+            for item, why in left_out.items():
+                run.progress.note(f"{node.profile.key}: {item} not asked: {why}")
+            if section not in node_plan.sections:
+                # Nothing of it left for this hardware: nothing to send, the ledger says why.
+                _ledger(scoped, run_id, section, UnitStatus.OK, "", 0.0, left_out)
         finished = {
             r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
         }
@@ -157,6 +158,17 @@ def _units(
     return units, assignments, not_asked
 
 
+def _fit(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, dict[str, str]]]:
+    """``plan`` narrowed by each of its sections to what ``profile``'s hardware can do, and
+    per section the items left out with why."""
+    node_plan, not_asked = plan, {}
+    for section in plan.sections:
+        node_plan, left_out = fit_plan(get_section(section), node_plan, profile)
+        if left_out:
+            not_asked[section] = left_out
+    return node_plan, not_asked
+
+
 def _collect(
     executor: Executor,
     assignments: list[Assignment],
@@ -164,11 +176,11 @@ def _collect(
     store: ResultStore,
     run_id: str,
     progress: Progress,
-    not_asked: Mapping[str, Mapping[str, str]],
+    not_asked: NotAsked,
 ) -> dict[str, str]:
     """Commit every piece as it arrives and each unit's end in the ledger; what did not end ok.
 
-    The claims unit's ledger row also names the claims its profile was not asked about.
+    A unit's ledger row also names the items its profile was not asked about.
     """
     failures: dict[str, str] = {}
     started = time.monotonic()
@@ -181,7 +193,7 @@ def _collect(
                 task.status(f"{node.profile.key}: {what}")
                 continue
             error = result.error or ""
-            skipped = dict(not_asked.get(node.profile.key, {})) if section == "claims" else {}
+            skipped = not_asked.get(node.profile.key, {}).get(section, {})
             after_s = time.monotonic() - started
             _ledger(scoped, run_id, section, result.status, error, after_s, skipped)
             if result.status is not UnitStatus.OK:

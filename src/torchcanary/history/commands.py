@@ -19,7 +19,8 @@ from rich.console import Console
 
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.report.listing import Listing, add_format_flags, show
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import get_section, holds_item, item_history, registered, section_names
+from torchcanary.store.base import ResultStore
 from torchcanary.store.location import open_store, store_location
 
 STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
@@ -80,15 +81,14 @@ def default_store(given: str | None, cwd: Path) -> str:
 
 def _cmd_history(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.history.render import plot, ratio_text, when
-    from torchcanary.store.history import HistoryFilter, find_section, history
+    from torchcanary.store.history import HistoryFilter
 
     run_filter = HistoryFilter(
         args.baseline, args.candidate, args.since, args.until, args.last, args.profile
     )
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:
-        section = args.section or find_section(store, args.item, section_names())
-        read = get_section(section).record_from_json
-        entries = history(store, args.item, section, run_filter, read)
+        section = args.section or find_section(store, args.item)
+        entries = item_history(get_section(section), store, args.item, run_filter)
         location = store.location
     profiled = any(entry.profile for entry in entries)  # a column only when the fleet ran it
     columns = ("run", *(("profile",) if profiled else ()), "when (UTC)", "baseline", "candidate")
@@ -118,6 +118,20 @@ def _cmd_history(args: argparse.Namespace, console: Console) -> int:
     plot_path.write_text(plot(args.item, section, entries))
     console.print(f"    plot: {plot_path}", highlight=False)
     return EXIT_GO
+
+
+def find_section(store: ResultStore, item: str) -> str:
+    """The one registered section that has results for ``item``; several or none is a
+    usage error."""
+    found = [name for name, section in registered().items() if holds_item(section, store, item)]
+    if not found:
+        raise CanaryError(
+            f"no result {item!r} in any section ({', '.join(registered())}) of "
+            f"{store.location}; `torchcanary report RUN` shows a run's ids"
+        )
+    if len(found) > 1:
+        raise CanaryError(f"{item!r} is in {' and '.join(found)}; pick one with --section")
+    return found[0]
 
 
 def _file_name(item: str) -> str:

@@ -1,13 +1,17 @@
-"""Two runs side by side: the claims and drills whose verdicts changed, the benchmarks
-that moved.
+"""Two runs side by side: the items whose verdicts changed, the measured ones that moved.
+
+Each section hands its part through the section contract (``compared``: its items'
+verdicts in a run, and for a measured item its ratio interval); a section without one is
+not compared.
 
 Fleet runs are compared profile by profile: a result on one hardware profile is only ever
 set against the same profile's result in the other run. A profile that only one of the two
 runs has (a run on one machine has the one profile '') is named as such, not compared.
 
-A benchmark moved when its verdict changed or when the two runs' intervals for the ratio
-(candidate/baseline) do not overlap: each run's interval already carries that run's noise,
-so disjoint intervals are a change the runs' own measurements can stand behind.
+A measured item (a benchmark) moved when its verdict changed or when the two runs'
+intervals for the ratio (candidate/baseline) do not overlap: each run's interval already
+carries that run's noise, so disjoint intervals are a change the runs' own measurements can
+stand behind.
 """
 
 from __future__ import annotations
@@ -15,11 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchcanary.bench.result import BenchMeasured
-from torchcanary.bench.result import from_rows as bench_results
-from torchcanary.claims.view import claims_of
-from torchcanary.report.view import load_run_view, section_records
+from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
+from torchcanary.sections import compared_items, registered
 from torchcanary.store.base import ResultStore
 
 
@@ -86,45 +88,17 @@ def _compare_views(
 ) -> tuple[list[RunItemChange], int]:
     changes: list[RunItemChange] = []
     unchanged = 0
-    for section, results_a, results_b in (
-        ("claims", _claims(view_a), _claims(view_b)),
-        ("bench", _bench(view_a), _bench(view_b)),
-        ("drill", _drills(view_a), _drills(view_b)),
-    ):
+    for name, section in registered().items():
+        results_a, results_b = compared_items(section, view_a), compared_items(section, view_b)
+        if results_a is None or results_b is None:
+            continue  # a section that says nothing to compare
         for item in sorted(set(results_a) | set(results_b)):
-            change = _change(section, item, results_a.get(item), results_b.get(item))
+            change = _change(name, item, results_a.get(item), results_b.get(item))
             if change is None:
                 unchanged += 1
             else:
                 changes.append(replace(change, profile=profile))
     return changes, unchanged
-
-
-def _claims(view: RunView) -> dict[str, dict[str, Any]]:
-    return {
-        row.probe_id: {"verdict": row.comparison.value if row.comparison else "incomplete"}
-        for row in claims_of(view).rows()
-    }
-
-
-def _bench(view: RunView) -> dict[str, dict[str, Any]]:
-    compared = {}
-    for result in bench_results(view.sections.get("bench", [])):
-        measured = result if isinstance(result, BenchMeasured) else None  # skipped: no interval
-        compared[result.key] = {
-            "verdict": result.verdict.value,
-            "ratio": measured.ratio if measured else None,
-            "ci_low": measured.ci_low if measured else None,
-            "ci_high": measured.ci_high if measured else None,
-        }
-    return compared
-
-
-def _drills(view: RunView) -> dict[str, dict[str, Any]]:
-    return {
-        f"{result.key} ({result.env_role})": {"verdict": str(result.verdict)}
-        for result in section_records(view, "drill")
-    }
 
 
 def interval_text(result: dict[str, Any] | None) -> str:
@@ -144,7 +118,7 @@ def _change(
 ) -> RunItemChange | None:
     before = a["verdict"] if a else "absent"
     after = b["verdict"] if b else "absent"
-    if section != "bench":
+    if "ratio" not in (a or b or {}):  # an item with no interval: its verdict is all
         return None if before == after else RunItemChange(section, item, before, after)
     moved = a is not None and b is not None and _disjoint(a, b)
     if before == after and not moved:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.errors import CanaryError
-from torchcanary.results import SectionRecord, Verdict, compare_claim
+from torchcanary.results import SectionRecord
 from torchcanary.store.base import ResultStore
-from torchcanary.store.rows import RunRow, SectionResult
+from torchcanary.store.rows import SectionResult
 
-PROBE_RESULTS = "claims"  # the section whose results are probe results, in their own table
 # Reads one stored row {key, env_role, verdict, payload} as its section's record.
 RecordReader = Callable[[dict[str, Any]], SectionRecord]
+# One run's verdict for the item from its verdicts per environment role.
+VerdictOf = Callable[[dict[str, str]], str]
 
 
 @dataclass(frozen=True)
@@ -87,32 +87,12 @@ def _where(run_filter: HistoryFilter) -> tuple[str, list[Any]]:
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
-def find_section(store: ResultStore, item: str, sections: Iterable[str]) -> str:
-    """The one of ``sections`` (the registered ones) that has results for ``item``.
-
-    Several or none is a usage error.
-    """
-    wanted = list(sections)
-    found = []
-    if PROBE_RESULTS in wanted and store.query(
-        "SELECT 1 FROM probe_results WHERE probe_id = ? LIMIT 1", (item,)
-    ):
-        found.append(PROBE_RESULTS)
-    stored = {
-        str(row[0])
-        for row in store.query(
-            "SELECT DISTINCT section FROM section_results WHERE key = ?", (item,)
-        )
-    }
-    found += [section for section in wanted if section in stored]
-    if not found:
-        raise CanaryError(
-            f"no result {item!r} in any section ({', '.join(wanted)}) of {store.location}; "
-            "`torchcanary report RUN` shows a run's ids"
-        )
-    if len(found) > 1:
-        raise CanaryError(f"{item!r} is in {' and '.join(found)}; pick one with --section")
-    return found[0]
+def has_rows(store: ResultStore, section: str, item: str) -> bool:
+    """Whether any run of ``store`` has a ``section_results`` row of ``section`` for ``item``."""
+    found = store.query(
+        "SELECT 1 FROM section_results WHERE section = ? AND key = ? LIMIT 1", (section, item)
+    )
+    return bool(found)
 
 
 def history(
@@ -122,39 +102,53 @@ def history(
     run_filter: HistoryFilter,
     read: RecordReader | None = None,
 ) -> list[HistoryEntry]:
-    """``item``'s results in ``section`` across the runs that pass ``run_filter``, oldest first.
+    """``item``'s rows of ``section`` in ``section_results`` across the runs that pass
+    ``run_filter``, oldest first.
 
     ``read`` is the section's ``record_from_json``: a record with an interval (``ratio``,
     ``ci_low``, ``ci_high``, as a benchmark's) gives the entry its ratio.
     """
+    return query_history(
+        store,
+        item,
+        run_filter,
+        "x.payload_json FROM section_results x",
+        ("x.section = ? AND x.key = ?", [section, item]),
+        read,
+    )
+
+
+def query_history(
+    store: ResultStore,
+    item: str,
+    run_filter: HistoryFilter,
+    payload_from: str,
+    match: tuple[str, list[Any]],
+    read: RecordReader | None = None,
+    verdict_of: VerdictOf | None = None,
+) -> list[HistoryEntry]:
+    """The history of ``item`` in any table keyed by run and profile, oldest first.
+
+    ``payload_from`` is the payload column and the table as ``x`` (``NULL FROM t x`` where
+    there is no payload); ``match`` the condition on ``x`` naming the item, with its
+    arguments; ``verdict_of`` makes one run's verdicts one (default: the ``both`` verdict,
+    else each role's).
+    """
     where, params = _where(run_filter)
-    if section == PROBE_RESULTS:
-        sql = (
-            "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
-            "x.env_role, x.verdict, NULL FROM probe_results x"
-            + _RUNS_JOIN
-            + "WHERE x.probe_id = ?"
-            + where
-        )
-        args: list[Any] = [item, *params]
-    else:
-        sql = (
-            "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
-            "x.env_role, x.verdict, x.payload_json FROM section_results x"
-            + _RUNS_JOIN
-            + "WHERE x.section = ? AND x.key = ?"
-            + where
-        )
-        args = [section, item, *params]
-    rows = store.query(sql + " ORDER BY r.created_at, r.run_id, x.profile", args)
-    entries = _entries(rows, item, section, read or SectionResult.from_json)
+    condition, match_args = match
+    sql = (
+        "SELECT r.run_id, x.profile, r.created_at, b.torch_version, c.torch_version, "
+        f"x.env_role, x.verdict, {payload_from}" + _RUNS_JOIN + f"WHERE {condition}" + where
+    )
+    rows = store.query(sql + " ORDER BY r.created_at, r.run_id, x.profile", [*match_args, *params])
+    entries = _entries(rows, item, read or SectionResult.from_json, verdict_of or _joined_verdict)
     if run_filter.limit is not None:
         entries = entries[-run_filter.limit :]
     return entries
 
 
 def _entries(
-    rows: list[tuple[Any, ...]], item: str, section: str, read: RecordReader
+    rows: list[tuple[Any, ...]], item: str, read: RecordReader, verdict_of: VerdictOf
 ) -> list[HistoryEntry]:
     # A fleet run has one entry per profile: each profile's verdicts stand on their own.
     by_run: dict[tuple[str, str], dict[str, Any]] = {}
@@ -173,28 +167,28 @@ def _entries(
         if payload is not None and role == "both":
             row = {"key": item, "env_role": role, "verdict": verdict}
             run["record"] = read({**row, "payload": json.loads(payload)})
-    return [_entry(run_id, profile, run, section) for (run_id, profile), run in by_run.items()]
+    return [_entry(run_id, profile, run, verdict_of) for (run_id, profile), run in by_run.items()]
 
 
-def _entry(run_id: str, profile: str, run: dict[str, Any], section: str) -> HistoryEntry:
+def _entry(run_id: str, profile: str, run: dict[str, Any], verdict_of: VerdictOf) -> HistoryEntry:
     verdicts: dict[str, str] = run["verdicts"]
     record = run["record"]
-    if section == PROBE_RESULTS:
-        verdict = _claim_verdict(verdicts)
-    elif set(verdicts) == {"both"}:  # one verdict across the environments (a benchmark)
-        verdict = verdicts["both"]
-    else:
-        verdict = ", ".join(f"{role}: {v}" for role, v in sorted(verdicts.items()))
     return HistoryEntry(
         run_id,
         float(run["created"]),
         run["baseline"],
         run["candidate"],
-        verdict,
+        verdict_of(verdicts),
         dict(verdicts),
         *_interval(record),
         profile,
     )
+
+
+def _joined_verdict(verdicts: dict[str, str]) -> str:
+    if set(verdicts) == {"both"}:  # one verdict across the environments (a benchmark)
+        return verdicts["both"]
+    return ", ".join(f"{role}: {v}" for role, v in sorted(verdicts.items()))
 
 
 def _interval(record: SectionRecord | None) -> tuple[float | None, float | None, float | None]:
@@ -203,29 +197,3 @@ def _interval(record: SectionRecord | None) -> tuple[float | None, float | None,
     if not all(value is None or isinstance(value, float | int) for value in figures):
         return None, None, None  # a plain row's payload, or a field of another meaning
     return figures  # type: ignore[return-value]
-
-
-def _claim_verdict(verdicts: dict[str, str]) -> str:
-    if "baseline" in verdicts and "candidate" in verdicts:
-        try:
-            pair = Verdict(verdicts["baseline"]), Verdict(verdicts["candidate"])
-        except ValueError:
-            return "?"
-        return compare_claim(*pair).value
-    return "incomplete"
-
-
-def bench_history(
-    store: ResultStore,
-    run: RunRow,
-    bench_ids: list[str],
-    read: RecordReader | None = None,
-    runs: int = 10,
-) -> dict[str, list[HistoryEntry]]:
-    """Each benchmark's last ``runs`` results up to and including ``run`` (for its report).
-
-    Runs stored later are left out, so the report rendered again later shows the same.
-    Only the store's own profile counts: a fleet profile's history is that hardware's.
-    """
-    up_to = HistoryFilter(until=run.created_at + 1e-3, limit=runs, profile=store.profile)
-    return {bench_id: history(store, bench_id, "bench", up_to, read) for bench_id in bench_ids}

@@ -4,7 +4,8 @@ A probe names the devices its claim is about (``Needs.devices``, any of them). A
 offers ``cpu`` always, ``cuda`` when it has GPUs (NVIDIA, or AMD through ROCm's HIP, which
 PyTorch also calls ``cuda``) and ``mps`` on Apple silicon. A probe that needs a device the
 profile does not offer is left out of that node's plan, with the reason, so its cell in
-the claim x profile matrix says why it is empty instead of holding a verdict.
+the claim x profile matrix says why it is empty instead of holding a verdict. The fleet
+driver asks through the section contract (``fit_plan``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torchcanary.claims.catalog import requested_torch, select_claims
+from torchcanary.claims.view import SECTION
 from torchcanary.fleet.profile import HardwareProfile
 from torchcanary.plan import RunPlan
 
@@ -26,14 +28,14 @@ def profile_devices(profile: HardwareProfile) -> set[str]:
     return devices
 
 
-def plan_for(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
+def fit_plan(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
     """``plan`` narrowed to the claims this profile can answer, and each left out with why.
 
     The claims are chosen as the node will choose them (the candidate's requested release);
     only the probes a device rules out are dropped, so a profile that fits all gets
     ``plan`` unchanged.
     """
-    if "claims" not in plan.sections:
+    if SECTION not in plan.sections:
         return plan, {}
     selected = select_claims(
         plan.probes,
@@ -52,5 +54,5 @@ def plan_for(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str
         return plan, {}
     asked = tuple(sorted(set(selected) - set(not_asked)))
     if not asked:  # nothing left to ask: the claims unit is not sent at all
-        return replace(plan, sections=tuple(s for s in plan.sections if s != "claims")), not_asked
+        return replace(plan, sections=tuple(s for s in plan.sections if s != SECTION)), not_asked
     return replace(plan, probes=asked), not_asked
