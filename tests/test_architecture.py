@@ -240,6 +240,67 @@ def named(module: str) -> frozenset[str]:
     return frozenset(found)
 
 
+SECTION_PACKAGES = ("claims", "bench", "drill", "stack", "diff")
+# Not the core: the sections themselves and the in-environment side (which has a part
+# per section, ``worker/<section>/``).
+NOT_CORE = (*SECTION_PACKAGES, "worker", "probes", "packs")
+# Core modules that still name a section, each with why; the list only shrinks.
+NAMES_SECTIONS = {
+    "torchcanary.commands.catalog": "the claims' own commands (probes, packs, claims "
+    "checklist): the CLI does not yet take a section's commands from the registry",
+    "torchcanary.fleet.across_nodes": "--nodes N: the venue of a bench or drill across Ray "
+    "nodes, chosen by the plan's one section (not yet a part of the contract)",
+    "torchcanary.fleet.drill_run": "the drill's driver across Ray nodes (fleet side)",
+    "torchcanary.fleet.node_bench": "the bench's collectives across Ray nodes (fleet side)",
+    "torchcanary.fleet.node_drill": "the drill's rank on a Ray node (fleet side)",
+    "torchcanary.fleet.rank_host": "hosts a drill's ranks on a Ray node (fleet side)",
+}
+
+
+def _is_core(module: str) -> bool:
+    parts = module.split(".")
+    return len(parts) > 1 and parts[1] not in NOT_CORE
+
+
+def _section_names_in(module: str) -> list[str]:
+    """Where ``module`` names a section: a string that is a section's name, or an import
+    (under ``TYPE_CHECKING`` too) from a section's package."""
+    found = []
+    for node in ast.walk(tree(module)):
+        if isinstance(node, ast.Constant) and node.value in SECTION_PACKAGES:
+            found.append(f"line {node.lineno}: {node.value!r}")
+        imported = []
+        if isinstance(node, ast.Import):
+            imported = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            imported = [node.module or ""]
+            if node.module == "torchcanary":
+                imported = [f"torchcanary.{alias.name}" for alias in node.names]
+        found += [
+            f"line {node.lineno}: imports {name}"
+            for name in imported
+            if name.split(".")[0] == "torchcanary"
+            and len(name.split(".")) > 1
+            and name.split(".")[1] in SECTION_PACKAGES
+        ]
+    return found
+
+
+def test_the_core_names_no_section() -> None:
+    """Outside the sections' packages and the in-environment side, a section is reached
+    through the registry and the contract, never by its name."""
+    named_here = {
+        module: found
+        for module in modules()
+        if _is_core(module) and module not in NAMES_SECTIONS
+        for found in [_section_names_in(module)]
+        if found
+    }
+    assert named_here == {}, "reach the section through the contract (sections.py)"
+    stale = [m for m in NAMES_SECTIONS if m not in modules() or not _section_names_in(m)]
+    assert stale == [], "these no longer name a section: take them off NAMES_SECTIONS"
+
+
 def test_packages_import_each_other_without_cycles() -> None:
     """Counting imports and modules named in strings (the way in to the worker side)."""
     edges: dict[str, set[str]] = {}
