@@ -246,8 +246,6 @@ SECTION_PACKAGES = ("claims", "bench", "drill", "stack", "diff")
 NOT_CORE = (*SECTION_PACKAGES, "worker", "probes", "packs")
 # Core modules that still name a section, each with why; the list only shrinks.
 NAMES_SECTIONS = {
-    "torchcanary.commands.catalog": "the claims' own commands (probes, packs, claims "
-    "checklist): the CLI does not yet take a section's commands from the registry",
     "torchcanary.fleet.across_nodes": "--nodes N: the venue of a bench or drill across Ray "
     "nodes, chosen by the plan's one section (not yet a part of the contract)",
     "torchcanary.fleet.drill_run": "the drill's driver across Ray nodes (fleet side)",

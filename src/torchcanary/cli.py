@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from torchcanary import __version__
-from torchcanary.commands import Handler, Parser, catalog, run, stored
+from torchcanary.commands import Handler, Parser, run, stored
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
-from torchcanary.sections import SectionDiscoveryError
+from torchcanary.sections import SectionDiscoveryError, registered, section_commands
 from torchcanary.store.redaction import redact
 
 EPILOG = """\
@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     HANDLERS.update(run.register(commands, EPILOG))
-    HANDLERS.update(catalog.register(commands))
+    for section in registered().values():  # a section's own commands (the claims: probes)
+        HANDLERS.update(section_commands(section, commands))
     HANDLERS.update(stored.register(commands))
     HANDLERS.update(history_commands.register(commands))  # history, compare, store
     return parser

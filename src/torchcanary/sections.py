@@ -108,6 +108,9 @@ class Section(Protocol):
       verdicts in a run (``{item: {"verdict": ...}}``, with ``ratio``, ``ci_low`` and
       ``ci_high`` for a measured item) for ``torchcanary compare`` (read through
       :func:`compared_items`; without it the section is not compared).
+    - Optionally ``add_commands(commands)``: its own top-level commands beyond ``run``'s
+      (the claims: ``probes``, ``packs``, ``claims checklist``), added to the CLI's
+      subparsers, and their handlers by command (read through :func:`section_commands`).
     """
 
     name: str
@@ -151,8 +154,8 @@ class PackageSection:
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``), ``<package>.fleet`` ``fleet_part``,
-    ``<package>.fit`` ``fit_plan`` and ``<package>.history`` any of ``history``, ``holds``
-    and ``compared``;
+    ``<package>.fit`` ``fit_plan``, ``<package>.history`` any of ``history``, ``holds``
+    and ``compared``, and ``<package>.commands`` ``register`` (its ``add_commands``);
     ``section`` may provide ``not_run`` (its items that did not run in the candidate),
     ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
@@ -270,6 +273,10 @@ class PackageSection:
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
         return module.fleet_part(view) if module is not None else None  # type: ignore[no-any-return]
+
+    def add_commands(self, commands: Any) -> dict[str, Any]:
+        module = self._optional_module("commands")
+        return dict(module.register(commands)) if module is not None else {}
 
     def fit_plan(self, plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
         module = self._optional_module("fit")
@@ -451,6 +458,13 @@ def worker_packages(section: object, plan: RunPlan) -> set[str]:
     pack's and probe plugin's), linked into the workers' import root."""
     find = getattr(section, "worker_packages", None)
     return set(find(plan)) if callable(find) else set()
+
+
+def section_commands(section: object, commands: Any) -> dict[str, Any]:
+    """Add ``section``'s own top-level commands to the CLI's ``commands`` (subparsers);
+    their handlers by command (none declared: none)."""
+    add = getattr(section, "add_commands", None)
+    return dict(add(commands)) if callable(add) else {}
 
 
 def fit_plan(

@@ -1,5 +1,7 @@
-"""``probes``, ``packs`` and ``claims checklist``: what is installed to check a release
-against, and a first pack drafted from its notes.
+"""The claims' own commands, ``probes``, ``packs`` and ``claims checklist``: what is
+installed to check a release against, and a first pack drafted from its notes.
+
+The CLI adds them through the section contract (``add_commands``).
 """
 
 from __future__ import annotations
