@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from torchcanary.claims.records import save_probe_result
-from torchcanary.results import Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.store.base import ResultStore
 from torchcanary.store.history import HistoryFilter, history
 from torchcanary.store.location import open_store, redact

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from torchcanary.claims.records import done_probe_keys, save_probe_result
-from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+from torchcanary.results import Manifest
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 

@@ -34,7 +34,8 @@ SHARED = {
     "torchcanary": "the package itself (its version)",
     "torchcanary.packs": "the package above packs/builtin (a docstring)",
     "torchcanary.probe": "what a probe is: the worker runs one, the orchestrator lists them",
-    "torchcanary.results": "the outcome a probe returns, as the orchestrator stores it",
+    "torchcanary.probe_result": "the outcome a probe returns, as the orchestrator stores it",
+    "torchcanary.results": "the records' shared schema keys and the environment manifest",
     "torchcanary.numerics": "record(), called by the user's own tests in a stack run",
     "torchcanary.drill": "report_step and in_place_drill, called by the user's own job",
 }

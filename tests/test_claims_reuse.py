@@ -13,7 +13,8 @@ from cli_helpers import run_canary
 from torchcanary.claims.kept_verdicts import REUSED, KeptVerdicts
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+from torchcanary.results import Manifest
 
 FACTS = {"torch_version": "2.13.0+cpu", "torch_git_version": "abc", "cpu_model": "Xeon"}
 

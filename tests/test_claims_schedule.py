@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from torchcanary.claims.section import side_by_side
-from torchcanary.results import Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 
 
 def _result(role: str, probe_id: str) -> ProbeResult:

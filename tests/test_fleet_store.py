@@ -17,7 +17,7 @@ from pathlib import Path
 from store_helpers import fill_run
 from torchcanary.claims.history import history
 from torchcanary.claims.records import done_probe_keys, probe_results, save_probe_result
-from torchcanary.results import Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.store.history import HistoryFilter
 from torchcanary.store.location import is_postgres_url, open_store
 from torchcanary.store.rows import SectionResult

@@ -18,12 +18,12 @@ from torchcanary.claims.records import save_probe_result
 from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
 from torchcanary.policy import decide, resolve_policy
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.report.json_out import render_json
 from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
 from torchcanary.report.view import load_run_view
-from torchcanary.results import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 

@@ -6,7 +6,7 @@ import json
 
 from torchcanary.claims.records import save_probe_result
 from torchcanary.packs.coverage import CoverageStatus, claim_coverage, coverage_lines
-from torchcanary.results import Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 
 PACK = {
     "name": "demo-9.9",

@@ -23,7 +23,7 @@ import pytest
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
 from torchcanary.probe_registry import discover
-from torchcanary.results import Verdict
+from torchcanary.probe_result import Verdict
 
 RELEASE_TEXT = Path(__file__).resolve().parents[1] / "shared/seed/pytorch-2.14-release.txt"
 _SHARED_RELEASE_TEXT = Path("/work/shared/seed/pytorch-2.14-release.txt")

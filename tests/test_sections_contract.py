@@ -149,7 +149,7 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
     from rich.console import Console
 
     from torchcanary.commands.summary import print_summary
-    from torchcanary.results import Outcome, ProbeResult, Verdict
+    from torchcanary.probe_result import Outcome, ProbeResult, Verdict
     from torchcanary.store.rows import SectionResult
     from torchcanary.store.sqlite import SqliteStore
 

@@ -13,7 +13,7 @@ from torchcanary.claims import section as claims_section
 from torchcanary.claims.records import probe_results
 from torchcanary.context import ROLES
 from torchcanary.envs.worker_process import WorkerProcess, import_root_for
-from torchcanary.results import Verdict
+from torchcanary.probe_result import Verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.torch_envs

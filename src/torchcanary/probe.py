@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from torchcanary.results import Outcome, Verdict
+from torchcanary.probe_result import Outcome, Verdict
 
 _PROBE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 

@@ -14,8 +14,8 @@ from typing import Any
 from rich.table import Table
 
 from torchcanary.claims.view import ClaimRow, claims_of
+from torchcanary.probe_result import Verdict
 from torchcanary.report.fleet import not_asked
-from torchcanary.results import Verdict
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
 
 _SAYS_NO = (Verdict.REFUTED, Verdict.ABSENT)

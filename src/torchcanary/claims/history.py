@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.records import TABLE
-from torchcanary.claims.view import claims_of
-from torchcanary.results import Verdict, compare_claim
+from torchcanary.claims.view import claims_of, compare_claim
+from torchcanary.probe_result import Verdict
 from torchcanary.store.history import HistoryEntry, HistoryFilter, query_history
 
 if TYPE_CHECKING:

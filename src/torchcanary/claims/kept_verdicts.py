@@ -42,7 +42,8 @@ from torchcanary.kept import (
     fixed_environments,
     own_files_digest,
 )
-from torchcanary.results import Manifest, Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+from torchcanary.results import Manifest
 
 CACHE_SCHEMA = 1
 REUSED = "reused"  # the evidence key a reused result carries

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchcanary.results import Outcome, ProbeResult
+from torchcanary.probe_result import Outcome, ProbeResult
 from torchcanary.store.base import ResultStore
 
 TABLE = "probe_results"

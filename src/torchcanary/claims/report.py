@@ -15,8 +15,8 @@ from torchcanary.claims.kept_verdicts import reused_from
 from torchcanary.claims.view import ClaimRow, claims_of
 from torchcanary.kept import describe_age
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
+from torchcanary.probe_result import ProbeResult, Verdict
 from torchcanary.report.svg import grouped_bars
-from torchcanary.results import ProbeResult, Verdict
 from torchcanary.section_types import JUnitCase, RunView
 
 _CANDIDATE_STATUS = {

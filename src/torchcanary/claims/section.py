@@ -31,7 +31,13 @@ from torchcanary.claims.catalog import (
 from torchcanary.claims.kept_verdicts import KeptVerdicts, ProbeKey
 from torchcanary.claims.records import done_probe_keys, save_probe_result
 from torchcanary.claims.settings import ClaimsSettings
-from torchcanary.claims.view import CATALOG_ARTIFACT, PACKS_ARTIFACT, SECTION, claims_of
+from torchcanary.claims.view import (
+    CATALOG_ARTIFACT,
+    PACKS_ARTIFACT,
+    SECTION,
+    ClaimComparison,
+    claims_of,
+)
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
@@ -39,7 +45,7 @@ from torchcanary.packs.discovery import discover_packs
 from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.plan import RunPlan
 from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
-from torchcanary.results import ClaimComparison, Outcome, ProbeResult, Verdict
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.section_types import NotRun
 from torchcanary.worker.calls import RUN_PROBE
 

@@ -8,12 +8,13 @@ else reads them through :func:`claims_of`, so the run view names no section.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.records import probe_results
-from torchcanary.results import ClaimComparison, ProbeResult, compare_claim
+from torchcanary.probe_result import ProbeResult, Verdict
 
 if TYPE_CHECKING:
     from torchcanary.section_types import RunView
@@ -23,6 +24,32 @@ if TYPE_CHECKING:
 SECTION = "claims"
 CATALOG_ARTIFACT = "catalog.json"  # the probes the run selected, as they describe themselves
 PACKS_ARTIFACT = "packs.json"  # the claims packs a run qualified against (coverage of the notes)
+
+
+class ClaimComparison(str, enum.Enum):
+    """What a claim's two per-environment verdicts mean for the upgrade."""
+
+    NEW_IN_CANDIDATE = "new in candidate"
+    ALREADY_IN_BASELINE = "already in baseline"
+    NOT_REPRODUCED = "not reproduced"
+    REGRESSED = "regressed"
+    UNVERIFIED = "unverified here"
+
+
+def compare_claim(baseline: Verdict, candidate: Verdict) -> ClaimComparison:
+    """Combine the baseline's and candidate's verdicts on one claim."""
+    if candidate is Verdict.NOT_CHECKABLE:
+        return ClaimComparison.UNVERIFIED
+    if candidate is Verdict.CONFIRMED:
+        if baseline is Verdict.CONFIRMED:
+            return ClaimComparison.ALREADY_IN_BASELINE
+        return ClaimComparison.NEW_IN_CANDIDATE
+    if baseline is Verdict.CONFIRMED:
+        # Worked before, does not now: whether refuted, absent or broken, it is a regression.
+        return ClaimComparison.REGRESSED
+    if candidate.is_failure_of_the_harness:
+        return ClaimComparison.UNVERIFIED
+    return ClaimComparison.NOT_REPRODUCED
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from torchcanary.results import ProbeResult, Verdict
+from torchcanary.probe_result import ProbeResult, Verdict
 
 
 class CoverageStatus(str, Enum):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import max_abs_error, quietly
-from torchcanary.results import Outcome
 
 _LINALG_TOLERANCE = 2e-3  # relative, float32 on well-conditioned 96x96 matrices
 _REDUCTION_TOLERANCE = 1e-3  # relative to the reference's magnitude

@@ -21,8 +21,8 @@ from torchcanary.probe import (
     not_checkable,
     refuted,
 )
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import raised, run_on_ranks
-from torchcanary.results import Outcome
 
 _RECONFIGURE_API = ("_reconfigure", "_get_reconfigure_handle", "_supports_reconfigure")
 _WINDOW_API = ("_new_window", "_supports_window")

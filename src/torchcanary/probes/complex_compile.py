@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, absent, confirmed, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import compiled_with_code, lookup, max_abs_error
-from torchcanary.results import Outcome
 
 _FLAG_MODULE = "torch._functorch.config"
 _FLAG = "enable_complex_wrapper"

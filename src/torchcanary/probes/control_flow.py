@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, absent, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import lookup, max_abs_error
-from torchcanary.results import Outcome
 
 _INTERNAL_SWITCH = "torch._higher_order_ops.switch"
 

@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import device_sync, max_abs_error, median_seconds
-from torchcanary.results import Outcome
 
 _MAX_ROUTE_RATIO = 2.0
 _MAX_GEMV_OVER_COPY = 2.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, absent, confirmed, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import lookup, max_abs_error
-from torchcanary.results import Outcome
 
 _WHERE_TO_LOOK = (
     "torch.dynamic_spec",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, absent, confirmed, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import (
     call_body,
     compiled_with_code,
@@ -21,7 +22,6 @@ from torchcanary.probes._support import (
     raised,
     run_on_ranks,
 )
-from torchcanary.results import Outcome
 
 _OVERLAP_FLAG = "enable_simple_overlap"
 

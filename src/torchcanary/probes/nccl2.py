@@ -22,8 +22,8 @@ from torchcanary.probe import (
     not_checkable,
     refuted,
 )
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import raised, run_on_ranks
-from torchcanary.results import Outcome
 from torchcanary.worker.multirank import RanksFailed, run_ranks
 
 _NO_NCCL = "doesn't have NCCL built in"

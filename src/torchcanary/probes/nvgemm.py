@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome, Verdict
 from torchcanary.probes._support import compiled_with_code, max_abs_error
-from torchcanary.results import Outcome, Verdict
 
 _NVGEMM_CALL = "_nvgemm_run("
 # Values of the eight non-negative e2m1 codes; codes 8-15 are their negatives.

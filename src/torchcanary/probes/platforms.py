@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import compiled_with_code, max_abs_error
-from torchcanary.results import Outcome
 
 _TOLERANCE = 1e-3  # relative, float32 on the device against float64 on the CPU
 

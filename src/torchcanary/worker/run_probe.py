@@ -11,7 +11,7 @@ import traceback
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, probes_in_module
-from torchcanary.results import Outcome, Verdict
+from torchcanary.probe_result import Outcome, Verdict
 from torchcanary.worker.devices import available_devices
 
 _EVIDENCE_TEXT_LIMIT = 20_000

@@ -14,8 +14,8 @@ import warnings
 from typing import Any
 
 from torchcanary.probe import Needs, Probe, ProbeContext, absent, confirmed, not_checkable, refuted
+from torchcanary.probe_result import Outcome
 from torchcanary.probes._support import raised, run_on_ranks
-from torchcanary.results import Outcome
 
 
 def _has_forward_sync_buffers() -> bool:

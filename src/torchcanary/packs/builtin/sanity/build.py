@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
-from torchcanary.results import Outcome
+from torchcanary.probe_result import Outcome
 
 _GIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 _LOCAL_CUDA = re.compile(r"^cu(\d+)$")

@@ -7,7 +7,7 @@ compared with eager on the same inputs, forwards and backwards.
 from __future__ import annotations
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, refuted
-from torchcanary.results import Outcome
+from torchcanary.probe_result import Outcome
 
 _TOLERANCE = 1e-4
 

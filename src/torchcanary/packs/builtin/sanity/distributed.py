@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, not_checkable, refuted
-from torchcanary.results import Outcome
+from torchcanary.probe_result import Outcome
 
 
 def _one_rank_allreduce(backend: str, device: str, scratch: str) -> float:

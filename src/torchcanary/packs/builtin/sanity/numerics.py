@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchcanary.probe import Probe, ProbeContext, confirmed, refuted
-from torchcanary.results import Outcome
+from torchcanary.probe_result import Outcome
 
 # Relative tolerance per precision: a few hundred ulps of the result magnitude.
 _TOLERANCE = {"float16": 2e-2, "bfloat16": 1e-1, "float32": 1e-4, "float64": 1e-10}
