@@ -436,7 +436,7 @@ def _reached_by_name() -> set[str]:
 def _section_parts() -> set[str]:
     parts = {
         str(node.args[0].value)
-        for node in ast.walk(tree("torchcanary.sections"))
+        for node in ast.walk(tree("torchcanary.package_section"))
         if _called(node, ("_module", "_optional_module")) and isinstance(node.args[0], ast.Constant)
     }
     packages = {

@@ -9,7 +9,7 @@ import argparse
 import re
 from typing import Any
 
-from torchcanary.sections import PackageSection
+from torchcanary.package_section import PackageSection
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.records import TABLE
-from torchcanary.sections import PackageSection
+from torchcanary.package_section import PackageSection
 
 if TYPE_CHECKING:
     from torchcanary.section_types import RunView

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from torchcanary.sections import PackageSection
+from torchcanary.package_section import PackageSection
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:

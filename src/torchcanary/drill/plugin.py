@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from torchcanary.sections import PackageSection
+from torchcanary.package_section import PackageSection
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:

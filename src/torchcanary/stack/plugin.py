@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from torchcanary.sections import PackageSection
+from torchcanary.package_section import PackageSection
 
 
 def _env_assignment(text: str) -> tuple[str, str]:
