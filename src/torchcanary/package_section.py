@@ -18,7 +18,6 @@ from torchcanary.sections import ROWS_TABLE, THIRD_PARTY_ORDER
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
-    from torchcanary.fleet.profile import HardwareProfile
     from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
     from torchcanary.store.base import ResultStore
@@ -159,7 +158,7 @@ class PackageSection:
         module = self._optional_module("commands")
         return dict(module.register(commands)) if module is not None else {}
 
-    def fit_plan(self, plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
+    def fit_plan(self, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
         module = self._optional_module("fit")
         return module.fit_plan(plan, profile) if module is not None else (plan, {})  # type: ignore[no-any-return]
 

@@ -25,7 +25,6 @@ from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
-    from torchcanary.fleet.profile import HardwareProfile
     from torchcanary.plan import RunPlan
     from torchcanary.results import SectionRecord
     from torchcanary.store.base import ResultStore
@@ -303,11 +302,10 @@ def section_commands(section: object, commands: Any) -> dict[str, Any]:
     return dict(add(commands)) if callable(add) else {}
 
 
-def fit_plan(
-    section: object, plan: RunPlan, profile: HardwareProfile
-) -> tuple[RunPlan, dict[str, str]]:
-    """``plan`` narrowed to what ``section`` can do on ``profile``'s hardware, and each item
-    left out with why (none declared: the plan as it is)."""
+def fit_plan(section: object, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
+    """``plan`` narrowed to what ``section`` can do on ``profile``'s hardware (a
+    ``fleet.profile.HardwareProfile``, not imported: the fleet reads this registry), and
+    each item left out with why (none declared: the plan as it is)."""
     fit = getattr(section, "fit_plan", None)
     return fit(plan, profile) if callable(fit) else (plan, {})  # type: ignore[no-any-return]
 
