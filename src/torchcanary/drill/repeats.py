@@ -31,7 +31,6 @@ from torchcanary.drill.drill import DrillOutcome
 from torchcanary.drill.result import DrillRun
 from torchcanary.drill.verdict import DrillVerdict
 
-REPEAT_DEFAULTS: dict[str, int] = {"trials": 1, "disagreement_trials": 3}
 MAX_TRIALS = 10
 # Verdicts that say a trial ran and did not pass: what luck can cause, so worth repeating.
 _MISSES = (DrillVerdict.FAILED, DrillVerdict.ERROR)
