@@ -305,7 +305,7 @@ def test_both_environments_run_each_drill_at_once_and_it_is_stored_from_the_call
     import threading
 
     from torchcanary.drill.drill import DrillOutcome
-    from torchcanary.drill.verdict import DrillVerdict
+    from torchcanary.drill.result import DrillVerdict
 
     together = threading.Barrier(2, timeout=60)
     caller = threading.get_ident()

@@ -17,9 +17,8 @@ from torchcanary.drill import repeats, report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillOutcome
 from torchcanary.drill.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
-from torchcanary.drill.result import DrillRun, from_json
+from torchcanary.drill.result import DrillRun, DrillVerdict, from_json
 from torchcanary.drill.section import drill_runs
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError

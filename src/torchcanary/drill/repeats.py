@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchcanary.drill.drill import DrillOutcome
-from torchcanary.drill.result import DrillRun
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillRun, DrillVerdict
 
 MAX_TRIALS = 10
 # Verdicts that say a trial ran and did not pass: what luck can cause, so worth repeating.

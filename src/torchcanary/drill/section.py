@@ -42,13 +42,13 @@ from torchcanary.drill.result import (
     REFERENCE_PREFIX,
     DrillRecord,
     DrillRun,
+    DrillVerdict,
     drill_record,
     from_json,
     from_rows,
 )
 from torchcanary.drill.settings import DrillSettings
 from torchcanary.drill.user_runner import UserJobRunner
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
 from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.context import ROLES
 from torchcanary.drill.catalog import DEFAULT_DRILLS, DrillSpec
 from torchcanary.drill.drill import DrillOutcome
-from torchcanary.drill.result import drill_record
+from torchcanary.drill.result import DrillVerdict, drill_record
 from torchcanary.drill.section import SECTION
 from torchcanary.drill.settings import parse_settings
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.policy import Decision, decide
 from torchcanary.report.view import load_run_view
