@@ -34,12 +34,11 @@ from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
     BenchMeasured,
-    BenchResult,
     BenchSkipped,
     BenchVerdict,
+    bench_record,
     from_rows,
 )
-from torchcanary.bench.result import from_json as record_from_json
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.settings import parse_settings as _parse
@@ -251,13 +250,6 @@ class _BenchRun:
             verdict = BenchVerdict(decided[bench_id]["verdict"])
             record = bench_record(bench_id, verdict, payload)
             self.ctx.store.save_section_result(self.ctx.run_id, SectionResult.of(SECTION, record))
-
-
-def bench_record(bench_id: str, verdict: BenchVerdict, payload: dict[str, Any]) -> BenchResult:
-    """The typed record of a payload assembled below (its fields: ``bench/result.py``)."""
-    return record_from_json(
-        {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
-    )
 
 
 def _kept(kind: FactKind, ctx: RunContext, worker_ctx: RunContext) -> KeptFacts:
