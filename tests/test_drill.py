@@ -23,6 +23,7 @@ from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillRunner
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import machine_capacity_problem
+from torchcanary.drill.settings import parse_settings
 from torchcanary.errors import ConfigError
 from torchcanary.report.json_out import render_json
 from torchcanary.report.view import load_run_view
@@ -220,7 +221,7 @@ def test_fsdp2_job_is_recovered_in_place_as_fsdp2_from_its_last_checkpoint(
 
 # the section, end to end ---------------------------------------------------------------
 def test_a_drill_that_only_waits_shares_its_turn_with_one_that_works():
-    turns = section._turns(section.drill_specs(section.parse_settings({})))
+    turns = section._turns(parse_settings({}).specs())
     assert [[spec.key for spec in turn] for turn in turns] == [
         ["hang:timeout", "kill:restart-unshared"],
         ["kill:reconfigure"],
@@ -304,7 +305,7 @@ def test_both_environments_run_each_drill_at_once_and_it_is_stored_from_the_call
     import threading
 
     from torchcanary.drill.drill import DrillOutcome
-    from torchcanary.drill.verdict import DrillVerdict
+    from torchcanary.drill.result import DrillVerdict
 
     together = threading.Barrier(2, timeout=60)
     caller = threading.get_ident()

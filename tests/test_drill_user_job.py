@@ -23,8 +23,8 @@ import pytest
 from torchcanary.drill import job_compare, job_exits, kept_references, plugin, report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.kept_references import KeptReferences
-from torchcanary.drill.settings import parse_job_settings
-from torchcanary.drill.user_job import UserJob, user_job
+from torchcanary.drill.settings import parse_settings
+from torchcanary.drill.user_job import DEFAULT_STEP_PATTERN, UserJob
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.errors import ConfigError
 from torchcanary.report.view import load_run_view
@@ -58,7 +58,7 @@ def _shim(tmp_path: Path, script: str, events: bool = True) -> tuple[int, list[d
     env.pop("TORCHCANARY_DRILL_EVENTS", None)
     if events:
         env["TORCHCANARY_DRILL_EVENTS"] = str(tmp_path / "events")
-        env["TORCHCANARY_DRILL_STEP_PATTERN"] = parse_job_settings({})["job_step_pattern"]
+        env["TORCHCANARY_DRILL_STEP_PATTERN"] = DEFAULT_STEP_PATTERN
     done = subprocess.run(
         [sys.executable, "-m", DRILL_USER_JOB, str(path), "--flag", "x"],
         env=env,
@@ -170,15 +170,19 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_last_words_and_when_it_died
 
 def test_job_settings_name_the_problem_and_the_fix():
     script = str(JOBS / "ddp_dcp.py")
-    settings = section.parse_settings({"job": f"{script} --ckpt-dir {{scratch}}/ck"})
-    assert user_job(settings) is not None and user_job(section.parse_settings({})) is None
+    settings = {"job": f"{script} --ckpt-dir {{scratch}}/ck"}
+    assert parse_settings(settings).user_job() is not None
+    assert parse_settings({}).user_job() is None
     with pytest.raises(ConfigError, match="not the launcher"):
         section.parse_settings({"job": f"torchrun --nproc-per-node 2 {script}"})
     with pytest.raises(ConfigError, match=r"'missing\.py' not found"):
         section.parse_settings({"job": "missing.py --config small.yaml"})
     with pytest.raises(ConfigError, match=r"no \(\?P<step>"):
         section.parse_settings({"job": script, "job_step_pattern": r"iter (\d+)"})
-    with pytest.raises(ConfigError, match="job_rtol = -1: must be a positive number"):
+    with pytest.raises(
+        ConfigError,
+        match="job_rtol: expected a number above 0, got -1",
+    ):
         section.parse_settings({"job": script, "job_rtol": -1})
     with pytest.raises(ConfigError, match=r"unknown key 'jobs'.*job_with"):
         section.parse_settings({"jobs": script})
@@ -207,12 +211,12 @@ def test_drill_command_takes_the_job_its_requirements_and_ranks():
 
 def test_job_cwd_and_env_are_checked_and_paths_read_from_the_jobs_folder(tmp_path):
     (tmp_path / "train.py").write_text("")
-    settings = section.parse_settings(
+    settings = parse_settings(
         {"job": "train.py --lr 1", "job_cwd": str(tmp_path), "job_env": ["SEED=1", "X=a=b"]}
     )
-    assert settings["job_cwd"] == str(tmp_path.resolve())
-    assert settings["job_env"] == {"SEED": "1", "X": "a=b"}
-    job = user_job(settings)
+    assert settings.job_cwd == str(tmp_path.resolve())
+    assert settings.job_env == {"SEED": "1", "X": "a=b"}
+    job = settings.user_job()
     assert job is not None and job.cwd == str(tmp_path.resolve())
     assert section.parse_settings(
         {"job": "train.py", "job_cwd": str(tmp_path), "job_env": {"N": 2}}
@@ -225,7 +229,7 @@ def test_job_cwd_and_env_are_checked_and_paths_read_from_the_jobs_folder(tmp_pat
         "'1X' is not a variable name": {"job_env": {"1X": "a"}},
         "give a table of variables": {"job_env": "SEED=1"},
         "SEED = True: give a string or a number": {"job_env": {"SEED": True}},
-        "job_fresh_reference = 'yes'": {"job_fresh_reference": "yes"},
+        "job_fresh_reference: expected true or false, got 'yes'": {"job_fresh_reference": "yes"},
     }
     for message, keys in problems.items():
         with pytest.raises(ConfigError, match=re.escape(message)):
@@ -236,7 +240,7 @@ def test_job_cwd_and_env_are_checked_and_paths_read_from_the_jobs_folder(tmp_pat
 
 
 def _job(tmp_path: Path, **keys: object) -> UserJob:
-    job = user_job(parse_job_settings({"job": "train.py --config job.cfg", **keys}))
+    job = parse_settings({"job": "train.py --config job.cfg", **keys}).user_job()
     assert job is not None
     return job
 
@@ -376,14 +380,12 @@ def test_job_that_crashes_after_its_last_step_is_judged_by_every_step_and_the_cr
     """Issue 28 item 3: a rank that aborts on its way out, after its script returned, fails
     neither the fault-free run nor the drill: both are judged by every step they ran, and
     the crash is reported as teardown trouble with its rank, signal and last words."""
-    job = user_job(
-        parse_job_settings(
-            {
-                "job": f"{JOBS / 'logs_on_rank0.py'} --steps 8 --ckpt-every 3 "
-                "--ckpt-dir {scratch}/ckpt --abort-at-exit 1"
-            }
-        )
-    )
+    job = parse_settings(
+        {
+            "job": f"{JOBS / 'logs_on_rank0.py'} --steps 8 --ckpt-every 3 "
+            "--ckpt-dir {scratch}/ckpt --abort-at-exit 1"
+        }
+    ).user_job()
     assert job is not None
     runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
     spec = DrillSpec("kill", "restart-unshared", **SHORT)  # type: ignore[arg-type]
@@ -423,14 +425,14 @@ def test_job_that_only_prints_its_steps_is_compared_within_the_users_tolerance(
     # It needs the team's own package, installed with --with over the torch environment.
     project = tmp_path / "project"
     shutil.copytree(Path(__file__).parent / "fixtures" / "stack_project", project)
-    settings = parse_job_settings(
+    settings = parse_settings(
         {
             "job": f"{JOBS / 'print_steps.py'} --steps 10 --noise 0.01 --import stackdemo",
             "job_rtol": 0.1,
             "job_with": [str(project)],
         }
     )
-    job = user_job(settings)
+    job = settings.user_job()
     assert job is not None
     runner = UserJobRunner(
         baseline_env.python, baseline_env.path, import_root, tmp_path / "work", job
@@ -452,7 +454,7 @@ def test_job_that_only_prints_its_steps_is_compared_within_the_users_tolerance(
 def test_job_that_ignores_sigterm_and_leaves_a_child_is_struck_by_time_and_cleaned_up(
     baseline_env, import_root, tmp_path
 ):
-    job = user_job(parse_job_settings({"job": str(JOBS / "ignores_sigterm.py")}))
+    job = parse_settings({"job": str(JOBS / "ignores_sigterm.py")}).user_job()
     assert job is not None
     runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
     outcome = runner.run(DrillSpec("hang", "timeout", **{**SHORT, "drill_timeout_s": 12.0}))  # type: ignore[arg-type]
@@ -474,7 +476,7 @@ def test_job_that_ignores_sigterm_and_leaves_a_child_is_struck_by_time_and_clean
 def test_job_that_cannot_start_is_one_clear_error_and_is_run_once(
     baseline_env, import_root, tmp_path
 ):
-    job = user_job(parse_job_settings({"job": str(JOBS / "crashes_at_start.py")}))
+    job = parse_settings({"job": str(JOBS / "crashes_at_start.py")}).user_job()
     assert job is not None
     runner = UserJobRunner(baseline_env.python, baseline_env.path, import_root, tmp_path, job)
     outcomes = [
@@ -588,7 +590,7 @@ def test_rank_killed_inside_its_backward_pass_is_reconfigured_in_place_and_match
 ):
     """Issue 28 item 5: the in-place path drilled at the other moment: the rank dies inside
     loss.backward() (its peer in that step's gradient all-reduce), not between steps."""
-    job = user_job(parse_job_settings({"job": f"{JOBS / 'reconfigures_in_place.py'} --steps 10"}))
+    job = parse_settings({"job": f"{JOBS / 'reconfigures_in_place.py'} --steps 10"}).user_job()
     assert job is not None
     runner = UserJobRunner(candidate_env.python, candidate_env.path, import_root, tmp_path, job)
     outcome = runner.run(DrillSpec("kill-in-backward", "reconfigure", **SHORT))  # type: ignore[arg-type]

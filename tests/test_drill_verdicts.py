@@ -17,9 +17,8 @@ from torchcanary.drill import repeats, report, section
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillOutcome
 from torchcanary.drill.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
-from torchcanary.drill.result import DrillRun, from_json
+from torchcanary.drill.result import DrillRun, DrillVerdict, from_json
 from torchcanary.drill.section import drill_runs
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
@@ -250,7 +249,10 @@ def test_a_resumed_run_repeats_the_missing_environment_against_the_stored_one(
 
 @pytest.mark.parametrize(
     ("table", "words"),
-    [({"trials": 0}, "trials = 0: choose from 1 to 10"), ({"disagreement_trials": "3"}, "whole")],
+    [
+        ({"trials": 0}, "trials: expected an integer from 1 to 10, got 0"),
+        ({"disagreement_trials": "3"}, "whole"),
+    ],
 )
 def test_bad_trial_counts_are_one_clear_config_error(table: dict, words: str) -> None:
     """Issue 28 item 13: the trial counts are checked like every other drill setting."""

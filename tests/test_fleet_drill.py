@@ -245,11 +245,11 @@ def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_p
 
 
 def test_node_kills_are_drilled_last_whatever_order_they_were_given_in() -> None:
-    from torchcanary.drill.section import drill_specs, parse_settings
+    from torchcanary.drill.settings import parse_settings
     from torchcanary.fleet.drill_run import in_node_order
 
     faults = ["node-kill:timeout", "kill:restart-unshared", "node-kill:replace", "hang:timeout"]
-    specs = drill_specs(parse_settings({"faults": faults}))
+    specs = parse_settings({"faults": faults}).specs()
     assert [spec.key for spec in in_node_order(specs)] == [
         "kill:restart-unshared",
         "hang:timeout",

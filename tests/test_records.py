@@ -21,8 +21,7 @@ from torchcanary.context import RunContext
 from torchcanary.diff.result import DiffChange, DiffSummary
 from torchcanary.drill import section as drill_section
 from torchcanary.drill.result import SCHEMA_VERSION as DRILL_SCHEMA_VERSION
-from torchcanary.drill.result import DrillReference, DrillRun
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillReference, DrillRun, DrillVerdict
 from torchcanary.envs.cache import Environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.history.commands import find_section

@@ -175,6 +175,11 @@ def from_json(data: dict[str, Any]) -> BenchResult:
     )
 
 
+def bench_record(bench_id: str, verdict: BenchVerdict, payload: dict[str, Any]) -> BenchResult:
+    """A benchmark's payload (``bench/payload.py``) as the record the section stores."""
+    return from_json({"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload})
+
+
 def from_rows(rows: list[SectionResult]) -> list[BenchResult]:
     """The bench section's stored rows (``SectionResult``) as records, in their order."""
     return [from_json(row.to_json()) for row in rows]

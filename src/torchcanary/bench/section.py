@@ -23,22 +23,22 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from typing import Any
 
 from torchcanary.bench import compare, sequential, verdicts
-from torchcanary.bench.interleave import Interleaver
+from torchcanary.bench.interleave import Interleaver, Measurements
 from torchcanary.bench.kept_dispatch import DISPATCH_PROFILES
 from torchcanary.bench.kept_facts import FactKind, KeptFacts
 from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
     BenchMeasured,
-    BenchResult,
     BenchSkipped,
     BenchVerdict,
+    bench_record,
     from_rows,
 )
-from torchcanary.bench.result import from_json as record_from_json
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.settings import parse_settings as _parse
@@ -77,16 +77,17 @@ def sides_for(settings: BenchSettings) -> tuple[list[Side], Side, Side | None]:
 
 
 def run(ctx: RunContext) -> None:
-    settings = BenchSettings.from_json(ctx.plan.section_settings(SECTION))
-    seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
-    sides, judged, control = sides_for(settings)
-    done = (
-        {key for key, _role in ctx.store.done_section_keys(ctx.run_id, SECTION)}
-        if ctx.resume
-        else set()
-    )
-    confounds = {} if settings.aa else _confounds(ctx)
+    """Measure every benchmark on every side, interleaved, and store each one judged."""
+    bench = _BenchRun(ctx)
+    bench.judge_and_store(bench.measure())
 
+
+def _worker_context(ctx: RunContext, settings: BenchSettings) -> tuple[RunContext, dict[str, str]]:
+    """The context the workers start from, and why a role's install of the project failed.
+
+    Workers start from overlays of the environments with the project installed where a
+    workload needs it; where an install failed, the cached environments still run the
+    built-in benchmarks and every workload is recorded with the reason."""
     has_workloads = bool(settings.workloads) or any(
         spec["kind"] == "workload" for spec in settings.benchmarks
     )
@@ -96,126 +97,159 @@ def run(ctx: RunContext) -> None:
         settings.cwd,
         ctx.work_dir,
     )
-    # Workers start from the overlays; where an install failed, the cached environments
-    # still run the built-in benchmarks and every workload is recorded with the reason.
     worker_ctx = dataclasses.replace(
         ctx, environments=ctx.environments if install_failed else environments
     )
+    return worker_ctx, install_failed
 
-    def plan(device: str) -> list[dict[str, Any]]:
-        specs = [spec for spec in expand(settings, device) if spec["id"] not in done]
-        if not install_failed:
+
+class _BenchRun:
+    """One run of the bench section, step by step: what to measure and where
+    (``__init__``, ``plan``), measuring with sequential looks (``measure``, ``on_look``),
+    comparing (``pair_of``, ``decide``) and storing (``commit_skipped``,
+    ``judge_and_store``)."""
+
+    _interleaver: Interleaver
+    _status: Callable[[str], None]
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        settings = self.settings = BenchSettings.from_json(ctx.plan.section_settings(SECTION))
+        self.seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
+        self.sides, self.judged, self.control = sides_for(settings)
+        self.done = (
+            {key for key, _role in ctx.store.done_section_keys(ctx.run_id, SECTION)}
+            if ctx.resume
+            else set()
+        )
+        self.confounds = {} if settings.aa else _confounds(ctx)
+        self.worker_ctx, self.install_failed = _worker_context(ctx, settings)
+        self.max_slowdown = float(policy_rules(ctx.plan.policy)["bench_max_slowdown"])
+        # An A/A run measures the harness itself: it always takes every group.
+        self.looks = (
+            sequential.look_points(settings.groups, settings.first_look, settings.look_every)
+            if settings.sequential and not settings.aa
+            else ()
+        )
+        self.settled: dict[str, sequential.Stop] = {}
+        self.stop_rule = sequential.StopRule(settings.groups, settings.min_effect)
+
+    def plan(self, device: str) -> list[dict[str, Any]]:
+        """The benchmarks still to measure on ``device``; a workload whose install failed
+        is committed as skipped instead."""
+        specs = [spec for spec in expand(self.settings, device) if spec["id"] not in self.done]
+        if not self.install_failed:
             return specs
         for spec in specs:
             if spec["kind"].startswith("workload"):
                 unrun = BenchmarkSamples(spec["id"], spec)
-                for side in sides:
-                    if side.role in install_failed:
+                for side in self.sides:
+                    if side.role in self.install_failed:
                         unrun.failed[side.name] = {
                             "status": "install-failed",
-                            "error": install_failed[side.role],
+                            "error": self.install_failed[side.role],
                             "stderr_tail": "",
                         }
-                commit_skipped(unrun)
+                self.commit_skipped(unrun)
         return [spec for spec in specs if not spec["kind"].startswith("workload")]
 
-    def commit_skipped(samples: BenchmarkSamples) -> None:
-        save_raw_samples(ctx, sides, samples)
-        record = bench_record(
-            samples.bench_id,
-            BenchVerdict.SKIPPED,
-            skipped_payload(samples, sides, settings, seed),
-        )
-        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
+    def measure(self) -> Measurements:
+        """Every planned benchmark measured over the round groups, interleaved."""
+        ctx, settings = self.ctx, self.settings
+        with ctx.progress.task("bench: interleaved A/B", total=settings.groups) as task:
+            self._status = task.status
+            self._interleaver = Interleaver(
+                self.worker_ctx,
+                settings,
+                self.sides,
+                random.Random(self.seed),
+                progress=task.status,
+                on_stopped=self.commit_skipped,
+                on_look=self.on_look,
+                looks=self.looks,
+                on_group=lambda groups: task.advance(f"{groups} of {settings.groups} groups done"),
+                profiles=_kept(DISPATCH_PROFILES, ctx, self.worker_ctx),
+                rooflines=_kept(ROOFLINES, ctx, self.worker_ctx),
+            )
+            return self._interleaver.run(self.plan)
 
-    confidence = 1 - settings.fdr
-    max_slowdown = float(policy_rules(ctx.plan.policy)["bench_max_slowdown"])
-    half_band = min(settings.equivalence, max_slowdown)
-
-    def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
-        clock = compare.clock_for(samples.spec, settings.threads, settings.clock)
-        return compare.compare_pair(
-            samples,
-            BASELINE.name,
-            judged.name,
-            control.name if control is not None else None,
-            confidence,
-            clock,
-        )
-
-    def decide(comparisons: dict[str, dict[str, Any]], fdr: float) -> dict[str, dict[str, Any]]:
-        return verdicts.decide(
-            comparisons,
-            fdr,
-            settings.equivalence,
-            settings.aa,
-            settings.min_effect,
-            max_slowdown=max_slowdown,
-        )
-
-    # An A/A run measures the harness itself: it always takes every group.
-    looks = (
-        sequential.look_points(settings.groups, settings.first_look, settings.look_every)
-        if settings.sequential and not settings.aa
-        else ()
-    )
-    settled: dict[str, sequential.Stop] = {}
-    stop_rule = sequential.StopRule(settings.groups, settings.min_effect)
-    interleaver: Interleaver
-
-    def on_look(groups: int) -> None:
-        compared = {b: s for b, s in interleaver.result.benchmarks.items() if not s.stopped}
+    def on_look(self, groups: int) -> None:
+        """A sequential look after ``groups`` groups: settle what is clear by now."""
+        result = self._interleaver.result
+        compared = {b: s for b, s in result.benchmarks.items() if not s.stopped}
+        half_band = min(self.settings.equivalence, self.max_slowdown)
         found = sequential.look(
-            compared, groups, settled, pair_of, decide, settings.fdr, half_band, stop_rule
+            compared,
+            groups,
+            self.settled,
+            self.pair_of,
+            self.decide,
+            self.settings.fdr,
+            half_band,
+            self.stop_rule,
         )
         for bench_id, stop in found.items():
             compared[bench_id].settled_at = groups
-            settled[bench_id] = stop
+            self.settled[bench_id] = stop
         if found:
-            task.status(f"after {groups} groups: {len(settled)} settled")
+            self._status(f"after {groups} groups: {len(self.settled)} settled")
 
-    with ctx.progress.task("bench: interleaved A/B", total=settings.groups) as task:
-        interleaver = Interleaver(
-            worker_ctx,
-            settings,
-            sides,
-            random.Random(seed),
-            progress=task.status,
-            on_stopped=commit_skipped,
-            on_look=on_look,
-            looks=looks,
-            on_group=lambda groups: task.advance(f"{groups} of {settings.groups} groups done"),
-            profiles=_kept(DISPATCH_PROFILES, ctx, worker_ctx),
-            rooflines=_kept(ROOFLINES, ctx, worker_ctx),
-        )
-        measurements = interleaver.run(plan)
-    finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
-    looked = sum(1 for groups in looks if groups <= measurements.groups_run)
-    decided, comparisons = sequential.judge(
-        finished, settled, pair_of, decide, settings.fdr, looked
-    )
-    for bench_id, samples in finished.items():
-        save_raw_samples(ctx, sides, samples)
-        payload = measured_payload(
+    def pair_of(self, samples: BenchmarkSamples) -> dict[str, Any]:
+        """The judged side against the baseline, with the A/A control where there is one."""
+        clock = compare.clock_for(samples.spec, self.settings.threads, self.settings.clock)
+        return compare.compare_pair(
             samples,
-            sides,
-            comparisons[bench_id],
-            decided[bench_id],
-            measurements,
-            settings,
-            seed,
-            confounds,
-            ctx.work_dir,
+            BASELINE.name,
+            self.judged.name,
+            self.control.name if self.control is not None else None,
+            1 - self.settings.fdr,
+            clock,
         )
-        record = bench_record(bench_id, BenchVerdict(decided[bench_id]["verdict"]), payload)
-        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, record))
 
+    def decide(
+        self, comparisons: dict[str, dict[str, Any]], fdr: float
+    ) -> dict[str, dict[str, Any]]:
+        return verdicts.decide(
+            comparisons,
+            fdr,
+            self.settings.equivalence,
+            self.settings.aa,
+            self.settings.min_effect,
+            max_slowdown=self.max_slowdown,
+        )
 
-def bench_record(bench_id: str, verdict: BenchVerdict, payload: dict[str, Any]) -> BenchResult:
-    """The typed record of a payload assembled below (its fields: ``bench/result.py``)."""
-    return record_from_json(
-        {"key": bench_id, "env_role": "both", "verdict": verdict, "payload": payload}
-    )
+    def commit_skipped(self, samples: BenchmarkSamples) -> None:
+        save_raw_samples(self.ctx, self.sides, samples)
+        record = bench_record(
+            samples.bench_id,
+            BenchVerdict.SKIPPED,
+            skipped_payload(samples, self.sides, self.settings, self.seed),
+        )
+        self.ctx.store.save_section_result(self.ctx.run_id, SectionResult.of(SECTION, record))
+
+    def judge_and_store(self, measurements: Measurements) -> None:
+        """Judge the benchmarks that ran to the end, with the looks taken, and store each."""
+        finished = {b: s for b, s in measurements.benchmarks.items() if not s.stopped}
+        looked = sum(1 for groups in self.looks if groups <= measurements.groups_run)
+        decided, comparisons = sequential.judge(
+            finished, self.settled, self.pair_of, self.decide, self.settings.fdr, looked
+        )
+        for bench_id, samples in finished.items():
+            save_raw_samples(self.ctx, self.sides, samples)
+            payload = measured_payload(
+                samples,
+                self.sides,
+                comparisons[bench_id],
+                decided[bench_id],
+                measurements,
+                self.settings,
+                self.seed,
+                self.confounds,
+                self.ctx.work_dir,
+            )
+            verdict = BenchVerdict(decided[bench_id]["verdict"])
+            record = bench_record(bench_id, verdict, payload)
+            self.ctx.store.save_section_result(self.ctx.run_id, SectionResult.of(SECTION, record))
 
 
 def _kept(kind: FactKind, ctx: RunContext, worker_ctx: RunContext) -> KeptFacts:

@@ -36,7 +36,7 @@ from torchcanary.drill.launch import Area, Launcher, LaunchFailed, machine_capac
 from torchcanary.drill.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drill.netns import why_unavailable as network_unavailable
 from torchcanary.drill.procs import ProcessSet
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillVerdict
 from torchcanary.kept import describe_age, own_files_digest
 from torchcanary.worker.drill.events import read_events
 

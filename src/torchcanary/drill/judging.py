@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchcanary.drill import trajectory
+from torchcanary.drill.result import DrillVerdict
 from torchcanary.drill.timeline import Recovery
-from torchcanary.drill.verdict import DrillVerdict
 
 
 def fault_facts(detail: str, struck_rank: int | None, figures: Recovery) -> dict[str, Any]:

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchcanary.drill.drill import DrillOutcome
-from torchcanary.drill.result import DrillRun
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillRun, DrillVerdict
 
-REPEAT_DEFAULTS: dict[str, int] = {"trials": 1, "disagreement_trials": 3}
 MAX_TRIALS = 10
 # Verdicts that say a trial ran and did not pass: what luck can cause, so worth repeating.
 _MISSES = (DrillVerdict.FAILED, DrillVerdict.ERROR)

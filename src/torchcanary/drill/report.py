@@ -12,8 +12,14 @@ from typing import Any
 
 from torchcanary.drill import repeats
 from torchcanary.drill.catalog import FAULTS, RECOVERIES
-from torchcanary.drill.result import DrillRecord, DrillReference, DrillRun, from_rows, is_reference
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import (
+    DrillRecord,
+    DrillReference,
+    DrillRun,
+    DrillVerdict,
+    from_rows,
+    is_reference,
+)
 from torchcanary.kept import describe_age
 from torchcanary.section_types import JUnitCase
 

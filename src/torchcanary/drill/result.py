@@ -2,7 +2,7 @@
 fault-free runs the drills were compared against.
 
 - :class:`DrillRun` (key ``<fault>:<recovery>``, ``env_role`` baseline or candidate): how
-  one drill ended (:class:`~torchcanary.drill.verdict.DrillVerdict`), why, and what was
+  one drill ended (:class:`DrillVerdict`), why, and what was
   measured: the injected fault and the recovery figures (``judging.fault_facts``), the
   final and per-step results against the fault-free run, the Flight Recorder's finding
   and the timeline. A drill of the user's own job (``drill/user_job.py``) fills the
@@ -22,16 +22,31 @@ a row without it reads as one trial.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.results import payload_fields, payload_version, record_arguments, record_row
 from torchcanary.store.rows import SectionResult
 
 # 2: ``trials``, each trial of a repeated drill. Version 1 rows read as one trial each.
 SCHEMA_VERSION = 2
 REFERENCE_PREFIX = "reference:"
+
+
+class DrillVerdict(str, enum.Enum):
+    """One drill in one environment; stored by value (``"not-checkable"``, ...). What each
+    means: ``drill/drill.py``."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ABSENT = "absent"
+    NOT_CHECKABLE = "not-checkable"
+    ERROR = "error"
+    FLAKY = "flaky"  # repeated: passed in some trials, not in others (drill/repeats.py)
+
+    def __str__(self) -> str:  # in text (reasons, tables) a verdict reads as its stored word
+        return self.value
 
 
 @dataclass(frozen=True)

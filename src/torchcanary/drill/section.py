@@ -35,20 +35,20 @@ from typing import Any
 from torchcanary.context import ROLES, RunContext
 from torchcanary.drill import repeats, trajectory
 from torchcanary.drill import settings as drill_settings
-from torchcanary.drill.catalog import DrillSpec, parse_drill_name
+from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.drill import DrillOutcome, DrillRunner
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.result import (
     REFERENCE_PREFIX,
     DrillRecord,
     DrillRun,
+    DrillVerdict,
     drill_record,
     from_json,
     from_rows,
 )
-from torchcanary.drill.user_job import user_job
+from torchcanary.drill.settings import DrillSettings
 from torchcanary.drill.user_runner import UserJobRunner
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.envs.cache import cache_root
 from torchcanary.section_types import NotRun, PolicyBounds
 from torchcanary.store.rows import SectionResult
@@ -72,32 +72,28 @@ POLICY_BOUNDS: dict[str, PolicyBounds] = {
 
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """The drill table validated, defaults filled in (``drill/settings.py``)."""
-    return drill_settings.parse_settings(mapping)
-
-
-def drill_specs(settings: Mapping[str, Any]) -> list[DrillSpec]:
-    common = {key: settings[key] for key in drill_settings.SPEC_DEFAULTS}
-    return [DrillSpec(*parse_drill_name(name), **common) for name in settings["faults"]]
+    """The drill table validated, defaults filled in, as the plan stores it
+    (``drill/settings.py``: ``DrillSettings``)."""
+    return drill_settings.parse_settings(mapping).to_json()
 
 
 def run(ctx: RunContext) -> None:
     """Run every configured drill in each environment, repeating it where the environments
     disagree (``drill/repeats.py``), committing each drill as its trials finish."""
-    settings = parse_settings(ctx.plan.section_settings(SECTION))
-    specs = drill_specs(settings)
+    settings = drill_settings.parse_settings(ctx.plan.section_settings(SECTION))
+    specs = settings.specs()
     roles = [role for role in ROLES if role in ctx.environments]
     done = ctx.store.done_section_keys(ctx.run_id, SECTION) if ctx.resume else set()
     stored = _stored_trials(ctx) if ctx.resume else {}
-    job = user_job(settings)
+    job = settings.user_job()
     runners: dict[str, DrillRunner] = {}
     cache = KeptReferences(cache_root() / "drill-references", ctx.progress.note)
     for role in roles:
         env, work = ctx.environments[role], ctx.work_dir / "drills" / role
-        keeping = {
+        keeping: dict[str, Any] = {
             "cache": cache,
             "environment_key": f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}",
-            "fresh_reference": settings["job_fresh_reference"],
+            "fresh_reference": settings.job_fresh_reference,
         }
         runners[role] = (
             DrillRunner(env.python, ctx.import_root, work, **keeping)
@@ -180,7 +176,7 @@ class _Repeat:
     def __init__(
         self,
         spec: DrillSpec,
-        settings: Mapping[str, Any],
+        settings: DrillSettings,
         pool: ThreadPoolExecutor,
         runners: Mapping[str, DrillRunner],
         note: Callable[[str], None],
@@ -196,12 +192,12 @@ class _Repeat:
     ) -> None:
         """Add trials to ``trials`` (role: outcomes so far); ``earlier`` holds the verdicts
         of an environment a resumed run stored before, which gets no more trials."""
-        self._run_until(trials, self.settings["trials"])
+        self._run_until(trials, self.settings.trials)
         verdicts = {role: [o.verdict for o in outcomes] for role, outcomes in trials.items()}
         verdicts.update(earlier)
         if len(verdicts) < 2 or not repeats.disagree(*verdicts.values()):
             return
-        wanted = max(self.settings["trials"], self.settings["disagreement_trials"])
+        wanted = max(self.settings.trials, self.settings.disagreement_trials)
         if all(len(outcomes) >= wanted for outcomes in trials.values()):
             return
         seen = ", ".join(

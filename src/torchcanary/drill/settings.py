@@ -1,57 +1,126 @@
-"""The ``[tool.torchcanary.drill]`` table (and ``torchcanary drill`` flags), validated.
+"""The ``[tool.torchcanary.drill]`` table (and ``torchcanary drill`` flags), validated into
+a typed ``DrillSettings``: its fields are the keys, each with its default and meaning.
 
-Settings, ``[tool.torchcanary.drill]`` (defaults in brackets):
-- ``faults``: drill names, ``"fault"`` or ``"fault:recovery"``, or ``"all"``
-  [``["kill:restart-unshared", "kill:reconfigure", "hang:timeout"]``: both environments
-  in about 40 s on 2 cores, 50 s when the fault-free runs are made too];
-- ``ranks`` [2], 2 to 4; ``steps`` [30]; ``at_step`` [12], the step after which the fault
-  strikes; ``target_rank`` [1]; ``timeout_s`` [10], the process-group timeout;
-  ``ckpt_every`` [5]; ``parallel`` ["ddp"] or "fsdp" (FSDP2 ``fully_shard``), the mode
-  every drill runs, the in-place ones included (each result names the mode that ran);
-  ``step_pad_s`` [0.05]; ``net_rate`` ["20mbit"] for net-slow; ``drill_timeout_s`` [180],
-  the bound on one drill; ``seed`` [0].
-- the user's own job instead of the built-in tiny GPT (``drill/user_job.py``): ``job``
-  [""], the script and its arguments (``{scratch}`` is a fresh folder per run);
-  ``job_with`` [[]], requirements installed over each environment first (``"-e ."``);
-  ``job_step_pattern``, the regex (groups ``step``, ``loss``) for printed step lines;
-  ``job_rtol`` [none: deterministic], the relative tolerance of a non-deterministic job;
-  ``job_fault_after_s`` [half the fault-free run], when to strike a job that shows no steps;
-  ``job_cwd`` [where torchcanary runs], the folder the job starts in; ``job_env`` [{}],
-  variables the job is given; ``job_fresh_reference`` [false], make the job's fault-free
-  run again instead of reusing the one cached for this job, its files and environment
-  (the built-in job's too: its key is the environment, torchcanary's files and the
-  job's shape).
-- repeats (``drill/repeats.py``): ``trials`` [1], how many times each drill runs in each
-  environment; ``disagreement_trials`` [3], how many trials each environment gets when
-  they disagree (one passed every trial, the other failed or errored in one); 1 to 10.
+The plan stores ``DrillSettings.to_json()``; the drill reads it back with ``from_json``.
+Numbers, lists of strings and flags are checked by ``settings_checks`` (one error style for
+every section); what is the drill's own (drill names, the job's shape, the user's job and
+its folder) is checked here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drill import repeats
+from torchcanary import settings_checks
 from torchcanary.drill.catalog import DEFAULT_DRILLS, FULL_DRILLS, DrillSpec, parse_drill_name
-from torchcanary.drill.user_job import DEFAULT_STEP_PATTERN
+from torchcanary.drill.repeats import MAX_TRIALS
+from torchcanary.drill.user_job import DEFAULT_STEP_PATTERN, UserJob
 from torchcanary.errors import ConfigError
 
+SECTION = "drill"
 MAX_RANKS = 4
-JOB_DEFAULTS: dict[str, Any] = {
-    "job": "",
-    "job_with": [],
-    "job_step_pattern": DEFAULT_STEP_PATTERN,
-    "job_rtol": None,
-    "job_fault_after_s": None,
-    "job_cwd": "",
-    "job_env": {},
-    "job_fresh_reference": False,
-}
+
+
+@dataclass(frozen=True)
+class DrillSettings:
+    """What the drill section runs; the plan stores it as ``to_json()``."""
+
+    ranks: int = 2
+    """Ranks of the job, 2 to ``MAX_RANKS`` on one machine."""
+    steps: int = 30
+    """Training steps of the job, at least 4."""
+    at_step: int = 12
+    """The step after which the fault strikes, 1 to ``steps - 2``."""
+    target_rank: int = 1
+    """The rank the fault strikes."""
+    timeout_s: float = 10.0
+    """The process-group timeout."""
+    ckpt_every: int = 5
+    """Steps between checkpoints."""
+    parallel: str = "ddp"
+    """``ddp`` or ``fsdp`` (FSDP2 ``fully_shard``): the mode every drill runs, in place too."""
+    step_pad_s: float = 0.05
+    """Seconds each step of the built-in job is padded to, so a fault lands mid-run."""
+    net_rate: str = "20mbit"
+    """The tc rate of net-slow."""
+    drill_timeout_s: float = 180.0
+    """The bound on one drill."""
+    seed: int = 0
+    """The job's seed."""
+    trials: int = 1
+    """How many times each drill runs in each environment (``drill/repeats.py``)."""
+    disagreement_trials: int = 3
+    """Trials each environment gets when they disagree (one passed every trial, the other
+    failed or errored in one); 1 to ``MAX_TRIALS`` like ``trials``."""
+    job: str = ""
+    """The user's job instead of the built-in tiny GPT: the script and its arguments
+    (``{scratch}`` is a fresh folder per run; ``drill/user_job.py``)."""
+    job_with: tuple[str, ...] = ()
+    """Requirements installed over each environment before the job (``"-e ."``)."""
+    job_step_pattern: str = DEFAULT_STEP_PATTERN
+    """The regex (groups ``step``, ``loss``) of the job's printed step lines."""
+    job_rtol: float | None = None
+    """The relative tolerance of a non-deterministic job (None: deterministic)."""
+    job_fault_after_s: float | None = None
+    """When to strike a job that shows no steps (None: half the fault-free run)."""
+    job_cwd: str = ""
+    """The folder the job starts in, absolute (empty: where torchcanary runs)."""
+    job_env: dict[str, str] = field(default_factory=dict)
+    """Variables the job is given."""
+    job_fresh_reference: bool = False
+    """Make the job's fault-free run again instead of reusing the one cached for this job,
+    its files and environment (the built-in job's too: its key is the environment,
+    torchcanary's files and the job's shape)."""
+    faults: tuple[str, ...] = DEFAULT_DRILLS
+    """The drills, ``"fault:recovery"``, in order (``"all"`` in the table: every one); the
+    default takes both environments about 40 s on 2 cores, 50 s with the fault-free runs."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DrillSettings:
+        values = dict(data)
+        for name in ("job_with", "faults"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+    def specs(self) -> list[DrillSpec]:
+        """Each configured drill as it will run, in order."""
+        shape = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(DrillSpec)
+            if f.name not in ("fault", "recovery")
+        }
+        return [DrillSpec(*parse_drill_name(name), **shape) for name in self.faults]
+
+    def user_job(self) -> UserJob | None:
+        """The job the settings name, or None for the built-in tiny GPT."""
+        if not self.job:
+            return None
+        return UserJob(
+            argv=tuple(shlex.split(self.job)),
+            with_=self.job_with,
+            step_pattern=self.job_step_pattern,
+            rtol=self.job_rtol,
+            fault_after_s=self.job_fault_after_s,
+            cwd=self.job_cwd or os.getcwd(),
+            env=tuple(sorted(self.job_env.items())),
+        )
+
+
+_KEYS = tuple(f.name for f in dataclasses.fields(DrillSettings))
+_INTEGERS = ("ranks", "steps", "at_step", "target_rank", "ckpt_every", "seed")
+_SECONDS = ("timeout_s", "step_pad_s", "drill_timeout_s")
 _LAUNCHERS = ("torchrun", "python", "python3", "env", "srun", "mpirun")
 # Variables the drill or torchrun sets for each rank: a job_env entry may not replace them.
 _OWNED_VARIABLES = frozenset(
@@ -70,23 +139,16 @@ _OWNED_VARIABLES = frozenset(
 _OWNED_PREFIXES = ("TORCHCANARY_", "TORCHELASTIC_")
 
 
-SPEC_DEFAULTS = {
-    f.name: f.default for f in fields(DrillSpec) if f.name not in ("fault", "recovery")
-}
-_NUMBERS = ("timeout_s", "step_pad_s", "drill_timeout_s")
-_INTEGERS = ("ranks", "steps", "at_step", "target_rank", "ckpt_every", "seed")
-
-
 def _problem(message: str) -> ConfigError:
-    return ConfigError(f"[tool.torchcanary.drill] {message}")
+    return ConfigError(f"[tool.torchcanary.{SECTION}] {message}")
 
 
-def _faults(value: Any) -> list[str]:
+def _faults(value: Any) -> tuple[str, ...]:
     if value == "all":
-        return list(FULL_DRILLS)
+        return FULL_DRILLS
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise _problem(f'faults = {value!r}: give a list such as ["kill:restart"] or "all"')
-    names = []
+    names: list[str] = []
     for name in value:
         try:
             fault, recovery = parse_drill_name(str(name))
@@ -96,49 +158,48 @@ def _faults(value: Any) -> list[str]:
             names.append(f"{fault}:{recovery}")
     if not names:
         raise _problem("faults = []: name at least one drill, or leave faults out")
-    return names
+    return tuple(names)
 
 
-def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def parse_settings(mapping: Mapping[str, Any]) -> DrillSettings:
     """Validate the drill table and fill in defaults; ConfigError names problem and fix."""
-    own = {*SPEC_DEFAULTS, *JOB_DEFAULTS, *repeats.REPEAT_DEFAULTS}
-    unknown = sorted(set(mapping) - own - {"faults"})
+    unknown = sorted(set(mapping) - set(_KEYS))
     if unknown:
-        known = ", ".join(sorted(own))
+        known = ", ".join(sorted(set(_KEYS) - {"faults"}))
         raise _problem(f"unknown key {unknown[0]!r}: known keys are faults, {known}")
-    settings: dict[str, Any] = {**SPEC_DEFAULTS, **repeats.REPEAT_DEFAULTS}
-    try:
-        settings.update(parse_job_settings(dict(mapping)))
-    except ValueError as exc:
-        raise _problem(str(exc)) from exc
-    settings["faults"] = _faults(mapping.get("faults", list(DEFAULT_DRILLS)))
-    for key in (*_INTEGERS, *repeats.REPEAT_DEFAULTS):
-        value = mapping.get(key, settings[key])
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _problem(f"{key} = {value!r}: must be a whole number")
-        settings[key] = value
-    for key in repeats.REPEAT_DEFAULTS:
-        if not 1 <= settings[key] <= repeats.MAX_TRIALS:
-            raise _problem(f"{key} = {settings[key]}: choose from 1 to {repeats.MAX_TRIALS}")
-    for key in _NUMBERS:
-        value = mapping.get(key, settings[key])
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise _problem(f"{key} = {value!r}: must be a positive number of seconds")
-        settings[key] = float(value)
-    parallel = mapping.get("parallel", settings["parallel"])
-    if parallel not in ("ddp", "fsdp"):
-        raise _problem(f'parallel = {parallel!r}: use "ddp" or "fsdp"')
-    settings["parallel"] = parallel
-    net_rate = mapping.get("net_rate", settings["net_rate"])
+    given = {**DrillSettings().to_json(), **mapping}
+    values: dict[str, Any] = {"faults": _faults(given["faults"])}
+    for key in _INTEGERS:
+        values[key] = settings_checks.number(
+            SECTION, key, given[key], integer=True, fix=f"give {key} as a whole number"
+        )
+    for key in ("trials", "disagreement_trials"):
+        values[key] = settings_checks.number(
+            SECTION,
+            key,
+            given[key],
+            integer=True,
+            low=1,
+            high=MAX_TRIALS,
+            fix=f"give {key} as a whole number from 1 to {MAX_TRIALS}",
+        )
+    for key in _SECONDS:
+        values[key] = settings_checks.number(
+            SECTION, key, given[key], above=0, fix=f"give {key} as a positive number of seconds"
+        )
+    if given["parallel"] not in ("ddp", "fsdp"):
+        raise _problem(f'parallel = {given["parallel"]!r}: use "ddp" or "fsdp"')
+    net_rate = given["net_rate"]
     if not isinstance(net_rate, str) or not re.fullmatch(r"\d+(\.\d+)?[kmg]?bit", net_rate):
         raise _problem(f'net_rate = {net_rate!r}: give a tc rate such as "20mbit"')
-    settings["net_rate"] = net_rate
+    values.update(parallel=given["parallel"], net_rate=net_rate, **_job_settings(mapping))
+    settings = DrillSettings(**values)
     _check_shape(settings)
     return settings
 
 
-def _check_shape(settings: dict[str, Any]) -> None:
-    ranks, steps, at_step = settings["ranks"], settings["steps"], settings["at_step"]
+def _check_shape(settings: DrillSettings) -> None:
+    ranks, steps, at_step = settings.ranks, settings.steps, settings.at_step
     if not 2 <= ranks <= MAX_RANKS:
         raise _problem(
             f"ranks = {ranks}: the drill job runs 2 to {MAX_RANKS} ranks on one "
@@ -151,40 +212,42 @@ def _check_shape(settings: dict[str, Any]) -> None:
             f"at_step = {at_step} is beyond the job's {steps} steps: choose "
             f"at_step from 1 to {steps - 2}, or raise steps"
         )
-    if not 0 <= settings["target_rank"] < ranks:
+    if not 0 <= settings.target_rank < ranks:
         raise _problem(
-            f"target_rank = {settings['target_rank']} but the job has {ranks} "
+            f"target_rank = {settings.target_rank} but the job has {ranks} "
             f"ranks: choose target_rank from 0 to {ranks - 1}"
         )
-    if settings["ckpt_every"] < 1:
-        raise _problem(f"ckpt_every = {settings['ckpt_every']}: must be at least 1")
+    if settings.ckpt_every < 1:
+        raise _problem(f"ckpt_every = {settings.ckpt_every}: must be at least 1")
 
 
-def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
-    """The job keys of the drill table, checked; ValueError names the problem and the fix."""
-    settings = dict(JOB_DEFAULTS)
+def _job_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The job keys of the drill table, checked; ConfigError names the problem and the fix."""
+    try:
+        return _checked_job(mapping)
+    except ValueError as exc:
+        raise _problem(str(exc)) from exc
+
+
+def _checked_job(mapping: Mapping[str, Any]) -> dict[str, Any]:
     job = mapping.get("job", "")
     if not isinstance(job, str):
         raise ValueError(
             f"job = {job!r}: give the script and its arguments as one string, "
             'e.g. "train.py --config small.yaml"'
         )
-    settings["job"] = job.strip()
+    settings: dict[str, Any] = {"job": job.strip()}
     if settings["job"] or mapping.get("job_cwd"):
         settings["job_cwd"] = _job_cwd(mapping.get("job_cwd", ""))
     if settings["job"]:
-        _check_job_text(settings["job"], Path(settings["job_cwd"]))
+        _check_job_text(settings["job"], Path(settings.get("job_cwd", "")))
     settings["job_env"] = _job_env(mapping.get("job_env", {}))
-    fresh = mapping.get("job_fresh_reference", False)
-    if not isinstance(fresh, bool):
-        raise ValueError(f"job_fresh_reference = {fresh!r}: must be true or false")
-    settings["job_fresh_reference"] = fresh
-    with_ = mapping.get("job_with", [])
-    if isinstance(with_, str):
-        with_ = [with_]
-    if not isinstance(with_, list) or not all(isinstance(w, str) for w in with_):
-        raise ValueError(f'job_with = {with_!r}: give requirements as strings, e.g. ["-e ."]')
-    settings["job_with"] = [w for w in with_ if w.strip()]
+    settings["job_fresh_reference"] = settings_checks.flag(
+        SECTION, "job_fresh_reference", mapping.get("job_fresh_reference", False)
+    )
+    settings["job_with"] = settings_checks.strings(
+        SECTION, "job_with", mapping.get("job_with", []), example='["-e ."]', one_is_a_list=True
+    )
     pattern = mapping.get("job_step_pattern", DEFAULT_STEP_PATTERN)
     try:
         compiled = re.compile(str(pattern))
@@ -199,12 +262,10 @@ def parse_job_settings(mapping: dict[str, Any]) -> dict[str, Any]:
         )
     settings["job_step_pattern"] = str(pattern)
     for key in ("job_rtol", "job_fault_after_s"):
-        value = mapping.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{key} = {value!r}: must be a positive number")
-        settings[key] = float(value)
+        if mapping.get(key) is not None:
+            settings[key] = settings_checks.number(
+                SECTION, key, mapping[key], above=0, fix=f"give {key} as a positive number"
+            )
     return settings
 
 

@@ -27,7 +27,6 @@ never leak from one run into another.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -115,18 +114,3 @@ class UserJob:
             "step_pattern": self.step_pattern,
             "rtol": self.rtol,
         }
-
-
-def user_job(settings: dict[str, Any]) -> UserJob | None:
-    """The job the settings name, or None for the built-in tiny GPT."""
-    if not settings.get("job"):
-        return None
-    return UserJob(
-        argv=tuple(shlex.split(settings["job"])),
-        with_=tuple(settings.get("job_with") or ()),
-        step_pattern=settings.get("job_step_pattern") or DEFAULT_STEP_PATTERN,
-        rtol=settings.get("job_rtol"),
-        fault_after_s=settings.get("job_fault_after_s"),
-        cwd=settings.get("job_cwd") or os.getcwd(),
-        env=tuple(sorted((settings.get("job_env") or {}).items())),
-    )

@@ -19,9 +19,9 @@ from torchcanary.drill.job_exits import RankDeath
 from torchcanary.drill.job_injectors import LeadInjector
 from torchcanary.drill.judging import fault_facts
 from torchcanary.drill.launch import Area
+from torchcanary.drill.result import DrillVerdict
 from torchcanary.drill.trajectory import relative_difference
 from torchcanary.drill.user_job import IN_PLACE, UserJob
-from torchcanary.drill.verdict import DrillVerdict
 
 # measuring and judging ---------------------------------------------------------------
 # What a drill keeps of the fault-free run it was compared with.

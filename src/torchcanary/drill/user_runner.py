@@ -26,6 +26,7 @@ from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.drill.procs import ProcessSet
+from torchcanary.drill.result import DrillVerdict
 from torchcanary.drill.user_job import (
     CWD_VARIABLE,
     IN_PLACE,
@@ -33,7 +34,6 @@ from torchcanary.drill.user_job import (
     SCRATCH_VARIABLE,
     UserJob,
 )
-from torchcanary.drill.verdict import DrillVerdict
 from torchcanary.stack.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
 from torchcanary.worker.drill.events import read_events

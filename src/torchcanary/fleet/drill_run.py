@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
 from torchcanary.drill.catalog import DEFAULT_DRILLS, DrillSpec
 from torchcanary.drill.drill import DrillOutcome
-from torchcanary.drill.result import drill_record
-from torchcanary.drill.section import SECTION, drill_specs, parse_settings
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillVerdict, drill_record
+from torchcanary.drill.section import SECTION
+from torchcanary.drill.settings import parse_settings
 from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.policy import Decision, decide
 from torchcanary.report.view import load_run_view
@@ -57,9 +57,9 @@ class NodeDrillRun:
 
     def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
         settings = parse_settings(run.plan.section_settings(SECTION))
-        if settings["faults"] == list(DEFAULT_DRILLS):  # the defaults of a drill on one machine
-            settings["faults"] = list(DEFAULT_NODE_DRILLS)
-        specs = in_node_order(drill_specs(settings))
+        if settings.faults == DEFAULT_DRILLS:  # the defaults of a drill on one machine
+            settings = replace(settings, faults=DEFAULT_NODE_DRILLS)
+        specs = in_node_order(settings.specs())
         placed: dict[str, dict[str, object]] = {}
         for role in self.roles:
             shared = self.shared_dir or run.output_dir / "work" / run_id

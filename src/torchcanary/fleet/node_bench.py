@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.payload import measured_payload, skipped_payload
-from torchcanary.bench.result import BenchVerdict
+from torchcanary.bench.result import BenchVerdict, bench_record
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
-    bench_record,
     policy_rules,
     save_raw_samples,
     sides_for,

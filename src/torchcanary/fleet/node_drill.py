@@ -30,7 +30,7 @@ from torchcanary.drill import timeline, trajectory
 from torchcanary.drill.catalog import RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
-from torchcanary.drill.verdict import DrillVerdict
+from torchcanary.drill.result import DrillVerdict
 from torchcanary.fleet.rank_host import RankHost, why_not_strikable
 
 if TYPE_CHECKING:
