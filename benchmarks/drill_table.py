@@ -162,8 +162,8 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
         start_local_cluster,
         stop_local_cluster,
     )
+    from torchcanary.drill.across_nodes import NodeDrillRun
     from torchcanary.drill.netns import why_unavailable
-    from torchcanary.fleet.drill_run import NodeDrillRun
     from torchcanary.fleet.ray_connect import connect
 
     plan = RunPlan(

@@ -46,7 +46,7 @@ def candidate_node_drills(
     """The candidate's drills on ``nodes`` nodes of the cluster at ``address``: the outcome,
     the drill rows by key, and the placement artifact, with the cluster still connected."""
     from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-    from torchcanary.fleet.drill_run import NODE_DRILL_ARTIFACT, NodeDrillRun
+    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillRun
     from torchcanary.fleet.ray_connect import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
@@ -75,7 +75,7 @@ def candidate_node_drills(
 def drill_processes_left(placed: dict[str, Any], nodes: range) -> list[int]:
     """The candidate drill's processes still alive on ``nodes`` (should be none)."""
     from torchcanary.drill.procs import processes_with_token
-    from torchcanary.fleet.rank_host import node_token
+    from torchcanary.drill.rank_host import node_token
 
     token = placed["placed"]["candidate"]["token"]
     return [pid for node in nodes for pid in processes_with_token(node_token(token, node))]

@@ -245,15 +245,6 @@ SECTION_PACKAGES = ("claims", "bench", "drill", "stack", "diff")
 # Not the core: the sections themselves and the in-environment side (which has a part
 # per section, ``worker/<section>/``).
 NOT_CORE = (*SECTION_PACKAGES, "worker", "probes", "packs")
-# Core modules that still name a section, each with why; the list only shrinks.
-NAMES_SECTIONS = {
-    "torchcanary.fleet.across_nodes": "--nodes N: the venue of a bench or drill across Ray "
-    "nodes, chosen by the plan's one section (not yet a part of the contract)",
-    "torchcanary.fleet.drill_run": "the drill's driver across Ray nodes (fleet side)",
-    "torchcanary.fleet.node_bench": "the bench's collectives across Ray nodes (fleet side)",
-    "torchcanary.fleet.node_drill": "the drill's rank on a Ray node (fleet side)",
-    "torchcanary.fleet.rank_host": "hosts a drill's ranks on a Ray node (fleet side)",
-}
 
 
 def _is_core(module: str) -> bool:
@@ -291,13 +282,11 @@ def test_the_core_names_no_section() -> None:
     named_here = {
         module: found
         for module in modules()
-        if _is_core(module) and module not in NAMES_SECTIONS
+        if _is_core(module)
         for found in [_section_names_in(module)]
         if found
     }
     assert named_here == {}, "reach the section through the contract (sections.py)"
-    stale = [m for m in NAMES_SECTIONS if m not in modules() or not _section_names_in(m)]
-    assert stale == [], "these no longer name a section: take them off NAMES_SECTIONS"
 
 
 def test_packages_import_each_other_without_cycles() -> None:

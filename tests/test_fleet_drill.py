@@ -21,7 +21,7 @@ from local_cluster import (
     start_local_cluster,
     stop_local_cluster,
 )
-from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
+from torchcanary.drill.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
@@ -109,8 +109,8 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     drill_cluster, tmp_path: Path
 ) -> None:
     # Before the drill test: that one kills a node.
+    from torchcanary.bench.across_nodes import NodeBenchRun
     from torchcanary.bench.result import BenchMeasured, from_rows
-    from torchcanary.fleet.node_bench import NodeBenchRun
     from torchcanary.fleet.ray_connect import connect
     from torchcanary.store.history import HistoryFilter, history
 
@@ -245,8 +245,8 @@ def test_a_node_kill_on_one_machine_is_not_checkable_and_all_leaves_it_out(tmp_p
 
 
 def test_node_kills_are_drilled_last_whatever_order_they_were_given_in() -> None:
+    from torchcanary.drill.across_nodes import in_node_order
     from torchcanary.drill.settings import parse_settings
-    from torchcanary.fleet.drill_run import in_node_order
 
     faults = ["node-kill:timeout", "kill:restart-unshared", "node-kill:replace", "hang:timeout"]
     specs = parse_settings({"faults": faults}).specs()

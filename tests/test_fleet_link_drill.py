@@ -75,8 +75,8 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
 ) -> None:
     """Before the drills: their node kill takes a node for good. Off loopback, a rank's
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
+    from torchcanary.bench.across_nodes import NodeBenchRun
     from torchcanary.bench.result import BenchMeasured, from_rows
-    from torchcanary.fleet.node_bench import NodeBenchRun
     from torchcanary.fleet.ray_connect import connect
 
     bench = {

@@ -34,7 +34,8 @@ class PackageSection:
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``), ``<package>.fleet`` ``fleet_part``,
-    ``<package>.fit`` ``fit_plan``, ``<package>.history`` any of ``history``, ``holds``
+    ``<package>.fit`` ``fit_plan``, ``<package>.across_nodes`` ``venue`` (its
+    ``across_nodes``), ``<package>.history`` any of ``history``, ``holds``
     and ``compared``, and ``<package>.commands`` ``register`` (its ``add_commands``);
     ``section`` may provide ``not_run`` (its items that did not run in the candidate),
     ``check_plan`` and ``worker_packages``;
@@ -153,6 +154,11 @@ class PackageSection:
     def fleet_part(self, view: RunView) -> FleetPart | None:
         module = self._optional_module("fleet")
         return module.fleet_part(view) if module is not None else None  # type: ignore[no-any-return]
+
+    @property
+    def across_nodes(self) -> Callable[..., Any] | None:
+        module = self._optional_module("across_nodes")
+        return module.venue if module is not None else None  # type: ignore[no-any-return]
 
     def add_commands(self, commands: Any) -> dict[str, Any]:
         module = self._optional_module("commands")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -104,6 +104,11 @@ class Section(Protocol):
       verdicts in a run (``{item: {"verdict": ...}}``, with ``ratio``, ``ci_low`` and
       ``ci_high`` for a measured item) for ``torchcanary compare`` (read through
       :func:`compared_items`; without it the section is not compared).
+    - Optionally ``across_nodes``: what ``--fleet ADDR --nodes N`` runs, a callable
+      ``(executor, address, nodes, **options) -> runner.Venue`` that spreads a plan of
+      this section alone over N Ray nodes, one rank on each (the bench: its collectives;
+      the drill: its ranks, with ``shared_dir`` among the options); without it the section
+      does not run across nodes (read through :func:`across_nodes`).
     - Optionally ``add_commands(commands)``: its own top-level commands beyond ``run``'s
       (the claims: ``probes``, ``packs``, ``claims checklist``), added to the CLI's
       subparsers, and their handlers by command (read through :func:`section_commands`).
@@ -278,6 +283,13 @@ def fleet_part(section: object, view: RunView) -> FleetPart | None:
     render = getattr(section, "fleet_part", None)
     part: FleetPart | None = render(view) if callable(render) else None
     return part
+
+
+def across_nodes(section: object) -> Callable[..., Any] | None:
+    """What makes ``section``'s ``runner.Venue`` across N Ray nodes (``--nodes``), or None
+    where it does not run across nodes."""
+    venue = getattr(section, "across_nodes", None)
+    return venue if callable(venue) else None
 
 
 def check_plan(section: object, plan: RunPlan) -> None:

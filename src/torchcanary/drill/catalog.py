@@ -59,7 +59,7 @@ DEFAULT_RECOVERY = {
 # The default avoids torchrun's shared rendezvous store, whose restarts fail about half the
 # time on gloo in both versions (pytorch/pytorch#135712); "all" includes the plain restart.
 DEFAULT_DRILLS = ("kill:restart-unshared", "kill:reconfigure", "hang:timeout")
-ACROSS_NODES_ONLY = ("node-kill",)  # drill --fleet ADDR --nodes N (fleet/node_drill.py)
+ACROSS_NODES_ONLY = ("node-kill",)  # drill --fleet ADDR --nodes N (drill/node_drill.py)
 # Struck inside a step (job_backward.py arms the rank): a user's DDP job, not the built-in one.
 USER_JOB_ONLY = ("kill-in-backward",)
 FULL_DRILLS = tuple(

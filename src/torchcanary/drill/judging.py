@@ -1,7 +1,7 @@
 """The facts and the verdict tail every built-in drill shares, on one machine or across nodes.
 
 A drill launches and watches its own way (``drill/drill.py`` with ranks here,
-``fleet/node_drill.py`` with one rank per Ray node), then fills its payload with the same
+``drill/node_drill.py`` with one rank per Ray node), then fills its payload with the same
 facts: what was struck and how the job found and survived it (:func:`fault_facts`), and, for
 a job that finished, its steps set against the fault-free run (:func:`reference_facts`).
 :func:`against_reference` is the part of the judgement that follows from those facts alone.

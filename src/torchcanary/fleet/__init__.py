@@ -13,9 +13,9 @@ The parts, each one job:
 - ``ray_executor``: that interface on Ray; ``ray_connect``: connecting to a cluster;
   ``ray_spread``: actors on distinct nodes (one rank host per node).
 - ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
-- ``node_bench`` and ``node_collectives``: ``bench --fleet --nodes N``, one rank per node.
-- ``drill_run``, ``node_drill``, ``rank_host`` and ``node_link``: ``drill --fleet --nodes N``,
-  from the driver's plan down to one node's ranks and the link cut on it.
+- ``across_nodes``: ``--fleet --nodes N``, one rank per node, the venue the plan's section
+  gives (``bench/across_nodes.py``: the collectives; ``drill/across_nodes.py``: the drills).
+- ``node_link``: cutting or slowing one node's link to the others (a drill's fault).
 
 Importing this package does not import Ray: ``ray_connect`` imports it when ``connect``
 is called.

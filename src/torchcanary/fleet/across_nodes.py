@@ -1,8 +1,7 @@
-"""A section with one rank on each of N Ray nodes (``drill`` or ``bench`` with
-``--fleet ADDR --nodes N``): the venue the plan's section asks for.
+"""A section with one rank on each of N Ray nodes (``--fleet ADDR --nodes N``): the venue
+the plan's section gives through its ``across_nodes`` part of the contract (``sections.py``).
 
-The section of the plan selects the venue (the drills' ranks, or the bench's collectives);
-the runner drives either like any other run.
+The runner drives that venue like any other run.
 """
 
 from __future__ import annotations
@@ -10,16 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchcanary import sections
 from torchcanary.errors import ConfigError
-from torchcanary.fleet.drill_run import NodeDrillRun
-from torchcanary.fleet.node_bench import NodeBenchRun
 from torchcanary.plan import RunPlan
 
 if TYPE_CHECKING:
     from torchcanary.fleet.ray_executor import RayExecutor
     from torchcanary.runner import Venue
-
-NOUNS = {"bench": "a bench", "drill": "a drill"}  # the sections that run across nodes
 
 
 def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
@@ -30,7 +26,7 @@ def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
             "(ray://HEAD:10001, HOST:PORT or auto)"
         )
     if nodes < 2:
-        raise ConfigError(f"--nodes {nodes}: {NOUNS[section]} across nodes needs at least 2")
+        raise ConfigError(f"--nodes {nodes}: a {section} across nodes needs at least 2")
     return address
 
 
@@ -38,8 +34,10 @@ def across_nodes(
     plan: RunPlan, executor: RayExecutor, address: str, nodes: int, shared_dir: Path | None
 ) -> Venue:
     """The venue that spreads ``plan``'s one section over ``nodes`` nodes."""
-    if plan.sections == ("bench",):
-        return NodeBenchRun(executor, address, nodes)
-    if plan.sections == ("drill",):
-        return NodeDrillRun(executor, address, nodes, shared_dir=shared_dir)
-    raise ConfigError(f"--nodes runs one of {', '.join(NOUNS)} alone, not {plan.sections}")
+    registry = sections.registered()
+    if len(plan.sections) == 1:
+        venue = sections.across_nodes(registry[plan.sections[0]])
+        if venue is not None:
+            return venue(executor, address, nodes, shared_dir=shared_dir)
+    able = [name for name, section in registry.items() if sections.across_nodes(section)]
+    raise ConfigError(f"--nodes runs one of {', '.join(able)} alone, not {plan.sections}")

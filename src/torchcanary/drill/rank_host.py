@@ -1,7 +1,7 @@
 """One node's share of a multi-node drill: its environment, its torchrun, its faults.
 
 Runs on a fleet node inside a Ray actor that a STRICT_SPREAD placement group put there
-(``fleet/node_drill.py`` drives it from the driver). It builds or reuses the plan's
+(``drill/node_drill.py`` drives it from the driver). It builds or reuses the plan's
 environment in the node's own cache, starts one torchrun for this node (one rank), hosts
 the rendezvous store when asked, hands its job events to the driver, and strikes the faults
 that must happen on this node: killing its rank, hanging it, killing the whole node, or

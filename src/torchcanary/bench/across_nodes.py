@@ -1,7 +1,7 @@
 """``torchcanary bench --fleet ADDR --nodes N``: the collectives family with one rank per node.
 
 "Benchmark on your communicator topology" as one flag. Each group of the schedule starts a
-fresh set of ranks on the same N nodes (:class:`~torchcanary.fleet.node_collectives.NodeRanks`)
+fresh set of ranks on the same N nodes (:class:`~torchcanary.bench.node_collectives.NodeRanks`)
 once per side, in a random order per group as the local bench interleaves its sides; each
 rank measures every op and size of the ``collectives`` family with ``world_size = N``. The
 samples are judged by the local bench's own comparison (``bench/compare.py``'s
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
+from torchcanary.bench.node_collectives import NodeRanks, RankSchedule
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import BenchVerdict, bench_record
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
@@ -40,7 +41,6 @@ from torchcanary.bench.section import (
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
-from torchcanary.fleet.node_collectives import NodeRanks, RankSchedule
 from torchcanary.fleet.profile import FleetNode
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
@@ -83,6 +83,11 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
             }
             specs.append({**spec, "id": f"{benchmark_id(spec)}nodes"})
     return specs
+
+
+def venue(executor: RayExecutor, address: str, nodes: int, **_: Any) -> NodeBenchRun:
+    """The bench's ``across_nodes`` part of the section contract (``sections.py``)."""
+    return NodeBenchRun(executor, address, nodes)
 
 
 @dataclass

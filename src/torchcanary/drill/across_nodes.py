@@ -2,7 +2,7 @@
 
 The run is made and reported like a drill run on one machine (same rows, same verdicts,
 same policy and reports), but each drill's ranks sit on distinct Ray nodes
-(``fleet/node_drill.py``). Each row's payload names the nodes it ran on, and the run keeps
+(``drill/node_drill.py``). Each row's payload names the nodes it ran on, and the run keeps
 the fleet's address and node count (``fleet.json``) so the report says where it ran.
 """
 
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.context import ROLES
 from torchcanary.drill.catalog import DEFAULT_DRILLS, DrillSpec
 from torchcanary.drill.drill import DrillOutcome
+from torchcanary.drill.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.drill.result import DrillVerdict, drill_record
 from torchcanary.drill.section import SECTION
 from torchcanary.drill.settings import parse_settings
-from torchcanary.fleet.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.policy import Decision, decide
 from torchcanary.report.view import load_run_view
 from torchcanary.runner import RunInputs, start_run
@@ -30,6 +30,14 @@ if TYPE_CHECKING:
     from torchcanary.fleet.ray_executor import RayExecutor
 
 NODE_DRILL_ARTIFACT = "node_drill.json"
+
+
+def venue(
+    executor: RayExecutor, address: str, nodes: int, shared_dir: Path | None = None, **_: Any
+) -> NodeDrillRun:
+    """The drill's ``across_nodes`` part of the section contract (``sections.py``);
+    ``shared_dir`` is ``--shared-dir``, the checkpoints' folder every node sees."""
+    return NodeDrillRun(executor, address, nodes, shared_dir=shared_dir)
 
 
 @dataclass
