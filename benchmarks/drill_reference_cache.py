@@ -18,8 +18,7 @@ from pathlib import Path
 
 from torchcanary.drill.catalog import DrillSpec, parse_drill_name
 from torchcanary.drill.kept_references import KeptReferences
-from torchcanary.drill.settings import parse_job_settings
-from torchcanary.drill.user_job import user_job
+from torchcanary.drill.settings import parse_settings
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.spec import parse_env_spec
@@ -36,7 +35,7 @@ def main() -> int:
     parser.add_argument("--fault", default="kill:restart-unshared")
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
-    job = user_job(parse_job_settings({"job": args.job}))
+    job = parse_settings({"job": args.job}).user_job()
     assert job is not None
     spec = DrillSpec(*parse_drill_name(args.fault), at_step=4, timeout_s=5.0)
     print(f"job: {args.job}\ndrill: {spec.key}\n")
