@@ -12,17 +12,11 @@ from typing import Any
 
 from torchcanary.probe_result import Outcome, ProbeResult
 from torchcanary.store.base import ResultStore
+from torchcanary.store.schema import TABLE_COLUMNS
 
 TABLE = "probe_results"
-_COLUMNS = (
-    "env_role",
-    "probe_id",
-    "verdict",
-    "summary",
-    "evidence_json",
-    "duration_s",
-    "started_at",
-)
+# What a row holds beyond its run and its scope (node, profile), in the schema's order.
+_COLUMNS = tuple(c for c in TABLE_COLUMNS[TABLE] if c not in ("run_id", "node", "profile"))
 
 
 def save_probe_result(store: ResultStore, result: ProbeResult) -> None:
