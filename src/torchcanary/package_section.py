@@ -55,21 +55,27 @@ class PackageSection:
     named_by_flags: Callable[[argparse.Namespace], bool] | None = None
     input_check: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
     result_table: str = ROWS_TABLE
-    _cache: dict[str, ModuleType] = field(default_factory=dict, compare=False, repr=False)
+    # Each part's module, or None for an optional part the package does not have (looked
+    # for once: history and compare ask for every item).
+    _cache: dict[str, ModuleType | None] = field(default_factory=dict, compare=False, repr=False)
 
     def _module(self, part: str) -> ModuleType:
-        if part not in self._cache:
-            self._cache[part] = importlib.import_module(f"{self.package}.{part}")
-        return self._cache[part]
+        module = self._optional_module(part)
+        if module is None:
+            name = f"{self.package}.{part}"
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return module
 
     def _optional_module(self, part: str) -> ModuleType | None:
         """``<package>.<part>``, or None where the package has no such module."""
-        try:
-            return self._module(part)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{self.package}.{part}":
-                raise
-            return None
+        if part not in self._cache:
+            try:
+                self._cache[part] = importlib.import_module(f"{self.package}.{part}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{self.package}.{part}":
+                    raise
+                self._cache[part] = None
+        return self._cache[part]
 
     @property
     def policy_defaults(self) -> Mapping[str, Any]:
