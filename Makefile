@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint setup setup-dev browser postgres netns clean
+.PHONY: run test lint setup setup-dev browser postgres netns slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,20 @@ netns:
 	@[ "$$(id -u)" = 0 ] || $(call missing,root (network namespaces need it),the network-namespace tests)
 HAVE_IPROUTE = { command -v ip && command -v tc; } >/dev/null 2>&1
 
+# Slurm (slurmctld, slurmd, the client commands) and munge for the Slurm fleet tests (Debian
+# packages; each test module starts its own cluster on this machine, see tests/slurm_cluster.py).
+# The packages' postinst would start the system's daemons on the default ports: a temporary
+# policy-rc.d (exit 101) stops that; one already there (as in Docker images) is left alone.
+slurm:
+	@$(HAVE_SLURM) || { \
+	  made=; [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d \
+	    && chmod 755 /usr/sbin/policy-rc.d && made=1; }; \
+	  ($(APT_INSTALL) slurm-wlm munge >/dev/null) || true; \
+	  [ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d; } 2>/dev/null || true
+	@$(HAVE_SLURM) || $(call missing,Slurm (slurm-wlm and munge),the Slurm fleet tests)
+HAVE_SLURM = { command -v slurmctld && command -v slurmd && command -v sbatch \
+  && command -v munged; } >/dev/null 2>&1
+
 # The main job on its embedded default (config.py's DEFAULT_BASELINE and DEFAULT_CANDIDATE:
 # torch 2.14.1 against torch 2.13.0, here). It exits with torchcanary's code; make then adds
 # "Error N", so first say what N means.
@@ -65,7 +79,7 @@ lint: setup-dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src
 
-test: setup-dev browser postgres netns lint
+test: setup-dev browser postgres netns slurm lint
 	$(BIN)/python -m pytest -q -ra --durations=30
 
 clean:

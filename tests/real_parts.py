@@ -1,4 +1,4 @@
-"""Tests that could not use a real part (PostgreSQL, Ray, network namespaces, Chromium).
+"""Tests that could not use a real part (PostgreSQL, Ray, Slurm, network namespaces, Chromium).
 
 Such a test skips with a reason beginning "not checked". On a developer's machine that is
 an honest unknown; under CI (``CI=true``), where ``make test`` installs every part, it
@@ -21,7 +21,7 @@ from types import ModuleType
 import pytest
 
 NOT_CHECKED = "not checked"
-FIX = "`make test` installs every real part (Makefile: setup-dev, browser, postgres, netns)"
+FIX = "`make test` installs every real part (Makefile: setup-dev, browser, postgres, netns, slurm)"
 _not_checked_key = pytest.StashKey[list[str]]()
 
 
