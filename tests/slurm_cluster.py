@@ -45,17 +45,19 @@ class ClusterUnavailable(Exception):
 
 @dataclass(frozen=True)
 class SlurmNodeSpec:
-    """One node: its name (also its profile: feature ``tcprofile_NAME``), its GPUs, and
-    whether it starts with the cluster (a spare node starts later, for resume)."""
+    """One node: its name, the profile it stands for (feature ``tcprofile_PROFILE``; its
+    name by default), its fake GPUs, the variables its jobs' tasks get (as a node's own
+    setup would give them), and whether it starts with the cluster (a spare starts later)."""
 
     name: str
     gpus: int = 0
-    extra_features: tuple[str, ...] = ()
+    profile: str = ""
+    env: tuple[tuple[str, str], ...] = ()
     start: bool = True
 
     @property
     def features(self) -> tuple[str, ...]:
-        return (f"tcprofile_{self.name}", *self.extra_features)
+        return (f"tcprofile_{self.profile or self.name}",)
 
 
 def free_ports(count: int) -> list[int]:
@@ -152,9 +154,16 @@ class SlurmCluster:
             # gres/gpu accepts only device files: these are /dev/null's (1, 3) under GPU names.
             os.mknod(self.root / "fake" / f"nvidia{index}", stat.S_IFCHR | 0o666, os.makedev(1, 3))
         prolog = self.root / "task_prolog"
-        # Slurm's per-task hook: what it prints as "export NAME=VALUE" the task gets.
+        # Slurm's per-task hook: each "export NAME=VALUE" it prints, the task gets. Every
+        # task imports the fixtures' units and probes; each node adds its own variables.
+        cases = "".join(
+            f"  {node.name}) {' '.join(f'echo export {k}={v};' for k, v in node.env)} ;;\n"
+            for node in self.nodes.values()
+        )
         prolog.write_text(
-            '#!/bin/sh\necho "export CANARY_SLURM_NODE=$SLURMD_NODENAME"\n', encoding="utf-8"
+            f"#!/bin/sh\necho export PYTHONPATH={FIXTURES}\n"
+            f'case "$SLURMD_NODENAME" in\n{cases}esac\n',
+            encoding="utf-8",
         )
         prolog.chmod(0o755)
         lines = [

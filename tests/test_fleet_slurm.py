@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slurm
 NODES = (
     SlurmNodeSpec("gpu-box", gpus=2),
     SlurmNodeSpec("plain-box"),
-    SlurmNodeSpec("plain-box-2", extra_features=("tcprofile_plain-box",), start=False),
+    SlurmNodeSpec("plain-box-2", profile="plain-box", start=False),
 )
 
 

@@ -1,0 +1,160 @@
+"""Slurm's own commands, run for the Slurm executor: the only module that runs them.
+
+No Slurm Python package: pyslurm has no release for the libslurm a cluster like Debian
+12's (22.05) runs, and submitit reads job states only from ``sacct``, which needs
+slurmdbd (many clusters have none), pickles callables where our units are JSON, and hands
+back one result at the end. The commands here (``sinfo``, ``sbatch --parsable``,
+``squeue``, ``scontrol``, ``scancel``, ``srun``) are what every Slurm user already has, with
+formats fixed by ``-o``; each failure is one FleetError line naming the command and fix.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from torchcanary.errors import FleetError
+from torchcanary.fleet.secrets import strip_text
+
+_TIMEOUT_S = 30.0
+_FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
+# sinfo's node states that take no new work, or whose slurmd does not answer ("*" suffix).
+_UNUSABLE = ("down", "drain", "fail", "maint", "unknown", "future", "inval", "reboot", "power")
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node as sinfo lists it."""
+
+    name: str
+    features: tuple[str, ...]
+    gres: tuple[str, ...]
+    cpus: int
+    memory_mb: int
+    state: str
+
+    @property
+    def usable(self) -> bool:
+        """Whether the node takes work now: up, answering, not drained."""
+        return not (self.state.endswith("*") or self.state.startswith(_UNUSABLE))
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in its GRES (``gpu:2``, ``gpu:a100:4``, ``gpu:4(S:0-1)``)."""
+        total = 0
+        for item in self.gres:
+            name, _, rest = item.partition(":")
+            if name == "gpu" and rest:
+                count = rest.split("(")[0].rsplit(":", 1)[-1]
+                total += int(count) if count.isdigit() else 0
+        return total
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job's state as squeue (or scontrol, once it left squeue) tells it."""
+
+    job_id: str
+    state: str
+    reason: str
+    nodes: str
+
+
+def slurm(*command: str, timeout_s: float = _TIMEOUT_S, env: Mapping[str, str] | None = None) -> str:
+    """A Slurm command's standard output; FleetError in one line when it cannot answer."""
+    try:
+        done = subprocess.run(
+            list(command), capture_output=True, text=True, timeout=timeout_s, env=env
+        )
+    except FileNotFoundError:
+        raise FleetError(f"--fleet slurm needs Slurm's {command[0]}, not found; {_FIX}") from None
+    except subprocess.TimeoutExpired:
+        raise FleetError(
+            f"Slurm's {command[0]} did not answer within {timeout_s:.0f}s; "
+            "check that slurmctld is up (scontrol ping)"
+        ) from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())[-300:] or f"exit {done.returncode}"
+        raise FleetError(f"Slurm's {command[0]} failed: {strip_text(said)}")
+    return done.stdout
+
+
+def default_partition() -> str:
+    """The partition sinfo marks as the default (``debug*``)."""
+    for line in slurm("sinfo", "-h", "-o", "%P").split():
+        if line.endswith("*"):
+            return line.rstrip("*")
+    raise FleetError("the Slurm cluster has no default partition; name one: --fleet slurm:PART")
+
+
+def check_partition(partition: str) -> None:
+    """FleetError naming the partitions there are when ``partition`` is not one of them."""
+    names = [line.rstrip("*") for line in slurm("sinfo", "-h", "-o", "%P").split()]
+    if partition not in names:
+        raise FleetError(
+            f"the Slurm cluster has no partition {partition!r}; "
+            f"use --fleet slurm:PART with one of: {', '.join(names) or 'none'}"
+        )
+
+
+def sinfo_nodes(partition: str) -> list[SlurmNode]:
+    """Every node of ``partition``, one row each (a node in several states is one row)."""
+    text = slurm("sinfo", "-N", "-h", "-p", partition, "-o", "%N|%f|%G|%c|%m|%T")
+    nodes: dict[str, SlurmNode] = {}
+    for line in text.splitlines():
+        cells = line.strip().split("|")
+        if len(cells) != 6:
+            continue
+        name, features, gres, cpus, memory, state = cells
+        nodes[name] = SlurmNode(
+            name=name,
+            features=_listed(features),
+            gres=_listed(gres),
+            cpus=int(cpus) if cpus.isdigit() else 1,
+            memory_mb=int(memory) if memory.isdigit() else 0,
+            state=state,
+        )
+    return sorted(nodes.values(), key=lambda node: node.name)
+
+
+def node_state(name: str) -> str:
+    """sinfo's state of one node (``idle``, ``down*``, ``drained``...); "" if unknown."""
+    try:
+        return slurm("sinfo", "-N", "-h", "-n", name, "-o", "%T").split("\n")[0].strip()
+    except FleetError:
+        return ""
+
+
+def submit(arguments: Sequence[str]) -> str:
+    """``sbatch --parsable ARGUMENTS``: the new job's id."""
+    said = slurm("sbatch", "--parsable", *arguments).strip()
+    return said.split(";")[0]
+
+
+def job_states(job_ids: Sequence[str]) -> dict[str, JobState]:
+    """The state of each job Slurm still knows (squeue keeps ended jobs for MinJobAge)."""
+    if not job_ids:
+        return {}
+    text = slurm("squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N")
+    states = {}
+    for line in text.splitlines():
+        cells = line.strip().split("|")
+        if len(cells) == 4:
+            states[cells[0]] = JobState(*cells)
+    return states
+
+
+def cancel(job_ids: Sequence[str]) -> None:
+    """scancel; a job that already ended is no error."""
+    if job_ids:
+        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=_TIMEOUT_S)
+
+
+def run_step(arguments: Sequence[str], timeout_s: float) -> str:
+    """``srun ARGUMENTS`` to its end: its standard output."""
+    return slurm("srun", *arguments, timeout_s=timeout_s)
+
+
+def _listed(cell: str) -> tuple[str, ...]:
+    return tuple(item for item in cell.split(",") if item and item != "(null)")
