@@ -160,11 +160,43 @@ def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
     code = (
         "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
         "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
-        "torchcanary.fleet.ray_connect, torchcanary.fleet.ray_spread; "
+        "torchcanary.fleet.ray_connect, torchcanary.fleet.ray_spread, torchcanary.fleet.connect; "
         "print('ray' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_slurm_address_picks_slurm_and_anything_else_ray() -> None:
+    from torchcanary.fleet.connect import engine_of
+
+    assert [engine_of(a) for a in ("slurm", "slurm:debug", "auto", "ray://h:10001")] == [
+        "slurm",
+        "slurm",
+        "ray",
+        "ray",
+    ]
+    assert engine_of("slurmhost:6379") == "ray"  # a Ray head whose name starts so
+
+
+def test_a_slurm_fleet_that_cannot_be_used_is_one_line_and_never_imports_ray() -> None:
+    """Without the Slurm executor (or without Slurm here) ``--fleet slurm:P`` is one line."""
+    code = (
+        "import sys\n"
+        "from torchcanary.errors import CanaryError\n"
+        "from torchcanary.fleet.connect import connect_fleet\n"
+        "try:\n"
+        "    connect_fleet('slurm:no-such-partition')\n"
+        "except CanaryError as exc:\n"
+        "    print(exc); print('ray' in sys.modules); sys.exit(2)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 2, done.stderr
+    line, ray_imported = done.stdout.splitlines()
+    assert "slurm" in line.lower() and ray_imported == "False"
 
 
 def _connect_in_a_fresh_process(address: str, timeout_s: float) -> subprocess.CompletedProcess:

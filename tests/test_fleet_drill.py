@@ -52,8 +52,16 @@ BENCH_KEYS = ("collective/all_reduce/1MiB/gloox2nodes", "collective/all_gather/1
 @pytest.mark.parametrize(
     ("command", "flags", "said"),
     [
-        ("drill", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
-        ("bench", ["--nodes", "2"], "--nodes 2 places ranks on Ray nodes: add --fleet ADDRESS"),
+        (
+            "drill",
+            ["--nodes", "2"],
+            "--nodes 2 places ranks on the fleet's nodes: add --fleet ADDRESS",
+        ),
+        (
+            "bench",
+            ["--nodes", "2"],
+            "--nodes 2 places ranks on the fleet's nodes: add --fleet ADDRESS",
+        ),
         ("drill", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a drill across nodes needs"),
         ("bench", ["--nodes", "1", "--fleet", "127.0.0.1:1"], "a bench across nodes needs"),
         ("drill", ["--nodes", "2", "--fleet", "127.0.0.1:1"], "cannot reach the Ray cluster at"),

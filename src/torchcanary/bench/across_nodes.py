@@ -51,7 +51,7 @@ from torchcanary.store.rows import SectionResult
 from torchcanary.worker.bench.specs import benchmark_id
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.executor import Executor
 
 NODE_BENCH_ARTIFACT = "node_bench.json"
 FAMILY = "collectives"
@@ -85,7 +85,7 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     return specs
 
 
-def venue(executor: RayExecutor, address: str, nodes: int, **_: Any) -> NodeBenchRun:
+def venue(executor: Executor, address: str, nodes: int, **_: Any) -> NodeBenchRun:
     """The bench's ``across_nodes`` part of the section contract (``sections.py``)."""
     return NodeBenchRun(executor, address, nodes)
 
@@ -95,7 +95,7 @@ class NodeBenchRun:
     """The venue of the collectives across ``nodes`` nodes, baseline against candidate,
     stored and judged (``runner.execute`` drives it)."""
 
-    executor: RayExecutor
+    executor: Executor
     address: str
     nodes: int
     _held: _Held | None = None

@@ -24,8 +24,7 @@ from torchcanary.drill.rank_host import RankHost
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor
-    from torchcanary.fleet.ray_spread import SpreadPlace
+    from torchcanary.fleet.executor import Executor, HostPlace
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class NodeRanks:
     bench can alternate baseline and candidate on the same nodes. ``close`` ends them all.
     """
 
-    def __init__(self, executor: RayExecutor, plan_json: Mapping[str, Any], nodes: int) -> None:
+    def __init__(self, executor: Executor, plan_json: Mapping[str, Any], nodes: int) -> None:
         self.nodes = nodes
         self._group = executor.spread(RankHost, nodes, [secrets.token_hex(8)])
         try:
@@ -56,7 +55,7 @@ class NodeRanks:
             raise
 
     @property
-    def places(self) -> list[SpreadPlace]:
+    def places(self) -> list[HostPlace]:
         return list(self._group.places)
 
     def measure(

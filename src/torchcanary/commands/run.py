@@ -77,11 +77,18 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", help="directory for reports (default canary-results)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    fleet = parser.add_argument_group("fleet (needs torchcanary[ray])")
+    fleet = parser.add_argument_group("fleet (Ray needs torchcanary[ray]; Slurm its commands)")
     fleet.add_argument(
         "--fleet",
         metavar="ADDRESS",
-        help="run on a Ray cluster's nodes: ray://HEAD:10001, HOST:PORT, or auto (RAY_ADDRESS)",
+        help="run on a cluster's nodes: Ray at ray://HEAD:10001, HOST:PORT or auto "
+        "(RAY_ADDRESS), or Slurm as slurm[:PARTITION] from a login node",
+    )
+    fleet.add_argument(
+        "--fleet-dir",
+        type=Path,
+        metavar="DIR",
+        help="a folder every node sees at the same path (Slurm keeps its units' files there)",
     )
     fleet.add_argument(
         "--fleet-nodes",
@@ -205,7 +212,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                 previous = _run_to_resume(store, args.resume)
                 plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
                 if venue is None:
-                    executor, venue = _stored_fleet(store, resume_id, _selection(args))
+                    executor, venue = _stored_fleet(store, resume_id, args)
             outcome = execute(plan, store, settings.output, progress, venue, resume_id)
             print_outcome(console, store, outcome.run_id)
     finally:
@@ -227,27 +234,28 @@ def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | 
     nodes = getattr(args, "nodes", None)
     if nodes is not None:
         from torchcanary.fleet.across_nodes import across_nodes, check_across_nodes
-        from torchcanary.fleet.ray_connect import connect
+        from torchcanary.fleet.connect import connect_fleet
 
         address = check_across_nodes(args.fleet, nodes, args.command)
-        ray = connect(address)  # before the store: an unusable address is exit 2
+        # Before the store: an unusable address is exit 2.
+        fleet = connect_fleet(address, fleet_dir=args.fleet_dir)
         try:
-            ray.require_nodes(nodes)
+            fleet.require_nodes(nodes)
         except BaseException:
-            ray.close()
+            fleet.close()
             raise
-        return ray, across_nodes(plan, ray, address, nodes, getattr(args, "shared_dir", None))
+        return fleet, across_nodes(plan, fleet, address, nodes, getattr(args, "shared_dir", None))
     if args.fleet:
         from torchcanary.fleet import driver
 
-        request = driver.FleetRequest(args.fleet, selection)
+        request = driver.FleetRequest(args.fleet, selection, fleet_dir=args.fleet_dir)
         executor = driver.connect_fleet(request)
         return executor, driver.FleetRun(executor, request)
     return None, None
 
 
 def _stored_fleet(
-    store: ResultStore, run_id: str, selection: NodeSelection
+    store: ResultStore, run_id: str, args: argparse.Namespace
 ) -> tuple[Executor, Venue] | tuple[None, None]:
     """The executor and venue to resume ``run_id`` on its fleet; (None, None) for a local run."""
     from torchcanary.fleet import driver
@@ -255,7 +263,7 @@ def _stored_fleet(
     stored = driver.stored_fleet(store, run_id)
     if stored is None:
         return None, None
-    request = driver.FleetRequest(stored["address"], selection)
+    request = driver.FleetRequest(stored["address"], _selection(args), fleet_dir=args.fleet_dir)
     executor = driver.connect_fleet(request)
     return executor, driver.FleetRun(executor, request)
 

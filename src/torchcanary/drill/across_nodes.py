@@ -27,13 +27,13 @@ from torchcanary.runner import RunInputs, start_run
 from torchcanary.store.rows import SectionResult
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.executor import Executor
 
 NODE_DRILL_ARTIFACT = "node_drill.json"
 
 
 def venue(
-    executor: RayExecutor, address: str, nodes: int, shared_dir: Path | None = None, **_: Any
+    executor: Executor, address: str, nodes: int, shared_dir: Path | None = None, **_: Any
 ) -> NodeDrillRun:
     """The drill's ``across_nodes`` part of the section contract (``sections.py``);
     ``shared_dir`` is ``--shared-dir``, the checkpoints' folder every node sees."""
@@ -50,7 +50,7 @@ class NodeDrillRun:
     every node must see (default: the output folder, which a cluster on one machine shares).
     """
 
-    executor: RayExecutor
+    executor: Executor
     address: str
     nodes: int
     roles: tuple[str, ...] = ROLES

@@ -34,8 +34,7 @@ from torchcanary.drill.rank_host import RankHost, why_not_strikable
 from torchcanary.drill.result import DrillVerdict
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor
-    from torchcanary.fleet.ray_spread import SpreadGroup
+    from torchcanary.fleet.executor import Executor, HostGroup
 
 POLL_S = 0.2
 # What a drill across nodes can do today; the others say so (not-checkable).
@@ -85,11 +84,11 @@ class _Watch:
 
 
 class NodeDrills:
-    """Drills of one environment (role) across ``nodes`` Ray nodes, one rank per node."""
+    """Drills of one environment (role) across ``nodes`` nodes of the fleet, one rank per node."""
 
     def __init__(
         self,
-        executor: RayExecutor,
+        executor: Executor,
         plan_json: Mapping[str, Any],
         role: str,
         nodes: int,
@@ -100,7 +99,7 @@ class NodeDrills:
         self.shared_dir = shared_dir
         self.executor = executor
         self.token = secrets.token_hex(8)
-        self.group: SpreadGroup = executor.spread(RankHost, nodes, [self.token])
+        self.group: HostGroup = executor.spread(RankHost, nodes, [self.token])
         facts = self.group.call_all("prepare", dict(plan_json), role)
         if any(fact is None for fact in facts):
             self.group.close()

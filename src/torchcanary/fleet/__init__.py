@@ -9,8 +9,9 @@ The parts, each one job:
 - ``node_side``: the standard-library code that runs on a node (hardware facts, running a unit).
 - ``section_unit``: one section of a run on a node (its environments, devices, cache).
 - ``relay``: the store a node writes to, each write sent home as a plain JSON record.
-- ``executor``: the small interface every executor provides (Ray now, Slurm later).
-- ``ray_executor``: that interface on Ray; ``ray_connect``: connecting to a cluster;
+- ``executor``: the one contract every engine provides (units on nodes, one host per node
+  for ``--nodes``); ``connect``: which engine a ``--fleet`` address names, connected.
+- ``ray_executor``: that contract on Ray; ``ray_connect``: connecting to a cluster;
   ``ray_spread``: actors on distinct nodes (one rank host per node).
 - ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
 - ``across_nodes``: ``--fleet --nodes N``, one rank per node, the venue the plan's section
@@ -18,5 +19,5 @@ The parts, each one job:
 - ``node_link``: cutting or slowing one node's link to the others (a drill's fault).
 
 Importing this package does not import Ray: ``ray_connect`` imports it when ``connect``
-is called.
+is called; ``connect`` imports an engine's modules only when its address is given.
 """

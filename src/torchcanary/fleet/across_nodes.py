@@ -1,4 +1,4 @@
-"""A section with one rank on each of N Ray nodes (``--fleet ADDR --nodes N``): the venue
+"""A section with one rank on each of N nodes of the fleet (``--fleet ADDR --nodes N``): the venue
 the plan's section gives through its ``across_nodes`` part of the contract (``sections.py``).
 
 The runner drives that venue like any other run.
@@ -14,7 +14,7 @@ from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.ray_executor import RayExecutor
+    from torchcanary.fleet.executor import Executor
     from torchcanary.runner import Venue
 
 
@@ -22,8 +22,8 @@ def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
     """The fleet's address, once ``--nodes`` is known to be usable; ConfigError (exit 2)."""
     if not address:
         raise ConfigError(
-            f"--nodes {nodes} places ranks on Ray nodes: add --fleet ADDRESS "
-            "(ray://HEAD:10001, HOST:PORT or auto)"
+            f"--nodes {nodes} places ranks on the fleet's nodes: add --fleet ADDRESS "
+            "(ray://HEAD:10001, HOST:PORT, auto or slurm[:PARTITION])"
         )
     if nodes < 2:
         raise ConfigError(f"--nodes {nodes}: a {section} across nodes needs at least 2")
@@ -31,7 +31,7 @@ def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
 
 
 def across_nodes(
-    plan: RunPlan, executor: RayExecutor, address: str, nodes: int, shared_dir: Path | None
+    plan: RunPlan, executor: Executor, address: str, nodes: int, shared_dir: Path | None
 ) -> Venue:
     """The venue that spreads ``plan``'s one section over ``nodes`` nodes."""
     registry = sections.registered()

@@ -19,9 +19,11 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torchcanary.errors import ConfigError, FleetError
+from torchcanary.fleet import connect
 from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
@@ -45,18 +47,20 @@ NotAsked = dict[str, dict[str, dict[str, str]]]
 
 @dataclass(frozen=True)
 class FleetRequest:
-    """What ``--fleet``, ``--fleet-nodes`` and ``--fleet-select`` asked for."""
+    """What ``--fleet``, ``--fleet-nodes``, ``--fleet-select`` and ``--fleet-dir`` asked for."""
 
     address: str
     selection: NodeSelection
     connect_timeout_s: float = 15.0
+    fleet_dir: Path | None = None
 
 
 def connect_fleet(request: FleetRequest) -> Executor:
-    """The executor for ``request.address``; FleetError (exit 2) when it cannot be used."""
-    from torchcanary.fleet.ray_connect import connect
-
-    return connect(request.address, timeout_s=request.connect_timeout_s)
+    """The executor for ``request.address`` (Ray or Slurm, ``fleet/connect.py``);
+    FleetError or ConfigError (exit 2) when it cannot be used."""
+    return connect.connect_fleet(
+        request.address, timeout_s=request.connect_timeout_s, fleet_dir=request.fleet_dir
+    )
 
 
 @dataclass
@@ -82,7 +86,7 @@ class FleetRun:
             self.chosen, self.missing_profiles = _nodes_to_resume(run.store, resume_run_id, live)
         run_id = start_run(run.store, run.plan, resume_run_id)
         if resume_run_id is None:
-            fleet = _fleet_json(self.request, self.chosen)
+            fleet = _fleet_json(self.request, self.executor.engine, self.chosen)
             run.store.save_artifact(run_id, FLEET_ARTIFACT, "application/json", fleet)
         run.progress.note(f"run {run_id} -> {run.store.location}")
         for node in self.chosen:
@@ -258,9 +262,11 @@ def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[
     return {table: [dict(zip(keys, row, strict=True)) for row in store.rows(table, run_id, keys)]}
 
 
-def _fleet_json(request: FleetRequest, chosen: list[FleetNode]) -> bytes:
+def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> bytes:
+    """What the run was made on; a ``fleet.json`` without ``engine`` was made on Ray."""
     fleet = {
         "schema": FLEET_SCHEMA,
+        "engine": engine,
         "address": strip_text(request.address),
         "every_node": request.selection.every_node,
         "filters": [list(pair) for pair in request.selection.filters],

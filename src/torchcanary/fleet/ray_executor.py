@@ -23,7 +23,7 @@ from torchcanary.errors import FleetError
 from torchcanary.fleet import node_side
 from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.profile import FleetNode, HardwareProfile
-from torchcanary.fleet.ray_spread import SpreadGroup, spread_group
+from torchcanary.fleet.ray_spread import SpreadGroup, can_hold, spread_group
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
@@ -35,6 +35,8 @@ NODE_DEATH_NOTICE_S = 60.0
 
 class RayExecutor:
     """The Executor interface on a connected Ray cluster."""
+
+    engine = "ray"
 
     def __init__(self, ray: ModuleType, *, owns_connection: bool) -> None:
         self._ray = ray
@@ -212,27 +214,27 @@ class RayExecutor:
         """Whether Ray still counts ``node_id`` among its live nodes."""
         return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
 
-    def require_nodes(self, count: int) -> None:
-        """FleetError at once when the cluster has fewer than ``count`` live nodes with a CPU.
-
-        ``spread`` would otherwise wait out its timeout before saying so.
-        """
-        usable = [
-            node
-            for node in self._ray.nodes()
-            if node.get("Alive") and (node.get("Resources") or {}).get("CPU", 0) >= 1
-        ]
+    def require_nodes(self, count: int, gpus: int = 0) -> None:
+        """FleetError at once when the cluster has fewer than ``count`` live nodes with a CPU
+        (and ``gpus`` GPUs): ``spread`` would otherwise wait out its timeout to say so."""
+        usable = [node for node in self._ray.nodes() if can_hold(node, gpus)]
         if len(usable) < count:
+            each = f"a CPU and {gpus} GPU(s)" if gpus else "a CPU"
             raise FleetError(
-                f"--nodes {count}: the Ray cluster has {len(usable)} live nodes with a CPU; "
+                f"--nodes {count}: the Ray cluster has {len(usable)} live nodes with {each}; "
                 f"add nodes or lower --nodes"
             )
 
     def spread(
-        self, host_class: type, count: int, args: Sequence[Any], timeout_s: float = 60.0
+        self,
+        host_class: type,
+        count: int,
+        args: Sequence[Any],
+        timeout_s: float = 60.0,
+        gpus: int = 0,
     ) -> SpreadGroup:
         """``count`` instances of ``host_class``, each on a different node (see ``ray_spread``)."""
-        return spread_group(self._ray, host_class, count, args, timeout_s)
+        return spread_group(self._ray, host_class, count, args, timeout_s, gpus)
 
     def _pinned(self, node_id: str) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

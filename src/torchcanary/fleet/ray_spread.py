@@ -1,29 +1,36 @@
 """Actors on distinct nodes of a Ray cluster: one rank host per node for multi-node work.
 
-``spread_group`` reserves one CPU on each of ``count`` different nodes (a STRICT_SPREAD
-placement group) and starts an actor in each; the ``SpreadGroup`` calls them by index,
-notices a member whose node died, and can add a replacement on a spare node.
+``spread_group`` reserves one CPU (and the GPUs asked for) on each of ``count`` different
+nodes (a STRICT_SPREAD placement group) and starts an actor in each; the ``SpreadGroup``
+(Ray's ``HostGroup``, ``fleet/executor.py``) calls them by index, notices a member whose
+node died, and can add a replacement on a spare node.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.errors import FleetError
+from torchcanary.fleet.executor import HostGroup, HostPlace
 
 
 def spread_group(
-    ray: ModuleType, host_class: type, count: int, args: Sequence[Any], timeout_s: float = 60.0
+    ray: ModuleType,
+    host_class: type,
+    count: int,
+    args: Sequence[Any],
+    timeout_s: float = 60.0,
+    gpus: int = 0,
 ) -> SpreadGroup:
     """``count`` instances of ``host_class``, each on a different node (STRICT_SPREAD).
 
-    Each holds one CPU of its node. FleetError when the cluster has fewer than ``count``
-    nodes with a CPU free within ``timeout_s``: a multi-node drill never falls back to
-    ranks sharing a node.
+    Each holds one CPU and ``gpus`` GPUs of its node (its bundle carries them, and the
+    actor asks for them, so Ray sets its visible devices). FleetError when the cluster has
+    fewer than ``count`` such nodes free within ``timeout_s``: a multi-node drill never
+    falls back to ranks sharing a node.
     """
     from ray.util.placement_group import (
         placement_group,
@@ -32,12 +39,12 @@ def spread_group(
     )
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    group = placement_group([{"CPU": 1}] * count, strategy="STRICT_SPREAD")
+    group = placement_group([held(gpus)] * count, strategy="STRICT_SPREAD")
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
         raise FleetError(
-            f"the Ray cluster has no {count} distinct nodes with a free CPU "
+            f"the Ray cluster has no {count} distinct nodes with a free CPU{_and_gpus(gpus)} "
             f"(STRICT_SPREAD placement group not ready within {timeout_s:.0f}s); "
             f"add nodes or lower --nodes"
         )
@@ -56,6 +63,7 @@ def spread_group(
     handles = [
         actor_class.options(
             num_cpus=1,
+            num_gpus=gpus,
             max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=group, placement_group_bundle_index=index
@@ -64,19 +72,28 @@ def spread_group(
         for index in range(count)
     ]
     places = [
-        SpreadPlace(node_ids[i], addresses.get(node_ids[i], ""), node_ids[i] in head_ids)
+        HostPlace(node_ids[i], addresses.get(node_ids[i], ""), node_ids[i] in head_ids)
         for i in range(count)
     ]
-    return SpreadGroup(ray, group, handles, places, remove_placement_group, (actor_class, args))
+    member = (actor_class, args, gpus)
+    return SpreadGroup(ray, group, handles, places, remove_placement_group, member)
 
 
-@dataclass(frozen=True)
-class SpreadPlace:
-    """Where one member of a spread group runs."""
+def held(gpus: int) -> dict[str, float]:
+    """What one member holds on its node: a CPU, and ``gpus`` GPUs when asked."""
+    return {"CPU": 1, "GPU": gpus} if gpus else {"CPU": 1}
 
-    node_id: str
-    address: str
-    is_head: bool
+
+def can_hold(node: dict[str, Any], gpus: int) -> bool:
+    """Whether a node of ``ray.nodes()`` is alive with room for one member."""
+    resources = node.get("Resources") or {}
+    return bool(node.get("Alive")) and all(
+        resources.get(name, 0) >= amount for name, amount in held(gpus).items()
+    )
+
+
+def _and_gpus(gpus: int) -> str:
+    return f" and {gpus} GPU(s)" if gpus else ""
 
 
 class SpreadGroup:
@@ -87,31 +104,29 @@ class SpreadGroup:
         ray: ModuleType,
         group: Any,
         handles: list[Any],
-        places: list[SpreadPlace],
+        places: list[HostPlace],
         remove: Callable[[Any], None],
-        member: tuple[Any, Sequence[Any]],
+        member: tuple[Any, Sequence[Any], int],
     ) -> None:
         self._ray = ray
         self._group = group
         self._handles = handles
         self.places = places
         self._remove = remove
-        self._member = member  # the actor class and its arguments after the index
+        self._member = member  # the actor class, its arguments after the index, its GPUs
         self.gone: set[int] = set()
 
-    def spare_nodes(self) -> list[SpreadPlace]:
-        """Live nodes with a CPU that hold no member of the group."""
+    def spare_nodes(self) -> list[HostPlace]:
+        """Live nodes with room for a member (a CPU, its GPUs) that hold none of the group."""
         taken = {place.node_id for place in self.places}
         return [
-            SpreadPlace(
+            HostPlace(
                 node["NodeID"],
                 node.get("NodeManagerAddress", ""),
                 "node:__internal_head__" in (node.get("Resources") or {}),
             )
             for node in self._ray.nodes()
-            if node.get("Alive")
-            and node["NodeID"] not in taken
-            and (node.get("Resources") or {}).get("CPU", 0) >= 1
+            if node["NodeID"] not in taken and can_hold(node, self._member[2])
         ]
 
     def add_member(self) -> int | None:
@@ -127,11 +142,12 @@ class SpreadGroup:
         if not spare:
             return None
         place = spare[0]
-        actor_class, args = self._member
+        actor_class, args, gpus = self._member
         index = len(self._handles)
         self._handles.append(
             actor_class.options(
                 num_cpus=1,
+                num_gpus=gpus,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(place.node_id, soft=False),
             ).remote(index, *args)
@@ -179,3 +195,8 @@ class SpreadGroup:
                 self._ray.kill(handle)
         with contextlib.suppress(Exception):
             self._remove(self._group)
+
+
+if TYPE_CHECKING:
+    # mypy holds SpreadGroup to the HostGroup protocol here, not at a user's desk.
+    _conforms: type[HostGroup] = SpreadGroup
