@@ -320,6 +320,8 @@ def test_packages_import_each_other_without_cycles() -> None:
 USED_OUTSIDE = {
     "torchcanary.worker.calls.in_environment_roots": "the entry points of the worker side, "
     "beside the table they are read from; this test checks that side from them",
+    "torchcanary.fleet.slurm_executor.connect": "fleet/connect.py calls it on the module "
+    "it imports by name, so that only --fleet slurm imports the Slurm executor",
 }
 _DOTTED_NAME = re.compile(r"\b(torchcanary(?:\.\w+)+):(\w+)")
 

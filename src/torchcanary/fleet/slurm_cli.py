@@ -11,7 +11,7 @@ formats fixed by ``-o``; each failure is one FleetError line naming the command 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchcanary.errors import FleetError
@@ -33,11 +33,11 @@ class SlurmNode:
     cpus: int
     memory_mb: int
     state: str
+    address: str
 
     @property
     def usable(self) -> bool:
-        """Whether the node takes work now: up, answering, not drained."""
-        return not (self.state.endswith("*") or self.state.startswith(_UNUSABLE))
+        return usable_state(self.state)
 
     @property
     def gpus(self) -> int:
@@ -61,12 +61,15 @@ class JobState:
     nodes: str
 
 
-def slurm(*command: str, timeout_s: float = _TIMEOUT_S, env: Mapping[str, str] | None = None) -> str:
+def usable_state(state: str) -> bool:
+    """Whether a node in sinfo's ``state`` takes work now: up, answering, not drained."""
+    return bool(state) and not (state.endswith("*") or state.startswith(_UNUSABLE))
+
+
+def slurm(*command: str, timeout_s: float = _TIMEOUT_S) -> str:
     """A Slurm command's standard output; FleetError in one line when it cannot answer."""
     try:
-        done = subprocess.run(
-            list(command), capture_output=True, text=True, timeout=timeout_s, env=env
-        )
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
         raise FleetError(f"--fleet slurm needs Slurm's {command[0]}, not found; {_FIX}") from None
     except subprocess.TimeoutExpired:
@@ -100,13 +103,13 @@ def check_partition(partition: str) -> None:
 
 def sinfo_nodes(partition: str) -> list[SlurmNode]:
     """Every node of ``partition``, one row each (a node in several states is one row)."""
-    text = slurm("sinfo", "-N", "-h", "-p", partition, "-o", "%N|%f|%G|%c|%m|%T")
+    text = slurm("sinfo", "-N", "-h", "-p", partition, "-o", "%N|%f|%G|%c|%m|%T|%o")
     nodes: dict[str, SlurmNode] = {}
     for line in text.splitlines():
         cells = line.strip().split("|")
-        if len(cells) != 6:
+        if len(cells) != 7:
             continue
-        name, features, gres, cpus, memory, state = cells
+        name, features, gres, cpus, memory, state, address = cells
         nodes[name] = SlurmNode(
             name=name,
             features=_listed(features),
@@ -114,6 +117,7 @@ def sinfo_nodes(partition: str) -> list[SlurmNode]:
             cpus=int(cpus) if cpus.isdigit() else 1,
             memory_mb=int(memory) if memory.isdigit() else 0,
             state=state,
+            address=address,
         )
     return sorted(nodes.values(), key=lambda node: node.name)
 

@@ -1,0 +1,433 @@
+"""The fleet executor on Slurm (``--fleet slurm`` or ``--fleet slurm:PARTITION``).
+
+Profiles come from what Slurm knows: nodes that share features, GRES and CPUs are alike,
+so one node of each such group reads its hardware facts (a one-task ``srun``), and a
+``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each unit
+is one batch job pinned to its node (``sbatch -w NODE --no-requeue``); a node's units are
+chained (``--dependency=afterany``), so one section holds a node at a time, as on Ray.
+
+Results come home through a folder every node sees (``--fleet-dir``): the job appends each
+record of its unit as one synced JSON line (``slurm_node.py``) and a reader here tails it,
+so pieces are committed as they come. A unit ends with its own end record; else Slurm's
+word decides: NODE_FAIL, CANCELLED, PREEMPTED, BOOT_FAIL are LOST (the node or the
+scheduler took the work away; ``--resume`` sends it again), FAILED, TIMEOUT, OUT_OF_MEMORY
+are FAILED with the job log's tail. Without slurmdbd there is no sacct: states come from
+``squeue`` (it keeps ended jobs for MinJobAge). Jobs get only ``--export``'s short list of
+variables, never the driver's whole environment (no store password crosses).
+
+No Slurm Python package is used: ``slurm_cli.py`` says why. Nothing imports this module
+without ``--fleet slurm`` (``fleet/connect.py`` imports it by name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import secrets
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from torchcanary.errors import FleetError
+from torchcanary.fleet import slurm_cli
+from torchcanary.fleet.executor import Assignment, Executor, HostGroup
+from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
+from torchcanary.fleet.secrets import is_secret_name, strip_data, strip_env, strip_text
+from torchcanary.fleet.slurm_node import beat_path
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+POLL_S = 1.0
+PROFILE_FEATURE = "tcprofile_"
+NODE_MODULE = "torchcanary.fleet.slurm_node"
+# Jobs whose node or scheduler took the work away: the unit may run again (LOST).
+LOST_STATES = ("NODE_FAIL", "CANCELLED", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED")
+FAILED_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY")
+# A unit pending on a node that went down or was drained is lost after this long.
+PENDING_GRACE_S = 30.0
+# How long slurmctld may stay silent before every unit still out is counted lost.
+SCHEDULER_SILENCE_S = 120.0
+# What a job gets from the driver's environment: the paths, the locale, and how
+# torchcanary and the installers find their cache and index. Never a secret-named one.
+_EXPORT_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
+_EXPORT_PREFIXES = ("TORCHCANARY_", "PIP_", "UV_")
+_LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
+    """The executor on ``partition`` (the default one when empty), results under
+    ``fleet_dir`` (default ``canary-results/fleet`` here; it must be on storage every node
+    sees). FleetError in one line when Slurm, the partition or the folder cannot be used."""
+    chosen = partition or slurm_cli.default_partition()
+    slurm_cli.check_partition(chosen)
+    folder = (fleet_dir or Path("canary-results") / "fleet").resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".writable-{secrets.token_hex(4)}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise FleetError(
+            f"--fleet-dir {folder} cannot be written ({exc.strerror}); name a folder every "
+            "Slurm node sees at the same path: --fleet-dir DIR"
+        ) from None
+    return SlurmExecutor(chosen, folder)
+
+
+def export_list(environ: dict[str, str] | None = None) -> str:
+    """``--export``'s value: the names a job takes from the driver, none secret-named."""
+    names = dict(os.environ if environ is None else environ)
+    chosen = [name for name in _EXPORT_NAMES if name in names]
+    chosen += sorted(
+        name for name in names if name.startswith(_EXPORT_PREFIXES) and not is_secret_name(name)
+    )
+    return ",".join(chosen) or "NONE"
+
+
+def node_command(*args: str) -> str:
+    """The shell line a job runs: this Python (at the same path on every node), on
+    ``slurm_node``."""
+    return shlex.join([sys.executable, "-m", NODE_MODULE, *args])
+
+
+@dataclass
+class _Unit:
+    """One dispatched unit as the reader follows it."""
+
+    assignment: Assignment
+    out: Path
+    log: Path
+    job_id: str = ""
+    read: int = 0  # bytes of ``out`` already handed on
+    last_life: float = field(default_factory=time.monotonic)
+    beat_mtime: float = 0.0
+    pending_down_since: float | None = None
+
+
+class SlurmExecutor:
+    """The Executor interface on a Slurm partition, reached through its commands."""
+
+    engine = "slurm"
+
+    def __init__(self, partition: str, fleet_dir: Path) -> None:
+        self.partition = partition
+        self.fleet_dir = fleet_dir
+        self.silent_nodes: list[str] = []
+        self._gpus: dict[str, int] = {}
+        self._jobs: set[str] = set()  # every job submitted and not known ended
+        self._stop = threading.Event()
+
+    def __enter__(self) -> SlurmExecutor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def discover(self, timeout_s: float = 60.0) -> list[FleetNode]:
+        """Every usable node of the partition with its profile, read on one node per group.
+
+        Nodes with the same features, GRES and CPUs are one group. A group whose node does
+        not answer within ``timeout_s`` is left out and named in ``silent_nodes``.
+        """
+        usable = [node for node in slurm_cli.sinfo_nodes(self.partition) if node.usable]
+        groups: dict[tuple[Any, ...], list[slurm_cli.SlurmNode]] = {}
+        for node in usable:
+            groups.setdefault((node.features, node.gres, node.cpus), []).append(node)
+        with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+            answers = list(
+                pool.map(lambda group: self._facts(group[0].name, timeout_s), groups.values())
+            )
+        nodes: list[FleetNode] = []
+        self.silent_nodes = []
+        for group, facts in zip(groups.values(), answers, strict=True):
+            if facts is None:
+                self.silent_nodes += [node.name for node in group]
+                continue
+            for node in group:
+                profile = HardwareProfile.from_facts(facts, {PROFILE_LABEL: profile_label(node)})
+                self._gpus[node.name] = node.gpus
+                nodes.append(FleetNode(node.name, node.address, profile, cpus=float(node.cpus)))
+        if not nodes:
+            raise FleetError(
+                f"no node of Slurm partition {self.partition} answered within {timeout_s:.0f}s"
+                f" (usable: {len(usable)}); check sinfo -p {self.partition}"
+            )
+        return sorted(nodes, key=lambda node: node.node_id)
+
+    def _facts(self, node: str, timeout_s: float) -> dict[str, Any] | None:
+        step = [
+            "-p", self.partition, "-w", node, "-N1", "-n1", f"--export={export_list()}",
+            *shlex.split(node_command("facts")),
+        ]  # fmt: skip
+        try:
+            said = slurm_cli.run_step(step, timeout_s)
+            facts: dict[str, Any] = json.loads(said.strip().splitlines()[-1])
+        except (FleetError, ValueError, IndexError):
+            return None
+        return facts
+
+    def node_alive(self, node_id: str) -> bool:
+        """Whether Slurm counts ``node_id`` up, answering and not drained."""
+        return slurm_cli.usable_state(slurm_cli.node_state(node_id))
+
+    def require_nodes(self, count: int, gpus: int = 0) -> None:
+        """FleetError at once when the partition has fewer than ``count`` usable nodes with
+        ``gpus`` GPUs each."""
+        usable = [
+            node
+            for node in slurm_cli.sinfo_nodes(self.partition)
+            if node.usable and node.gpus >= gpus
+        ]
+        if len(usable) < count:
+            with_gpus = f" with {gpus} GPU(s)" if gpus else ""
+            raise FleetError(
+                f"--nodes {count}: Slurm partition {self.partition} has {len(usable)} usable "
+                f"nodes{with_gpus}; add nodes or lower --nodes"
+            )
+
+    def spread(
+        self,
+        host_class: type,
+        count: int,
+        args: Sequence[Any],
+        timeout_s: float = 60.0,
+        gpus: int = 0,
+    ) -> HostGroup:
+        """``count`` hosts on distinct nodes, one job step each (``fleet/slurm_hosts.py``)."""
+        from torchcanary.fleet.slurm_hosts import spread_hosts
+
+        return spread_hosts(self, host_class, count, args, timeout_s, gpus)
+
+    # -- units ------------------------------------------------------------------------------
+
+    def dispatch_streaming(self, assignments: Sequence[Assignment]) -> Iterator[UnitResult]:
+        """Submit every unit now (a node's units chained); yield each piece and end as read.
+
+        A reader thread tails every unit's output file and asks squeue once a second; it
+        puts each unit's end whatever breaks, so the iterator never waits for a unit that
+        cannot end.
+        """
+        arrived: queue.Queue[UnitResult] = queue.Queue()
+        batch = self.fleet_dir / f"units-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        batch.mkdir(parents=True)
+        units: list[_Unit] = []
+        last_on_node: dict[str, str] = {}
+        for index, assignment in enumerate(assignments):
+            name = f"{index:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', assignment.unit.unit_id)}"
+            unit = _Unit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log")
+            (batch / f"{name}.json").write_text(
+                _shippable(assignment.unit).to_json(), encoding="utf-8"
+            )
+            try:
+                unit.job_id = self._submit(unit, batch / f"{name}.json", last_on_node)
+            except FleetError as exc:
+                arrived.put(_ended(assignment, UnitStatus.FAILED, f"error: {exc}"))
+                continue
+            last_on_node[assignment.node.node_id] = unit.job_id
+            units.append(unit)
+        threading.Thread(
+            target=self._follow, args=(units, arrived.put), name="torchcanary-slurm", daemon=True
+        ).start()
+        return _ends(arrived, len(assignments))
+
+    def _submit(self, unit: _Unit, unit_file: Path, last_on_node: dict[str, str]) -> str:
+        assignment = unit.assignment
+        node = assignment.node.node_id
+        arguments = [
+            "--no-requeue", "-p", self.partition, "-w", node, "-N1", "-n1",
+            "-c", str(max(1, int(assignment.unit.num_cpus))),
+            f"--export={export_list()}",
+            "-J", f"torchcanary-{assignment.unit.unit_id}",
+            "-o", str(unit.log),
+        ]  # fmt: skip
+        if self._gpus.get(node):
+            arguments.append(f"--gres=gpu:{self._gpus[node]}")
+        if node in last_on_node:
+            arguments.append(f"--dependency=afterany:{last_on_node[node]}")
+        arguments += ["--wrap", node_command("run", str(unit_file), str(unit.out))]
+        job_id = slurm_cli.submit(arguments)
+        self._jobs.add(job_id)
+        return job_id
+
+    def _follow(self, units: list[_Unit], put: Callable[[UnitResult], None]) -> None:
+        """Hand on each unit's new records, and end those Slurm says ended without one."""
+        out = list(units)
+        silent_since: float | None = None
+        try:
+            while out and not self._stop.is_set():
+                out = [unit for unit in out if not self._read(unit, put)]
+                try:
+                    states = slurm_cli.job_states([unit.job_id for unit in out])
+                    silent_since = None
+                except FleetError as exc:
+                    silent_since = silent_since or time.monotonic()
+                    if time.monotonic() - silent_since > SCHEDULER_SILENCE_S:
+                        for unit in out:
+                            put(self._lost(unit, f"slurmctld did not answer: {exc}"))
+                        return
+                    time.sleep(POLL_S)
+                    continue
+                out = [unit for unit in out if not self._judge(unit, states.get(unit.job_id), put)]
+                if out:
+                    time.sleep(POLL_S)
+        except Exception as exc:  # the reader's own failure is every open unit's end
+            for unit in out:
+                put(_ended(unit.assignment, UnitStatus.FAILED, f"error: its reader stopped: {exc}"))
+            return
+        for unit in out:  # closed while units were out
+            put(self._lost(unit, "the driver closed the fleet before the unit ended"))
+
+    def _read(self, unit: _Unit, put: Callable[[UnitResult], None]) -> bool:
+        """Hand on the whole lines added since the last read; True once the end is read."""
+        beat = beat_path(unit.out)
+        try:
+            mtime = beat.stat().st_mtime
+        except OSError:
+            mtime = 0.0
+        if mtime != unit.beat_mtime:
+            unit.beat_mtime, unit.last_life = mtime, time.monotonic()
+        try:
+            with unit.out.open("rb") as lines:
+                lines.seek(unit.read)
+                chunk = lines.read()
+        except FileNotFoundError:
+            return False
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        unit.read += len(whole)
+        for line in whole.decode("utf-8").splitlines():
+            result = _tagged(UnitResult.from_json(line), unit.assignment.node)
+            if result.status is UnitStatus.PARTIAL:
+                put(result)
+                continue
+            put(result)
+            self._jobs.discard(unit.job_id)
+            return True
+        return False
+
+    def _judge(
+        self, unit: _Unit, state: slurm_cli.JobState | None, put: Callable[[UnitResult], None]
+    ) -> bool:
+        """End ``unit`` if Slurm says its job ended (after a last read); True if ended."""
+        if state is None or state.state in (*LOST_STATES, *FAILED_STATES, "COMPLETED"):
+            if self._read(unit, put):  # the end record may have landed since
+                return True
+            self._jobs.discard(unit.job_id)
+        if state is None:
+            put(self._lost(unit, f"Slurm no longer knows job {unit.job_id}"))
+            return True
+        if state.state in LOST_STATES:
+            why = f"job {unit.job_id} {state.state} ({state.reason})"
+            put(self._lost(unit, why))
+            return True
+        if state.state in FAILED_STATES:
+            why = f"job {unit.job_id} {state.state}: {_tail(unit.log)}"
+            put(_ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            return True
+        if state.state == "COMPLETED":
+            why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
+            put(_ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            return True
+        if state.state == "PENDING" and not self.node_alive(unit.assignment.node.node_id):
+            unit.pending_down_since = unit.pending_down_since or time.monotonic()
+            if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
+                slurm_cli.cancel([unit.job_id])
+                self._jobs.discard(unit.job_id)
+                put(self._lost(unit, f"job {unit.job_id} waited on a node that is down"))
+                return True
+        return False
+
+    def _lost(self, unit: _Unit, why: str) -> UnitResult:
+        """LOST, with how long after the unit's last sign of life (its heartbeat) it was
+        noticed: the detection time, SlurmdTimeout included."""
+        noticed = time.monotonic() - unit.last_life
+        node = unit.assignment.node.node_id
+        return _ended(
+            unit.assignment,
+            UnitStatus.LOST,
+            f"node {node} went away before the unit finished: {why}; "
+            f"noticed {noticed:.1f}s after its last heartbeat",
+        )
+
+    def close(self) -> None:
+        """Stop following, and cancel every job of this executor still out."""
+        self._stop.set()
+        slurm_cli.cancel(sorted(self._jobs))
+        self._jobs.clear()
+
+    def track(self, job_id: str) -> None:
+        """Count a job started for this executor (a host group's), cancelled at ``close``."""
+        self._jobs.add(job_id)
+
+    def forget(self, job_id: str) -> None:
+        self._jobs.discard(job_id)
+
+
+def profile_label(node: slurm_cli.SlurmNode) -> str:
+    """The profile a ``tcprofile_NAME`` feature names; "" when none (facts decide)."""
+    for feature in node.features:
+        if feature.startswith(PROFILE_FEATURE):
+            label = feature.removeprefix(PROFILE_FEATURE)
+            if not _LABEL.match(label):
+                raise FleetError(
+                    f"node {node.name}: feature {feature!r} is not a usable profile name "
+                    "(letters, digits, '.', '_', '-')"
+                )
+            return label
+    return ""
+
+
+def _ends(arrived: queue.Queue[UnitResult], units: int) -> Iterator[UnitResult]:
+    while units:
+        result = arrived.get()
+        units -= result.status is not UnitStatus.PARTIAL
+        yield result
+
+
+def _ended(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
+    node = assignment.node
+    return UnitResult(
+        assignment.unit.unit_id, status, node.node_id, node.profile.key, error=strip_text(why)
+    )
+
+
+def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
+    """The result with its node and profile, and with no secret left in it."""
+    return replace(
+        result,
+        output=None if result.output is None else strip_data(dict(result.output)),
+        error=None if result.error is None else strip_text(result.error),
+        node_id=node.node_id,
+        profile_key=node.profile.key,
+    )
+
+
+def _shippable(unit: WorkUnit) -> WorkUnit:
+    return replace(unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env))
+
+
+def _tail(log: Path, limit: int = 400) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "no job log"
+    return strip_text(" ".join(text.split())[-limit:]) or "empty job log"
+
+
+if TYPE_CHECKING:
+    # mypy holds SlurmExecutor to the Executor protocol here, not at a user's desk.
+    _conforms: type[Executor] = SlurmExecutor
