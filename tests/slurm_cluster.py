@@ -196,7 +196,7 @@ class SlurmCluster:
             "InactiveLimit=0",
             "MinJobAge=600",
             "KillWait=5",
-            "ReturnToService=2",
+            "ReturnToService=1",
             "SchedulerParameters=sched_interval=1",
             "SlurmdParameters=config_overrides",
             f"TaskProlog={prolog}",

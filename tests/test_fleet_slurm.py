@@ -1,23 +1,46 @@
-"""The Slurm fleet engine on a real Slurm cluster (tests/slurm_cluster.py): two nodes that
-stand for two hardware profiles, a spare one started late, one slurmctld, all on this host.
-One cluster serves the whole module; at its end no daemon or job process is left."""
+"""The Slurm fleet engine on a real Slurm cluster (tests/slurm_cluster.py): ``gpu-box`` (two
+fake GPUs, and the feature the ``canary_fleet`` probes look for) and ``plain-box`` stand for
+two hardware profiles; ``plain-box-2``, of plain-box's profile, starts late, for --resume.
+One cluster (one slurmctld, a slurmd per node, all on this host) serves the whole module;
+at its end no daemon or job process is left.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cli_helpers import canary_command, canary_env, run_canary
+from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
+from fleet_helpers import drill_processes_left, unit_ends
 from slurm_cluster import ClusterUnavailable, SlurmCluster, SlurmNodeSpec
 
 pytestmark = pytest.mark.slurm
 
 NODES = (
-    SlurmNodeSpec("gpu-box", gpus=2),
-    SlurmNodeSpec("plain-box"),
-    SlurmNodeSpec("plain-box-2", profile="plain-box", start=False),
+    SlurmNodeSpec(
+        "gpu-box",
+        gpus=2,
+        env=(("CANARY_TEST_FEATURE", "1"), ("CANARY_TEST_SLOW_S", "1")),
+    ),
+    SlurmNodeSpec("plain-box", env=(("CANARY_TEST_SLOW_S", "60"),)),
+    SlurmNodeSpec(
+        "plain-box-2", profile="plain-box", env=(("CANARY_TEST_SLOW_S", "1"),), start=False
+    ),
 )
+PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
+SMOKE = "fleet_smoke:smoke"
+NOTICED = re.compile(r"noticed (\d+\.\d)s after its last heartbeat")
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +49,21 @@ def slurm_cluster(session_temp_dir: Path) -> Iterator[SlurmCluster]:
         cluster = SlurmCluster(NODES, parent=session_temp_dir / "servers")
     except ClusterUnavailable as exc:
         pytest.skip(f"not checked: no Slurm cluster could be started here: {exc}")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SLURM_CONF", str(cluster.conf))  # the CLI runs below reach it too
     try:
         yield cluster
     finally:
+        patch.undo()
         assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
+
+
+@pytest.fixture(scope="module")
+def slurm_fleet(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory):
+    from torchcanary.fleet.connect import connect_fleet
+
+    with connect_fleet("slurm", fleet_dir=tmp_path_factory.mktemp("fleet-dir")) as executor:
+        yield executor
 
 
 def test_cluster_runs_a_job_step_on_both_nodes_and_gives_a_gpu_job_its_device_ids(
@@ -41,3 +75,277 @@ def test_cluster_runs_a_job_step_on_both_nodes_and_gives_a_gpu_job_its_device_id
         "srun", "-w", "gpu-box", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES"
     )
     assert seen.strip() == "0"
+
+
+def test_discovery_makes_a_profile_of_each_feature_and_gres_group(slurm_fleet) -> None:
+    nodes = slurm_fleet.discover()
+    assert [(node.node_id, node.profile.key) for node in nodes] == [
+        ("gpu-box", "gpu-box"),
+        ("plain-box", "plain-box"),
+    ]
+    assert slurm_fleet.silent_nodes == [] and slurm_fleet.engine == "slurm"
+    # The facts were read on the node itself.
+    assert all(node.profile.cpu_cores >= 1 and node.profile.os for node in nodes)
+
+
+def test_units_stream_pieces_before_their_end_hold_their_gpus_and_get_no_secret(
+    slurm_fleet,
+) -> None:
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    gpu, plain = slurm_fleet.discover()
+    wanted = ["CUDA_VISIBLE_DEVICES", "CANARY_TEST_FEATURE", "PGPASSWORD", "PYTEST_CURRENT_TEST"]
+    payload = {"pieces": 2, "gap_s": 1.0, "env": wanted}
+    assignments = [
+        Assignment(gpu, WorkUnit("smoke@gpu-box", SMOKE, payload, env={"PGPASSWORD": "pw"})),
+        Assignment(plain, WorkUnit("smoke@plain-box", SMOKE, payload)),
+        Assignment(plain, WorkUnit("broken@plain-box", SMOKE, {"pieces": 0, "fail": "boom"})),
+    ]
+    ends = {end.unit_id: (end, pieces) for end, pieces in unit_ends(slurm_fleet, assignments)}
+    end, pieces = ends["smoke@gpu-box"]
+    assert end.status is UnitStatus.OK and end.node_id == "gpu-box"
+    assert [piece["piece"] for piece in pieces] == [0, 1]
+    seen = dict(pieces[0]["env"])
+    # The job holds the node's two GPUs; the node's own variable reached it; the driver's
+    # secret and its other variables did not (--export lists only a few names).
+    assert seen == {
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "CANARY_TEST_FEATURE": "1",
+        "PGPASSWORD": None,
+        "PYTEST_CURRENT_TEST": None,
+    }
+    assert dict(ends["smoke@plain-box"][1][0]["env"])["CUDA_VISIBLE_DEVICES"] is None
+    broken = ends["broken@plain-box"][0]
+    assert broken.status is UnitStatus.FAILED and broken.error == "RuntimeError: boom"
+
+
+@pytest.mark.parametrize("strike", ["scancel", "down"])
+def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
+    slurm_cluster: SlurmCluster, slurm_fleet, strike: str
+) -> None:
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    plain = next(node for node in slurm_fleet.discover() if node.node_id == "plain-box")
+    unit = WorkUnit(f"long@{strike}", SMOKE, {"pieces": 30, "gap_s": 1.0})
+    results = slurm_fleet.dispatch_streaming([Assignment(plain, unit)])
+    first = next(results)
+    assert first.status is UnitStatus.PARTIAL
+    if strike == "scancel":
+        [job] = slurm_cluster.run("squeue", "-h", "-w", "plain-box", "-o", "%i").split()
+        slurm_cluster.run("scancel", job)
+    else:
+        slurm_cluster.down("plain-box")
+    try:
+        end = next(result for result in results if result.status is not UnitStatus.PARTIAL)
+    finally:
+        if strike == "down":
+            slurm_cluster.run("scontrol", "update", "NodeName=plain-box", "State=RESUME")
+            slurm_cluster.wait_idle(["plain-box"])
+    assert end.status is UnitStatus.LOST, end.error
+    assert ("CANCELLED" if strike == "scancel" else "NODE_FAIL") in (end.error or "")
+    noticed = NOTICED.search(end.error or "")
+    assert noticed and float(noticed.group(1)) < 10, end.error
+
+
+def _run_args(store: Path, output: Path, *more: str) -> list[str]:
+    return [
+        "run",
+        "--only",
+        "claims",
+        "--probe-module",
+        "canary_fleet",
+        "--probes",
+        PROBES,
+        "--store",
+        str(store),
+        "--output",
+        str(output),
+        *more,
+    ]
+
+
+def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as connection:
+        try:
+            return connection.execute(sql).fetchall()
+        except sqlite3.OperationalError:  # not created yet
+            return []
+
+
+def _probe_rows(db: Path) -> dict[tuple[str, str, str], tuple[str, float, str]]:
+    rows = _rows(
+        db, "SELECT profile, env_role, probe_id, node, started_at, verdict FROM probe_results"
+    )
+    return {(p, r, probe): (node, at, verdict) for p, r, probe, node, at, verdict in rows}
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) -> dict[str, Any]:
+    """`run --fleet slurm` on gpu-box and plain-box; plain-box loses power mid-run; then
+    plain-box-2 (same profile) joins and `--resume` finishes the run."""
+    work = tmp_path_factory.mktemp("slurm-run")
+    db, output = work / "canary.db", work / "out"
+    first = subprocess.Popen(
+        canary_command(*_run_args(db, output, "--fleet", "slurm", "--fleet-dir", str(work / "f"))),
+        cwd=work,
+        env=canary_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and first.poll() is None:
+        if any(key[0] == "plain-box" for key in _probe_rows(db)):
+            break  # plain-box's slow probe runs now
+        time.sleep(0.2)
+    struck = time.monotonic()
+    slurm_cluster.kill_node("plain-box")
+    out, err = first.communicate(timeout=300)
+    ended_s = time.monotonic() - struck
+    before = _probe_rows(db)
+    ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    slurm_cluster.start_node("plain-box-2")
+    resumed = run_canary(
+        *_run_args(db, output, "--resume", "--fleet-dir", str(work / "f")), cwd=work, timeout=400
+    )
+    return {
+        "db": db,
+        "output": output,
+        "first": (first.returncode, out, err),
+        "ended_s": ended_s,
+        "before": before,
+        "ledger_before": ledger_before,
+        "resumed": resumed,
+        "after": _probe_rows(db),
+    }
+
+
+@pytest.fixture(scope="module")
+def real_torch_envs(baseline_env, candidate_env) -> None:
+    """The two torch environments, built in the session's cache before any node needs them."""
+
+
+@pytest.mark.torch_envs
+def test_a_run_on_slurm_stores_each_profiles_results_in_the_claims_matrix(slurm_run) -> None:
+    after = slurm_run["after"]
+    assert set(after) == {
+        (profile, role, probe)
+        for profile in ("gpu-box", "plain-box")
+        for role in ("baseline", "candidate")
+        for probe in ("fleet.feature", "fleet.slow")
+    }
+    assert after[("gpu-box", "candidate", "fleet.feature")][2] == "confirmed"
+    assert after[("plain-box", "candidate", "fleet.feature")][2] == "refuted"
+    assert {node for (profile, *_), (node, *_) in after.items() if profile == "gpu-box"} == {
+        "gpu-box"
+    }
+    [run_dir] = [p for p in slurm_run["output"].iterdir() if p.name != "latest"]
+    fleet = json.loads((run_dir / "results.json").read_text())["fleet"]
+    assert fleet["split_claims"] == ["fleet.feature"]
+    assert set(fleet["profiles"]) == {"gpu-box", "plain-box"}
+
+
+@pytest.mark.torch_envs
+def test_a_node_killed_mid_run_is_stored_lost_with_the_seconds_it_took_to_notice(
+    slurm_run,
+) -> None:
+    code, _out, err = slurm_run["first"]
+    assert code == 3, err[-3000:]
+    ledger = {
+        (p, key): (verdict, json.loads(js)) for p, key, verdict, js in slurm_run["ledger_before"]
+    }
+    assert ledger[("gpu-box", "claims")][0] == "ok"
+    verdict, payload = ledger[("plain-box", "claims")]
+    assert verdict == "lost"
+    assert "NODE_FAIL" in payload["error"]
+    noticed = float(NOTICED.search(payload["error"]).group(1))
+    # Slurm declares a silent node down after SlurmdTimeout (10 s here) and its next ping.
+    assert 5 < noticed < 60 and noticed <= slurm_run["ended_s"] + 2
+    assert 1 <= sum(key[0] == "plain-box" for key in slurm_run["before"]) < 4
+
+
+@pytest.mark.torch_envs
+def test_resume_on_slurm_redoes_only_what_the_lost_node_had_not_finished(slurm_run) -> None:
+    resumed = slurm_run["resumed"]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    before, after = slurm_run["before"], slurm_run["after"]
+    for key, value in before.items():
+        assert after[key] == value, f"{key} was run again"
+    redone = {key for key in after if key not in before}
+    assert redone and all(key[0] == "plain-box" for key in redone)
+    assert all(after[key][0] == "plain-box-2" for key in redone)
+    ledger = _rows(slurm_run["db"], "SELECT profile, key, verdict FROM section_results")
+    assert sorted(ledger) == [("gpu-box", "claims", "ok"), ("plain-box", "claims", "ok")]
+
+
+@pytest.mark.torch_envs
+def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
+    slurm_cluster: SlurmCluster, tmp_path: Path, real_torch_envs
+) -> None:
+    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillRun
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.plan import RunPlan
+    from torchcanary.progress import Progress
+    from torchcanary.report.view import load_run_view
+    from torchcanary.runner import execute
+    from torchcanary.store.sqlite import SqliteStore
+
+    drills = {"faults": ["kill:timeout"], "steps": 8, "at_step": 3, "ckpt_every": 3,
+              "timeout_s": 10.0, "drill_timeout_s": 90.0}  # fmt: skip
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("drill",),
+        settings={"drill": drills},
+    )
+    with (
+        SqliteStore(tmp_path / "canary.db") as store,
+        connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
+    ):
+        venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",))
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        [row] = load_run_view(store, outcome.run_id).sections["drill"]
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_DRILL_ARTIFACT
+        )
+    assert row.key == "kill:timeout"
+    assert sorted(node["node_id"] for node in row.payload["nodes"]) == ["gpu-box", "plain-box"]
+    assert row.verdict in ("passed", "failed"), row.payload.get("reason")
+    assert row.payload["detect_s"] is not None
+    assert drill_processes_left(placed, range(2)) == []
+    assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
+
+
+def test_a_partition_slurm_does_not_have_is_one_line_exit_2_and_writes_nothing(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    done = run_canary(
+        *_run_args(tmp_path / "canary.db", tmp_path / "out", "--fleet", "slurm:nosuch"),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torchcanary: error: the Slurm cluster has no partition 'nosuch'; "
+        "use --fleet slurm:PART with one of: debug"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_slurm_module_is_imported_without_fleet_slurm(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from torchcanary.cli import main\n"
+        f"code = main(['run', '--resume', '--store', {str(tmp_path / 'c.db')!r}])\n"
+        "print(code, sorted(m for m in sys.modules if 'slurm' in m))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ
+    )
+    assert done.stdout.split() == ["2", "[]"], done.stderr
