@@ -315,8 +315,11 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
             if name == NODE_DRILL_ARTIFACT
         )
     assert row.key == "kill:timeout"
-    assert sorted(node["node_id"] for node in row.payload["nodes"]) == ["gpu-box", "plain-box"]
-    assert row.verdict in ("passed", "failed"), row.payload.get("reason")
+    # One rank on each of two distinct nodes (plain-box is down after the run above: its
+    # spare plain-box-2 may stand in).
+    ranks_on = [node["node_id"] for node in row.payload["nodes"]]
+    assert len(set(ranks_on)) == 2 and "gpu-box" in ranks_on
+    assert row.verdict == "passed", row.payload.get("reason")
     assert row.payload["detect_s"] is not None
     assert drill_processes_left(placed, range(2)) == []
     assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
