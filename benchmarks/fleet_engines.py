@@ -10,7 +10,8 @@ pieces home a second apart) ``--units`` times, one at a time, through each engin
   process (``node_side.stream_unit``) is the local floor, and the ratio is against it;
 - with ``--section-run``: one whole ``torchcanary run --only claims`` (the
   ``canary_fleet`` probes, as the fleet tests use) made locally, on ``--fleet slurm`` and on
-  ``--fleet ray://`` (one node each, same machine): wall seconds and the ratio to local;
+  ``--fleet`` with the Ray head's address (one node each, same machine): wall seconds and
+  the ratio to local;
 - node loss, ``--strikes`` times each: on Slurm, a node killed outright (its slurmd and its
   jobs: power lost), ``scontrol update State=DOWN``, and ``scancel``; on Ray, a node removed
   without grace. Each figure is the seconds from the strike to the unit's LOST result.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -66,13 +66,11 @@ def main() -> None:
     slow = (("CANARY_TEST_SLOW_S", "1"),)
     slurm = SlurmCluster([SlurmNodeSpec("box-a", env=slow), SlurmNodeSpec("box-b", env=slow)])
     os.environ["SLURM_CONF"] = str(slurm.conf)
-    client_port = _free_port()
-    ray_cluster = start_local_cluster(["head", "box-a"], client_port=client_port, head_cpus=0)
+    ray_cluster = start_local_cluster(["head", "box-a"], head_cpus=0)
+    engines: dict[str, Executor] = {}
     try:
-        engines: dict[str, Executor] = {
-            "slurm": connect_fleet("slurm", fleet_dir=work / "slurm-dir"),
-            "ray": connect_fleet(ray_cluster.address, timeout_s=60),
-        }
+        engines["slurm"] = connect_fleet("slurm", fleet_dir=work / "slurm-dir")
+        engines["ray"] = connect_fleet(ray_cluster.address, timeout_s=60)
         unit = WorkUnit(
             "smoke", "fleet_smoke:smoke", {"rounds": args.rounds, "pieces": 2, "gap_s": 1}
         )
@@ -89,7 +87,7 @@ def main() -> None:
                 f"{ratio:.2f}x local  [{_load()}]"
             )
         if args.section_run:
-            _section_runs(work, client_port)
+            _section_runs(work, ray_cluster.address)
         for _ in range(args.strikes):
             for how in ("power lost", "State=DOWN", "scancel"):
                 seconds = _slurm_loss(engines["slurm"], slurm, how)
@@ -97,19 +95,13 @@ def main() -> None:
             seconds = _ray_loss(engines["ray"], ray_cluster, local_node_args)
             print(f"ray node removed: lost after {seconds:.1f}s  [{_load()}]")
         print("slurm: SlurmdTimeout=10 here (Slurm's default 300); ray: health checks 1 s x 5")
+    finally:
         for executor in engines.values():
             executor.close()
-    finally:
         left = slurm.destroy() + stop_local_cluster(ray_cluster)
         subprocess.run(["rm", "-rf", str(work)], check=False)
         if left:
             print(f"processes left: {left}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _load() -> str:
@@ -180,7 +172,7 @@ def _ray_loss(executor: Executor, cluster: Any, local_node_args: Any) -> float:
     return _lost_after(executor, node, lambda: cluster.remove_node(extra, allow_graceful=False))
 
 
-def _section_runs(work: Path, client_port: int) -> None:
+def _section_runs(work: Path, ray_address: str) -> None:
     """One claims run made locally, on Slurm's box-a and on Ray's box-a: wall seconds."""
     from cli_helpers import canary_command, canary_env
 
@@ -204,7 +196,7 @@ def _section_runs(work: Path, client_port: int) -> None:
     select = ("--fleet-select", "key=box-a")
     local = run("local")
     slurm = run("slurm", "--fleet", "slurm", "--fleet-dir", str(work / "runs-dir"), *select)
-    ray = run("ray", "--fleet", f"ray://127.0.0.1:{client_port}", *select)
+    ray = run("ray", "--fleet", ray_address, *select)
     print(
         f"claims run: local {local:.1f}s; slurm {slurm:.1f}s ({slurm / local:.2f}x); "
         f"ray {ray:.1f}s ({ray / local:.2f}x)  [{_load()}]"

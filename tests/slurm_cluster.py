@@ -248,7 +248,8 @@ class SlurmCluster:
     def wait_idle(self, names: Sequence[str], timeout_s: float = 60) -> None:
         def all_idle() -> bool:
             states = self.node_states()
-            return all(states.get(name, "").startswith("idle") for name in names)
+            # "idle*" (just resumed, not yet answering) is not idle yet.
+            return all(states.get(name) == "idle" for name in names)
 
         _wait_for(all_idle, timeout_s, f"nodes {list(names)} not idle: {self._tail()}")
 

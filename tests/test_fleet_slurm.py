@@ -294,8 +294,14 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
     from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
-    drills = {"faults": ["kill:timeout"], "steps": 8, "at_step": 3, "ckpt_every": 3,
-              "timeout_s": 10.0, "drill_timeout_s": 90.0}  # fmt: skip
+    drills = {
+        "faults": ["kill:timeout", "node-kill:timeout"],
+        "steps": 8,
+        "at_step": 3,
+        "ckpt_every": 3,
+        "timeout_s": 10.0,
+        "drill_timeout_s": 90.0,
+    }
     plan = RunPlan(
         baseline=BASELINE_SPEC,
         candidate=CANDIDATE_SPEC,
@@ -308,21 +314,29 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
     ):
         venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",))
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
-        [row] = load_run_view(store, outcome.run_id).sections["drill"]
+        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
             for name, _, data in store.artifacts(outcome.run_id)
             if name == NODE_DRILL_ARTIFACT
         )
-    assert row.key == "kill:timeout"
+    row, node_kill = rows["kill:timeout"], rows["node-kill:timeout"]
     # One rank on each of two distinct nodes (plain-box is down after the run above: its
     # spare plain-box-2 may stand in).
     ranks_on = [node["node_id"] for node in row.payload["nodes"]]
     assert len(set(ranks_on)) == 2 and "gpu-box" in ranks_on
     assert row.verdict == "passed", row.payload.get("reason")
     assert row.payload["detect_s"] is not None
+    # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank on
+    # node 0 notices its peer gone, and Slurm counts node 1 down.
+    assert node_kill.verdict == "passed", node_kill.payload["reason"]
+    assert node_kill.payload["nodes_gone"] == [1]
+    assert node_kill.payload["slurm_noticed_s"] is not None
+    killed = node_kill.payload["nodes"][1]["node_id"]
+    assert slurm_cluster.node_states()[killed].startswith("down")
     assert drill_processes_left(placed, range(2)) == []
     assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
+    slurm_cluster.start_node(killed)
 
 
 def test_a_partition_slurm_does_not_have_is_one_line_exit_2_and_writes_nothing(

@@ -159,7 +159,10 @@ class NodeDrills:
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
         if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
-            payload["ray_noticed_s"] = self._ray_notices(strike.node, strike.t)
+            # ray_noticed_s or slurm_noticed_s: when the engine counted the node gone.
+            payload[f"{self.executor.engine}_noticed_s"] = self._engine_notices(
+                strike.node, strike.t
+            )
         payload["duration_s"] = time.monotonic() - started
         verdict, reason = self._judge(spec, strike, payload)
         payload["reason"] = reason
@@ -167,8 +170,9 @@ class NodeDrills:
             payload["logs"] = self.group.call_all("log_tail", timeout_s=30)
         return DrillOutcome(verdict, payload)
 
-    def _ray_notices(self, node: int, struck_t: float, wait_s: float = 60.0) -> float | None:
-        """Seconds from the node's death until Ray counts it dead (None: not within wait_s)."""
+    def _engine_notices(self, node: int, struck_t: float, wait_s: float = 60.0) -> float | None:
+        """Seconds from the node's death until the engine counts it dead (None: not within
+        wait_s; Slurm takes SlurmdTimeout, 300 s by default)."""
         node_id = self.group.places[node].node_id
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:

@@ -32,6 +32,7 @@ from typing import Any
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.launch import Area, Launcher
 from torchcanary.drill.procs import ProcessSet
+from torchcanary.fleet.node_daemon import daemon_owner, node_daemon
 from torchcanary.fleet.node_link import (
     HeldChange,
     device_holding,
@@ -84,16 +85,9 @@ def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_network:
                 "of the drill (e.g. nodes on 127.0.0.1), so a cut or a rate limit would "
                 "hit them and Ray too"
             )
-    if fault == "node-kill" and not privileges["root"] and _raylet_owner() != os.geteuid():
-        return "needs root (the node's Ray process belongs to another user)"
+    if fault == "node-kill" and not privileges["root"] and daemon_owner() != os.geteuid():
+        return "needs root (the node's Ray or Slurm daemon belongs to another user)"
     return ""
-
-
-def _raylet_owner() -> int:
-    try:
-        return os.stat(f"/proc/{os.getppid()}").st_uid
-    except OSError:
-        return -1
 
 
 class RankHost:
@@ -241,18 +235,16 @@ class RankHost:
             os.kill(pid, signal.SIGCONT)
 
     def _kill_node(self) -> dict[str, Any]:
-        """The whole node dies at once: every drill process here, then its Ray raylet.
-
-        Ray starts its workers (this actor included) from the raylet, so the raylet is this
-        process's parent; without it the node is dead to the cluster and its workers exit.
-        """
+        """The whole node dies at once: every drill process here, then the engine's daemon
+        (``fleet/node_daemon.py``: Ray's raylet, this process's parent; Slurm's slurmd and
+        the job's step daemons), then this host; the node is dead to the cluster."""
         struck_t = time.time()
-        raylet = os.getppid()
+        doomed, what = node_daemon()
         self.procs.kill_all()
-        shutil.rmtree(self.root, ignore_errors=True)  # this actor dies before its close()
-        detail = f"node {self.index} killed: its drill processes and its raylet (pid {raylet})"
-        # The reply must leave before the raylet (and with it this actor) goes.
-        threading.Timer(0.2, os.kill, (raylet, signal.SIGKILL)).start()
+        shutil.rmtree(self.root, ignore_errors=True)  # this host dies before its close()
+        detail = f"node {self.index} killed: its drill processes and {what}"
+        # The reply must leave before the daemon (and with it this host) goes.
+        threading.Timer(0.2, _kill_all, ([*doomed, os.getpid()],)).start()
         return {"t": struck_t, "detail": detail}
 
     # collectives across nodes ----------------------------------------------------------
@@ -329,6 +321,12 @@ class RankHost:
             # A call in progress ends by its own timeout; the driver is counted gone after.
             if not self._measuring and time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
                 self.close()  # the driver is gone: leave nothing running
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _with_checkpoints(job_args: list[str], checkpoints: str) -> list[str]:

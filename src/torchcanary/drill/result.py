@@ -102,9 +102,10 @@ class DrillRun:
     reference_loss: float | None = None
     step_diffs: tuple[dict[str, Any], ...] | None = None
     step_check: dict[str, Any] | None = None
-    # a drill across Ray nodes (``drill --fleet --nodes N``)
+    # a drill across the fleet's nodes (``drill --fleet --nodes N``)
     nodes: tuple[Any, ...] | None = None  # where each rank ran
     ray_noticed_s: float | None = None  # a node kill: how long until Ray counted it dead
+    slurm_noticed_s: float | None = None  # the same on Slurm (SlurmdTimeout bounds it)
     # the drill as a whole
     trials: tuple[dict[str, Any], ...] | None = None  # each trial (drill/repeats.py)
     duration_s: float | None = None

@@ -1,4 +1,4 @@
-"""The fleet: qualify on other machines of a team's cluster, reached through Ray.
+"""The fleet: qualify on other machines of a team's cluster, reached through Ray or Slurm.
 
 The parts, each one job:
 
@@ -13,6 +13,10 @@ The parts, each one job:
   for ``--nodes``); ``connect``: which engine a ``--fleet`` address names, connected.
 - ``ray_executor``: that contract on Ray; ``ray_connect``: connecting to a cluster;
   ``ray_spread``: actors on distinct nodes (one rank host per node).
+- ``slurm_executor``: that contract on Slurm (``--fleet slurm[:PARTITION]``);
+  ``slurm_cli``: the only module running Slurm's commands; ``slurm_node``: what a job runs
+  on its node; ``slurm_hosts``: one host per node over srun.
+- ``node_daemon``: what dies when a drill kills a node (Ray's raylet, Slurm's slurmd).
 - ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
 - ``across_nodes``: ``--fleet --nodes N``, one rank per node, the venue the plan's section
   gives (``bench/across_nodes.py``: the collectives; ``drill/across_nodes.py``: the drills).

@@ -45,7 +45,8 @@ from torchcanary.fleet.secrets import is_secret_name, strip_data, strip_env, str
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
-POLL_S = 1.0
+POLL_S = 1.0  # how often squeue is asked about the units still out
+READ_S = 0.1  # how often their output files are read
 PROFILE_FEATURE = "tcprofile_"
 NODE_MODULE = "torchcanary.fleet.slurm_node"
 # Jobs whose node or scheduler took the work away: the unit may run again (LOST).
@@ -265,12 +266,15 @@ class SlurmExecutor:
         return job_id
 
     def _follow(self, units: list[_Unit], put: Callable[[UnitResult], None]) -> None:
-        """Hand on each unit's new records, and end those Slurm says ended without one."""
+        """Hand on each unit's new records as they land (files read every ``READ_S``), and
+        end those Slurm says ended without one (squeue asked every ``POLL_S``)."""
         out = list(units)
         silent_since: float | None = None
         try:
             while out and not self._stop.is_set():
-                out = [unit for unit in out if not self._read(unit, put)]
+                out = self._read_for(out, put, POLL_S)
+                if not out:
+                    break
                 try:
                     states = slurm_cli.job_states([unit.job_id for unit in out])
                     silent_since = None
@@ -280,17 +284,25 @@ class SlurmExecutor:
                         for unit in out:
                             put(self._lost(unit, f"slurmctld did not answer: {exc}"))
                         return
-                    time.sleep(POLL_S)
                     continue
                 out = [unit for unit in out if not self._judge(unit, states.get(unit.job_id), put)]
-                if out:
-                    time.sleep(POLL_S)
         except Exception as exc:  # the reader's own failure is every open unit's end
             for unit in out:
                 put(_ended(unit.assignment, UnitStatus.FAILED, f"error: its reader stopped: {exc}"))
             return
         for unit in out:  # closed while units were out
             put(self._lost(unit, "the driver closed the fleet before the unit ended"))
+
+    def _read_for(
+        self, out: list[_Unit], put: Callable[[UnitResult], None], seconds: float
+    ) -> list[_Unit]:
+        """Read every unit's new lines for ``seconds``; the units not yet ended."""
+        deadline = time.monotonic() + seconds
+        while True:
+            out = [unit for unit in out if not self._read(unit, put)]
+            if not out or time.monotonic() >= deadline or self._stop.is_set():
+                return out
+            time.sleep(READ_S)
 
     def _read(self, unit: _Unit, put: Callable[[UnitResult], None]) -> bool:
         """Hand on the whole lines added since the last read; True once the end is read."""

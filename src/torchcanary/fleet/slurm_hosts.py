@@ -60,7 +60,8 @@ def spread_hosts(
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
     group = SlurmHostGroup(executor, folder, key, gpus)
     step = f"srun --no-kill --kill-on-bad-exit=0 {group.command()}"
-    group.submit(["-N", str(count), "--ntasks-per-node=1"], step)
+    # --no-kill: a node lost (a drill's node-kill) does not end the others' hosts.
+    group.submit(["-N", str(count), "--ntasks-per-node=1", "--no-kill"], step)
     try:
         for index in range(count):
             group.join(index, timeout_s)
