@@ -333,7 +333,8 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
     assert node_kill.payload["nodes_gone"] == [1]
     assert node_kill.payload["slurm_noticed_s"] is not None
     killed = node_kill.payload["nodes"][1]["node_id"]
-    assert slurm_cluster.node_states()[killed].startswith("down")
+    state = slurm_cluster.node_states()[killed]
+    assert state.endswith("*") or state.startswith("down"), state  # not answering
     assert drill_processes_left(placed, range(2)) == []
     assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
     slurm_cluster.start_node(killed)
