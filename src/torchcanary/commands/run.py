@@ -197,9 +197,9 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    """A run here, with ``--fleet`` on a Ray cluster's nodes, or with ``--nodes`` one rank
-    on each of N nodes; ``--resume`` goes back to wherever the run was made (the fleet it
-    recorded, unless ``--fleet`` names another). One driver runs them all.
+    """A run here, with ``--fleet`` on a cluster's nodes (Ray or Slurm), or with ``--nodes``
+    one rank on each of N nodes; ``--resume`` goes back to wherever the run was made (the
+    fleet it recorded, unless ``--fleet`` names another). One driver runs them all.
 
     Without ``--fleet`` nothing of the fleet is imported (and Ray never is). With it, the
     fleet is reached before the store is opened: an address that cannot be used is one
