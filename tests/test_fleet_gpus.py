@@ -249,6 +249,13 @@ def test_a_fleet_run_records_each_units_gpus_and_a_unit_short_of_them_is_not_che
     units = {u["profile"]: u for u in json.loads(results.read_text())["fleet"]["units"]}
     assert units["masked-box"]["status"] == "not checked"
     assert units["gpu-box"]["devices"]["unit"]["variables"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+    [summary] = list((tmp_path / "out").rglob("summary.md"))
+    markdown = summary.read_text()  # every unit says what it was given, or that it got none
+    assert (
+        "Units were given: claims: 2 GPUs asked, CUDA_VISIBLE_DEVICES=0,1, "
+        "torch sees baseline 0 / candidate 0"
+    ) in markdown
+    assert "Units were given: claims: no GPUs asked, no visible-devices variable" in markdown
     [junit] = list((tmp_path / "out").rglob("junit.xml"))
     [case] = [
         case

@@ -66,6 +66,29 @@ def _devices(view: RunView, profile: str, section: str) -> dict[str, Any]:
     return {}
 
 
+def _given_text(view: RunView, profile: str) -> str:
+    """What the profile's units were given and saw, in a line: ``claims: 2 GPUs asked,
+    CUDA_VISIBLE_DEVICES=0,1, torch baseline 2 / candidate 2``; or that none was asked."""
+    parts = []
+    for r in view.profiles[profile].sections.get(LEDGER_SECTION, []):
+        devices = r.payload.get("devices") or {}
+        if not devices:
+            continue
+        asked = int((devices.get("asked") or {}).get("GPU", 0))
+        variables = (devices.get("unit") or {}).get("variables") or {}
+        shown = ", ".join(f"{name}={value}" for name, value in sorted(variables.items()))
+        torch = " / ".join(
+            f"{role} {seen.get('count', '?')}"
+            for role, seen in sorted((devices.get("roles") or {}).items())
+        )
+        parts.append(
+            f"{r.key}: {asked or 'no'} GPU{'' if asked == 1 else 's'} asked"
+            + (f", {shown}" if shown else ", no visible-devices variable")
+            + (f", torch sees {torch}" if torch else "")
+        )
+    return "; ".join(parts)
+
+
 def _node_of(view: RunView, profile: str) -> dict[str, Any]:
     for node in view.fleet.get("nodes", []):
         if node.get("key") == profile:
@@ -165,6 +188,8 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
                 lines.append(f"| `{key}` | " + " | ".join(shown) + " |")
     for profile, pview in view.profiles.items():
         lines += ["", f"# Profile `{profile}`", "", _hardware(view, profile), ""]
+        if _given_text(view, profile):
+            lines += [f"Units were given: {_given_text(view, profile)}", ""]
         lines += [get_section(s).markdown(pview) for s in sections if s not in parts]
     return "\n".join(lines) + "\n"
 
@@ -260,9 +285,10 @@ def _nodes_html(view: RunView) -> str:
         )
         rows += (
             f"<tr><td>{escape(profile)}</td><td>{escape(str(node.get('node_id', ''))[:12])}"
-            f"</td><td>{escape(_hardware(view, profile))}</td><td>{escape(units)}</td></tr>"
+            f"</td><td>{escape(_hardware(view, profile))}</td><td>{escape(units)}</td>"
+            f"<td>{escape(_given_text(view, profile))}</td></tr>"
         )
     return (
         '<section id="fleet"><h2>Fleet</h2><table><tr><th>profile</th><th>node</th>'
-        f"<th>hardware</th><th>units</th></tr>{rows}</table></section>"
+        f"<th>hardware</th><th>units</th><th>devices given</th></tr>{rows}</table></section>"
     )
