@@ -33,3 +33,35 @@ timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
   --ckpt-dir "$out/ckpt" > "$out/drill.log" 2>&1
 echo "drill job on nccl exit $?"
 tail -n 20 "$out/drill.log"
+
+# Units hold the node's GPUs (issue 30): a one-node local Ray cluster on this machine's real
+# GPUs, a fleet run on it, then each unit's record (what it asked for, its
+# CUDA_VISIBLE_DEVICES, Ray's ids, torch's count and names per environment); again with
+# --fleet-gpus 1. Needs Ray in the image (or its wheel in .whl/); without it: not checked.
+if python3 -c "import ray" 2>/dev/null; then
+  ray_dir="$(mktemp -d /tmp/tcray-XXXX)"
+  python3 -m ray.scripts.scripts start --head --disable-usage-stats --include-dashboard=false \
+    --temp-dir="$ray_dir" > "$out/ray-start.log" 2>&1
+  for gpus in all 1; do
+    flags=()
+    [ "$gpus" = all ] || flags=(--fleet-gpus "$gpus")
+    timeout 420 python3 -m torchcanary.cli run --fleet auto --baseline current \
+      --candidate current --release 2.14 --only claims --probes 'sanity.*' --probe-timeout 60 \
+      "${flags[@]}" --output "$out/fleet-gpus-$gpus" > "$out/fleet-gpus-$gpus.log" 2>&1
+    echo "torchcanary run --fleet auto (GPUs: $gpus) exit $?"
+    python3 - "$out/fleet-gpus-$gpus/results.json" <<'PY'
+import json, sys
+for unit in json.load(open(sys.argv[1]))["fleet"]["units"]:
+    devices = unit["devices"]
+    print(unit["profile"], unit["section"], unit["status"], unit["error"] or "")
+    print("  asked", devices.get("asked"), "ray", devices.get("unit", {}).get("ray_version"),
+          "ids", devices.get("unit", {}).get("accelerator_ids"),
+          "variables", devices.get("unit", {}).get("variables"))
+    for role, seen in (devices.get("roles") or {}).items():
+        print(f"  {role}: torch {seen.get('count')} {seen.get('names')} {seen.get('variables')}")
+PY
+  done
+  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1
+else
+  echo "fleet GPUs: not checked: Ray is not installed in this image (carry its wheel in .whl/)"
+fi

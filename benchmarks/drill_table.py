@@ -185,7 +185,8 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
             SqliteStore(Path(scratch) / "canary.db") as store,
             connect(address, timeout_s=60) as fleet,
         ):
-            venue = NodeDrillRun(fleet, address, args.nodes)
+            # Each node here is labelled a profile of its own: a mix, named as such.
+            venue = NodeDrillRun(fleet, address, args.nodes, mixed=True)
             outcome = execute(plan, store, Path(scratch) / "out", Progress(), venue)
             view = load_run_view(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}

@@ -92,7 +92,8 @@ def main() -> int:
     cluster = None
     address = args.address
     if not address:
-        cluster = start_local_cluster(["head"] + [f"n{i}" for i in range(args.nodes)], head_cpus=0)
+        # One profile for every node: ranks on nodes of different profiles are refused.
+        cluster = start_local_cluster(["head"] + ["bench-node"] * args.nodes, head_cpus=0)
         address = cluster.address
     try:
         with tempfile.TemporaryDirectory() as scratch:

@@ -15,6 +15,7 @@ from typing import Any
 
 from real_parts import require_module
 from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.node_side import DEVICES_OP
 from torchcanary.fleet.unit import UnitResult, UnitStatus
 
 # The shared local Ray cluster: a head and two workers, each with its own
@@ -29,9 +30,15 @@ def unit_ends(
     pieces: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for result in executor.dispatch_streaming(assignments):
         if result.status is UnitStatus.PARTIAL:
-            pieces[result.unit_id].append(result.output or {})
+            if (result.output or {}).get("op") != DEVICES_OP:
+                pieces[result.unit_id].append(result.output or {})
         else:
             yield result, pieces.pop(result.unit_id, [])
+
+
+def without_devices(results: Sequence[UnitResult]) -> list[UnitResult]:
+    """A unit's results without its first piece, what it was given (``fleet/devices.py``)."""
+    return [r for r in results if (r.output or {}).get("op") != DEVICES_OP]
 
 
 def require_ray() -> None:
@@ -61,7 +68,8 @@ def candidate_node_drills(
         settings={"drill": drills},
     )
     with SqliteStore(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
-        venue = NodeDrillRun(fleet, address, nodes, roles=("candidate",))
+        # The test clusters label each node a profile of its own: a mix, named as such.
+        venue = NodeDrillRun(fleet, address, nodes, roles=("candidate",), mixed=True)
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(

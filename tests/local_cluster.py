@@ -93,16 +93,22 @@ def start_local_cluster(
 
 
 def local_node_args(
-    profile: str, num_cpus: int = 1, env_vars: dict[str, str] | None = None
+    profile: str,
+    num_cpus: int = 1,
+    env_vars: dict[str, str] | None = None,
+    num_gpus: int = 0,
 ) -> dict[str, Any]:
     """``Cluster.add_node`` arguments for one more loopback node standing for ``profile``.
 
     ``env_vars`` are set for the node's raylet, so every unit it runs sees them: how a test
     makes one node differ from another on a single machine. ``PYTHONPATH`` is the fixtures
-    folder, so the node imports the fixtures' units and probes.
+    folder, so the node imports the fixtures' units and probes. ``num_gpus`` is what the
+    node declares to Ray (``ray start --num-gpus``), GPUs or not: Ray hands them out and
+    sets each holder's CUDA_VISIBLE_DEVICES as for real ones.
     """
     return {
         "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
         "node_ip_address": "127.0.0.1",
         "labels": {PROFILE_LABEL: profile},
         "resources": {f"profile_{profile}": 1},

@@ -140,7 +140,11 @@ def test_a_unit_runs_on_the_node_side_and_a_raising_worker_is_failed_not_an_exce
     monkeypatch.syspath_prepend(str(FIXTURES))  # where a test node finds the smoke unit
 
     def run(unit: WorkUnit) -> list[UnitResult]:
-        return [UnitResult.from_json(text) for text in node_side.stream_unit(unit.to_json())]
+        results = [UnitResult.from_json(text) for text in node_side.stream_unit(unit.to_json())]
+        given = results.pop(0)  # first, what the unit was given
+        assert given.output is not None and given.output["op"] == "devices"
+        assert given.output["asked"] == {"CPU": unit.num_cpus, "GPU": unit.num_gpus}
+        return results
 
     piece, ok = run(WorkUnit("u1", SMOKE, {"rounds": 3, "echo": [1]}))
     assert (piece.status, ok.status) == (UnitStatus.PARTIAL, UnitStatus.OK)

@@ -132,16 +132,18 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         SqliteStore(tmp_path / "canary.db") as store,
         connect(drill_cluster.address, timeout_s=60) as fleet,
     ):
-        venue = NodeBenchRun(fleet, drill_cluster.address, 2)
+        venue = NodeBenchRun(fleet, drill_cluster.address, 2, mixed=True)
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         view = load_run_view(store, outcome.run_id)
         ((profile, node),) = store.run_profiles(outcome.run_id).items()
         scoped = store.scoped(node, profile)
         samples = {key: scoped.measurements(outcome.run_id, key) for key in BENCH_KEYS}
         followed = history(store, BENCH_KEYS[0], "bench", HistoryFilter(profile=profile))
-    # One profile made of the two distinct nodes it ran on (labelled drill-a, -b or -c).
-    assert list(view.profiles) == [profile] and len(set(profile.split("+"))) == 2
-    assert set(profile.split("+")) <= {"drill-a", "drill-b", "drill-c"}
+    # Two nodes labelled with different profiles (drill-a, -b or -c): named as a mix of
+    # them, never filed under a joined key.
+    assert list(view.profiles) == [profile] and profile.startswith("mixed:")
+    mixed = profile.removeprefix("mixed:").split(",")
+    assert len(set(mixed)) == 2 and set(mixed) <= {"drill-a", "drill-b", "drill-c"}
     records = {r.key: r for r in from_rows(view.profiles[profile].sections["bench"])}
     assert set(records) == set(BENCH_KEYS)
     for record in records.values():

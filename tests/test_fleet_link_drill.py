@@ -96,7 +96,8 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         SqliteStore(tmp_path / "canary.db") as store,
         connect(bridged_cluster.address, timeout_s=60) as fleet,
     ):
-        venue = NodeBenchRun(fleet, bridged_cluster.address, 2)
+        # Each node is labelled a profile of its own: a mix, named as such.
+        venue = NodeBenchRun(fleet, bridged_cluster.address, 2, mixed=True)
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         view = load_run_view(store, outcome.run_id)
     (scoped,) = view.profiles.values()

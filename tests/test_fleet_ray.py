@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_helpers import FLEET_PROFILES, unit_ends
+from fleet_helpers import FLEET_PROFILES, unit_ends, without_devices
 from local_cluster import SMOKE, local_node_args, node_pids, wait_gone
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.profile import FleetNode, NodeSelection
@@ -124,7 +124,7 @@ def test_a_streaming_unit_sends_each_piece_home_before_its_end(fleet) -> None:
     for result in fleet.dispatch_streaming(assignments):
         seen[result.unit_id].append(result)
     for unit_id, pieces, end in (("three", 3, UnitStatus.OK), ("breaks", 2, UnitStatus.FAILED)):
-        results = seen[unit_id]
+        results = without_devices(seen[unit_id])
         assert [r.status for r in results] == [UnitStatus.PARTIAL] * pieces + [end]
         assert [r.output["piece"] for r in results[:-1]] == list(range(pieces))  # type: ignore[index]
         assert {r.profile_key for r in results} == {
@@ -148,7 +148,9 @@ def test_no_password_or_token_reaches_a_node(fleet) -> None:
             "CANARY_MODE": "fleet",
         },
     )
-    piece, end = fleet.dispatch_streaming([Assignment(nodes["beta-box"], unit)])
+    piece, end = without_devices(
+        list(fleet.dispatch_streaming([Assignment(nodes["beta-box"], unit)]))
+    )
     assert end.status is UnitStatus.OK, end.error
     assert piece.output == {
         **(piece.output or {}),
@@ -185,11 +187,13 @@ def test_a_result_the_driver_cannot_read_ends_its_unit_as_an_error_and_the_other
         ]
     ):
         streamed[result.unit_id].append(result)
-    piece, broken = streamed["unreadable"]
+    piece, broken = without_devices(streamed["unreadable"])
     assert (piece.status, broken.status) == (UnitStatus.PARTIAL, UnitStatus.FAILED)
     assert broken.profile_key == "alpha-box"
     assert broken.error == unreadable + "Invalid IPv6 URL"
-    assert [r.status for r in streamed["pieces"]] == [UnitStatus.PARTIAL] * 2 + [UnitStatus.OK]
+    assert [r.status for r in without_devices(streamed["pieces"])] == [UnitStatus.PARTIAL] * 2 + [
+        UnitStatus.OK
+    ]
 
 
 def _running_unit_pid(raylet_pid: int, timeout_s: float = 60.0) -> int:
@@ -220,7 +224,7 @@ def test_a_worker_that_crashes_on_a_live_node_fails_its_unit_with_the_cause(
         [Assignment(alpha, WorkUnit("crashing", SMOKE, {"sleep_s": 60}))]
     )
     os.kill(_running_unit_pid(raylet_pids(ray_cluster)[alpha.node_id]), signal.SIGKILL)
-    [crashed] = list(results)
+    [crashed] = without_devices(list(results))
     assert crashed.status is UnitStatus.FAILED
     assert (crashed.node_id, crashed.profile_key) == (alpha.node_id, "alpha-box")
     assert (crashed.error or "").startswith(

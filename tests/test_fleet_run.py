@@ -197,7 +197,10 @@ def test_the_reports_put_claims_in_a_matrix_of_claim_by_profile_led_by_split_ver
     assert {unit["status"] for unit in fleet["units"]} == {"ok"}
     cuda = next(row for row in fleet["claims_matrix"] if row["probe_id"] == "fleet.needs-cuda")
     for profile in ("feature-box", "plain-box"):
-        assert cuda["profiles"][profile] == {"not_asked": f"needs cuda; {profile} has none"}
+        assert cuda["profiles"][profile] == {
+            "not_asked": f"needs cuda; {profile} has none",
+            "not_checked": None,
+        }
     assert set(fleet["profiles"]) == {"feature-box", "plain-box"}
 
     markdown = (run_dir / "summary.md").read_text()

@@ -84,6 +84,8 @@ def test_discovery_makes_a_profile_of_each_feature_and_gres_group(slurm_fleet) -
         ("plain-box", "plain-box"),
     ]
     assert slurm_fleet.silent_nodes == [] and slurm_fleet.engine == "slurm"
+    # The GPUs Slurm counts come from the GRES (the facts find none: they are fake).
+    assert [node.gpus for node in nodes] == [2, 0]
     # The facts were read on the node itself.
     assert all(node.profile.cpu_cores >= 1 and node.profile.os for node in nodes)
 
@@ -97,8 +99,9 @@ def test_units_stream_pieces_before_their_end_hold_their_gpus_and_get_no_secret(
     gpu, plain = slurm_fleet.discover()
     wanted = ["CUDA_VISIBLE_DEVICES", "CANARY_TEST_FEATURE", "PGPASSWORD", "PYTEST_CURRENT_TEST"]
     payload = {"pieces": 2, "gap_s": 1.0, "env": wanted}
+    secret = {"PGPASSWORD": "pw"}
     assignments = [
-        Assignment(gpu, WorkUnit("smoke@gpu-box", SMOKE, payload, env={"PGPASSWORD": "pw"})),
+        Assignment(gpu, WorkUnit("smoke@gpu-box", SMOKE, payload, env=secret, num_gpus=2)),
         Assignment(plain, WorkUnit("smoke@plain-box", SMOKE, payload)),
         Assignment(plain, WorkUnit("broken@plain-box", SMOKE, {"pieces": 0, "fail": "boom"})),
     ]

@@ -41,6 +41,7 @@ from torchcanary.bench.section import (
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
+from torchcanary.fleet.across_nodes import placed_profile
 from torchcanary.fleet.profile import FleetNode
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
@@ -85,9 +86,11 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     return specs
 
 
-def venue(executor: Executor, address: str, nodes: int, **_: Any) -> NodeBenchRun:
+def venue(
+    executor: Executor, address: str, nodes: int, gpus: int = 0, mixed: bool = False, **_: Any
+) -> NodeBenchRun:
     """The bench's ``across_nodes`` part of the section contract (``sections.py``)."""
-    return NodeBenchRun(executor, address, nodes)
+    return NodeBenchRun(executor, address, nodes, gpus, mixed)
 
 
 @dataclass
@@ -98,6 +101,8 @@ class NodeBenchRun:
     executor: Executor
     address: str
     nodes: int
+    gpus: int = 0  # each rank host's GPUs
+    mixed: bool = False  # --fleet-mixed: nodes of several profiles, under mixed:A,B
     _held: _Held | None = None
 
     def open(self, run: RunInputs, resume_run_id: str | None) -> str:
@@ -106,13 +111,14 @@ class NodeBenchRun:
         if FAMILY not in settings.families:
             node_specs(settings, self.nodes, False)  # raises, before any node is held
         profiles = {node.node_id: node for node in self.executor.discover()}
-        ranks = NodeRanks(self.executor, run.plan.to_json(), self.nodes)
+        ranks = NodeRanks(self.executor, self.nodes, self.gpus)
         try:
             placed = [profiles.get(place.node_id) for place in ranks.places]
+            profile = placed_profile([_key(found) for found in placed], self.mixed)
+            ranks.prepare(run.plan.to_json())
             gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
             specs = node_specs(settings, self.nodes, gpus)
             node = "+".join(place.node_id for place in ranks.places)
-            profile = "+".join(sorted({_key(found) for found in placed}))
             run_id = start_run(run.store, run.plan, resume_run_id)
         except BaseException:
             ranks.close()
@@ -136,14 +142,29 @@ class NodeBenchRun:
         finally:
             held.ranks.close()
         where = [
-            {"node_id": place.node_id, "address": place.address, "profile": _key(found)}
-            for place, found in zip(held.ranks.places, held.placed, strict=True)
+            {
+                "node_id": place.node_id,
+                "address": place.address,
+                "profile": _key(found),
+                "devices": (fact or {}).get("devices"),
+            }
+            for place, found, fact in zip(
+                held.ranks.places, held.placed, held.ranks.facts, strict=True
+            )
         ]
         run.store.save_artifact(
             run_id,
             NODE_BENCH_ARTIFACT,
             "application/json",
-            json.dumps({"address": self.address, "nodes": self.nodes, "placed": where}).encode(),
+            json.dumps(
+                {
+                    "address": self.address,
+                    "nodes": self.nodes,
+                    "gpus": self.gpus,
+                    "profile": held.profile,
+                    "placed": where,
+                }
+            ).encode(),
         )
         return {}
 

@@ -39,20 +39,23 @@ class RankSchedule:
 
 
 class NodeRanks:
-    """One rank per node on ``nodes`` distinct nodes, every environment of the plan ready.
+    """One rank host on each of ``nodes`` distinct nodes, holding ``gpus`` GPUs each.
 
-    Each :meth:`measure` starts a fresh set of ranks in one role's environment, so a
-    bench can alternate baseline and candidate on the same nodes. ``close`` ends them all.
+    :meth:`prepare` readies every environment of the plan (placed first, so the caller can
+    refuse the placement before anything is built). Each :meth:`measure` starts a fresh
+    set of ranks in one role's environment, so a bench can alternate baseline and
+    candidate on the same nodes. ``close`` ends them all.
     """
 
-    def __init__(self, executor: Executor, plan_json: Mapping[str, Any], nodes: int) -> None:
+    def __init__(self, executor: Executor, nodes: int, gpus: int = 0) -> None:
         self.nodes = nodes
-        self._group = executor.spread(RankHost, nodes, [secrets.token_hex(8)])
-        try:
-            self._group.call_all("prepare", dict(plan_json), ROLES[0])
-        except BaseException:
-            self._group.close()
-            raise
+        self._group = executor.spread(RankHost, nodes, [secrets.token_hex(8)], gpus=gpus)
+        self.facts: list[dict[str, Any]] = []
+
+    def prepare(self, plan_json: Mapping[str, Any]) -> None:
+        """Every environment of the plan on every node; each host's facts, with what its
+        engine gave it (``devices``), kept in ``facts``."""
+        self.facts = self._group.call_all("prepare", dict(plan_json), ROLES[0])
 
     @property
     def places(self) -> list[HostPlace]:

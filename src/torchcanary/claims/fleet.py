@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.table import Table
 
-from torchcanary.claims.view import ClaimRow, claims_of
+from torchcanary.claims.view import SECTION, ClaimRow, claims_of
 from torchcanary.probe_result import Verdict
-from torchcanary.report.fleet import not_asked
+from torchcanary.report.fleet import not_asked, not_checked
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
 
 _SAYS_NO = (Verdict.REFUTED, Verdict.ABSENT)
@@ -69,10 +69,28 @@ def claim_matrix(view: RunView) -> list[MatrixRow]:
     return sorted(rows, key=lambda row: (not row.split, row.probe_id))
 
 
-def _cell_text(cell: ClaimRow | None, not_asked: str | None = None) -> tuple[str, str]:
+def _why_empty(view: RunView) -> dict[str, dict[str, str]]:
+    """Per profile, why a claim has no result there: not asked (its hardware cannot answer
+    it), or not checked (its unit saw too few GPUs and ran nothing), by claim; a profile
+    not checked at all answers for every claim (key ``""``)."""
+    why = {
+        profile: {pid: f"not asked: {reason}" for pid, reason in reasons.items()}
+        for profile, reasons in not_asked(view).items()
+    }
+    for profile, reason in not_checked(view, SECTION).items():
+        why.setdefault(profile, {})[""] = reason
+    return why
+
+
+def _empty(why: dict[str, dict[str, str]], profile: str, pid: str) -> str | None:
+    reasons = why.get(profile, {})
+    return reasons.get(pid) or reasons.get("")
+
+
+def _cell_text(cell: ClaimRow | None, why_empty: str | None = None) -> tuple[str, str]:
     """``baseline -> candidate`` and the comparison, for one cell; for an empty cell, why."""
     if cell is None:
-        return "-", f"not asked: {not_asked}" if not_asked else "not run"
+        return "-", why_empty or "not run"
     pair = (
         f"{cell.baseline.outcome.verdict.value if cell.baseline else '-'} -> "
         f"{cell.candidate.outcome.verdict.value if cell.candidate else '-'}"
@@ -91,7 +109,7 @@ def fleet_part(view: RunView) -> FleetPart:
     fleet's JSON always holds ``split_claims`` and ``claims_matrix``)."""
     matrix = claim_matrix(view)
     split = [row for row in matrix if row.split]
-    skipped = not_asked(view)
+    skipped = _why_empty(view)
     profiles = list(view.profiles)
     lead_html = ""
     lead_markdown: tuple[str, ...] = ()
@@ -114,7 +132,9 @@ def fleet_part(view: RunView) -> FleetPart:
         matrix_markdown=_matrix_markdown(matrix, profiles, skipped) if matrix else (),
         json={
             "split_claims": [row.probe_id for row in split],
-            "claims_matrix": [_matrix_json(row, skipped) for row in matrix],
+            "claims_matrix": [
+                _matrix_json(row, not_asked(view), not_checked(view, SECTION)) for row in matrix
+            ],
         },
         # Shown, not failed: CI fails exactly when the decision says no-go, and the
         # per-profile claims cases fail where the policy objects.
@@ -125,12 +145,17 @@ def fleet_part(view: RunView) -> FleetPart:
     )
 
 
-def _matrix_json(row: MatrixRow, skipped: dict[str, dict[str, str]]) -> dict[str, Any]:
+def _matrix_json(
+    row: MatrixRow, skipped: dict[str, dict[str, str]], unchecked: dict[str, str]
+) -> dict[str, Any]:
     return {
         "probe_id": row.probe_id,
         "split": row.split,
         "profiles": {
-            profile: {"not_asked": skipped.get(profile, {}).get(row.probe_id)}
+            profile: {
+                "not_asked": skipped.get(profile, {}).get(row.probe_id),
+                "not_checked": unchecked.get(profile),
+            }
             if cell is None
             else {
                 "baseline": cell.baseline.outcome.verdict.value if cell.baseline else None,
@@ -149,7 +174,8 @@ def _matrix_markdown(
     lines.append("|---" * (len(profiles) + 1) + "|")
     for row in matrix:
         cells = [
-            " ".join(_cell_text(row.cells.get(p), skipped[p].get(row.probe_id))) for p in profiles
+            " ".join(_cell_text(row.cells.get(p), _empty(skipped, p, row.probe_id)))
+            for p in profiles
         ]
         mark = " **(split)**" if row.split else ""
         lines.append(f"| `{row.probe_id}`{mark} | " + " | ".join(cells) + " |")
@@ -164,7 +190,7 @@ def _matrix_html(
     for row in matrix:
         cells = ""
         for profile in profiles:
-            why = skipped[profile].get(row.probe_id)
+            why = _empty(skipped, profile, row.probe_id)
             pair, comparison = _cell_text(row.cells.get(profile), why)
             css = comparison.replace(" ", "-")
             cells += (

@@ -85,6 +85,18 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         "(RAY_ADDRESS), or Slurm as slurm[:PARTITION] from a login node",
     )
     fleet.add_argument(
+        "--fleet-gpus",
+        type=int,
+        metavar="N",
+        help="give each unit N of its node's GPUs (default: all of them; other accelerators: all)",
+    )
+    fleet.add_argument(
+        "--fleet-mixed",
+        action="store_true",
+        help="with --nodes: run across nodes of different hardware profiles, filed under "
+        "mixed:A,B (refused otherwise)",
+    )
+    fleet.add_argument(
         "--fleet-dir",
         type=Path,
         metavar="DIR",
@@ -185,9 +197,9 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    """A run here, with ``--fleet`` on a Ray cluster's nodes, or with ``--nodes`` one rank
-    on each of N nodes; ``--resume`` goes back to wherever the run was made (the fleet it
-    recorded, unless ``--fleet`` names another). One driver runs them all.
+    """A run here, with ``--fleet`` on a cluster's nodes (Ray or Slurm), or with ``--nodes``
+    one rank on each of N nodes; ``--resume`` goes back to wherever the run was made (the
+    fleet it recorded, unless ``--fleet`` names another). One driver runs them all.
 
     Without ``--fleet`` nothing of the fleet is imported (and Ray never is). With it, the
     fleet is reached before the store is opened: an address that cannot be used is one
@@ -233,22 +245,29 @@ def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | 
     selection = _selection(args)
     nodes = getattr(args, "nodes", None)
     if nodes is not None:
-        from torchcanary.fleet.across_nodes import across_nodes, check_across_nodes
+        from torchcanary.fleet.across_nodes import across_nodes, check_across_nodes, gpus_across
         from torchcanary.fleet.connect import connect_fleet
 
         address = check_across_nodes(args.fleet, nodes, args.command)
         # Before the store: an unusable address is exit 2.
         fleet = connect_fleet(address, fleet_dir=args.fleet_dir)
         try:
-            fleet.require_nodes(nodes)
+            gpus = gpus_across(fleet.discover(), nodes, args.fleet_gpus)
+            fleet.require_nodes(nodes, gpus)
+            shared_dir = getattr(args, "shared_dir", None)
+            venue = across_nodes(
+                plan, fleet, address, nodes, shared_dir, gpus=gpus, mixed=args.fleet_mixed
+            )
         except BaseException:
             fleet.close()
             raise
-        return fleet, across_nodes(plan, fleet, address, nodes, getattr(args, "shared_dir", None))
+        return fleet, venue
     if args.fleet:
         from torchcanary.fleet import driver
 
-        request = driver.FleetRequest(args.fleet, selection, fleet_dir=args.fleet_dir)
+        request = driver.FleetRequest(
+            args.fleet, selection, fleet_dir=args.fleet_dir, gpus=args.fleet_gpus
+        )
         executor = driver.connect_fleet(request)
         return executor, driver.FleetRun(executor, request)
     return None, None
@@ -263,7 +282,10 @@ def _stored_fleet(
     stored = driver.stored_fleet(store, run_id)
     if stored is None:
         return None, None
-    request = driver.FleetRequest(stored["address"], _selection(args), fleet_dir=args.fleet_dir)
+    gpus = args.fleet_gpus if args.fleet_gpus is not None else stored.get("gpus")
+    request = driver.FleetRequest(
+        stored["address"], _selection(args), fleet_dir=args.fleet_dir, gpus=gpus
+    )
     executor = driver.connect_fleet(request)
     return executor, driver.FleetRun(executor, request)
 

@@ -33,11 +33,17 @@ NODE_DRILL_ARTIFACT = "node_drill.json"
 
 
 def venue(
-    executor: Executor, address: str, nodes: int, shared_dir: Path | None = None, **_: Any
+    executor: Executor,
+    address: str,
+    nodes: int,
+    shared_dir: Path | None = None,
+    gpus: int = 0,
+    mixed: bool = False,
+    **_: Any,
 ) -> NodeDrillRun:
     """The drill's ``across_nodes`` part of the section contract (``sections.py``);
     ``shared_dir`` is ``--shared-dir``, the checkpoints' folder every node sees."""
-    return NodeDrillRun(executor, address, nodes, shared_dir=shared_dir)
+    return NodeDrillRun(executor, address, nodes, shared_dir=shared_dir, gpus=gpus, mixed=mixed)
 
 
 @dataclass
@@ -55,6 +61,8 @@ class NodeDrillRun:
     nodes: int
     roles: tuple[str, ...] = ROLES
     shared_dir: Path | None = None
+    gpus: int = 0  # each rank host's GPUs
+    mixed: bool = False  # --fleet-mixed: nodes of several profiles, named mixed:A,B
 
     def open(self, run: RunInputs, resume_run_id: str | None) -> str:
         run_id = start_run(run.store, run.plan, resume_run_id)
@@ -72,10 +80,21 @@ class NodeDrillRun:
         for role in self.roles:
             shared = self.shared_dir or run.output_dir / "work" / run_id
             drills = NodeDrills(
-                self.executor, run.plan.to_json(), role, self.nodes, shared.resolve()
+                self.executor,
+                run.plan.to_json(),
+                role,
+                self.nodes,
+                shared.resolve(),
+                gpus=self.gpus,
+                mixed=self.mixed,
             )
             # The token tags every process of the drill on every node: how to find leftovers.
-            placed[role] = {"token": drills.token, "nodes": drills.where()}
+            placed[role] = {
+                "token": drills.token,
+                "profile": drills.profile,
+                "gpus": self.gpus,
+                "nodes": drills.where(),
+            }
             try:
                 title = f"{role} drills on {self.nodes} nodes"
                 with run.progress.task(title, total=len(specs)) as task:

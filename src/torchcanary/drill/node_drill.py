@@ -32,6 +32,7 @@ from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drill.rank_host import RankHost, why_not_strikable
 from torchcanary.drill.result import DrillVerdict
+from torchcanary.fleet.across_nodes import placed_profile
 
 if TYPE_CHECKING:
     from torchcanary.fleet.executor import Executor, HostGroup
@@ -93,13 +94,22 @@ class NodeDrills:
         role: str,
         nodes: int,
         shared_dir: Path,
+        gpus: int = 0,
+        mixed: bool = False,
     ) -> None:
         self.nodes = nodes
         self.plan_json, self.role = dict(plan_json), role
         self.shared_dir = shared_dir
         self.executor = executor
         self.token = secrets.token_hex(8)
-        self.group: HostGroup = executor.spread(RankHost, nodes, [self.token])
+        self.group: HostGroup = executor.spread(RankHost, nodes, [self.token], gpus=gpus)
+        try:
+            keys = {node.node_id: node.profile.key for node in executor.discover()}
+            found = [keys.get(place.node_id, "unknown") for place in self.group.places]
+            self.profile = placed_profile(found, mixed)
+        except BaseException:
+            self.group.close()
+            raise
         facts = self.group.call_all("prepare", dict(plan_json), role)
         if any(fact is None for fact in facts):
             self.group.close()
@@ -116,6 +126,7 @@ class NodeDrills:
                 "address": place.address,
                 "host": fact["host"],
                 "privileges": fact["privileges"],
+                "devices": fact.get("devices"),
             }
             for place, fact in zip(self.group.places, self.facts, strict=True)
         ]

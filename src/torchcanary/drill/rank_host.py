@@ -32,6 +32,7 @@ from typing import Any
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.launch import Area, Launcher
 from torchcanary.drill.procs import ProcessSet
+from torchcanary.fleet.devices import unit_view
 from torchcanary.fleet.node_daemon import daemon_owner, node_daemon
 from torchcanary.fleet.node_link import (
     HeldChange,
@@ -130,6 +131,7 @@ class RankHost:
             "host": socket.gethostname(),
             "privileges": node_privileges(),
             "raylet_pid": os.getppid(),
+            "devices": unit_view(),  # what the engine gave this host (its GPUs)
         }
 
     def reset(self, area_name: str, checkpoints: str) -> None:

@@ -7,6 +7,7 @@ The parts, each one job:
 - ``profile``: a node's hardware profile, grouping nodes by it, choosing which nodes run.
 - ``fit``: which claims a node's hardware can answer.
 - ``node_side``: the standard-library code that runs on a node (hardware facts, running a unit).
+- ``devices``: what a unit was given (GPUs, accelerators) and saw; short of GPUs: not checked.
 - ``section_unit``: one section of a run on a node (its environments, devices, cache).
 - ``relay``: the store a node writes to, each write sent home as a plain JSON record.
 - ``executor``: the one contract every engine provides (units on nodes, one host per node

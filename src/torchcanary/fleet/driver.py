@@ -11,6 +11,11 @@ Each unit's end is kept in the run's ledger (section ``fleet``, one row per prof
 section: ``ok``, ``failed`` or ``lost``), so a node that dies leaves its unfinished work
 recorded as lost, never silently missing; ``--resume`` sends again only the units not
 ``ok``, and those skip what their profile already stored.
+
+Each unit holds its node's GPUs and other accelerators (or ``--fleet-gpus N`` of them),
+and its ledger row keeps what it asked for and what it saw (``devices``). A unit that saw
+fewer GPUs than its profile has ran nothing: its row is ``not checked`` with why, the
+reports say so, and the decision warns (``fleet/devices.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet import connect
 from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.node_side import DEVICES_OP
 from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
@@ -33,7 +39,7 @@ from torchcanary.fleet.unit import UnitStatus, WorkUnit
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
+from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, NOT_CHECKED, load_run_view
 from torchcanary.runner import RunInputs, start_run
 from torchcanary.sections import ROWS_TABLE, fit_plan, get_section, result_table
 from torchcanary.store.base import ResultStore
@@ -53,6 +59,14 @@ class FleetRequest:
     selection: NodeSelection
     connect_timeout_s: float = 15.0
     fleet_dir: Path | None = None
+    gpus: int | None = None  # --fleet-gpus: this many of each node's GPUs; None: all
+
+    def __post_init__(self) -> None:
+        if self.gpus is not None and self.gpus < 1:
+            raise ConfigError(
+                f"--fleet-gpus {self.gpus}: give a whole number of GPUs, at least 1 "
+                "(leave it out to give each unit all of its node's GPUs)"
+            )
 
 
 def connect_fleet(request: FleetRequest) -> Executor:
@@ -84,6 +98,7 @@ class FleetRun:
                 )
         else:
             self.chosen, self.missing_profiles = _nodes_to_resume(run.store, resume_run_id, live)
+        _check_gpus(self.request.gpus, self.chosen)
         run_id = start_run(run.store, run.plan, resume_run_id)
         if resume_run_id is None:
             fleet = _fleet_json(self.request, self.executor.engine, self.chosen)
@@ -101,7 +116,7 @@ class FleetRun:
             for section in plan.sections:
                 why = f"no live node of profile {profile} to resume on"
                 _ledger(store.scoped(node_id, profile), run_id, section, UnitStatus.LOST, why, 0.0)
-        units, assignments, not_asked = _units(run, run_id, self.chosen)
+        units, assignments, not_asked = _units(run, run_id, self.chosen, self.request.gpus)
         failures = _collect(
             self.executor, assignments, units, store, run_id, run.progress, not_asked
         )
@@ -127,11 +142,34 @@ class FleetRun:
             )
 
 
+def _check_gpus(gpus: int | None, chosen: list[FleetNode]) -> None:
+    """ConfigError (exit 2) when ``--fleet-gpus`` asks more GPUs than a chosen node has."""
+    short = [node for node in chosen if gpus is not None and node.gpus < gpus]
+    if short:
+        named = ", ".join(f"{node.profile.key} has {node.gpus}" for node in short)
+        raise ConfigError(
+            f"--fleet-gpus {gpus}: {named}; lower it, or leave those profiles out "
+            "with --fleet-select"
+        )
+
+
+def expected_gpus(node: FleetNode, gpus: int | None) -> int:
+    """How many GPUs a unit on ``node`` must see: ``--fleet-gpus``, else what the node's
+    profile has (its hardware facts), else what the engine says it has."""
+    if gpus is not None:
+        return gpus
+    return node.profile.gpu_count or node.gpus
+
+
 def _units(
-    run: RunInputs, run_id: str, chosen: list[FleetNode]
+    run: RunInputs, run_id: str, chosen: list[FleetNode], gpus: int | None
 ) -> tuple[dict[str, tuple[FleetNode, str]], list[Assignment], NotAsked]:
     """Each chosen node's units: its profile's plan's sections not yet ok in the ledger;
-    and, per profile and section, the items its hardware cannot do (not sent)."""
+    and, per profile and section, the items its hardware cannot do (not sent).
+
+    A unit holds all its node's GPUs and other accelerators (as it holds all its CPUs: a
+    section owns its node), or the ``gpus`` asked for.
+    """
     plan, store = run.plan, run.store
     created_at = store.run(run_id).created_at
     units: dict[str, tuple[FleetNode, str]] = {}
@@ -154,8 +192,15 @@ def _units(
             payload = _payload(
                 node_plan, run_id, created_at, section, node.profile.key, scoped, first=index == 0
             )
+            payload["gpus_expected"] = expected_gpus(node, gpus)
+            payload["real_gpus"] = node.profile.gpu_count > 0
             unit = WorkUnit(
-                f"{section}@{node.profile.key}", RUN_SECTION, payload, num_cpus=node.cpus
+                f"{section}@{node.profile.key}",
+                RUN_SECTION,
+                payload,
+                num_cpus=node.cpus,
+                num_gpus=node.gpus if gpus is None else gpus,
+                resources=dict(node.accelerators),
             )
             units[unit.unit_id] = (node, section)
             assignments.append(Assignment(node, unit))
@@ -187,45 +232,63 @@ def _collect(
     A unit's ledger row also names the items its profile was not asked about.
     """
     failures: dict[str, str] = {}
+    seen: dict[str, dict[str, Any]] = {}  # per unit: what it was given and saw
     started = time.monotonic()
     with progress.task("fleet units", total=len(assignments)) as task:
         for result in executor.dispatch_streaming(assignments):
             node, section = units[result.unit_id]
             scoped = store.scoped(node.node_id, node.profile.key)
             if result.status is UnitStatus.PARTIAL:
-                what = replay(dict(result.output or {}), scoped, run_id)
+                piece = dict(result.output or {})
+                if piece.get("op") == DEVICES_OP:
+                    seen.setdefault(result.unit_id, {}).update(piece)
+                    continue
+                what = replay(piece, scoped, run_id)
                 task.status(f"{node.profile.key}: {what}")
                 continue
             error = result.error or ""
             skipped = not_asked.get(node.profile.key, {}).get(section, {})
             after_s = time.monotonic() - started
-            _ledger(scoped, run_id, section, result.status, error, after_s, skipped)
+            devices = seen.pop(result.unit_id, {})
+            devices.pop("op", None)
+            status: UnitStatus | str = result.status
+            if result.status is UnitStatus.OK and devices.get("not_checked"):
+                status, error = NOT_CHECKED, str(devices["not_checked"])
+                progress.note(f"{result.unit_id}: {error}")
+            _ledger(scoped, run_id, section, status, error, after_s, skipped, devices)
             if result.status is not UnitStatus.OK:
                 failures[result.unit_id] = (
                     f"{result.status.value} on node {node.node_id[:12]}: {error}"
                 )
                 progress.note(f"{result.unit_id}: {failures[result.unit_id]}")
-            task.advance(f"{result.unit_id}: {result.status.value}")
+            task.advance(f"{result.unit_id}: {_word(status)}")
     return failures
+
+
+def _word(status: UnitStatus | str) -> str:
+    return status.value if isinstance(status, UnitStatus) else status
 
 
 def _ledger(
     store: ResultStore,
     run_id: str,
     section: str,
-    status: UnitStatus,
+    status: UnitStatus | str,
     error: str,
     after_s: float,
     not_asked: Mapping[str, str] | None = None,
+    devices: Mapping[str, Any] | None = None,
 ) -> None:
-    """One unit's end, where the report and ``--resume`` find it."""
+    """One unit's end, where the report and ``--resume`` find it, with what it was given
+    and what it saw (``devices``: ``asked``, ``unit``, ``roles``, ``expected``)."""
     payload: dict[str, Any] = {
         "error": error or None,
         "seconds_into_run": round(after_s, 3),
         "not_asked": dict(not_asked or {}),
+        "devices": dict(devices or {}),
     }
     store.save_section_result(
-        run_id, SectionResult(LEDGER_SECTION, section, "both", status.value, payload)
+        run_id, SectionResult(LEDGER_SECTION, section, "both", _word(status), payload)
     )
 
 
@@ -268,6 +331,7 @@ def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> 
         "schema": FLEET_SCHEMA,
         "engine": engine,
         "address": strip_text(request.address),
+        "gpus": request.gpus,
         "every_node": request.selection.every_node,
         "filters": [list(pair) for pair in request.selection.filters],
         "nodes": [
@@ -324,12 +388,19 @@ def _decide(
     """Go only when every profile's sections finished and none objects, on any profile."""
     reasons: list[str] = []
     warnings: list[str] = []
+    checked = False
     for profile, node_id in store.run_profiles(run_id).items():
         view = load_run_view(store.scoped(node_id, profile), run_id)
         # Judge the sections the profile was sent: one left with nothing to ask is not one
-        # that "stored no results".
-        sent = {row.key for row in view.sections.get(LEDGER_SECTION, [])}
+        # that "stored no results"; one whose unit saw too few GPUs ran nothing, and says so.
+        ledger = view.sections.get(LEDGER_SECTION, [])
+        unchecked = {row.key: row for row in ledger if row.verdict == NOT_CHECKED}
+        sent = {row.key for row in ledger} - set(unchecked)
         asked = tuple(section for section in plan.sections if section in sent)
+        checked = checked or bool(asked) or not unchecked
+        warnings += [
+            f"[{profile}] {key}: {row.payload.get('error')}" for key, row in unchecked.items()
+        ]
         own = {
             unit.rpartition("@")[0]: why
             for unit, why in failures.items()
@@ -340,4 +411,6 @@ def _decide(
         warnings += [f"[{profile}] {warning}" for warning in decision.warnings]
     if not store.run_profiles(run_id):
         reasons.append("no node of the fleet stored any result")
+    elif not checked:
+        reasons.append("no unit of the fleet was checked: each saw too few GPUs (see warnings)")
     return Decision(not reasons, tuple(reasons), tuple(warnings))

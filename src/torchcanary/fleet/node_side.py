@@ -18,9 +18,12 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from torchcanary.fleet.devices import unit_view
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 _TOOL_TIMEOUT_S = 10.0
+# The first piece of every unit: what the unit was given, as its engine set it.
+DEVICES_OP = "devices"
 
 
 def collect_hardware_facts() -> str:
@@ -50,12 +53,16 @@ def collect_hardware_facts() -> str:
 def stream_unit(unit_json: str) -> Iterator[str]:
     """Run one unit whose worker yields its output piece by piece; each piece goes home now.
 
-    Each piece comes back as a PARTIAL result; the last result is OK, or FAILED with the
-    first line of what the worker raised (pieces sent before it stay sent).
+    Each piece comes back as a PARTIAL result, the first saying what the unit was given
+    (``{"op": "devices", "unit": ...}``, see ``fleet/devices.py``); the last result is OK,
+    or FAILED with the first line of what the worker raised (pieces sent before it stay
+    sent).
     """
     unit = WorkUnit.from_json(unit_json)
     started = time.perf_counter()
     os.environ.update(unit.env)  # a Ray worker process runs one streaming unit at a time
+    given = {"op": DEVICES_OP, "unit": unit_view(), "asked": asked(unit)}
+    yield UnitResult(unit.unit_id, UnitStatus.PARTIAL, "", "", output=given).to_json()
     status, error = UnitStatus.OK, None
     try:
         module_name, _, function_name = unit.worker.partition(":")
@@ -71,6 +78,11 @@ def stream_unit(unit_json: str) -> Iterator[str]:
     yield UnitResult(
         unit.unit_id, status, "", "", error=error, seconds=time.perf_counter() - started
     ).to_json()
+
+
+def asked(unit: WorkUnit) -> dict[str, float]:
+    """What the unit asked its engine for, by resource name."""
+    return {"CPU": unit.num_cpus, "GPU": unit.num_gpus, **dict(unit.resources)}
 
 
 def _run_tool(*command: str) -> str:

@@ -84,6 +84,10 @@ class FleetNode:
     # What the executor lets one unit hold on the node: a section takes all of it, so two
     # sections never share (and disturb) one machine, as in a run on one machine.
     cpus: float = 1.0
+    # The node's GPUs and other accelerators as the engine counts them (its resources,
+    # e.g. Ray's ``--num-gpus``), which may differ from what the hardware facts found.
+    gpus: int = 0
+    accelerators: tuple[tuple[str, float], ...] = ()
 
 
 def group_by_profile(nodes: Iterable[FleetNode]) -> dict[str, list[FleetNode]]:

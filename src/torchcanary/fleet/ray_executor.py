@@ -28,6 +28,19 @@ from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 _POLL_S = 1.0
+# Ray's resource names for the accelerators it manages besides GPUs (NVIDIA, AMD, Intel and
+# METAX GPUs are all "GPU"): AWS Neuron, Google TPU, Intel Gaudi, Huawei Ascend, Rebellions,
+# and (Ray 2.60) FuriosaAI, Mobilint and Tenstorrent. A unit asks for all a node has.
+ACCELERATOR_RESOURCES = (
+    "neuron_cores",
+    "TPU",
+    "HPU",
+    "NPU",
+    "RBLN",
+    "FURIOSA",
+    "MBLT",
+    "TTNPU",
+)
 # How long Ray's node table may lag a worker's news that its node died: the head marks a
 # node dead after its health checks fail (Ray's defaults: 5 misses, 3 s apart, 10 s each).
 NODE_DEATH_NOTICE_S = 60.0
@@ -84,9 +97,24 @@ class RayExecutor:
                 self.silent_nodes.append(info["NodeID"])
                 continue
             profile = HardwareProfile.from_facts(facts, info.get("Labels") or {})
-            cpus = float((info.get("Resources") or {}).get("CPU", 1.0))
+            resources = info.get("Resources") or {}
+            cpus = float(resources.get("CPU", 1.0))
             address = info.get("NodeManagerAddress", "")
-            nodes.append(FleetNode(info["NodeID"], address, profile, cpus=max(cpus, 1.0)))
+            accelerators = tuple(
+                (name, float(resources[name]))
+                for name in ACCELERATOR_RESOURCES
+                if resources.get(name, 0) >= 1
+            )
+            nodes.append(
+                FleetNode(
+                    info["NodeID"],
+                    address,
+                    profile,
+                    cpus=max(cpus, 1.0),
+                    gpus=int(resources.get("GPU", 0)),
+                    accelerators=accelerators,
+                )
+            )
         if not nodes:
             raise FleetError(f"no node of the Ray cluster answered within {timeout_s:.0f}s")
         return sorted(nodes, key=lambda node: node.node_id)
@@ -104,8 +132,15 @@ class RayExecutor:
         """
         arrived: queue.Queue[UnitResult] = queue.Queue()
         for assignment in assignments:
+            unit = assignment.unit
+            # Asking for the GPUs is what makes Ray set CUDA_VISIBLE_DEVICES (and the other
+            # vendors' variables) to them: a unit asking none sees "" on Ray before 2.60's
+            # change and every GPU of the node, held by nobody, after it.
+            held = {"resources": dict(unit.resources)} if unit.resources else {}
             generator = self._stream_unit.options(
-                num_cpus=assignment.unit.num_cpus,
+                num_cpus=unit.num_cpus,
+                num_gpus=unit.num_gpus,
+                **held,
                 max_retries=0,
                 num_returns="streaming",
                 scheduling_strategy=self._pinned(assignment.node.node_id),

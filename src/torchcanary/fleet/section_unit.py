@@ -6,6 +6,11 @@ the node's own cache, records their manifests when asked, and runs the section e
 a local run would, through a ``RelayStore``. Each write is yielded as a JSON record the
 moment it happens, so the driver commits every finished unit at once and a node that dies
 mid-section loses only what had not finished.
+
+Before the section runs, each environment counts its devices in a fresh worker and the
+count goes home (``{"op": "devices", "roles": ...}``); a unit that saw fewer GPUs than the
+driver expected runs nothing and says so (``fleet/devices.py:shortfall``): a GPU claim
+answered on fewer GPUs than the profile has must not be filed as checked.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import shutil
 import tempfile
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from torchcanary.context import RunContext
+from torchcanary.envs.worker_process import WorkerProcess
+from torchcanary.fleet.devices import shortfall
 from torchcanary.fleet.relay import Record, RelayStore
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
@@ -27,8 +35,10 @@ from torchcanary.runner import SECTION_FAILURE_PREFIX, import_root, prepare_envi
 from torchcanary.runner import record_manifests as runner_record_manifests
 from torchcanary.sections import get_section
 from torchcanary.store.rows import RunRow
+from torchcanary.worker.calls import DEVICE_VIEW
 
 _DONE = object()
+_DEVICE_VIEW_TIMEOUT_S = 300.0
 # How the driver names this unit's work to a node. Not an in-environment call (it runs under
 # the node's own Python, orchestrator side), so it is not in ``worker/calls.py``.
 RUN_SECTION = f"{__name__}:run_section"
@@ -38,9 +48,10 @@ def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
     """Run ``payload["section"]`` of the plan here, yielding each store write as it happens.
 
     The payload carries the run (id, plan), the keys already stored for this node's profile
-    (``done_rows``, ``done_sections``) and ``record_manifests``. A section that breaks
-    sends its traceback as the same artifact a local run stores, then raises, so the unit
-    comes back FAILED with the error's first line.
+    (``done_rows``, ``done_sections``), ``record_manifests``, and the GPUs the unit should
+    see (``gpus_expected``; ``real_gpus``: the node's hardware facts list GPUs). A section
+    that breaks sends its traceback as the same artifact a local run stores, then raises,
+    so the unit comes back FAILED with the error's first line.
     """
     plan = RunPlan.from_json(dict(payload["plan"]))
     run_id = str(payload["run_id"])
@@ -71,6 +82,11 @@ def run_section(payload: Mapping[str, Any]) -> Iterator[Record]:
                 str(payload.get("profile", "")),
                 store,
                 bool(payload.get("record_manifests")),
+                _GpuCheck(
+                    int(payload.get("gpus_expected", 0)),
+                    bool(payload.get("real_gpus")),
+                    records.put,
+                ),
             )
         except BaseException as exc:  # sent home below
             failure.append(exc)
@@ -99,6 +115,7 @@ def _run_here(
     profile: str,
     store: RelayStore,
     record_manifests: bool,
+    gpus: _GpuCheck,
 ) -> None:
     progress = Progress(quiet=True)
     environments = prepare_environments(plan, progress)  # in this node's own cache
@@ -119,7 +136,42 @@ def _run_here(
     try:
         if record_manifests:
             runner_record_manifests(ctx)
-        get_section(section).run(ctx)
+        if gpus.passes(ctx):
+            get_section(section).run(ctx)
     finally:
         ctx.close_workers()
         shutil.rmtree(work_dir, ignore_errors=True)  # results went home through the store
+
+
+class _GpuCheck:
+    """What each environment saw of the unit's GPUs, sent home; whether that is enough."""
+
+    def __init__(self, expected: int, real_gpus: bool, send: Callable[[Record], None]) -> None:
+        self.expected = expected
+        self.real_gpus = real_gpus
+        self.send = send
+
+    def passes(self, ctx: RunContext) -> bool:
+        roles = role_devices(ctx)
+        reason = shortfall(roles, self.expected, self.real_gpus)
+        self.send(
+            {"op": "devices", "roles": roles, "expected": self.expected, "not_checked": reason}
+        )
+        return reason is None
+
+
+def role_devices(ctx: RunContext) -> dict[str, dict[str, Any]]:
+    """Each environment's own view of its devices, read at once in a fresh worker each."""
+
+    def view(python: str) -> dict[str, Any]:
+        worker = WorkerProcess(python, ctx.import_root)
+        try:
+            call = worker.call(DEVICE_VIEW, {}, timeout_s=_DEVICE_VIEW_TIMEOUT_S)
+        finally:
+            worker.close()
+        return dict(call.value) if call.ok else {"error": call.error or call.status}
+
+    roles = list(ctx.environments)
+    pythons = [ctx.environments[role].python for role in roles]
+    with ThreadPoolExecutor(max_workers=max(len(roles), 1)) as pool:
+        return dict(zip(roles, pool.map(view, pythons), strict=True))

@@ -122,7 +122,6 @@ class SlurmExecutor:
         self.partition = partition
         self.fleet_dir = fleet_dir
         self.silent_nodes: list[str] = []
-        self._gpus: dict[str, int] = {}
         self._jobs: set[str] = set()  # every job submitted and not known ended
         self._stop = threading.Event()
 
@@ -161,8 +160,11 @@ class SlurmExecutor:
                 continue
             for node in group:
                 profile = HardwareProfile.from_facts(facts, {PROFILE_LABEL: profile_label(node)})
-                self._gpus[node.name] = node.gpus
-                nodes.append(FleetNode(node.name, node.address, profile, cpus=float(node.cpus)))
+                nodes.append(
+                    FleetNode(
+                        node.name, node.address, profile, cpus=float(node.cpus), gpus=node.gpus
+                    )
+                )
         if not nodes:
             raise FleetError(
                 f"no node of Slurm partition {self.partition} answered within {timeout_s:.0f}s"
@@ -256,8 +258,9 @@ class SlurmExecutor:
             "-J", f"torchcanary-{assignment.unit.unit_id}",
             "-o", str(unit.log),
         ]  # fmt: skip
-        if self._gpus.get(node):
-            arguments.append(f"--gres=gpu:{self._gpus[node]}")
+        if assignment.unit.num_gpus:
+            # Slurm then sets the job's CUDA_VISIBLE_DEVICES (and SLURM_JOB_GPUS) to them.
+            arguments.append(f"--gres=gpu:{assignment.unit.num_gpus}")
         if node in last_on_node:
             arguments.append(f"--dependency=afterany:{last_on_node[node]}")
         arguments += ["--wrap", node_command("run", str(unit_file), str(unit.out))]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-UNIT_SCHEMA = 1
+UNIT_SCHEMA = 2
 
 
 class UnitStatus(str, enum.Enum):
@@ -38,7 +38,9 @@ class WorkUnit:
     ``worker`` is ``"package.module:function"``; the function takes the ``payload`` mapping
     and yields JSON-able mappings, each sent home as it comes. ``env`` holds the only
     environment variables the node gets from the driver (secrets are stripped before
-    shipping). ``num_cpus`` is what the unit holds on its node while it runs.
+    shipping). ``num_cpus``, ``num_gpus`` and ``resources`` (other accelerators, by the
+    engine's name for them) are what the unit holds on its node while it runs; the engine
+    sets the unit's visible-devices variables from them.
     """
 
     unit_id: str
@@ -46,11 +48,16 @@ class WorkUnit:
     payload: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     num_cpus: float = 1.0
+    num_gpus: int = 0
+    resources: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         module, sep, function = self.worker.partition(":")
         if not (module and sep and function):
             raise ValueError(f"worker must be 'module:function', got {self.worker!r}")
+        # A fraction of a GPU would let two units share one device: never here.
+        if not isinstance(self.num_gpus, int) or self.num_gpus < 0:
+            raise ValueError(f"num_gpus must be a whole number >= 0, got {self.num_gpus!r}")
 
     def to_json(self) -> str:
         return json.dumps(
@@ -61,6 +68,8 @@ class WorkUnit:
                 "payload": dict(self.payload),
                 "env": dict(self.env),
                 "num_cpus": self.num_cpus,
+                "num_gpus": self.num_gpus,
+                "resources": dict(self.resources),
             },
             sort_keys=True,
         )
@@ -75,6 +84,8 @@ class WorkUnit:
             payload=data["payload"],
             env=data["env"],
             num_cpus=data["num_cpus"],
+            num_gpus=data["num_gpus"],
+            resources=data["resources"],
         )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from torchcanary.report.json_out import render_json
 from torchcanary.report.style import PAGE_CSS
-from torchcanary.report.view import LEDGER_SECTION
+from torchcanary.report.view import LEDGER_SECTION, NOT_CHECKED
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
 from torchcanary.sections import fleet_part, get_section, registered
 
@@ -38,6 +38,17 @@ def not_asked(view: RunView) -> dict[str, dict[str, str]]:
     }
 
 
+def not_checked(view: RunView, section: str) -> dict[str, str]:
+    """Per profile whose unit of ``section`` ran nothing because it saw too few GPUs, why
+    (``not checked: the unit saw S of N GPUs (...)``)."""
+    return {
+        profile: str(r.payload.get("error") or "not checked")
+        for profile, pview in view.profiles.items()
+        for r in pview.sections.get(LEDGER_SECTION, [])
+        if r.key == section and r.verdict == NOT_CHECKED
+    }
+
+
 def _ledger(view: RunView) -> list[tuple[str, str, str, str]]:
     """Each unit of the run: profile, section, how it ended, why (when not ok)."""
     return [
@@ -45,6 +56,37 @@ def _ledger(view: RunView) -> list[tuple[str, str, str, str]]:
         for profile, pview in view.profiles.items()
         for r in pview.sections.get(LEDGER_SECTION, [])
     ]
+
+
+def _devices(view: RunView, profile: str, section: str) -> dict[str, Any]:
+    """What a unit asked its engine for and what it saw (``fleet/devices.py``)."""
+    for r in view.profiles[profile].sections.get(LEDGER_SECTION, []):
+        if r.key == section:
+            return dict(r.payload.get("devices") or {})
+    return {}
+
+
+def _given_text(view: RunView, profile: str) -> str:
+    """What the profile's units were given and saw, in a line: ``claims: 2 GPUs asked,
+    CUDA_VISIBLE_DEVICES=0,1, torch baseline 2 / candidate 2``; or that none was asked."""
+    parts = []
+    for r in view.profiles[profile].sections.get(LEDGER_SECTION, []):
+        devices = r.payload.get("devices") or {}
+        if not devices:
+            continue
+        asked = int((devices.get("asked") or {}).get("GPU", 0))
+        variables = (devices.get("unit") or {}).get("variables") or {}
+        shown = ", ".join(f"{name}={value}" for name, value in sorted(variables.items()))
+        torch = " / ".join(
+            f"{role} {seen.get('count', '?')}"
+            for role, seen in sorted((devices.get("roles") or {}).items())
+        )
+        parts.append(
+            f"{r.key}: {asked or 'no'} GPU{'' if asked == 1 else 's'} asked"
+            + (f", {shown}" if shown else ", no visible-devices variable")
+            + (f", torch sees {torch}" if torch else "")
+        )
+    return "; ".join(parts)
 
 
 def _node_of(view: RunView, profile: str) -> dict[str, Any]:
@@ -74,6 +116,9 @@ def section_matrix(view: RunView, section: str) -> list[tuple[str, dict[str, str
             ratio = result.payload.get("ratio")
             shown = f"{result.verdict} {ratio:.3f}" if isinstance(ratio, float) else result.verdict
             rows.setdefault(key, {})[profile] = shown
+    for profile, why in not_checked(view, section).items():
+        for cells in rows.values():
+            cells.setdefault(profile, why)
     return sorted(rows.items())
 
 
@@ -92,7 +137,13 @@ def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str
             if section not in parts
         },
         "units": [
-            {"profile": p, "section": s, "status": status, "error": error or None}
+            {
+                "profile": p,
+                "section": s,
+                "status": status,
+                "error": error or None,
+                "devices": _devices(view, p, s),
+            }
             for p, s, status, error in _ledger(view)
         ],
         "profiles": {profile: render_json(pview) for profile, pview in view.profiles.items()},
@@ -137,6 +188,8 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
                 lines.append(f"| `{key}` | " + " | ".join(shown) + " |")
     for profile, pview in view.profiles.items():
         lines += ["", f"# Profile `{profile}`", "", _hardware(view, profile), ""]
+        if _given_text(view, profile):
+            lines += [f"Units were given: {_given_text(view, profile)}", ""]
         lines += [get_section(s).markdown(pview) for s in sections if s not in parts]
     return "\n".join(lines) + "\n"
 
@@ -160,7 +213,9 @@ def fleet_junit_cases(view: RunView, sections: tuple[str, ...]) -> list[JUnitCas
                     )
                 )
     for profile, section, status, error in _ledger(view):
-        if status != "ok":
+        if status == NOT_CHECKED:  # ran nothing, said so: never a pass, never an error
+            cases.append(JUnitCase(f"fleet [{profile}]", section, "skipped", message=error))
+        elif status != "ok":
             cases.append(
                 JUnitCase(f"fleet [{profile}]", section, "error", message=f"{status}: {error}")
             )
@@ -230,9 +285,10 @@ def _nodes_html(view: RunView) -> str:
         )
         rows += (
             f"<tr><td>{escape(profile)}</td><td>{escape(str(node.get('node_id', ''))[:12])}"
-            f"</td><td>{escape(_hardware(view, profile))}</td><td>{escape(units)}</td></tr>"
+            f"</td><td>{escape(_hardware(view, profile))}</td><td>{escape(units)}</td>"
+            f"<td>{escape(_given_text(view, profile))}</td></tr>"
         )
     return (
         '<section id="fleet"><h2>Fleet</h2><table><tr><th>profile</th><th>node</th>'
-        f"<th>hardware</th><th>units</th></tr>{rows}</table></section>"
+        f"<th>hardware</th><th>units</th><th>devices given</th></tr>{rows}</table></section>"
     )

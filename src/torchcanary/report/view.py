@@ -17,6 +17,8 @@ from torchcanary.store.base import ResultStore
 
 FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
 LEDGER_SECTION = "fleet"  # a fleet run's units, one row per profile and section: how each ended
+# A ledger row's verdict for a unit that ran nothing: it saw fewer GPUs than its profile has.
+NOT_CHECKED = "not checked"
 
 
 def load_run_view(store: ResultStore, run_id: str) -> RunView:

@@ -13,6 +13,7 @@ from __future__ import annotations
 # and returns JSON-ready data.
 COLLECT_MANIFEST = "torchcanary.worker.manifest:collect"
 AVAILABLE_DEVICES = "torchcanary.worker.devices:available_devices"
+DEVICE_VIEW = "torchcanary.worker.devices:device_view"  # what a fleet unit's torch sees
 RUN_PROBE = "torchcanary.worker.run_probe:run_probe"
 RUN_RANKS = "torchcanary.worker.multirank:run_ranks"
 COLLECT_SURFACE = "torchcanary.worker.surface:collect"
@@ -31,6 +32,7 @@ BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-s
 WORKER_CALLS = (
     COLLECT_MANIFEST,
     AVAILABLE_DEVICES,
+    DEVICE_VIEW,
     RUN_PROBE,
     RUN_RANKS,
     COLLECT_SURFACE,
