@@ -315,7 +315,9 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
         SqliteStore(tmp_path / "canary.db") as store,
         connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
     ):
-        venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",))
+        fleet.discover()  # as `drill --nodes` does before placing: the profiles are known
+        # Two profiles here (gpu-box, plain-box): filed under mixed:A,B (--fleet-mixed).
+        venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",), mixed=True)
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
@@ -328,6 +330,7 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
     # spare plain-box-2 may stand in).
     ranks_on = [node["node_id"] for node in row.payload["nodes"]]
     assert len(set(ranks_on)) == 2 and "gpu-box" in ranks_on
+    assert placed["placed"]["candidate"]["profile"].startswith("mixed:gpu-box,plain-box")
     assert row.verdict == "passed", row.payload.get("reason")
     assert row.payload["detect_s"] is not None
     # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank on

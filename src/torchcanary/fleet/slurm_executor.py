@@ -123,6 +123,7 @@ class SlurmExecutor:
         self.fleet_dir = fleet_dir
         self.silent_nodes: list[str] = []
         self._jobs: set[str] = set()  # every job submitted and not known ended
+        self._known_facts: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._stop = threading.Event()
 
     def __enter__(self) -> SlurmExecutor:
@@ -149,9 +150,7 @@ class SlurmExecutor:
         for node in usable:
             groups.setdefault((node.features, node.gres, node.cpus), []).append(node)
         with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
-            answers = list(
-                pool.map(lambda group: self._facts(group[0].name, timeout_s), groups.values())
-            )
+            answers = list(pool.map(lambda key: self._facts(key, groups[key], timeout_s), groups))
         nodes: list[FleetNode] = []
         self.silent_nodes = []
         for group, facts in zip(groups.values(), answers, strict=True):
@@ -172,9 +171,15 @@ class SlurmExecutor:
             )
         return sorted(nodes, key=lambda node: node.node_id)
 
-    def _facts(self, node: str, timeout_s: float) -> dict[str, Any] | None:
+    def _facts(
+        self, key: tuple[Any, ...], group: list[slurm_cli.SlurmNode], timeout_s: float
+    ) -> dict[str, Any] | None:
+        """A group's hardware facts, read once per executor on its first node: a later
+        ``discover`` (a drill's, while its hosts hold the nodes) must not wait for a CPU."""
+        if key in self._known_facts:
+            return self._known_facts[key]
         step = [
-            "-p", self.partition, "-w", node, "-N1", "-n1", f"--export={export_list()}",
+            "-p", self.partition, "-w", group[0].name, "-N1", "-n1", f"--export={export_list()}",
             *shlex.split(node_command("facts")),
         ]  # fmt: skip
         try:
@@ -182,6 +187,7 @@ class SlurmExecutor:
             facts: dict[str, Any] = json.loads(said.strip().splitlines()[-1])
         except (FleetError, ValueError, IndexError):
             return None
+        self._known_facts[key] = facts
         return facts
 
     def node_alive(self, node_id: str) -> bool:
