@@ -16,7 +16,8 @@ The parts, each one job:
   ``ray_spread``: actors on distinct nodes (one rank host per node).
 - ``slurm_executor``: that contract on Slurm (``--fleet slurm[:PARTITION]``);
   ``slurm_cli``: the only module running Slurm's commands; ``slurm_node``: what a job runs
-  on its node; ``slurm_hosts``: one host per node over srun.
+  on its node; ``slurm_follow``: each unit's records and end, read back; ``slurm_hosts``:
+  one host per node over srun.
 - ``node_daemon``: what dies when a drill kills a node (Ray's raylet, Slurm's slurmd).
 - ``driver``: a run across the fleet (``run --fleet``): choose nodes, ship sections, commit.
 - ``across_nodes``: ``--fleet --nodes N``, one rank per node, the venue the plan's section

@@ -7,13 +7,14 @@ is one batch job pinned to its node (``sbatch -w NODE --no-requeue``); a node's 
 chained (``--dependency=afterany``), so one section holds a node at a time, as on Ray.
 
 Results come home through a folder every node sees (``--fleet-dir``): the job appends each
-record of its unit as one synced JSON line (``slurm_node.py``) and a reader here tails it,
-so pieces are committed as they come. A unit ends with its own end record; else Slurm's
-word decides: NODE_FAIL, CANCELLED, PREEMPTED, BOOT_FAIL are LOST (the node or the
-scheduler took the work away; ``--resume`` sends it again), FAILED, TIMEOUT, OUT_OF_MEMORY
-are FAILED with the job log's tail. Without slurmdbd there is no sacct: states come from
-``squeue`` (it keeps ended jobs for MinJobAge). Jobs get only ``--export``'s short list of
-variables, never the driver's whole environment (no store password crosses).
+record of its unit as one synced JSON line (``slurm_node.py``) and a reader
+(``slurm_follow.py``) tails it, so pieces are committed as they come. A unit ends with its
+own end record; else Slurm's word decides: NODE_FAIL, CANCELLED, PREEMPTED, BOOT_FAIL are
+LOST (the node or the scheduler took the work away; ``--resume`` sends it again), FAILED,
+TIMEOUT, OUT_OF_MEMORY are FAILED with the job log's tail. Without slurmdbd there is no
+sacct: states come from ``squeue`` (it keeps ended jobs for MinJobAge). Jobs get only
+``--export``'s short list of variables, never the driver's whole environment (no store
+password crosses).
 
 No Slurm Python package is used: ``slurm_cli.py`` says why. Nothing imports this module
 without ``--fleet slurm`` (``fleet/connect.py`` imports it by name).
@@ -30,9 +31,9 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -41,21 +42,12 @@ from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, Executor, HostGroup
 from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
-from torchcanary.fleet.secrets import is_secret_name, strip_data, strip_env, strip_text
-from torchcanary.fleet.slurm_node import beat_path
+from torchcanary.fleet.secrets import is_secret_name, strip_data, strip_env
+from torchcanary.fleet.slurm_follow import FollowedUnit, UnitFollower, ended
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
-POLL_S = 1.0  # how often squeue is asked about the units still out
-READ_S = 0.1  # how often their output files are read
 PROFILE_FEATURE = "tcprofile_"
 NODE_MODULE = "torchcanary.fleet.slurm_node"
-# Jobs whose node or scheduler took the work away: the unit may run again (LOST).
-LOST_STATES = ("NODE_FAIL", "CANCELLED", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED")
-FAILED_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY")
-# A unit pending on a node that went down or was drained is lost after this long.
-PENDING_GRACE_S = 30.0
-# How long slurmctld may stay silent before every unit still out is counted lost.
-SCHEDULER_SILENCE_S = 120.0
 # What a job gets from the driver's environment: the paths, the locale, and how
 # torchcanary and the installers find their cache and index. Never a secret-named one.
 _EXPORT_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
@@ -97,20 +89,6 @@ def node_command(*args: str) -> str:
     """The shell line a job runs: this Python (at the same path on every node), on
     ``slurm_node``."""
     return shlex.join([sys.executable, "-m", NODE_MODULE, *args])
-
-
-@dataclass
-class _Unit:
-    """One dispatched unit as the reader follows it."""
-
-    assignment: Assignment
-    out: Path
-    log: Path
-    job_id: str = ""
-    read: int = 0  # bytes of ``out`` already handed on
-    last_life: float = field(default_factory=time.monotonic)
-    beat_mtime: float = 0.0
-    pending_down_since: float | None = None
 
 
 class SlurmExecutor:
@@ -234,27 +212,28 @@ class SlurmExecutor:
         arrived: queue.Queue[UnitResult] = queue.Queue()
         batch = self.fleet_dir / f"units-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         batch.mkdir(parents=True)
-        units: list[_Unit] = []
+        units: list[FollowedUnit] = []
         last_on_node: dict[str, str] = {}
         for index, assignment in enumerate(assignments):
             name = f"{index:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', assignment.unit.unit_id)}"
-            unit = _Unit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log")
+            unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log")
             (batch / f"{name}.json").write_text(
                 _shippable(assignment.unit).to_json(), encoding="utf-8"
             )
             try:
                 unit.job_id = self._submit(unit, batch / f"{name}.json", last_on_node)
             except FleetError as exc:
-                arrived.put(_ended(assignment, UnitStatus.FAILED, f"error: {exc}"))
+                arrived.put(ended(assignment, UnitStatus.FAILED, f"error: {exc}"))
                 continue
             last_on_node[assignment.node.node_id] = unit.job_id
             units.append(unit)
+        follower = UnitFollower(self.node_alive, self.forget, self._stop)
         threading.Thread(
-            target=self._follow, args=(units, arrived.put), name="torchcanary-slurm", daemon=True
+            target=follower.follow, args=(units, arrived.put), name="torchcanary-slurm", daemon=True
         ).start()
         return _ends(arrived, len(assignments))
 
-    def _submit(self, unit: _Unit, unit_file: Path, last_on_node: dict[str, str]) -> str:
+    def _submit(self, unit: FollowedUnit, unit_file: Path, last_on_node: dict[str, str]) -> str:
         assignment = unit.assignment
         node = assignment.node.node_id
         arguments = [
@@ -273,116 +252,6 @@ class SlurmExecutor:
         job_id = slurm_cli.submit(arguments)
         self._jobs.add(job_id)
         return job_id
-
-    def _follow(self, units: list[_Unit], put: Callable[[UnitResult], None]) -> None:
-        """Hand on each unit's new records as they land (files read every ``READ_S``), and
-        end those Slurm says ended without one (squeue asked every ``POLL_S``)."""
-        out = list(units)
-        silent_since: float | None = None
-        try:
-            while out and not self._stop.is_set():
-                out = self._read_for(out, put, POLL_S)
-                if not out:
-                    break
-                try:
-                    states = slurm_cli.job_states([unit.job_id for unit in out])
-                    silent_since = None
-                except FleetError as exc:
-                    silent_since = silent_since or time.monotonic()
-                    if time.monotonic() - silent_since > SCHEDULER_SILENCE_S:
-                        for unit in out:
-                            put(self._lost(unit, f"slurmctld did not answer: {exc}"))
-                        return
-                    continue
-                out = [unit for unit in out if not self._judge(unit, states.get(unit.job_id), put)]
-        except Exception as exc:  # the reader's own failure is every open unit's end
-            for unit in out:
-                put(_ended(unit.assignment, UnitStatus.FAILED, f"error: its reader stopped: {exc}"))
-            return
-        for unit in out:  # closed while units were out
-            put(self._lost(unit, "the driver closed the fleet before the unit ended"))
-
-    def _read_for(
-        self, out: list[_Unit], put: Callable[[UnitResult], None], seconds: float
-    ) -> list[_Unit]:
-        """Read every unit's new lines for ``seconds``; the units not yet ended."""
-        deadline = time.monotonic() + seconds
-        while True:
-            out = [unit for unit in out if not self._read(unit, put)]
-            if not out or time.monotonic() >= deadline or self._stop.is_set():
-                return out
-            time.sleep(READ_S)
-
-    def _read(self, unit: _Unit, put: Callable[[UnitResult], None]) -> bool:
-        """Hand on the whole lines added since the last read; True once the end is read."""
-        beat = beat_path(unit.out)
-        try:
-            mtime = beat.stat().st_mtime
-        except OSError:
-            mtime = 0.0
-        if mtime != unit.beat_mtime:
-            unit.beat_mtime, unit.last_life = mtime, time.monotonic()
-        try:
-            with unit.out.open("rb") as lines:
-                lines.seek(unit.read)
-                chunk = lines.read()
-        except FileNotFoundError:
-            return False
-        whole = chunk[: chunk.rfind(b"\n") + 1]
-        unit.read += len(whole)
-        for line in whole.decode("utf-8").splitlines():
-            result = _tagged(UnitResult.from_json(line), unit.assignment.node)
-            if result.status is UnitStatus.PARTIAL:
-                put(result)
-                continue
-            put(result)
-            self._jobs.discard(unit.job_id)
-            return True
-        return False
-
-    def _judge(
-        self, unit: _Unit, state: slurm_cli.JobState | None, put: Callable[[UnitResult], None]
-    ) -> bool:
-        """End ``unit`` if Slurm says its job ended (after a last read); True if ended."""
-        if state is None or state.state in (*LOST_STATES, *FAILED_STATES, "COMPLETED"):
-            if self._read(unit, put):  # the end record may have landed since
-                return True
-            self._jobs.discard(unit.job_id)
-        if state is None:
-            put(self._lost(unit, f"Slurm no longer knows job {unit.job_id}"))
-            return True
-        if state.state in LOST_STATES:
-            why = f"job {unit.job_id} {state.state} ({state.reason})"
-            put(self._lost(unit, why))
-            return True
-        if state.state in FAILED_STATES:
-            why = f"job {unit.job_id} {state.state}: {_tail(unit.log)}"
-            put(_ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
-            return True
-        if state.state == "COMPLETED":
-            why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
-            put(_ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
-            return True
-        if state.state == "PENDING" and not self.node_alive(unit.assignment.node.node_id):
-            unit.pending_down_since = unit.pending_down_since or time.monotonic()
-            if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
-                slurm_cli.cancel([unit.job_id])
-                self._jobs.discard(unit.job_id)
-                put(self._lost(unit, f"job {unit.job_id} waited on a node that is down"))
-                return True
-        return False
-
-    def _lost(self, unit: _Unit, why: str) -> UnitResult:
-        """LOST, with how long after the unit's last sign of life (its heartbeat) it was
-        noticed: the detection time, SlurmdTimeout included."""
-        noticed = time.monotonic() - unit.last_life
-        node = unit.assignment.node.node_id
-        return _ended(
-            unit.assignment,
-            UnitStatus.LOST,
-            f"node {node} went away before the unit finished: {why}; "
-            f"noticed {noticed:.1f}s after its last heartbeat",
-        )
 
     def close(self) -> None:
         """Stop following, and cancel every job of this executor still out."""
@@ -419,34 +288,8 @@ def _ends(arrived: queue.Queue[UnitResult], units: int) -> Iterator[UnitResult]:
         yield result
 
 
-def _ended(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
-    node = assignment.node
-    return UnitResult(
-        assignment.unit.unit_id, status, node.node_id, node.profile.key, error=strip_text(why)
-    )
-
-
-def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
-    """The result with its node and profile, and with no secret left in it."""
-    return replace(
-        result,
-        output=None if result.output is None else strip_data(dict(result.output)),
-        error=None if result.error is None else strip_text(result.error),
-        node_id=node.node_id,
-        profile_key=node.profile.key,
-    )
-
-
 def _shippable(unit: WorkUnit) -> WorkUnit:
     return replace(unit, payload=strip_data(dict(unit.payload)), env=strip_env(unit.env))
-
-
-def _tail(log: Path, limit: int = 400) -> str:
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "no job log"
-    return strip_text(" ".join(text.split())[-limit:]) or "empty job log"
 
 
 if TYPE_CHECKING:

@@ -1,0 +1,204 @@
+"""Following the Slurm executor's units: each unit's records read from the shared folder
+as they land, its end decided by its own end record or else by Slurm's word on its job.
+
+A reader thread per dispatch reads every unit's output lines every ``READ_S`` and asks
+``squeue`` for the jobs still out every ``POLL_S``. NODE_FAIL, CANCELLED, PREEMPTED,
+BOOT_FAIL (and a job Slurm forgot, or one pending on a node gone down) end a unit LOST,
+saying how long after its last heartbeat that was noticed; FAILED, TIMEOUT, OUT_OF_MEMORY,
+or a job that completed without an end record, end it FAILED with the job log's tail.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from torchcanary.errors import FleetError
+from torchcanary.fleet import slurm_cli
+from torchcanary.fleet.executor import Assignment
+from torchcanary.fleet.profile import FleetNode
+from torchcanary.fleet.secrets import strip_data, strip_text
+from torchcanary.fleet.slurm_node import beat_path
+from torchcanary.fleet.unit import UnitResult, UnitStatus
+
+POLL_S = 1.0  # how often squeue is asked about the units still out
+READ_S = 0.1  # how often their output files are read
+
+# Jobs whose node or scheduler took the work away: the unit may run again (LOST).
+LOST_STATES = ("NODE_FAIL", "CANCELLED", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED")
+FAILED_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY")
+# A unit pending on a node that went down or was drained is lost after this long.
+PENDING_GRACE_S = 30.0
+# How long slurmctld may stay silent before every unit still out is counted lost.
+SCHEDULER_SILENCE_S = 120.0
+
+
+@dataclass
+class FollowedUnit:
+    """One dispatched unit as the reader follows it."""
+
+    assignment: Assignment
+    out: Path
+    log: Path
+    job_id: str = ""
+    read: int = 0  # bytes of ``out`` already handed on
+    last_life: float = field(default_factory=time.monotonic)
+    beat_mtime: float = 0.0
+    pending_down_since: float | None = None
+
+
+class UnitFollower:
+    """Hands on each unit's records and its one end; told how to ask whether a node is
+    up, how to drop a job from the executor's list, and when the executor closed."""
+
+    def __init__(
+        self,
+        node_alive: Callable[[str], bool],
+        forget: Callable[[str], None],
+        stop: threading.Event,
+    ) -> None:
+        self._node_alive = node_alive
+        self._forget = forget
+        self._stop = stop
+
+    def follow(self, units: list[FollowedUnit], put: Callable[[UnitResult], None]) -> None:
+        """Hand on each unit's new records as they land (files read every ``READ_S``), and
+        end those Slurm says ended without one (squeue asked every ``POLL_S``)."""
+        out = list(units)
+        silent_since: float | None = None
+        try:
+            while out and not self._stop.is_set():
+                out = self._read_for(out, put, POLL_S)
+                if not out:
+                    break
+                try:
+                    states = slurm_cli.job_states([unit.job_id for unit in out])
+                    silent_since = None
+                except FleetError as exc:
+                    silent_since = silent_since or time.monotonic()
+                    if time.monotonic() - silent_since > SCHEDULER_SILENCE_S:
+                        for unit in out:
+                            put(self._lost(unit, f"slurmctld did not answer: {exc}"))
+                        return
+                    continue
+                out = [unit for unit in out if not self._judge(unit, states.get(unit.job_id), put)]
+        except Exception as exc:  # the reader's own failure is every open unit's end
+            for unit in out:
+                put(ended(unit.assignment, UnitStatus.FAILED, f"error: its reader stopped: {exc}"))
+            return
+        for unit in out:  # closed while units were out
+            put(self._lost(unit, "the driver closed the fleet before the unit ended"))
+
+    def _read_for(
+        self, out: list[FollowedUnit], put: Callable[[UnitResult], None], seconds: float
+    ) -> list[FollowedUnit]:
+        """Read every unit's new lines for ``seconds``; the units not yet ended."""
+        deadline = time.monotonic() + seconds
+        while True:
+            out = [unit for unit in out if not self._read(unit, put)]
+            if not out or time.monotonic() >= deadline or self._stop.is_set():
+                return out
+            time.sleep(READ_S)
+
+    def _read(self, unit: FollowedUnit, put: Callable[[UnitResult], None]) -> bool:
+        """Hand on the whole lines added since the last read; True once the end is read."""
+        beat = beat_path(unit.out)
+        try:
+            mtime = beat.stat().st_mtime
+        except OSError:
+            mtime = 0.0
+        if mtime != unit.beat_mtime:
+            unit.beat_mtime, unit.last_life = mtime, time.monotonic()
+        try:
+            with unit.out.open("rb") as lines:
+                lines.seek(unit.read)
+                chunk = lines.read()
+        except FileNotFoundError:
+            return False
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        unit.read += len(whole)
+        for line in whole.decode("utf-8").splitlines():
+            result = _tagged(UnitResult.from_json(line), unit.assignment.node)
+            if result.status is UnitStatus.PARTIAL:
+                put(result)
+                continue
+            put(result)
+            self._forget(unit.job_id)
+            return True
+        return False
+
+    def _judge(
+        self,
+        unit: FollowedUnit,
+        state: slurm_cli.JobState | None,
+        put: Callable[[UnitResult], None],
+    ) -> bool:
+        """End ``unit`` if Slurm says its job ended (after a last read); True if ended."""
+        if state is None or state.state in (*LOST_STATES, *FAILED_STATES, "COMPLETED"):
+            if self._read(unit, put):  # the end record may have landed since
+                return True
+            self._forget(unit.job_id)
+        if state is None:
+            put(self._lost(unit, f"Slurm no longer knows job {unit.job_id}"))
+            return True
+        if state.state in LOST_STATES:
+            why = f"job {unit.job_id} {state.state} ({state.reason})"
+            put(self._lost(unit, why))
+            return True
+        if state.state in FAILED_STATES:
+            why = f"job {unit.job_id} {state.state}: {_tail(unit.log)}"
+            put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            return True
+        if state.state == "COMPLETED":
+            why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
+            put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            return True
+        if state.state == "PENDING" and not self._node_alive(unit.assignment.node.node_id):
+            unit.pending_down_since = unit.pending_down_since or time.monotonic()
+            if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
+                slurm_cli.cancel([unit.job_id])
+                self._forget(unit.job_id)
+                put(self._lost(unit, f"job {unit.job_id} waited on a node that is down"))
+                return True
+        return False
+
+    def _lost(self, unit: FollowedUnit, why: str) -> UnitResult:
+        """LOST, with how long after the unit's last sign of life (its heartbeat) it was
+        noticed: the detection time, SlurmdTimeout included."""
+        noticed = time.monotonic() - unit.last_life
+        node = unit.assignment.node.node_id
+        return ended(
+            unit.assignment,
+            UnitStatus.LOST,
+            f"node {node} went away before the unit finished: {why}; "
+            f"noticed {noticed:.1f}s after its last heartbeat",
+        )
+
+
+def ended(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
+    node = assignment.node
+    return UnitResult(
+        assignment.unit.unit_id, status, node.node_id, node.profile.key, error=strip_text(why)
+    )
+
+
+def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
+    """The result with its node and profile, and with no secret left in it."""
+    return replace(
+        result,
+        output=None if result.output is None else strip_data(dict(result.output)),
+        error=None if result.error is None else strip_text(result.error),
+        node_id=node.node_id,
+        profile_key=node.profile.key,
+    )
+
+
+def _tail(log: Path, limit: int = 400) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "no job log"
+    return strip_text(" ".join(text.split())[-limit:]) or "empty job log"
