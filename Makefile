@@ -55,6 +55,7 @@ slurm:
 	  ($(APT_INSTALL) slurm-wlm munge >/dev/null) || true; \
 	  [ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d; } 2>/dev/null || true
 	@$(HAVE_SLURM) || $(call missing,Slurm (slurm-wlm and munge),the Slurm fleet tests)
+	@[ "$$(id -u)" = 0 ] || $(call missing,root (the test cluster's slurmd runs as root),the Slurm fleet tests)
 HAVE_SLURM = { command -v slurmctld && command -v slurmd && command -v sbatch \
   && command -v munged; } >/dev/null 2>&1
 
