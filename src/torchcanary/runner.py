@@ -25,6 +25,12 @@ from torchcanary.errors import CanaryError, EnvBuildError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
+from torchcanary.report.evidence import (
+    EVIDENCE_ARTIFACT,
+    canonical_bytes,
+    citation,
+    recorded_evidence,
+)
 from torchcanary.report.render import write_outputs
 from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
@@ -44,6 +50,7 @@ class RunOutcome:
     outputs: dict[str, Path]
     # What could not finish (a section, or SECTION@PROFILE on a fleet), and why.
     failures: dict[str, str]
+    citation: str = ""  # "run R, digest D": what a team cites (report/evidence.py)
 
 
 def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environment]:
@@ -251,4 +258,12 @@ def execute(
     )
     venue.close(run, run_id, failures)
     outputs = write_outputs(load_run_view(store, run_id), output_dir)
-    return RunOutcome(run_id, decision, outputs, failures)
+    # The digest is kept with the run too, so a results.json edited later (and its
+    # evidence recomputed) still disagrees with the store: `verify --store`.
+    _, evidence = recorded_evidence(outputs["json"])
+    if evidence is None:
+        raise RuntimeError(f"{outputs['json']} was written without its evidence")
+    store.save_artifact(
+        run_id, EVIDENCE_ARTIFACT, "application/json", canonical_bytes(evidence.to_json())
+    )
+    return RunOutcome(run_id, decision, outputs, failures, citation(run_id, evidence))

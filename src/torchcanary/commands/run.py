@@ -230,7 +230,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     finally:
         if executor is not None:
             executor.close()
-    return print_verdict(console, outcome.decision, outcome.outputs, outcome.failures)
+    return print_verdict(
+        console, outcome.decision, outcome.outputs, outcome.failures, outcome.citation
+    )
 
 
 def _selection(args: argparse.Namespace) -> NodeSelection:

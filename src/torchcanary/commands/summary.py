@@ -36,10 +36,15 @@ def print_outcome(console: Console, store: ResultStore, run_id: str) -> None:
 
 
 def print_verdict(
-    console: Console, decision: Decision, outputs: dict[str, Path], failures: dict[str, str]
+    console: Console,
+    decision: Decision,
+    outputs: dict[str, Path],
+    failures: dict[str, str],
+    cited: str = "",
 ) -> int:
-    """The report's files, then the last lines a reader sees: the verdict, why, and where
-    the report is; and the exit code that says the same (a no-go exit is not a crash)."""
+    """The report's files, then the last lines a reader sees: the verdict, why, where
+    the report is, and the line to cite ("run R, digest D"); and the exit code that says
+    the same (a no-go exit is not a crash)."""
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
     if failures:
@@ -59,6 +64,8 @@ def print_verdict(
     report = outputs.get("html") or next(iter(outputs.values()), None)
     if report is not None:
         console.print(f"  report: {report}", markup=False, highlight=False, soft_wrap=True)
+    if cited:
+        console.print(f"evidence: {cited}", markup=False, highlight=False, soft_wrap=True)
     return code
 
 

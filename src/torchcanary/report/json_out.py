@@ -14,11 +14,6 @@ from torchcanary.sections import json_parts, registered
 JSON_SCHEMA_VERSION = 1
 
 
-def json_text(view: RunView) -> str:
-    """``results.json`` for ``view`` (see :func:`strict_json`)."""
-    return strict_json(render_json(view))
-
-
 def strict_json(data: Any) -> str:
     """Strict JSON: a number that is not finite (an infinite ratio, a NaN bound) is written
     as null, since NaN and Infinity are not JSON and browsers, ``jq`` and most parsers
