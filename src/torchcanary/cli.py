@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from torchcanary import __version__
+from torchcanary.ci import commands as ci_commands
 from torchcanary.commands import Handler, Parser, run, stored, verify
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
@@ -30,6 +31,7 @@ examples:
   torchcanary claims checklist NOTES.md --release 2.15   # draft a pack from the notes
   torchcanary runs && torchcanary report RUN_ID
   torchcanary verify canary-results/latest     # results.json still matches its digest?
+  torchcanary ci init github --runner-label h100  # a workflow for a self-hosted GPU runner
 
 environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an
 interpreter ('python:/opt/venv/bin/python') or 'current'. Requirement sets are built once
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     HANDLERS.update(stored.register(commands))
     HANDLERS.update(verify.register(commands))  # a run's evidence digest
     HANDLERS.update(history_commands.register(commands))  # history, compare, store
+    HANDLERS.update(ci_commands.register(commands))  # ci init, ci comment
     return parser
 
 
