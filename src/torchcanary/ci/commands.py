@@ -48,7 +48,9 @@ def register(commands: Any) -> dict[str, Handler]:
         f"(default {DEFAULT_PIN_FILE})",
     )
     init.add_argument(
-        "--run-args", default="", help="extra arguments for `torchcanary run`, e.g. '--only claims'"
+        "--run-args",
+        default="",
+        help="extra arguments for `torchcanary run`, e.g. '--config ci.toml'",
     )
     init.add_argument(
         "--timeout-minutes", type=int, default=360, help="the job's limit (default 360)"
