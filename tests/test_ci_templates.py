@@ -251,9 +251,14 @@ def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: 
     assert edited.returncode == 1 and "policy: differs" in edited.stdout
 
 
-def test_gitlab_job_runs_for_real_and_keeps_one_note(tmp_path: Path, api: FakeApi):
-    job = _workflow(render(CiOptions("gitlab", run_args=RUN_ARGS)))["torchcanary"]
-    script = [line for line in job["script"] if "pip install" not in line]
+def test_gitlab_job_runs_for_real_and_keeps_one_note_through_no_go_and_go(
+    tmp_path: Path, api: FakeApi
+):
+    def script(run_args: str) -> list[str]:
+        job = _workflow(render(CiOptions("gitlab", run_args=run_args)))["torchcanary"]
+        assert job["artifacts"]["reports"]["junit"] == "torchcanary-outputs/junit.xml"
+        return [line for line in job["script"] if "pip install" not in line]
+
     env = _ci_env(
         tmp_path,
         CI_MERGE_REQUEST_IID="12",
@@ -263,21 +268,29 @@ def test_gitlab_job_runs_for_real_and_keeps_one_note(tmp_path: Path, api: FakeAp
     )
     project = tmp_path / "project"
     project.mkdir()
-    done = _shell("\n".join(script), project, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "torchcanary exit code 0" in done.stdout and "created comment 1" in done.stdout
-    assert (project / job["artifacts"]["reports"]["junit"]).is_file()
-    assert (project / "torchcanary-outputs" / "summary.md").is_file()
     notes = "/api/v4/projects/99/merge_requests/12/notes"
+    # A real no-go (the probe gets no time to answer, so it says nothing: blocking).
+    no_go = _shell("\n".join(script(RUN_ARGS + " --probe-timeout 0.01")), project, env)
+    assert no_go.returncode == 1, no_go.stdout + no_go.stderr
+    assert "torchcanary exit code 1" in no_go.stdout and "created comment 1" in no_go.stdout
+    assert "Verdict **no-go**" in api.comments[1]
+    assert (project / "torchcanary-outputs" / "junit.xml").is_file()
+    assert (project / "torchcanary-outputs" / "summary.md").is_file()
     assert api.calls() == [("GET", notes), ("POST", notes)]
-    comment_line = next(line for line in script if "ci comment" in line)
-    again = _shell(comment_line, project, env)
-    assert again.returncode == 0 and "updated comment 1" in again.stdout, again.stderr
-    assert api.calls()[-1] == ("PUT", f"{notes}/1") and list(api.comments) == [1]
-    _token_only_in_authorization(api, [done.stdout + done.stderr, again.stdout + again.stderr])
+
+    # The next pipeline is a go: the same note is updated, with the new run's digest.
+    lines = script(RUN_ARGS)
+    go = _shell("\n".join(lines), project, env)
+    assert go.returncode == 0 and "updated comment 1" in go.stdout, go.stdout + go.stderr
+    assert api.calls()[-2:] == [("GET", notes), ("PUT", f"{notes}/1")]
+    run_id = (project / "canary-results" / "latest").resolve().name
+    assert list(api.comments) == [1] and "Verdict **go**" in api.comments[1]
+    assert f"run {run_id}, digest sha256:" in api.comments[1]
+    _token_only_in_authorization(api, [d.stdout + d.stderr for d in (no_go, go)])
 
     # No token: one line naming the variable to set, nothing sent.
     sent = len(api.requests)
+    comment_line = next(line for line in lines if "ci comment" in line)
     no_token = {k: v for k, v in env.items() if k != "TORCHCANARY_GITLAB_TOKEN"}
     refused = _shell(comment_line, project, no_token)
     assert refused.returncode == 2 and "TORCHCANARY_GITLAB_TOKEN is not set" in refused.stderr
