@@ -216,6 +216,7 @@ def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: 
     run_dir = (project / "canary-results" / "latest").resolve()
     assert f"run {run_dir.name}, digest sha256:" in summary
     assert "verify: match" in outputs["Qualify"].stdout
+    assert f"evidence: run {run_dir.name}, digest sha256:" in outputs["Qualify"].stdout
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     for pattern in upload["with"]["path"].split():
         assert glob.glob(str(project / pattern)), pattern

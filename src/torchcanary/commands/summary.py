@@ -42,11 +42,13 @@ def print_verdict(
     failures: dict[str, str],
     cited: str = "",
 ) -> int:
-    """The report's files, then the last lines a reader sees: the verdict, why, where
-    the report is, and the line to cite ("run R, digest D"); and the exit code that says
+    """The report's files and the line to cite ("run R, digest D"), then the last lines a
+    reader sees: the verdict, why, and where the report is; and the exit code that says
     the same (a no-go exit is not a crash)."""
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
+    if cited:  # before the verdict, which stays the last thing said (make run adds to it)
+        console.print(f"evidence: {cited}", markup=False, highlight=False, soft_wrap=True)
     if failures:
         code = EXIT_INTERNAL
         broken = [f"{unit} could not finish: {error}" for unit, error in failures.items()]
@@ -64,8 +66,6 @@ def print_verdict(
     report = outputs.get("html") or next(iter(outputs.values()), None)
     if report is not None:
         console.print(f"  report: {report}", markup=False, highlight=False, soft_wrap=True)
-    if cited:
-        console.print(f"evidence: {cited}", markup=False, highlight=False, soft_wrap=True)
     return code
 
 
