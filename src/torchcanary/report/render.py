@@ -72,4 +72,5 @@ def with_evidence(data: dict[str, Any]) -> tuple[str, Evidence]:
 def _cited(markdown: str, view: RunView, evidence: Evidence) -> str:
     """summary.md ends with the line to cite and how to check it."""
     line = citation(view.run.run_id, evidence)
-    return markdown.rstrip("\n") + f"\n\nEvidence: {line} (check: `torchcanary verify DIR`).\n"
+    ending = "" if markdown.endswith("\n") else "\n"
+    return markdown + ending + f"\nEvidence: {line} (check: `torchcanary verify DIR`).\n"
