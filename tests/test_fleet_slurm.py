@@ -149,7 +149,7 @@ def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     assert end.status is UnitStatus.LOST, end.error
     assert ("CANCELLED" if strike == "scancel" else "NODE_FAIL") in (end.error or "")
     noticed = NOTICED.search(end.error or "")
-    assert noticed and float(noticed.group(1)) < 10, end.error
+    assert noticed and float(noticed.group(1)) == end.noticed_s < 10, end.error
 
 
 def _run_args(store: Path, output: Path, *more: str) -> list[str]:
@@ -211,6 +211,7 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     ended_s = time.monotonic() - struck
     before = _probe_rows(db)
     ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    reports_before = _reports(output)  # --resume rewrites them
     slurm_cluster.start_node("plain-box-2")
     resumed = run_canary(
         *_run_args(db, output, "--resume", "--fleet-dir", str(work / "f")), cwd=work, timeout=400
@@ -222,9 +223,16 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
         "ended_s": ended_s,
         "before": before,
         "ledger_before": ledger_before,
+        "reports_before": reports_before,
         "resumed": resumed,
         "after": _probe_rows(db),
     }
+
+
+def _reports(output: Path) -> dict[str, str]:
+    """The first run's results.json and summary.md, as text."""
+    [run_dir] = [p for p in output.iterdir() if p.name != "latest"]
+    return {name: (run_dir / name).read_text() for name in ("results.json", "summary.md")}
 
 
 @pytest.fixture(scope="module")
@@ -265,9 +273,17 @@ def test_a_node_killed_mid_run_is_stored_lost_with_the_seconds_it_took_to_notice
     verdict, payload = ledger[("plain-box", "claims")]
     assert verdict == "lost"
     assert "NODE_FAIL" in payload["error"]
-    noticed = float(NOTICED.search(payload["error"]).group(1))
+    noticed = payload["noticed_s"]
+    assert noticed == float(NOTICED.search(payload["error"]).group(1))
     # Slurm declares a silent node down after SlurmdTimeout (10 s here) and its next ping.
     assert 5 < noticed < 60 and noticed <= slurm_run["ended_s"] + 2
+    reports = slurm_run["reports_before"]
+    units = json.loads(reports["results.json"])["fleet"]["units"]
+    assert {(u["profile"], u["status"], u["noticed_s"]) for u in units} == {
+        ("gpu-box", "ok", None),
+        ("plain-box", "lost", noticed),
+    }
+    assert f"claims on `plain-box`: lost (noticed after {noticed:.1f} s)" in reports["summary.md"]
     assert 1 <= sum(key[0] == "plain-box" for key in slurm_run["before"]) < 4
 
 
