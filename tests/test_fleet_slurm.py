@@ -354,6 +354,8 @@ def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
     assert node_kill.verdict == "passed", node_kill.payload["reason"]
     assert node_kill.payload["nodes_gone"] == [1]
     assert node_kill.payload["slurm_noticed_s"] is not None
+    # The cluster's SlurmdTimeout (10 s) and a margin, read from `scontrol show config`.
+    assert node_kill.payload["notice_waited"] == "up to 40 s: SlurmdTimeout 10 s + 30 s"
     killed = node_kill.payload["nodes"][1]["node_id"]
     state = slurm_cluster.node_states()[killed]
     assert state.endswith("*") or state.startswith("down"), state  # not answering
@@ -389,3 +391,18 @@ def test_no_slurm_module_is_imported_without_fleet_slurm(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ
     )
     assert done.stdout.split() == ["2", "[]"], done.stderr
+
+
+def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
+    from torchcanary.fleet.slurm_cli import parse_slurmd_timeout
+
+    config = (
+        "Configuration data as of 2026-12-05T19:20:00\n"
+        "SlurmctldTimeout        = 120 sec\n"
+        "SlurmdTimeout           = 300 sec\n"
+        "SlurmdUser              = root(0)\n"
+    )
+    assert parse_slurmd_timeout(config) == 300.0
+    assert parse_slurmd_timeout(config.replace("300 sec", "10 sec")) == 10.0
+    assert parse_slurmd_timeout("SlurmctldTimeout = 120 sec\n") is None
+    assert parse_slurmd_timeout("SlurmdTimeout = (null)\n") is None

@@ -253,6 +253,9 @@ class RayExecutor:
         """Whether Ray still counts ``node_id`` among its live nodes."""
         return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
 
+    def notice_bound(self) -> tuple[float, str]:
+        return NODE_DEATH_NOTICE_S, "Ray's node health checks, with a margin"
+
     def require_nodes(self, count: int, gpus: int = 0) -> None:
         """FleetError at once when the cluster has fewer than ``count`` live nodes with a CPU
         (and ``gpus`` GPUs): ``spread`` would otherwise wait out its timeout to say so."""
