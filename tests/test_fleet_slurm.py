@@ -302,66 +302,71 @@ def test_resume_on_slurm_redoes_only_what_the_lost_node_had_not_finished(slurm_r
 
 
 @pytest.mark.torch_envs
-def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
+def test_drill_fleet_slurm_nodes_2_puts_one_rank_on_each_node_in_each_env_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path, real_torch_envs
 ) -> None:
-    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillRun
-    from torchcanary.fleet.connect import connect_fleet
-    from torchcanary.plan import RunPlan
-    from torchcanary.progress import Progress
+    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT
     from torchcanary.report.view import load_run_view
-    from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
-    drills = {
-        "faults": ["kill:timeout", "node-kill:timeout"],
-        "steps": 8,
-        "at_step": 3,
-        "ckpt_every": 3,
-        "timeout_s": 10.0,
-        "drill_timeout_s": 90.0,
-    }
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("drill",),
-        settings={"drill": drills},
+    # Each environment's node kill takes a node for good: three nodes up, gpu-box (rank 0,
+    # never struck) and both plain ones (the run above may have killed plain-box).
+    states = slurm_cluster.node_states()
+    for name in ("plain-box", "plain-box-2"):
+        state = states.get(name, "down*")
+        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
+            slurm_cluster.start_node(name)
+    (tmp_path / "canary.toml").write_text(
+        "[drill]\n"
+        'faults = ["node-kill:timeout"]\n'
+        "steps = 8\nat_step = 3\nckpt_every = 3\ntimeout_s = 10.0\ndrill_timeout_s = 90.0\n"
     )
-    with (
-        SqliteStore(tmp_path / "canary.db") as store,
-        connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
-    ):
-        fleet.discover()  # as `drill --nodes` does before placing: the profiles are known
-        # Two profiles here (gpu-box, plain-box): filed under mixed:A,B (--fleet-mixed).
-        venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",), mixed=True)
-        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
-        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
+    flags = ["--fleet", "slurm", "--nodes", "2", "--fleet-mixed", "--fleet-dir", "fleet"]
+    envs = ["--baseline", BASELINE_SPEC, "--candidate", CANDIDATE_SPEC]
+    done = run_canary(
+        "drill",
+        *flags,
+        *envs,
+        "--store",
+        "canary.db",
+        "--output",
+        "out",
+        "--quiet",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with SqliteStore(tmp_path / "canary.db") as store:
+        run = store.latest_run()
+        assert run is not None
+        rows = {r.env_role: r for r in load_run_view(store, run.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
-            for name, _, data in store.artifacts(outcome.run_id)
+            for name, _, data in store.artifacts(run.run_id)
             if name == NODE_DRILL_ARTIFACT
         )
-    row, node_kill = rows["kill:timeout"], rows["node-kill:timeout"]
-    # One rank on each of two distinct nodes (plain-box is down after the run above: its
-    # spare plain-box-2 may stand in).
-    ranks_on = [node["node_id"] for node in row.payload["nodes"]]
-    assert len(set(ranks_on)) == 2 and "gpu-box" in ranks_on
-    assert placed["placed"]["candidate"]["profile"].startswith("mixed:gpu-box,plain-box")
-    assert row.verdict == "passed", row.payload.get("reason")
-    assert row.payload["detect_s"] is not None
-    # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank on
-    # node 0 notices its peer gone, and Slurm counts node 1 down.
-    assert node_kill.verdict == "passed", node_kill.payload["reason"]
-    assert node_kill.payload["nodes_gone"] == [1]
-    assert node_kill.payload["slurm_noticed_s"] is not None
-    # The cluster's SlurmdTimeout (10 s) and a margin, read from `scontrol show config`.
-    assert node_kill.payload["notice_waited"] == "up to 40 s: SlurmdTimeout 10 s + 30 s"
-    killed = node_kill.payload["nodes"][1]["node_id"]
-    state = slurm_cluster.node_states()[killed]
-    assert state.endswith("*") or state.startswith("down"), state  # not answering
-    assert drill_processes_left(placed, range(2)) == []
+    assert set(rows) == {"baseline", "candidate"}
+    killed = []
+    for role, row in rows.items():
+        # One rank on each of two distinct nodes; two profiles: filed under mixed:A,B.
+        ranks_on = [node["node_id"] for node in row.payload["nodes"]]
+        assert len(set(ranks_on)) == 2 and ranks_on[0] == "gpu-box", ranks_on
+        assert placed["placed"][role]["profile"].startswith("mixed:gpu-box,plain-box")
+        # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank
+        # on node 0 notices its peer gone, and Slurm counts node 1 down.
+        assert row.verdict == "passed", row.payload["reason"]
+        assert row.payload["nodes_gone"] == [1] and row.payload["detect_s"] is not None
+        assert row.payload["slurm_noticed_s"] is not None
+        # The cluster's SlurmdTimeout (10 s) and a margin, read from `scontrol show config`.
+        assert row.payload["notice_waited"] == "up to 40 s: SlurmdTimeout 10 s + 30 s"
+        killed.append(ranks_on[1])
+        assert drill_processes_left(placed, range(2), role) == []
+    assert len(set(killed)) == 2  # the candidate ran on the nodes the baseline left
+    states = slurm_cluster.node_states()
+    assert all(states[name].endswith("*") or states[name].startswith("down") for name in killed)
     assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
-    slurm_cluster.start_node(killed)
+    for name in killed:
+        slurm_cluster.start_node(name)
 
 
 def test_a_partition_slurm_does_not_have_is_one_line_exit_2_and_writes_nothing(
