@@ -68,8 +68,9 @@ def _cmd_publish(args: argparse.Namespace, console: Console) -> int:
         done = publish(store, args.out)
     console.print(
         f"published {done.runs} runs to {args.out / 'index.html'}: {len(done.rendered)} "
-        f"pages made, {done.kept} unchanged, {done.regressions} cell(s) with open "
-        f"regressions, in {time.perf_counter() - started:.1f} s",
+        f"pages made, {done.kept} unchanged, {done.regressions} open regression(s), in "
+        f"{time.perf_counter() - started:.1f} s",
         highlight=False,
+        soft_wrap=True,
     )
     return EXIT_GO
