@@ -84,7 +84,10 @@ def overview(infos: list[RunInfo], items: dict[str, list[str]], regressions: int
 def _overview_cell(info: RunInfo | None) -> str:
     if info is None:
         return "<td>–</td>"
-    digest = f'<div class="when">digest {escape(info.evidence)}</div>' if info.evidence else ""
+    digest = ""
+    if info.evidence:  # cited whole; shown short, the whole digest on hover
+        short = info.evidence[:19] + ("…" if len(info.evidence) > 19 else "")
+        digest = f'<div class="when" title="{escape(info.evidence)}">digest {escape(short)}</div>'
     return (
         f'<td class="cell"><span class="badge {escape(info.decision)}">'
         f"{escape(info.decision)}</span> "

@@ -103,7 +103,15 @@ def _run(store: ResultStore, run: Any, known: RunInfo | None, build: _Build) -> 
     folder = build.out / Path(page).parent
     write_run_files(view, folder)
     results = json.loads((folder / "results.json").read_text())
-    return replace(info, evidence=str(results.get("digest", "")))
+    return replace(info, evidence=_evidence_digest(results))
+
+
+def _evidence_digest(results: dict[str, Any]) -> str:
+    """The run's evidence digest as its ``results.json`` records it ('' before runs
+    carried one): ``evidence.digest``, or a top-level ``digest``."""
+    recorded = results.get("evidence")
+    digest = recorded.get("digest") if isinstance(recorded, dict) else results.get("digest")
+    return digest if isinstance(digest, str) else ""
 
 
 def _histories(store: ResultStore, infos: list[RunInfo], build: _Build) -> dict[str, list[str]]:
