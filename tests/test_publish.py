@@ -38,6 +38,18 @@ def test_the_overview_has_a_cell_per_candidate_build_and_hardware(published) -> 
         assert (site / "runs" / run_id / "report.html").is_file()
         assert f'href="runs/{run_id}/report.html"' in page
     assert "drill kill:restart failed" in page  # what blocks 2.14.1 on mi300-8x
+    for run_id in runs.values():  # a run whose results carry an evidence digest shows it
+        results = json.loads((site / "runs" / run_id / "results.json").read_text())
+        if isinstance(results.get("evidence"), dict):
+            assert f'title="{results["evidence"]["digest"]}"' in page
+
+
+def test_an_empty_store_publishes_a_page_that_says_so(tmp_path) -> None:
+    with open_store(str(tmp_path / "canary.db")) as store:
+        done = publish(store, tmp_path / "site")
+    assert (done.runs, done.regressions) == (0, 0)
+    assert "The store holds no runs yet." in (tmp_path / "site" / "index.html").read_text()
+    assert (tmp_path / "site" / "regressions.txt").read_text().startswith("no open regressions")
 
 
 def test_the_regressions_list_is_what_compare_says(published) -> None:

@@ -20,8 +20,8 @@ Build a static site from every run in a store: an overview (release candidates x
 each cell the latest go / no-go with its date and a link to the run; the upgrade being
 qualified and what blocks it), every run's report, the history of each benchmark, claim
 and drill across runs (runs of different hardware or build variants drawn apart), and the
-open regressions as regressions.txt and regressions.json (each no-go cell set against its
-last go run, as `torchcanary compare` does).
+open regressions as regressions.txt and regressions.json (each hardware and build whose
+latest run is no-go, set against its last go run as `torchcanary compare` does).
 
 Links are relative: copy OUT anywhere, or publish into a shared folder from CI after each
 run. OUT/publish-manifest.json records what each page was made from, so the next publish
