@@ -27,6 +27,7 @@ from torchcanary.report.render import write_run_files
 from torchcanary.sections import get_section, item_history
 from torchcanary.store.base import ResultStore
 from torchcanary.store.history import HistoryFilter
+from torchcanary.store.rows import RunRow
 
 MANIFEST = "publish-manifest.json"
 MANIFEST_SCHEMA = 1
@@ -77,23 +78,27 @@ def publish(store: ResultStore, out: Path) -> Published:
     infos = [_run(store, run, known.get(run.run_id), build) for run in store.runs()]
     build.done.runs = len(infos)
     items = _histories(store, infos, build)
-    everything = _digest([info.digest for info in infos])
-    regressions: list[dict[str, Any]] = []
-    if build.stale(REGRESSIONS[1], everything) | build.stale(REGRESSIONS[0], everything):
-        regressions = open_regressions(store, infos)
-        build.write(REGRESSIONS[0], as_text(regressions))
-        build.write(REGRESSIONS[1], strict_json({"regressions": regressions}))
-    else:
-        regressions = json.loads((out / REGRESSIONS[1]).read_text())["regressions"]
-    build.done.regressions = len(regressions)
+    everything = _digest([info.digest for info in infos])  # what the overview rests on
+    build.done.regressions = _regressions(store, infos, build, everything)
     if build.stale(OVERVIEW, everything):
-        build.write(OVERVIEW, pages.overview(infos, items, len(regressions)))
+        build.write(OVERVIEW, pages.overview(infos, items, build.done.regressions))
     _remove_gone(out, build)
     _write_manifest(out, build, infos)
     return build.done
 
 
-def _run(store: ResultStore, run: Any, known: RunInfo | None, build: _Build) -> RunInfo:
+def _regressions(store: ResultStore, infos: list[RunInfo], build: _Build, digest: str) -> int:
+    """The open regressions' text and JSON, made again when any run changed; how many."""
+    text, data = (build.stale(page, digest) for page in REGRESSIONS)
+    if not (text or data):
+        return len(json.loads((build.out / REGRESSIONS[1]).read_text())["regressions"])
+    regressions = open_regressions(store, infos)
+    build.write(REGRESSIONS[0], as_text(regressions))
+    build.write(REGRESSIONS[1], strict_json({"regressions": regressions}))
+    return len(regressions)
+
+
+def _run(store: ResultStore, run: RunRow, known: RunInfo | None, build: _Build) -> RunInfo:
     """The run's facts, and its four files made again only when its stored row changed."""
     digest = run_digest(run)
     page = pages.run_page(run.run_id)
