@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from torchcanary import __version__
-from torchcanary.commands import Handler, Parser, run, stored
+from torchcanary.commands import Handler, Parser, publish, run, stored
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
 from torchcanary.sections import SectionDiscoveryError, registered, section_commands
@@ -29,6 +29,7 @@ examples:
   torchcanary packs                           # the claims packs installed, one per release
   torchcanary claims checklist NOTES.md --release 2.15   # draft a pack from the notes
   torchcanary runs && torchcanary report RUN_ID
+  torchcanary publish site/                   # a static site of every stored run
 
 environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an
 interpreter ('python:/opt/venv/bin/python') or 'current'. Requirement sets are built once
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     for section in registered().values():  # a section's own commands (the claims: probes)
         HANDLERS.update(section_commands(section, commands))
     HANDLERS.update(stored.register(commands))
+    HANDLERS.update(publish.register(commands))
     HANDLERS.update(history_commands.register(commands))  # history, compare, store
     return parser
 
