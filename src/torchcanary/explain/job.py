@@ -8,8 +8,9 @@ the unexplained share it measured (None: it measured no whole), and what it did 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from torchcanary.context import RunContext
 from torchcanary.explain.cause import Cause
@@ -38,14 +39,30 @@ class Contribution:
     # (share, low, high) of the delta no cause of this explainer accounts for.
     unexplained: tuple[float, float, float] | None = None
     not_checked: tuple[str, ...] = ()
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Explainer(Protocol):
     """One way to explain a finding: ``applies`` says whether it can, ``explain`` measures."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def applies(self, finding: Finding) -> bool: ...
 
     def explain(self, job: ExplainJob, finding: Finding) -> Contribution: ...
+
+
+@dataclass(frozen=True)
+class FunctionExplainer:
+    """An explainer made of two functions (each explainer module builds one)."""
+
+    name: str
+    applies_to: Callable[[Finding], bool]
+    measure: Callable[[ExplainJob, Finding], Contribution]
+
+    def applies(self, finding: Finding) -> bool:
+        return self.applies_to(finding)
+
+    def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
+        return self.measure(job, finding)
