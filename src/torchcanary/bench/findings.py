@@ -37,8 +37,20 @@ def _delta(record: BenchMeasured) -> str:
     return f"{record.ratio - 1:+.0%}{interval} ({record.verdict})"
 
 
+def _moved(record: BenchMeasured) -> bool:
+    """Judged slower or faster; or not shown to be unchanged while its estimate lies
+    beyond the equivalence band (it deserves attention: the explanation may show why)."""
+    if record.verdict in _MOVED:
+        return True
+    return (
+        record.verdict is BenchVerdict.NO_CHANGE_DETECTED
+        and record.ratio is not None
+        and abs(record.ratio - 1) > record.equivalence
+    )
+
+
 def findings(view: RunView) -> list[Finding]:
-    """Every benchmark (not an A/A control) judged slower or faster."""
+    """Every benchmark (not an A/A control) that moved (see :func:`_moved`)."""
     return [
         Finding(
             section=SECTION,
@@ -53,7 +65,7 @@ def findings(view: RunView) -> list[Finding]:
         )
         for record in from_rows(view.sections.get(SECTION, []))
         if isinstance(record, BenchMeasured)
-        and record.verdict in _MOVED
+        and _moved(record)
         and not record.aa
         and record.ratio is not None
     ]

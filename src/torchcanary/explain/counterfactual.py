@@ -66,6 +66,21 @@ def differing(snapshots: dict[str, dict[str, Any]]) -> tuple[dict[str, Arm], lis
     return arms, fixed
 
 
+def config_arms(changes: list[Finding]) -> dict[str, Arm]:
+    """The flipped config defaults the diff found, each as an arm setting it back."""
+    arms = {}
+    for change in changes:
+        symbol, value = str(change.facts.get("symbol", "")), change.facts.get("baseline")
+        module = symbol.rpartition(".")[0]
+        plain = isinstance(value, bool | int | float) or (
+            isinstance(value, str) and not value.startswith("<")
+        )
+        if change.facts.get("change") == "default-changed" and ".config" in module and plain:
+            name = f"config:{symbol}"
+            arms[name] = Arm(name, "candidate", python={name: value})
+    return arms
+
+
 def _together(arms: list[Arm]) -> Arm:
     env: dict[str, str | None] = {}
     python: dict[str, Any] = {}
@@ -95,15 +110,26 @@ class _Rounds:
     remeasure: dict[str, Any]
     env_of: dict[str, dict[str, str]]
     values: dict[str, list[float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
     _workers: dict[str, Any] = field(default_factory=dict)
 
     def take(self, arms: list[Arm], rounds: int) -> None:
+        """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
+        (``failed``), the baseline or the candidate failing ends the measurement."""
         rng = random.Random(31)
         for _ in range(rounds):
             if self.job.seconds_left() <= 0 and min(map(len, self.values.values()), default=0) >= 3:
                 return
             for arm in rng.sample(arms, len(arms)):
-                self.values.setdefault(arm.name, []).append(self._one(arm))
+                if arm.name in self.failed:
+                    continue
+                try:
+                    self.values.setdefault(arm.name, []).append(self._one(arm))
+                except RuntimeError as exc:
+                    if arm.role == arm.name:  # baseline or candidate itself
+                        raise
+                    self.failed[arm.name] = str(exc)[:200]
+                    self.values.pop(arm.name, None)
 
     def _one(self, arm: Arm) -> float:
         if arm.name not in self._workers:
@@ -138,6 +164,7 @@ def counterfactual(
     env_of = env_of or {}
     assert finding.remeasure is not None
     arms, fixed = differing(_settings(job, env_of))
+    arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
     if not arms:
         return Contribution(
@@ -146,7 +173,10 @@ def counterfactual(
     measured = _Rounds(job, finding.remeasure, env_of)
     plain = [Arm("baseline", "baseline"), Arm("candidate", "candidate")]
     measured.take([*plain, *arms.values()], job.settings.rounds)
-    intervals = {name: measured.share(name) for name in arms}
+    not_checked += [
+        f"{name}: could not be set back: {why}" for name, why in measured.failed.items()
+    ]
+    intervals = {name: measured.share(name) for name in arms if name not in measured.failed}
     helping = [arms[n] for n, i in intervals.items() if i is not None and i[1] > _HELPS]
     best = max((i for i in intervals.values() if i is not None), key=lambda i: i[0], default=None)
     if len(helping) > 1 and job.seconds_left() > 0:

@@ -6,7 +6,11 @@ way to explain (ops and kernels, compile phases) adds its module and one line he
 
 from __future__ import annotations
 
-from torchcanary.explain import counterfactual, startup
+from torchcanary.explain import counterfactual, startup, tracebacks
 from torchcanary.explain.job import Explainer
 
-EXPLAINERS: tuple[Explainer, ...] = (startup.EXPLAINER, counterfactual.EXPLAINER)
+EXPLAINERS: tuple[Explainer, ...] = (
+    startup.EXPLAINER,
+    counterfactual.EXPLAINER,
+    tracebacks.EXPLAINER,
+)

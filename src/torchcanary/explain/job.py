@@ -26,6 +26,8 @@ class ExplainJob:
     view: RunView
     settings: ExplainSettings
     deadline: float  # time.monotonic() past which nothing new is measured
+    # The run's findings of kind "change" (the diff's): candidate causes, not explained.
+    changes: list[Finding] = field(default_factory=list)
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -48,6 +50,12 @@ class Explainer(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def measures(self) -> bool:
+        """Whether it runs measurements (and so waits for the budget); a reader of what
+        the run already holds (tracebacks) costs nothing and always runs."""
+        ...
+
     def applies(self, finding: Finding) -> bool: ...
 
     def explain(self, job: ExplainJob, finding: Finding) -> Contribution: ...
@@ -60,6 +68,7 @@ class FunctionExplainer:
     name: str
     applies_to: Callable[[Finding], bool]
     measure: Callable[[ExplainJob, Finding], Contribution]
+    measures: bool = True
 
     def applies(self, finding: Finding) -> bool:
         return self.applies_to(finding)

@@ -129,9 +129,24 @@ def apply_python(settings: dict[str, Any]) -> None:
             path, attribute = _BACKEND_FLAGS[name]
             setattr(_object(path), attribute, value)
         elif name.startswith("config:"):  # a torch config value: config:torch._inductor.config.x
-            module, _, attribute = name[len("config:") :].rpartition(".")
-            import importlib
-
-            setattr(importlib.import_module(module), attribute, value)
+            _set_config(name[len("config:") :], value)
         else:
             raise ValueError(f"no way to set {name!r} back")
+
+
+def _set_config(path: str, value: Any) -> None:
+    """Set a dotted config name, nested keys included (``torch._inductor.config.triton.x``):
+    the longest importable prefix is the module, the rest attributes."""
+    import importlib
+
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:-1]:
+            owner = getattr(owner, attribute)
+        setattr(owner, parts[-1], value)
+        return
+    raise ValueError(f"no module in {path!r}")
