@@ -107,9 +107,23 @@ def split_total(round_: Round) -> float:
 
 
 def _moved(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
-    """How far ``part`` moved: the candidate's median minus the baseline's."""
-    return shares.median([part(r) for r in rounds["candidate"]]) - shares.median(
-        [part(r) for r in rounds["baseline"]]
+    """How far ``part`` moved: the median over rounds of the candidate's minus the
+    baseline's in the same round (the two ran back to back, so the machine's drift
+    between rounds cancels)."""
+    pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
+    return shares.median([part(candidate) - part(baseline) for baseline, candidate in pairs])
+
+
+def _interval(
+    statistic: Callable[[dict[str, list[Round]]], float], rounds: dict[str, list[Round]]
+) -> shares.Interval | None:
+    """``statistic`` with its bootstrap interval, rounds resampled whole (both sides)."""
+    pairs = list(zip(rounds["baseline"], rounds["candidate"], strict=False))
+    return shares.paired(
+        lambda drawn: statistic(
+            {"baseline": [b for b, _ in drawn], "candidate": [c for _, c in drawn]}
+        ),
+        pairs,
     )
 
 
@@ -182,7 +196,7 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     )
     causes = []
     for kind, (name, part) in parts.items():
-        interval = shares.independent(_share(part), rounds)
+        interval = _interval(_share(part), rounds)
         if interval is None:
             continue
         causes.append(
@@ -198,9 +212,9 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     causes += _module_causes(profiles, split_s)
     # The parts add up to the split import; what the split does not reproduce of the
     # plain import's change (preloading's own cost, noise) is the unexplained part.
-    unexplained = shares.independent(_not_split, rounds)
-    same_build = shares.independent(_without(parts["build"][1]), rounds)
-    delta = shares.independent(lambda r: _moved(r, _plain), rounds)
+    unexplained = _interval(_not_split, rounds)
+    same_build = _interval(_without(parts["build"][1]), rounds)
+    delta = _interval(lambda r: _moved(r, _plain), rounds)
     not_checked = []
     if delta is not None and delta[1] <= 0 <= delta[2]:
         not_checked.append(
@@ -270,7 +284,7 @@ def _library_causes(rounds: dict[str, list[Round]], names: set[str]) -> list[Cau
     top = sorted(seconds, key=lambda name: -abs(seconds[name]))[:_TOP_LIBRARIES]
     causes = []
     for name in top:
-        interval = shares.independent(_share(_one_library(name)), rounds)
+        interval = _interval(_share(_one_library(name)), rounds)
         if interval is not None:
             causes.append(
                 Cause(
