@@ -30,6 +30,8 @@ from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
 _HELPS = 0.25  # a cause whose share's interval clears this joins the combination
+_MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
+_COMPILED = ("compile", "workload")  # the findings torch's config values can move
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,15 @@ def counterfactual(
     env_of = env_of or {}
     assert finding.remeasure is not None
     arms, fixed = differing(_settings(job, env_of))
-    arms |= config_arms(job.changes)
+    if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
+        arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
+    if len(arms) > _MAX_ARMS:
+        left = sorted(arms)[_MAX_ARMS:]
+        not_checked.append(
+            f"settings: {len(left)} more not set back (at most {_MAX_ARMS}): {', '.join(left)}"
+        )
+        arms = {name: arms[name] for name in sorted(arms)[:_MAX_ARMS]}
     if not arms:
         return Contribution(
             not_checked=(*not_checked, "settings: no setting that can be set back differs")
