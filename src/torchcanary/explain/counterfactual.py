@@ -18,6 +18,7 @@ import json
 import math
 import random
 import shlex
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +120,13 @@ class _Rounds:
         """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
         (``failed``), the baseline or the candidate failing ends the measurement."""
         rng = random.Random(31)
+        last_round_s = 0.0
         for _ in range(rounds):
-            if self.job.seconds_left() <= 0 and min(map(len, self.values.values()), default=0) >= 3:
+            # At least 3 rounds; beyond them, none that would end past the budget.
+            enough = min(map(len, self.values.values()), default=0) >= 3
+            if enough and self.job.seconds_left() < last_round_s:
                 return
+            started = time.monotonic()
             for arm in rng.sample(arms, len(arms)):
                 if arm.name in self.failed:
                     continue
@@ -132,6 +137,7 @@ class _Rounds:
                         raise
                     self.failed[arm.name] = str(exc)[:200]
                     self.values.pop(arm.name, None)
+            last_round_s = time.monotonic() - started
 
     def _one(self, arm: Arm) -> float:
         if arm.name not in self._workers:

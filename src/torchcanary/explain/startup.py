@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any
@@ -87,13 +88,17 @@ def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list
     for role in ROLES:  # untimed: the first import reads the libraries from disk
         _call(job, role, workers[role], mode="plain")
     rng = random.Random(31)
+    last_round_s = 0.0
     for _ in range(job.settings.rounds):
-        if job.seconds_left() <= 0 and all(len(r) >= 3 for r in rounds.values()):
+        # At least 3 rounds; beyond them, none that would end past the budget.
+        if job.seconds_left() < last_round_s and all(len(r) >= 3 for r in rounds.values()):
             break
+        started = time.monotonic()
         for role in rng.sample(ROLES, len(ROLES)):
             plain = _call(job, role, workers[role], mode="plain")["import_s"]
             preload = _call(job, role, workers[role], mode="preload", libraries=order[role])
             rounds[role].append({"plain": plain, **preload})
+        last_round_s = time.monotonic() - started
     return profiles, rounds
 
 
@@ -127,10 +132,17 @@ def _interval(
     )
 
 
+def _summed(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
+    """``part``'s candidate-minus-baseline difference summed over the rounds."""
+    pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
+    return sum(part(candidate) - part(baseline) for baseline, candidate in pairs)
+
+
 def _share(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]], float]:
-    """The statistic: how far ``part`` moved, as a share of how far the split import moved
-    (the parts are timed in the same children as the whole, so their shares hold together)."""
-    return lambda rounds: _moved(rounds, part) / _moved(rounds, split_total)
+    """The statistic: how far ``part`` moved as a share of how far the split import moved,
+    a ratio of the rounds' summed differences: the parts are timed in the same children as
+    the whole, so the shares of the parts add up to 1."""
+    return lambda rounds: _summed(rounds, part) / _summed(rounds, split_total)
 
 
 def _plain(round_: Round) -> float:
@@ -139,7 +151,7 @@ def _plain(round_: Round) -> float:
 
 def _not_split(rounds: dict[str, list[Round]]) -> float:
     """The share of the plain import's change the split import does not reproduce."""
-    return 1 - _moved(rounds, split_total) / _moved(rounds, _plain)
+    return 1 - _summed(rounds, split_total) / _summed(rounds, _plain)
 
 
 def _libraries_line(profile: dict[str, Any]) -> str:
@@ -243,8 +255,8 @@ def _without(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]
     baseline's import (what a same-build upgrade would show when ``part`` is the build's)."""
 
     def statistic(rounds: dict[str, list[Round]]) -> float:
-        base = shares.median([split_total(r) for r in rounds["baseline"]])
-        return (_moved(rounds, split_total) - _moved(rounds, part)) / base
+        base = sum(split_total(r) for r in rounds["baseline"])
+        return (_summed(rounds, split_total) - _summed(rounds, part)) / base
 
     return statistic
 
