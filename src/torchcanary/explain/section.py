@@ -5,6 +5,8 @@ the store, asks each section for its findings through the contract (``findings``
 hands each finding to the explainers that apply (``explainers.py``), within a budget: at
 most ``budget_fraction`` of the time the run took before it. It never blocks a run by
 itself: it explains, the other sections decide.
+
+Policy keys: none (an explanation never blocks a run).
 """
 
 from __future__ import annotations
