@@ -54,6 +54,9 @@ def test_the_import_delta_is_split_into_libraries_and_modules_with_the_builds_sh
     facts = explanation.extra["startup"]
     if "+cu" in candidate_env.torch_version:  # a CUDA candidate loads CUDA libraries of its own
         assert facts["cuda_libraries"]
-    assert explanation.unexplained is not None
+    # The unexplained part is measured where the rounds reproduced the change, else said so.
+    assert explanation.unexplained is not None or any(
+        "did not reproduce" in reason for reason in explanation.not_checked
+    )
     print("\n".join(c.describe() + " " + c.evidence for c in explanation.causes))
     print("unexplained", explanation.unexplained, facts)

@@ -150,8 +150,9 @@ def _plain(round_: Round) -> float:
 
 
 def _not_split(rounds: dict[str, list[Round]]) -> float:
-    """The share of the plain import's change the split import does not reproduce."""
-    return 1 - _summed(rounds, split_total) / _summed(rounds, _plain)
+    """The share of the plain import's change the split import does not reproduce (by the
+    rounds' medians: a plain import is one sample, and one preempted round must not rule)."""
+    return 1 - _moved(rounds, split_total) / _moved(rounds, _plain)
 
 
 def _libraries_line(profile: dict[str, Any]) -> str:
@@ -229,11 +230,12 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     unexplained = _interval(_not_split, rounds)
     delta = _interval(lambda r: _moved(r, _plain), rounds)
     not_checked = []
-    if delta is not None and delta[1] <= 0 <= delta[2]:
+    if delta is None or delta[1] <= 0 <= delta[2]:
+        unexplained = None  # a share of a change these rounds did not show is no number
         not_checked.append(
             f"startup: these rounds did not reproduce the import's change "
-            f"({delta[0] * 1e3:+.0f} ms [{delta[1] * 1e3:+.0f}, {delta[2] * 1e3:+.0f}]): "
-            "the shares are of a delta that may be noise; rerun with --explain full"
+            f"({_ms(delta)}): the unexplained part is not measured; the shares are of the "
+            "split import's change; rerun with --explain full"
         )
     extra = {
         "startup": {
@@ -260,6 +262,12 @@ def _without(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]
         return (_summed(rounds, split_total) - _summed(rounds, part)) / base
 
     return statistic
+
+
+def _ms(delta: shares.Interval | None) -> str:
+    if delta is None:
+        return "not measured"
+    return f"{delta[0] * 1e3:+.0f} ms [{delta[1] * 1e3:+.0f}, {delta[2] * 1e3:+.0f}]"
 
 
 def _same_build_line(same_build: shares.Interval | None) -> str:
