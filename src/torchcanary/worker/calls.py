@@ -27,6 +27,8 @@ BENCH_COLLECTIVES_RANK = "torchcanary.worker.bench.collectives:rank_main"  # run
 BENCH_STARTUP = "torchcanary.worker.bench.oneshot:startup_sample"
 BENCH_COMPILE = "torchcanary.worker.bench.oneshot:compile_sample"
 BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
+EXPLAIN_PROFILE_OPS = "torchcanary.worker.explain.profile_ops:profile"
+EXPLAIN_COMPILE_PHASES = "torchcanary.worker.explain.compile_phases:sample"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -41,6 +43,8 @@ WORKER_CALLS = (
     BENCH_COLLECTIVES_RANK,
     BENCH_STARTUP,
     BENCH_COMPILE,
+    EXPLAIN_PROFILE_OPS,
+    EXPLAIN_COMPILE_PHASES,
 )
 
 # Modules started as processes of their own inside an environment.
@@ -51,6 +55,7 @@ DRILL_JOB = "torchcanary.worker.drill.builtin_job"  # one rank of the drill trai
 DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous store
 DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
 STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
+EXPLAIN_COMPILE_MAIN = "torchcanary.worker.explain.compile_phases"  # one side's compiles
 
 MODULE_MAINS = (
     WORKER_MAIN,
@@ -59,6 +64,7 @@ MODULE_MAINS = (
     DRILL_JOB,
     DRILL_STORE_HOST,
     DRILL_USER_JOB,
+    EXPLAIN_COMPILE_MAIN,
 )
 
 

@@ -1,0 +1,195 @@
+"""Which compile phase made a cold compile slower, and what changed in the graphs.
+
+Each side compiles the benchmark's step several times in a fresh interpreter
+(:mod:`torchcanary.worker.explain.compile_phases`); repeat ``i`` of one side is paired with
+repeat ``i`` of the other. A phase's share is its change in seconds over the change in the
+whole cold call, with a percentile-bootstrap interval over the pairs; the part of the call
+no named phase accounts for (guards, running the compiled code, phases too small to name)
+is "unexplained". Graph counts, graph breaks and their reasons are diffed beside it: a new
+break is a cause in its own right, though its cost shows up spread over the phases.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from torchcanary.explain.ops import (
+    MIN_SHARE,
+    REPEATS,
+    Interval,
+    ProfileFailed,
+    Worker,
+    paired_shares,
+)
+from torchcanary.worker.calls import EXPLAIN_COMPILE_PHASES
+
+# The phases, outermost first, as the worker names them (each without the ones inside it).
+PHASES = ("dynamo", "aot_autograd", "inductor", "codegen_and_cpp_compile")
+
+
+@dataclass(frozen=True)
+class PhaseChange:
+    """One phase's mean seconds per cold compile, baseline then candidate, and its share."""
+
+    phase: str
+    seconds: tuple[float, float]
+    share: Interval
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "seconds": list(self.seconds), "share": list(self.share)}
+
+
+@dataclass(frozen=True)
+class GraphDiff:
+    """Graphs and graph breaks per compile, baseline then candidate, and the break reasons
+    only one side has (or has a different number of times)."""
+
+    graphs: tuple[int, int]
+    graph_breaks: tuple[int, int]
+    reasons_added: tuple[str, ...]
+    reasons_removed: tuple[str, ...]
+    reasons_changed: tuple[tuple[str, int, int], ...]
+
+    @property
+    def changed(self) -> bool:
+        return (
+            self.graphs[0] != self.graphs[1]
+            or self.graph_breaks[0] != self.graph_breaks[1]
+            or bool(self.reasons_added or self.reasons_removed or self.reasons_changed)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "graphs": list(self.graphs),
+            "graph_breaks": list(self.graph_breaks),
+            "reasons_added": list(self.reasons_added),
+            "reasons_removed": list(self.reasons_removed),
+            "reasons_changed": [list(r) for r in self.reasons_changed],
+        }
+
+
+@dataclass(frozen=True)
+class CompileDiff:
+    """The compile of one benchmark on both sides, phase by phase and graph by graph."""
+
+    delta_s: Interval  # candidate minus baseline seconds of a cold compiling call
+    total_s: tuple[float, float]
+    phases: tuple[PhaseChange, ...]  # every phase either side ran, largest share first
+    causes: tuple[PhaseChange, ...]  # the phases that account for the delta
+    unexplained: Interval
+    graphs: GraphDiff
+    not_run: tuple[str, ...]  # phases neither side ran, with why
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "delta_s": list(self.delta_s),
+            "total_s": list(self.total_s),
+            "phases": [p.to_json() for p in self.phases],
+            "causes": [p.phase for p in self.causes],
+            "unexplained": list(self.unexplained),
+            "graphs": self.graphs.to_json(),
+            "not_run": list(self.not_run),
+        }
+
+
+def compile_sides(
+    workers: dict[str, Worker],
+    spec: dict[str, Any],
+    repeats: int = REPEATS,
+    timeout_s: float = 600.0,
+) -> dict[str, dict[str, Any]]:
+    """Each side's compile sample, one side after the other (compiling is timed: never two
+    at once)."""
+    samples = {}
+    for side, worker in workers.items():
+        kwargs = {"spec": spec, "repeats": repeats, "timeout_s": timeout_s}
+        answer = worker.call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s + 30)
+        if not answer.ok:
+            raise ProfileFailed(f"{side}: compile sample failed ({answer.status}: {answer.error})")
+        if "failed" in answer.value:
+            raise ProfileFailed(f"{side}: {answer.value['failed']}")
+        samples[side] = dict(answer.value)
+    return samples
+
+
+def _most_common(values: list[int]) -> int:
+    return Counter(values).most_common(1)[0][0]
+
+
+def diff_graphs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> GraphDiff:
+    """Graph counts and break reasons of the two sides (the most common count of their
+    repeats; a reason's count is its largest in any repeat)."""
+    reasons: list[dict[str, int]] = []
+    for side in (baseline, candidate):
+        seen: dict[str, int] = {}
+        for repeat in side:
+            for reason, count in (repeat.get("break_reasons") or {}).items():
+                seen[reason] = max(seen.get(reason, 0), int(count))
+        reasons.append(seen)
+    before, after = reasons
+    return GraphDiff(
+        graphs=(
+            _most_common([int(r["graphs"]) for r in baseline]),
+            _most_common([int(r["graphs"]) for r in candidate]),
+        ),
+        graph_breaks=(
+            _most_common([int(r["graph_breaks"]) for r in baseline]),
+            _most_common([int(r["graph_breaks"]) for r in candidate]),
+        ),
+        reasons_added=tuple(sorted(set(after) - set(before))),
+        reasons_removed=tuple(sorted(set(before) - set(after))),
+        reasons_changed=tuple(
+            (reason, before[reason], after[reason])
+            for reason in sorted(set(before) & set(after))
+            if before[reason] != after[reason]
+        ),
+    )
+
+
+def diff_compiles(baseline: dict[str, Any], candidate: dict[str, Any]) -> CompileDiff:
+    """Both sides' compile samples (the worker's ``sample`` answers) diffed."""
+    before, after = baseline["repeats"], candidate["repeats"]
+    if not before or len(before) != len(after):
+        raise ValueError(
+            f"needs the same number of compiles per side, got {len(before)} and {len(after)}; "
+            "sample both sides with the same repeats"
+        )
+    pairs = list(zip(before, after, strict=True))
+    ran = [p for p in PHASES if any(p in r["phases"] for r in [*before, *after])]
+    deltas = {
+        phase: [
+            float(c["phases"].get(phase, 0.0)) - float(b["phases"].get(phase, 0.0))
+            for b, c in pairs
+        ]
+        for phase in ran
+    }
+    totals = [float(c["total_s"]) - float(b["total_s"]) for b, c in pairs]
+    delta, shares, left_over = paired_shares(deltas, totals)
+
+    def mean(side: list[dict[str, Any]], phase: str) -> float:
+        return sum(float(r["phases"].get(phase, 0.0)) for r in side) / len(side)
+
+    phases = sorted(
+        (PhaseChange(p, (mean(before, p), mean(after, p)), shares[p]) for p in ran),
+        key=lambda change: -abs(change.share[0]),
+    )
+    causes = tuple(
+        p for p in phases if abs(p.share[0]) >= MIN_SHARE and (p.share[1] > 0 or p.share[2] < 0)
+    )
+    backends = {str(baseline.get("backend")), str(candidate.get("backend"))}
+    return CompileDiff(
+        delta_s=delta,
+        total_s=(
+            sum(float(r["total_s"]) for r in before) / len(before),
+            sum(float(r["total_s"]) for r in after) / len(after),
+        ),
+        phases=tuple(phases),
+        causes=causes,
+        unexplained=left_over([p.phase for p in causes]),
+        graphs=diff_graphs(before, after),
+        not_run=tuple(
+            f"{p}: not run by backend {'/'.join(sorted(backends))}" for p in PHASES if p not in ran
+        ),
+    )

@@ -1,0 +1,285 @@
+"""Which operators (and kernels) account for a slower benchmark, with their shares.
+
+Both environments profile the same prepared benchmark several times
+(:mod:`torchcanary.worker.explain.profile_ops`), the sides alternating so each baseline
+repeat and the candidate repeat beside it share the machine's state. Ops are matched by
+name: added, removed, called more or less often, slower or faster. An op's share is its
+change in self time per call over the change in wall time per call; its interval is a
+percentile bootstrap over the repeat pairs. What no named op accounts for (Python work,
+waits, ops too small to name) is "unexplained", never spread over the ops.
+
+HolisticTraceAnalysis's ``TraceDiff`` compares op and kernel traces too, but it is not used:
+it pulls in 83 packages (pandas, plotly, jupyterlab, pytest) for one name-matched diff, it
+reads Chrome trace files where ``key_averages`` already gives the per-name totals, and it
+compares two trace sets without the per-repeat intervals the shares need.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from torchcanary.envs.worker_process import CallResult
+from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
+
+REPEATS = 5
+CONFIDENCE = 0.95
+MIN_SHARE = 0.05  # a share (of the wall delta) below this is not named as a cause
+MAX_CAUSES = 5
+_RESAMPLES = 2000
+_CALLS_TOLERANCE = 0.01  # relative change in calls per benchmark call that counts
+
+Interval = tuple[float, float, float]  # estimate, low, high
+
+
+class Worker(Protocol):
+    """What the profiling needs of a worker process (``envs.worker_process.WorkerProcess``)."""
+
+    def call(self, func: str, kwargs: dict[str, Any], timeout_s: float) -> CallResult: ...
+
+
+class ProfileFailed(Exception):
+    """A side could not be prepared or profiled; ``str()`` says which and why."""
+
+
+def _checked(side: str, answer: CallResult, doing: str) -> dict[str, Any]:
+    if not answer.ok:
+        raise ProfileFailed(f"{side}: {doing} failed ({answer.status}: {answer.error})")
+    value = dict(answer.value or {})
+    if "skipped" in value:
+        raise ProfileFailed(f"{side}: {doing} skipped ({value['skipped']})")
+    return value
+
+
+def profile_sides(
+    workers: dict[str, Worker],
+    bench_id: str,
+    spec: dict[str, Any],
+    repeats: int = REPEATS,
+    timeout_s: float = 300.0,
+) -> dict[str, list[dict[str, Any]]]:
+    """``repeats`` profiles of one benchmark per side, the sides alternating (their order
+    swapped each repeat so neither always goes first); the workers are left prepared-free."""
+    for side, worker in workers.items():
+        _checked(
+            side,
+            worker.call(f"{BENCH_TIMING}:prepare", {"bench_id": bench_id, "spec": spec}, timeout_s),
+            "prepare",
+        )
+    profiles: dict[str, list[dict[str, Any]]] = {side: [] for side in workers}
+    order = list(workers)
+    try:
+        for repeat in range(repeats):
+            for side in order if repeat % 2 == 0 else order[::-1]:
+                answer = workers[side].call(EXPLAIN_PROFILE_OPS, {"bench_id": bench_id}, timeout_s)
+                profiles[side].append(_checked(side, answer, f"profile {repeat + 1}"))
+    finally:
+        for worker in workers.values():
+            worker.call(f"{BENCH_TIMING}:release", {"bench_id": bench_id}, timeout_s)
+    return profiles
+
+
+def paired_shares(
+    parts: dict[str, list[float]], totals: list[float], seed: int = 0
+) -> tuple[Interval, dict[str, Interval], Callable[[Sequence[str]], Interval]]:
+    """The total delta and each part's share of it, with percentile-bootstrap intervals
+    over the repeat pairs (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s deltas);
+    the third value gives the share of the total that the named parts leave over."""
+    pairs = len(totals)
+    draws = random.Random(seed)
+    samples = [[draws.randrange(pairs) for _ in range(pairs)] for _ in range(_RESAMPLES)]
+
+    def mean(values: list[float], picks: list[int]) -> float:
+        return sum(values[i] for i in picks) / len(picks)
+
+    def interval(estimate: float, resampled: list[float]) -> Interval:
+        resampled.sort()
+        tail = (1 - CONFIDENCE) / 2
+        low = resampled[int(tail * (len(resampled) - 1))]
+        high = resampled[int((1 - tail) * (len(resampled) - 1))]
+        return estimate, low, high
+
+    everyone = list(range(pairs))
+    total = interval(mean(totals, everyone), [mean(totals, p) for p in samples])
+
+    def share(names: Sequence[str], picks: list[int]) -> float:
+        whole = mean(totals, picks)
+        return sum(mean(parts[n], picks) for n in names) / whole if whole else float("nan")
+
+    shares = {
+        name: interval(share([name], everyone), [share([name], p) for p in samples])
+        for name in parts
+    }
+
+    def left_over(names: Sequence[str]) -> Interval:
+        return interval(1 - share(names, everyone), [1 - share(names, p) for p in samples])
+
+    return total, shares, left_over
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """One op (or kernel) whose use or time changed, matched by name across the sides.
+
+    ``change``: added, removed, called-more, called-less, slower, faster; ``calls`` and
+    ``seconds`` are per benchmark call (means over the repeats), baseline then candidate;
+    ``share`` the fraction of the wall-time delta it accounts for, with its interval.
+    """
+
+    view: str  # "ops" or "kernels"
+    name: str
+    change: str
+    calls: tuple[float, float]
+    seconds: tuple[float, float]
+    share: Interval
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "view": self.view,
+            "name": self.name,
+            "change": self.change,
+            "calls": list(self.calls),
+            "seconds": list(self.seconds),
+            "share": list(self.share),
+        }
+
+
+@dataclass(frozen=True)
+class ViewDiff:
+    """One view (ops, or kernels) of the profiles, diffed and attributed."""
+
+    view: str
+    changes: tuple[OpChange, ...]  # every changed op, largest share first
+    causes: tuple[OpChange, ...]  # the few that account for the delta
+    unexplained: Interval  # what the causes leave of the delta
+    outside: Interval  # what no op at all accounts for (time the profiler saw no op in)
+
+
+def _mean_field(profiles: list[dict[str, Any]], view: str, name: str, field: str) -> float:
+    return sum(float(p[view].get(name, {}).get(field, 0.0)) for p in profiles) / len(profiles)
+
+
+def _change(before: tuple[float, float], after: tuple[float, float], share: Interval) -> str | None:
+    (calls_before, seconds_before), (calls_after, seconds_after) = before, after
+    if calls_before == 0 and calls_after > 0:
+        return "added"
+    if calls_after == 0 and calls_before > 0:
+        return "removed"
+    if abs(calls_after - calls_before) > _CALLS_TOLERANCE * max(calls_before, calls_after):
+        return "called-more" if calls_after > calls_before else "called-less"
+    _, low, high = share
+    if low > 0 or high < 0:  # the time change is told apart from the repeats' noise
+        return "slower" if seconds_after > seconds_before else "faster"
+    return None
+
+
+def diff_view(
+    view: str, baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]
+) -> ViewDiff:
+    """Match one view's names across the sides and attribute the wall-time delta."""
+    names = sorted({n for p in [*baseline, *candidate] for n in p[view]})
+    deltas = {
+        n: [
+            float(c[view].get(n, {}).get("s", 0.0)) - float(b[view].get(n, {}).get("s", 0.0))
+            for b, c in zip(baseline, candidate, strict=True)
+        ]
+        for n in names
+    }
+    totals = [
+        float(c["wall_s"]) - float(b["wall_s"]) for b, c in zip(baseline, candidate, strict=True)
+    ]
+    _total, shares, left_over = paired_shares(deltas, totals)
+    changes = []
+    for name in names:
+        before = (
+            _mean_field(baseline, view, name, "calls"),
+            _mean_field(baseline, view, name, "s"),
+        )
+        after = (
+            _mean_field(candidate, view, name, "calls"),
+            _mean_field(candidate, view, name, "s"),
+        )
+        change = _change(before, after, shares[name])
+        if change:
+            calls, seconds = (before[0], after[0]), (before[1], after[1])
+            changes.append(OpChange(view, name, change, calls, seconds, shares[name]))
+    changes.sort(key=lambda c: -abs(c.share[0]))
+    causes = tuple(
+        c for c in changes if abs(c.share[0]) >= MIN_SHARE and (c.share[1] > 0 or c.share[2] < 0)
+    )[:MAX_CAUSES]
+    return ViewDiff(
+        view=view,
+        changes=tuple(changes),
+        causes=causes,
+        unexplained=left_over([c.name for c in causes]),
+        outside=left_over(names),
+    )
+
+
+@dataclass(frozen=True)
+class OpsDiff:
+    """The op and kernel diff of one benchmark, with the wall-time delta it explains."""
+
+    delta_s: Interval  # candidate minus baseline wall seconds per call, while profiled
+    wall_s: tuple[float, float]  # mean wall seconds per call, baseline then candidate
+    ops: ViewDiff
+    kernels: ViewDiff | None  # None: not checked (``kernels_not_checked`` says why)
+    kernels_not_checked: str
+    dispatch: dict[str, Any] | None  # the bench's dispatch diff of this benchmark, linked
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "delta_s": list(self.delta_s),
+            "wall_s": list(self.wall_s),
+            **{
+                view.view: {
+                    "changes": [c.to_json() for c in view.changes],
+                    "causes": [c.name for c in view.causes],
+                    "unexplained": list(view.unexplained),
+                    "outside_ops": list(view.outside),
+                }
+                for view in (self.ops, self.kernels)
+                if view is not None
+            },
+            "kernels_not_checked": self.kernels_not_checked,
+            "dispatch_diff": self.dispatch,
+        }
+
+
+def diff_profiles(
+    baseline: list[dict[str, Any]],
+    candidate: list[dict[str, Any]],
+    dispatch: dict[str, Any] | None = None,
+) -> OpsDiff:
+    """Both sides' repeated profiles (paired by position) diffed op by op and kernel by
+    kernel; ``dispatch`` is the bench's own dispatch diff, carried along as its link."""
+    if not baseline or len(baseline) != len(candidate):
+        raise ValueError(
+            f"needs the same number of profiles per side, got {len(baseline)} and "
+            f"{len(candidate)}; profile both sides the same number of times"
+        )
+    wall = tuple(
+        sum(float(p["wall_s"]) for p in side) / len(side) for side in (baseline, candidate)
+    )
+    totals = [
+        float(c["wall_s"]) - float(b["wall_s"]) for b, c in zip(baseline, candidate, strict=True)
+    ]
+    delta, _, _ = paired_shares({}, totals)
+    no_kernels = next(
+        (
+            str(p.get("kernels_not_checked"))
+            for p in [*baseline, *candidate]
+            if p.get("kernels_not_checked")
+        ),
+        "",
+    )
+    return OpsDiff(
+        delta_s=delta,
+        wall_s=(wall[0], wall[1]),
+        ops=diff_view("ops", baseline, candidate),
+        kernels=None if no_kernels else diff_view("kernels", baseline, candidate),
+        kernels_not_checked=no_kernels,
+        dispatch=dispatch,
+    )
