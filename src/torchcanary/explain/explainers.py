@@ -1,0 +1,11 @@
+"""Every explainer, in the order they are tried on a finding.
+
+An explainer is a module of this package exposing ``EXPLAINER`` (``job.Explainer``); a new
+way to explain (ops and kernels, compile phases) adds its module and one line here.
+"""
+
+from __future__ import annotations
+
+from torchcanary.explain.job import Explainer
+
+EXPLAINERS: tuple[Explainer, ...] = ()
