@@ -12,9 +12,12 @@ break is a cause in its own right, though its cost shows up spread over the phas
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchcanary.explain.cause import Cause
+from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.ops import (
     MIN_SHARE,
     REPEATS,
@@ -23,6 +26,8 @@ from torchcanary.explain.ops import (
     Worker,
     paired_shares,
 )
+from torchcanary.section_types import Finding
+from torchcanary.worker.bench.specs import spec_for_side
 from torchcanary.worker.calls import EXPLAIN_COMPILE_PHASES
 
 # The phases, outermost first, as the worker names them (each without the ones inside it).
@@ -95,7 +100,7 @@ class CompileDiff:
 
 
 def compile_sides(
-    workers: dict[str, Worker],
+    workers: Mapping[str, Worker],
     spec: dict[str, Any],
     repeats: int = REPEATS,
     timeout_s: float = 600.0,
@@ -104,7 +109,7 @@ def compile_sides(
     at once)."""
     samples = {}
     for side, worker in workers.items():
-        kwargs = {"spec": spec, "repeats": repeats, "timeout_s": timeout_s}
+        kwargs = {"spec": spec_for_side(spec, side), "repeats": repeats, "timeout_s": timeout_s}
         answer = worker.call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s + 30)
         if not answer.ok:
             raise ProfileFailed(f"{side}: compile sample failed ({answer.status}: {answer.error})")
@@ -193,3 +198,90 @@ def diff_compiles(baseline: dict[str, Any], candidate: dict[str, Any]) -> Compil
             f"{p}: not run by backend {'/'.join(sorted(backends))}" for p in PHASES if p not in ran
         ),
     )
+
+
+# How the report names each phase.
+PHASE_WORDS = {
+    "dynamo": "Dynamo tracing",
+    "aot_autograd": "AOTAutograd",
+    "inductor": "Inductor lowering",
+    "codegen_and_cpp_compile": "code generation and kernel compile",
+}
+
+
+def _is_cold_compile(spec: dict[str, Any]) -> bool:
+    """A cold compile the child can redo: a user's workload's (``workload_cold``) or the
+    bench's one-shot compile model's cold phase."""
+    kind = spec.get("kind")
+    return kind == "workload_cold" or (kind == "compile" and spec.get("phase") == "cold")
+
+
+def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contribution:
+    """The diff as the explain section's causes: the phases that account for the delta, and
+    each graph-break reason only the candidate has (their cost lies in the phases' shares)."""
+    phase_causes = [
+        Cause(
+            kind="compile-phase",
+            name=PHASE_WORDS.get(change.phase, change.phase),
+            share=change.share[0],
+            share_low=change.share[1],
+            share_high=change.share[2],
+            evidence=(
+                f"{change.seconds[0]:.3g} -> {change.seconds[1]:.3g} s per cold compile "
+                f"(torch compile-time metrics, {repeats} compiles per side, caches off)"
+            ),
+            reproduce=reproduce,
+        )
+        for change in diff.causes
+    ]
+    graphs = diff.graphs
+    break_causes = [
+        Cause(
+            kind="graph-break",
+            name=reason.splitlines()[0][:120],
+            evidence=(
+                f"graphs {graphs.graphs[0]} -> {graphs.graphs[1]}, graph breaks "
+                f"{graphs.graph_breaks[0]} -> {graphs.graph_breaks[1]}; reason: {reason}"
+            ),
+            reproduce=reproduce,
+        )
+        for reason in graphs.reasons_added
+    ]
+    not_checked = [f"compile {line}" for line in diff.not_run]
+    extra: dict[str, object] = {"compile": diff.to_json()}
+    if diff.delta_s[1] <= 0:
+        not_checked.append(
+            f"compile: the repeated compiles show no slowdown to share out (delta "
+            f"{diff.delta_s[0]:+.3g} s, its interval from {diff.delta_s[1]:+.3g} s)"
+        )
+        return Contribution(tuple(break_causes), None, tuple(not_checked), extra)
+    return Contribution(
+        tuple(phase_causes + break_causes), diff.unexplained, tuple(not_checked), extra
+    )
+
+
+class CompileExplainer:
+    """A slower cold compile, compiled again on both sides phase by phase.
+
+    Reads the finding's ``facts["spec"]``: the benchmark as the bench ran it.
+    """
+
+    name = "compile"
+
+    def applies(self, finding: Finding) -> bool:
+        spec = finding.facts.get("spec")
+        return finding.kind == "timing" and isinstance(spec, dict) and _is_cold_compile(spec)
+
+    def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
+        spec = dict(finding.facts["spec"])
+        workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
+        repeats = job.settings.rounds
+        samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
+        diff = diff_compiles(samples["baseline"], samples["candidate"])
+        reproduce = (
+            f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"
+        )
+        return contribution(diff, repeats, reproduce)
+
+
+EXPLAINER = CompileExplainer()

@@ -6,6 +6,7 @@ way to explain (ops and kernels, compile phases) adds its module and one line he
 
 from __future__ import annotations
 
+from torchcanary.explain import compile_phases, ops
 from torchcanary.explain.job import Explainer
 
-EXPLAINERS: tuple[Explainer, ...] = ()
+EXPLAINERS: tuple[Explainer, ...] = (ops.EXPLAINER, compile_phases.EXPLAINER)

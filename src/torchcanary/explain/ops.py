@@ -17,11 +17,15 @@ compares two trace sets without the per-repeat intervals the shares need.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from torchcanary.envs.worker_process import CallResult
+from torchcanary.explain.cause import Cause
+from torchcanary.explain.job import Contribution, ExplainJob
+from torchcanary.section_types import Finding
+from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
 
 REPEATS = 5
@@ -54,20 +58,25 @@ def _checked(side: str, answer: CallResult, doing: str) -> dict[str, Any]:
 
 
 def profile_sides(
-    workers: dict[str, Worker],
+    workers: Mapping[str, Worker],
     bench_id: str,
     spec: dict[str, Any],
     repeats: int = REPEATS,
+    threads: int | None = None,
     timeout_s: float = 300.0,
 ) -> dict[str, list[dict[str, Any]]]:
-    """``repeats`` profiles of one benchmark per side, the sides alternating (their order
-    swapped each repeat so neither always goes first); the workers are left prepared-free."""
+    """``repeats`` profiles of one benchmark per side (``baseline``, ``candidate``: each
+    runs its own ``spec_for_side``), the sides alternating, their order swapped each repeat
+    so neither always goes first; ``threads`` as the bench ran it. The benchmark is
+    released afterwards."""
     for side, worker in workers.items():
-        _checked(
-            side,
-            worker.call(f"{BENCH_TIMING}:prepare", {"bench_id": bench_id, "spec": spec}, timeout_s),
-            "prepare",
-        )
+        if threads is not None:
+            configure = {"threads": threads}
+            _checked(
+                side, worker.call(f"{BENCH_TIMING}:configure", configure, timeout_s), "configure"
+            )
+        prepare = {"bench_id": bench_id, "spec": spec_for_side(spec, side)}
+        _checked(side, worker.call(f"{BENCH_TIMING}:prepare", prepare, timeout_s), "prepare")
     profiles: dict[str, list[dict[str, Any]]] = {side: [] for side in workers}
     order = list(workers)
     try:
@@ -283,3 +292,80 @@ def diff_profiles(
         kernels_not_checked=no_kernels,
         dispatch=dispatch,
     )
+
+
+def _evidence(change: OpChange, repeats: int) -> str:
+    unit = "device" if change.view == "kernels" else "self CPU"
+    (calls_before, calls_after), (before, after) = change.calls, change.seconds
+    return (
+        f"{change.change}: {calls_before:g} -> {calls_after:g} calls and {before * 1e3:.4g} -> "
+        f"{after * 1e3:.4g} ms {unit} time per benchmark call "
+        f"(torch.profiler, {repeats} profiled repeats per side, apart from the A/B samples)"
+    )
+
+
+def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
+    """The diff as the explain section's causes: the ops (and kernels) that account for
+    the delta, the unexplained share of the view that explains most, what was not checked."""
+    views = [view for view in (diff.ops, diff.kernels) if view is not None]
+    not_checked = [diff.kernels_not_checked] if diff.kernels_not_checked else []
+    extra: dict[str, object] = {"ops": diff.to_json()}
+    if diff.delta_s[1] <= 0:  # the profiled runs do not tell a slowdown apart from noise
+        not_checked.append(
+            "ops: the profiled runs show no slowdown to share out (delta "
+            f"{diff.delta_s[0] * 1e6:+.3g} us per call, its interval from "
+            f"{diff.delta_s[1] * 1e6:+.3g} us)"
+        )
+        return Contribution(not_checked=tuple(not_checked), extra=extra)
+    causes = tuple(
+        Cause(
+            kind="kernel" if change.view == "kernels" else "op",
+            name=change.name,
+            share=change.share[0],
+            share_low=change.share[1],
+            share_high=change.share[2],
+            evidence=_evidence(change, repeats),
+            reproduce=reproduce,
+            detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
+        )
+        for view in views
+        for change in view.causes
+    )
+    unexplained = min((view.unexplained for view in views), key=lambda u: u[0])
+    return Contribution(causes, unexplained, tuple(not_checked), extra)
+
+
+class OpsExplainer:
+    """A slower steady benchmark, profiled again on both sides and diffed op by op.
+
+    Reads from the finding's ``facts``: ``spec`` (the benchmark as the bench ran it, with
+    its ``id``), optionally ``threads`` and ``dispatch_diff`` (the bench's own diff of what
+    ran, carried along as its link).
+    """
+
+    name = "ops"
+
+    def applies(self, finding: Finding) -> bool:
+        spec = finding.facts.get("spec")
+        return (
+            finding.kind == "timing" and isinstance(spec, dict) and spec.get("kind") in STEADY_KINDS
+        )
+
+    def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
+        spec = dict(finding.facts["spec"])
+        bench_id = str(spec.get("id") or finding.item)
+        workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
+        threads = finding.facts.get("threads")
+        repeats = job.settings.rounds
+        timeout_s = max(60.0, job.seconds_left())
+        profiles = profile_sides(
+            workers, bench_id, spec, repeats, int(threads) if threads else None, timeout_s
+        )
+        diff = diff_profiles(
+            profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")
+        )
+        reproduce = f"torchcanary run --only bench,explain --explain full  # profiles {bench_id}"
+        return contribution(diff, repeats, reproduce)
+
+
+EXPLAINER = OpsExplainer()

@@ -54,11 +54,11 @@ def sample(spec: dict[str, Any], repeats: int = 5, timeout_s: float = 300.0) -> 
 
 def _step(spec: dict[str, Any]) -> tuple[Callable[[], Any], str, dict[str, Any]]:
     """The step to compile, its device and the ``torch.compile`` options, from a bench spec:
-    a user's workload (``kind: workload``) or the bench's one-shot compile model."""
+    a user's workload (its ``target``) or the bench's one-shot compile model."""
     import torch
 
     device = str(spec.get("device", "cpu"))
-    if spec.get("kind") == "workload":
+    if "target" in spec:
         from torchcanary.worker.bench.user_workload import load_target, seed_everything
 
         seed_everything()
