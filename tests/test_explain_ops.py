@@ -61,6 +61,7 @@ def explain_against_itself(
     store: SqliteStore,
     import_root: Path,
     tmp_path: Path,
+    repeats: int = 5,
 ) -> Explanation:
     """Explain one finding of ``spec`` where the candidate is ``env``'s own interpreter
     with ``variable=value`` set (a wrapper script), through the explain section."""
@@ -81,7 +82,10 @@ def explain_against_itself(
         progress=Progress(quiet=True),
     )
     job = ExplainJob(
-        ctx, load_run_view(store, ctx.run_id), ExplainSettings(repeats=5), time.monotonic() + 600
+        ctx,
+        load_run_view(store, ctx.run_id),
+        ExplainSettings(repeats=repeats),
+        time.monotonic() + 600,
     )
     finding = Finding(
         section="bench", item=str(spec["id"]), kind="timing", delta="slower", facts={"spec": spec}

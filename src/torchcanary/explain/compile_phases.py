@@ -1,12 +1,13 @@
 """Which compile phase made a cold compile slower, and what changed in the graphs.
 
-Each side compiles the benchmark's step several times in a fresh interpreter
-(:mod:`torchcanary.worker.explain.compile_phases`); repeat ``i`` of one side is paired with
-repeat ``i`` of the other. A phase's share is its change in seconds over the change in the
-whole cold call, with a percentile-bootstrap interval over the pairs; the part of the call
-no named phase accounts for (guards, running the compiled code, phases too small to name)
-is "unexplained". Graph counts, graph breaks and their reasons are diffed beside it: a new
-break is a cause in its own right, though its cost shows up spread over the phases.
+Each side compiles the benchmark's step several times in fresh interpreters
+(:mod:`torchcanary.worker.explain.compile_phases`), two rounds ordered A B B A; repeat ``i``
+of one side is paired with repeat ``i`` of the other. A phase's share is its change in
+seconds over the change in the whole cold call, with a percentile-bootstrap interval over
+the pairs; the part of the call no named phase accounts for (guards, running the compiled
+code, phases too small to name) is "unexplained". Graph counts, graph breaks and their
+reasons are diffed beside it: a new break is a cause in its own right, though its cost
+shows up spread over the phases.
 """
 
 from __future__ import annotations
@@ -105,17 +106,25 @@ def compile_sides(
     repeats: int = REPEATS,
     timeout_s: float = 600.0,
 ) -> dict[str, dict[str, Any]]:
-    """Each side's compile sample, one side after the other (compiling is timed: never two
-    at once)."""
-    samples = {}
-    for side, worker in workers.items():
-        kwargs = {"spec": spec_for_side(spec, side), "repeats": repeats, "timeout_s": timeout_s}
-        answer = worker.call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s + 30)
-        if not answer.ok:
-            raise ProfileFailed(f"{side}: compile sample failed ({answer.status}: {answer.error})")
-        if "failed" in answer.value:
-            raise ProfileFailed(f"{side}: {answer.value['failed']}")
-        samples[side] = dict(answer.value)
+    """Each side's compile samples, one side at a time (compiling is timed: never two at
+    once), in two rounds of fresh interpreters ordered A B B A, so a machine that drifts
+    between processes weighs on both sides alike; the rounds' repeats are concatenated,
+    repeat ``i`` of one side beside repeat ``i`` of the other."""
+    counts = [count for count in ((repeats + 1) // 2, repeats // 2) if count]
+    samples: dict[str, dict[str, Any]] = {side: {"repeats": []} for side in workers}
+    for round_index, count in enumerate(counts):
+        order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
+        for side in order:
+            kwargs = {"spec": spec_for_side(spec, side), "repeats": count, "timeout_s": timeout_s}
+            answer = workers[side].call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s + 30)
+            if not answer.ok:
+                raise ProfileFailed(
+                    f"{side}: compile sample failed ({answer.status}: {answer.error})"
+                )
+            if "failed" in answer.value:
+                raise ProfileFailed(f"{side}: {answer.value['failed']}")
+            value = dict(answer.value)
+            samples[side] = {**value, "repeats": samples[side]["repeats"] + value["repeats"]}
     return samples
 
 
