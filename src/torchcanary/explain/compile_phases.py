@@ -25,6 +25,7 @@ from torchcanary.explain.ops import (
     Interval,
     ProfileFailed,
     Worker,
+    both_sides,
     paired_shares,
 )
 from torchcanary.section_types import Finding
@@ -57,14 +58,6 @@ class GraphDiff:
     reasons_added: tuple[str, ...]
     reasons_removed: tuple[str, ...]
     reasons_changed: tuple[tuple[str, int, int], ...]
-
-    @property
-    def changed(self) -> bool:
-        return (
-            self.graphs[0] != self.graphs[1]
-            or self.graph_breaks[0] != self.graph_breaks[1]
-            or bool(self.reasons_added or self.reasons_removed or self.reasons_changed)
-        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -283,9 +276,9 @@ class CompileExplainer:
 
     def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
         spec = dict(finding.facts["spec"])
-        workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
         repeats = job.settings.rounds
-        samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
+        with both_sides(job) as workers:
+            samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
         diff = diff_compiles(samples["baseline"], samples["candidate"])
         reproduce = (
             f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"

@@ -17,11 +17,12 @@ compares two trace sets without the per-repeat intervals the shares need.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from torchcanary.envs.worker_process import CallResult
+from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.section_types import Finding
@@ -46,6 +47,18 @@ class Worker(Protocol):
 
 class ProfileFailed(Exception):
     """A side could not be prepared or profiled; ``str()`` says which and why."""
+
+
+@contextmanager
+def both_sides(job: ExplainJob) -> Iterator[dict[str, WorkerProcess]]:
+    """A fresh worker in each environment, closed as soon as the explainer is done (the
+    run may explain many findings; idle workers would hold their memory to its end)."""
+    workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
+    try:
+        yield workers
+    finally:
+        for worker in workers.values():
+            worker.close()
 
 
 def _checked(side: str, answer: CallResult, doing: str) -> dict[str, Any]:
@@ -354,13 +367,13 @@ class OpsExplainer:
     def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
         spec = dict(finding.facts["spec"])
         bench_id = str(spec.get("id") or finding.item)
-        workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
         threads = finding.facts.get("threads")
         repeats = job.settings.rounds
         timeout_s = max(60.0, job.seconds_left())
-        profiles = profile_sides(
-            workers, bench_id, spec, repeats, int(threads) if threads else None, timeout_s
-        )
+        with both_sides(job) as workers:
+            profiles = profile_sides(
+                workers, bench_id, spec, repeats, int(threads) if threads else None, timeout_s
+            )
         diff = diff_profiles(
             profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")
         )
