@@ -25,6 +25,7 @@ class ExplainStatus(str, enum.Enum):
     PARTLY = "partly-explained"  # some of it; the rest is "unexplained"
     UNEXPLAINED = "unexplained"  # causes were measured, none accounts for any of it
     NOT_CHECKED = "not-checked"  # nothing measured (budget, no way to re-measure, ...)
+    DONE = "done"  # the section's summary row: it ran (``mode`` says how)
 
     def __str__(self) -> str:
         return self.value
@@ -127,6 +128,38 @@ class Explanation:
         }
 
 
+SUMMARY_KEY = "__summary__"
+
+
+@dataclass(frozen=True)
+class ExplainSummary:
+    """The explain section's run (key ``__summary__``): how, within what budget, at what cost."""
+
+    verdict: ExplainStatus = ExplainStatus.DONE
+    mode: str = "quick"
+    findings: int = 0
+    budget_s: float = 0.0
+    seconds: float = 0.0
+    key: str = SUMMARY_KEY
+    env_role: str = "both"
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        payload = {
+            "schema": self.schema_version,
+            "mode": self.mode,
+            "findings": self.findings,
+            "budget_s": self.budget_s,
+            "seconds": self.seconds,
+        }
+        return {
+            "key": self.key,
+            "env_role": self.env_role,
+            "verdict": self.verdict.value,
+            "payload": payload,
+        }
+
+
 _KNOWN = frozenset(
     (
         "schema",
@@ -143,10 +176,17 @@ _KNOWN = frozenset(
 )
 
 
-def from_json(data: dict[str, Any]) -> Explanation:
+def from_json(data: dict[str, Any]) -> Explanation | ExplainSummary:
     """One stored explain row ``{key, env_role, verdict, payload}`` as its record."""
     payload = dict(data.get("payload") or {})
     payload_version(payload, SCHEMA_VERSION)
+    if data["key"] == SUMMARY_KEY:
+        return ExplainSummary(
+            mode=str(payload.get("mode", "quick")),
+            findings=int(payload.get("findings") or 0),
+            budget_s=float(payload.get("budget_s") or 0.0),
+            seconds=float(payload.get("seconds") or 0.0),
+        )
     return Explanation(
         key=str(data["key"]),
         verdict=ExplainStatus(data["verdict"]),

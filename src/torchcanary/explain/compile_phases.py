@@ -1,6 +1,6 @@
 """Which compile phase made a cold compile slower, and what changed in the graphs.
 
-Each side compiles the benchmark's step several times in fresh interpreters
+Each side compiles the benchmark's step several times in a worker of its own
 (:mod:`torchcanary.worker.explain.compile_phases`), two rounds ordered A B B A; repeat ``i``
 of one side is paired with repeat ``i`` of the other. A phase's share is its change in
 seconds over the change in the whole cold call, with a percentile-bootstrap interval over
@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchcanary.bench.side_worker import compile_env, thread_env
 from torchcanary.explain.cause import Cause
-from torchcanary.explain.job import Contribution, ExplainJob
+from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.explain.ops import (
     MIN_SHARE,
     REPEATS,
@@ -26,7 +27,11 @@ from torchcanary.explain.ops import (
     ProfileFailed,
     Worker,
     both_sides,
+    listed,
+    no_change,
     paired_shares,
+    size,
+    told_apart,
 )
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import spec_for_side
@@ -42,10 +47,10 @@ class PhaseChange:
 
     phase: str
     seconds: tuple[float, float]
-    share: Interval
+    share: Interval | None  # None: not computable (a delta of zero)
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "seconds": list(self.seconds), "share": list(self.share)}
+        return {"phase": self.phase, "seconds": list(self.seconds), "share": listed(self.share)}
 
 
 @dataclass(frozen=True)
@@ -73,21 +78,21 @@ class GraphDiff:
 class CompileDiff:
     """The compile of one benchmark on both sides, phase by phase and graph by graph."""
 
-    delta_s: Interval  # candidate minus baseline seconds of a cold compiling call
+    delta_s: Interval | None  # candidate minus baseline seconds of a cold compiling call
     total_s: tuple[float, float]
     phases: tuple[PhaseChange, ...]  # every phase either side ran, largest share first
     causes: tuple[PhaseChange, ...]  # the phases that account for the delta
-    unexplained: Interval
+    unexplained: Interval | None
     graphs: GraphDiff
     not_run: tuple[str, ...]  # phases neither side ran, with why
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "delta_s": list(self.delta_s),
+            "delta_s": listed(self.delta_s),
             "total_s": list(self.total_s),
             "phases": [p.to_json() for p in self.phases],
             "causes": [p.phase for p in self.causes],
-            "unexplained": list(self.unexplained),
+            "unexplained": listed(self.unexplained),
             "graphs": self.graphs.to_json(),
             "not_run": list(self.not_run),
         }
@@ -100,22 +105,20 @@ def compile_sides(
     timeout_s: float = 600.0,
 ) -> dict[str, dict[str, Any]]:
     """Each side's compile samples, one side at a time (compiling is timed: never two at
-    once), in two rounds of fresh interpreters ordered A B B A, so a machine that drifts
-    between processes weighs on both sides alike; the rounds' repeats are concatenated,
-    repeat ``i`` of one side beside repeat ``i`` of the other."""
+    once), in two rounds ordered A B B A, so a machine that drifts weighs on both sides
+    alike; the rounds' repeats are concatenated, repeat ``i`` of one side beside repeat
+    ``i`` of the other."""
     counts = [count for count in ((repeats + 1) // 2, repeats // 2) if count]
     samples: dict[str, dict[str, Any]] = {side: {"repeats": []} for side in workers}
     for round_index, count in enumerate(counts):
         order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
         for side in order:
-            kwargs = {"spec": spec_for_side(spec, side), "repeats": count, "timeout_s": timeout_s}
-            answer = workers[side].call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s + 30)
+            kwargs = {"spec": spec_for_side(spec, side), "repeats": count}
+            answer = workers[side].call(EXPLAIN_COMPILE_PHASES, kwargs, timeout_s)
             if not answer.ok:
                 raise ProfileFailed(
                     f"{side}: compile sample failed ({answer.status}: {answer.error})"
                 )
-            if "failed" in answer.value:
-                raise ProfileFailed(f"{side}: {answer.value['failed']}")
             value = dict(answer.value)
             samples[side] = {**value, "repeats": samples[side]["repeats"] + value["repeats"]}
     return samples
@@ -173,18 +176,16 @@ def diff_compiles(baseline: dict[str, Any], candidate: dict[str, Any]) -> Compil
         for phase in ran
     }
     totals = [float(c["total_s"]) - float(b["total_s"]) for b, c in pairs]
-    delta, shares, left_over = paired_shares(deltas, totals)
+    delta, phase_shares, left_over = paired_shares(deltas, totals)
 
     def mean(side: list[dict[str, Any]], phase: str) -> float:
         return sum(float(r["phases"].get(phase, 0.0)) for r in side) / len(side)
 
     phases = sorted(
-        (PhaseChange(p, (mean(before, p), mean(after, p)), shares[p]) for p in ran),
-        key=lambda change: -abs(change.share[0]),
+        (PhaseChange(p, (mean(before, p), mean(after, p)), phase_shares[p]) for p in ran),
+        key=lambda change: -size(change.share),
     )
-    causes = tuple(
-        p for p in phases if abs(p.share[0]) >= MIN_SHARE and (p.share[1] > 0 or p.share[2] < 0)
-    )
+    causes = tuple(p for p in phases if size(p.share) >= MIN_SHARE and told_apart(p.share))
     backends = {str(baseline.get("backend")), str(candidate.get("backend"))}
     return CompileDiff(
         delta_s=delta,
@@ -235,6 +236,7 @@ def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contributio
             reproduce=reproduce,
         )
         for change in diff.causes
+        if change.share is not None
     ]
     graphs = diff.graphs
     break_causes = [
@@ -250,11 +252,12 @@ def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contributio
         for reason in graphs.reasons_added
     ]
     not_checked = [f"compile {line}" for line in diff.not_run]
-    extra: dict[str, object] = {"compile": diff.to_json()}
-    if diff.delta_s[1] <= 0:
+    extra: dict[str, Any] = {"compile": diff.to_json()}
+    if diff.delta_s is None or no_change(diff.delta_s):
+        estimate, low, high = diff.delta_s or (0.0, 0.0, 0.0)
         not_checked.append(
-            f"compile: the repeated compiles show no slowdown to share out (delta "
-            f"{diff.delta_s[0]:+.3g} s, its interval from {diff.delta_s[1]:+.3g} s)"
+            f"compile: the repeated compiles show no change to share out (delta "
+            f"{estimate:+.3g} s [{low:+.3g}, {high:+.3g}])"
         )
         return Contribution(tuple(break_causes), None, tuple(not_checked), extra)
     return Contribution(
@@ -262,28 +265,28 @@ def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contributio
     )
 
 
-class CompileExplainer:
-    """A slower cold compile, compiled again on both sides phase by phase.
-
-    Reads the finding's ``facts["spec"]``: the benchmark as the bench ran it.
-    """
-
-    name = "compile"
-
-    def applies(self, finding: Finding) -> bool:
-        spec = finding.facts.get("spec")
-        return finding.kind == "timing" and isinstance(spec, dict) and _is_cold_compile(spec)
-
-    def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
-        spec = dict(finding.facts["spec"])
-        repeats = job.settings.rounds
-        with both_sides(job) as workers:
-            samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
-        diff = diff_compiles(samples["baseline"], samples["candidate"])
-        reproduce = (
-            f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"
-        )
-        return contribution(diff, repeats, reproduce)
+def applies(finding: Finding) -> bool:
+    """A moved cold compile (the bench's finding, its spec in ``facts``)."""
+    spec = finding.facts.get("spec")
+    return finding.kind == "timing" and isinstance(spec, dict) and _is_cold_compile(spec)
 
 
-EXPLAINER = CompileExplainer()
+def explain(job: ExplainJob, finding: Finding) -> Contribution:
+    """Compile the benchmark again on both sides, phase by phase (``facts["spec"]``: the
+    benchmark as the bench ran it)."""
+    spec = dict(finding.facts["spec"])
+    repeats = job.settings.rounds
+    threads = int(finding.facts.get("threads") or 1)
+
+    def cold(role: str) -> dict[str, str]:
+        scratch = job.ctx.work_dir / "explain-compile" / role
+        return {**thread_env(threads), **compile_env(str(scratch))}
+
+    with both_sides(job, cold) as workers:
+        samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
+    diff = diff_compiles(samples["baseline"], samples["candidate"])
+    reproduce = f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"
+    return contribution(diff, repeats, reproduce)
+
+
+EXPLAINER: Explainer = FunctionExplainer("compile", applies, explain)

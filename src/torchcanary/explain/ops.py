@@ -16,27 +16,26 @@ compares two trace sets without the per-repeat intervals the shares need.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from torchcanary.bench.side_worker import thread_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
-from torchcanary.explain.job import Contribution, ExplainJob
+from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
 
 REPEATS = 5
-CONFIDENCE = 0.95
 MIN_SHARE = 0.05  # a share (of the wall delta) below this is not named as a cause
 MAX_CAUSES = 5
-_RESAMPLES = 2000
 _CALLS_TOLERANCE = 0.01  # relative change in calls per benchmark call that counts
 
-Interval = tuple[float, float, float]  # estimate, low, high
+Interval = shares.Interval
 
 
 class Worker(Protocol):
@@ -49,11 +48,19 @@ class ProfileFailed(Exception):
     """A side could not be prepared or profiled; ``str()`` says which and why."""
 
 
+ROLES = ("baseline", "candidate")
+
+
 @contextmanager
-def both_sides(job: ExplainJob) -> Iterator[dict[str, WorkerProcess]]:
-    """A fresh worker in each environment, closed as soon as the explainer is done (the
-    run may explain many findings; idle workers would hold their memory to its end)."""
-    workers = {role: job.ctx.new_worker(role) for role in ("baseline", "candidate")}
+def both_sides(
+    job: ExplainJob, env_vars: Callable[[str], dict[str, str]] | None = None
+) -> Iterator[dict[str, WorkerProcess]]:
+    """A fresh worker in each environment (``env_vars(role)`` set before torch starts),
+    closed as soon as the explainer is done: the run may explain many findings, and idle
+    workers would hold their memory to its end."""
+    workers = {
+        role: job.ctx.new_worker(role, env_vars(role) if env_vars else None) for role in ROLES
+    }
     try:
         yield workers
     finally:
@@ -104,41 +111,34 @@ def profile_sides(
 
 
 def paired_shares(
-    parts: dict[str, list[float]], totals: list[float], seed: int = 0
-) -> tuple[Interval, dict[str, Interval], Callable[[Sequence[str]], Interval]]:
-    """The total delta and each part's share of it, with percentile-bootstrap intervals
-    over the repeat pairs (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s deltas);
-    the third value gives the share of the total that the named parts leave over."""
-    pairs = len(totals)
-    draws = random.Random(seed)
-    samples = [[draws.randrange(pairs) for _ in range(pairs)] for _ in range(_RESAMPLES)]
+    parts: dict[str, list[float]], totals: list[float]
+) -> tuple[Interval | None, dict[str, Interval | None], Callable[[Sequence[str]], Interval | None]]:
+    """The total delta and each part's share of it, with bootstrap intervals over the
+    repeat pairs resampled whole (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s
+    deltas); the third value gives the share of the total the named parts leave over.
+    None where it cannot be computed (a delta of zero)."""
+    pairs = [
+        ({name: deltas[i] for name, deltas in parts.items()}, totals[i]) for i in range(len(totals))
+    ]
+    Pair = tuple[dict[str, float], float]
 
-    def mean(values: list[float], picks: list[int]) -> float:
-        return sum(values[i] for i in picks) / len(picks)
+    def whole(drawn: list[Pair]) -> float:
+        return sum(total for _, total in drawn) / len(drawn)
 
-    def interval(estimate: float, resampled: list[float]) -> Interval:
-        resampled.sort()
-        tail = (1 - CONFIDENCE) / 2
-        low = resampled[int(tail * (len(resampled) - 1))]
-        high = resampled[int((1 - tail) * (len(resampled) - 1))]
-        return estimate, low, high
+    def share_of(names: Sequence[str]) -> Callable[[list[Pair]], float]:
+        def share(drawn: list[Pair]) -> float:
+            return sum(part[n] for part, _ in drawn for n in names) / len(drawn) / whole(drawn)
 
-    everyone = list(range(pairs))
-    total = interval(mean(totals, everyone), [mean(totals, p) for p in samples])
+        return share
 
-    def share(names: Sequence[str], picks: list[int]) -> float:
-        whole = mean(totals, picks)
-        return sum(mean(parts[n], picks) for n in names) / whole if whole else float("nan")
+    def left_over(names: Sequence[str]) -> Interval | None:
+        return shares.paired(lambda drawn: 1 - share_of(names)(drawn), pairs)
 
-    shares = {
-        name: interval(share([name], everyone), [share([name], p) for p in samples])
-        for name in parts
-    }
-
-    def left_over(names: Sequence[str]) -> Interval:
-        return interval(1 - share(names, everyone), [1 - share(names, p) for p in samples])
-
-    return total, shares, left_over
+    return (
+        shares.paired(whole, pairs),
+        {name: shares.paired(share_of([name]), pairs) for name in parts},
+        left_over,
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,8 @@ class OpChange:
 
     ``change``: added, removed, called-more, called-less, slower, faster; ``calls`` and
     ``seconds`` are per benchmark call (means over the repeats), baseline then candidate;
-    ``share`` the fraction of the wall-time delta it accounts for, with its interval.
+    ``share`` the fraction of the wall-time delta it accounts for, with its interval
+    (None: not computable, the delta being zero).
     """
 
     view: str  # "ops" or "kernels"
@@ -155,7 +156,7 @@ class OpChange:
     change: str
     calls: tuple[float, float]
     seconds: tuple[float, float]
-    share: Interval
+    share: Interval | None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -164,7 +165,7 @@ class OpChange:
             "change": self.change,
             "calls": list(self.calls),
             "seconds": list(self.seconds),
-            "share": list(self.share),
+            "share": listed(self.share),
         }
 
 
@@ -175,15 +176,31 @@ class ViewDiff:
     view: str
     changes: tuple[OpChange, ...]  # every changed op, largest share first
     causes: tuple[OpChange, ...]  # the few that account for the delta
-    unexplained: Interval  # what the causes leave of the delta
-    outside: Interval  # what no op at all accounts for (time the profiler saw no op in)
+    unexplained: Interval | None  # what the causes leave of the delta
+    outside: Interval | None  # what no op at all accounts for (time no op was seen in)
+
+
+def listed(interval: Interval | None) -> list[float] | None:
+    """An interval as JSON (None stays None)."""
+    return list(interval) if interval is not None else None
+
+
+def told_apart(share: Interval | None) -> bool:
+    """Whether a share's interval excludes 0: a change the repeats' noise does not explain."""
+    return share is not None and (share[1] > 0 or share[2] < 0)
+
+
+def size(share: Interval | None) -> float:
+    return abs(share[0]) if share is not None else 0.0
 
 
 def _mean_field(profiles: list[dict[str, Any]], view: str, name: str, field: str) -> float:
     return sum(float(p[view].get(name, {}).get(field, 0.0)) for p in profiles) / len(profiles)
 
 
-def _change(before: tuple[float, float], after: tuple[float, float], share: Interval) -> str | None:
+def _change(
+    before: tuple[float, float], after: tuple[float, float], share: Interval | None
+) -> str | None:
     (calls_before, seconds_before), (calls_after, seconds_after) = before, after
     if calls_before == 0 and calls_after > 0:
         return "added"
@@ -191,8 +208,7 @@ def _change(before: tuple[float, float], after: tuple[float, float], share: Inte
         return "removed"
     if abs(calls_after - calls_before) > _CALLS_TOLERANCE * max(calls_before, calls_after):
         return "called-more" if calls_after > calls_before else "called-less"
-    _, low, high = share
-    if low > 0 or high < 0:  # the time change is told apart from the repeats' noise
+    if told_apart(share):
         return "slower" if seconds_after > seconds_before else "faster"
     return None
 
@@ -212,7 +228,7 @@ def diff_view(
     totals = [
         float(c["wall_s"]) - float(b["wall_s"]) for b, c in zip(baseline, candidate, strict=True)
     ]
-    _total, shares, left_over = paired_shares(deltas, totals)
+    _total, op_shares, left_over = paired_shares(deltas, totals)
     changes = []
     for name in names:
         before = (
@@ -223,14 +239,13 @@ def diff_view(
             _mean_field(candidate, view, name, "calls"),
             _mean_field(candidate, view, name, "s"),
         )
-        change = _change(before, after, shares[name])
+        change = _change(before, after, op_shares[name])
         if change:
             calls, seconds = (before[0], after[0]), (before[1], after[1])
-            changes.append(OpChange(view, name, change, calls, seconds, shares[name]))
-    changes.sort(key=lambda c: -abs(c.share[0]))
-    causes = tuple(
-        c for c in changes if abs(c.share[0]) >= MIN_SHARE and (c.share[1] > 0 or c.share[2] < 0)
-    )[:MAX_CAUSES]
+            changes.append(OpChange(view, name, change, calls, seconds, op_shares[name]))
+    changes.sort(key=lambda c: -size(c.share))
+    causes = tuple(c for c in changes if size(c.share) >= MIN_SHARE and told_apart(c.share))
+    causes = causes[:MAX_CAUSES]
     return ViewDiff(
         view=view,
         changes=tuple(changes),
@@ -244,7 +259,7 @@ def diff_view(
 class OpsDiff:
     """The op and kernel diff of one benchmark, with the wall-time delta it explains."""
 
-    delta_s: Interval  # candidate minus baseline wall seconds per call, while profiled
+    delta_s: Interval | None  # candidate minus baseline wall seconds per call, profiled
     wall_s: tuple[float, float]  # mean wall seconds per call, baseline then candidate
     ops: ViewDiff
     kernels: ViewDiff | None  # None: not checked (``kernels_not_checked`` says why)
@@ -253,14 +268,14 @@ class OpsDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "delta_s": list(self.delta_s),
+            "delta_s": listed(self.delta_s),
             "wall_s": list(self.wall_s),
             **{
                 view.view: {
                     "changes": [c.to_json() for c in view.changes],
                     "causes": [c.name for c in view.causes],
-                    "unexplained": list(view.unexplained),
-                    "outside_ops": list(view.outside),
+                    "unexplained": listed(view.unexplained),
+                    "outside_ops": listed(view.outside),
                 }
                 for view in (self.ops, self.kernels)
                 if view is not None
@@ -317,17 +332,22 @@ def _evidence(change: OpChange, repeats: int) -> str:
     )
 
 
+def no_change(delta: Interval | None) -> bool:
+    """Whether the delta's interval holds 0: the profiled runs show no change to share."""
+    return delta is None or delta[1] <= 0 <= delta[2]
+
+
 def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
     """The diff as the explain section's causes: the ops (and kernels) that account for
     the delta, the unexplained share of the view that explains most, what was not checked."""
     views = [view for view in (diff.ops, diff.kernels) if view is not None]
     not_checked = [diff.kernels_not_checked] if diff.kernels_not_checked else []
-    extra: dict[str, object] = {"ops": diff.to_json()}
-    if diff.delta_s[1] <= 0:  # the profiled runs do not tell a slowdown apart from noise
+    extra: dict[str, Any] = {"ops": diff.to_json()}
+    if diff.delta_s is None or no_change(diff.delta_s):
+        estimate, low, high = diff.delta_s or (0.0, 0.0, 0.0)
         not_checked.append(
-            "ops: the profiled runs show no slowdown to share out (delta "
-            f"{diff.delta_s[0] * 1e6:+.3g} us per call, its interval from "
-            f"{diff.delta_s[1] * 1e6:+.3g} us)"
+            f"ops: the profiled runs show no change to share out (delta {estimate * 1e6:+.3g} "
+            f"us per call [{low * 1e6:+.3g}, {high * 1e6:+.3g}])"
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
     causes = tuple(
@@ -343,42 +363,35 @@ def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
         )
         for view in views
         for change in view.causes
+        if change.share is not None
     )
-    unexplained = min((view.unexplained for view in views), key=lambda u: u[0])
+    measured = [view.unexplained for view in views if view.unexplained is not None]
+    unexplained = min(measured, key=lambda u: u[0]) if measured else None
     return Contribution(causes, unexplained, tuple(not_checked), extra)
 
 
-class OpsExplainer:
-    """A slower steady benchmark, profiled again on both sides and diffed op by op.
-
-    Reads from the finding's ``facts``: ``spec`` (the benchmark as the bench ran it, with
-    its ``id``), optionally ``threads`` and ``dispatch_diff`` (the bench's own diff of what
-    ran, carried along as its link).
-    """
-
-    name = "ops"
-
-    def applies(self, finding: Finding) -> bool:
-        spec = finding.facts.get("spec")
-        return (
-            finding.kind == "timing" and isinstance(spec, dict) and spec.get("kind") in STEADY_KINDS
-        )
-
-    def explain(self, job: ExplainJob, finding: Finding) -> Contribution:
-        spec = dict(finding.facts["spec"])
-        bench_id = str(spec.get("id") or finding.item)
-        threads = finding.facts.get("threads")
-        repeats = job.settings.rounds
-        timeout_s = max(60.0, job.seconds_left())
-        with both_sides(job) as workers:
-            profiles = profile_sides(
-                workers, bench_id, spec, repeats, int(threads) if threads else None, timeout_s
-            )
-        diff = diff_profiles(
-            profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")
-        )
-        reproduce = f"torchcanary run --only bench,explain --explain full  # profiles {bench_id}"
-        return contribution(diff, repeats, reproduce)
+def applies(finding: Finding) -> bool:
+    """A moved steady benchmark (the bench's finding, its spec in ``facts``)."""
+    spec = finding.facts.get("spec")
+    return finding.kind == "timing" and isinstance(spec, dict) and spec.get("kind") in STEADY_KINDS
 
 
-EXPLAINER = OpsExplainer()
+def explain(job: ExplainJob, finding: Finding) -> Contribution:
+    """Profile the benchmark again on both sides and diff it op by op. Reads from the
+    finding's ``facts``: ``spec`` (as the bench ran it, with its ``id``), optionally
+    ``threads`` and ``dispatch_diff`` (the bench's own diff of what ran: the link)."""
+    spec = dict(finding.facts["spec"])
+    bench_id = str(spec.get("id") or finding.item)
+    threads = int(finding.facts.get("threads") or 1)
+    repeats = job.settings.rounds
+    timeout_s = max(60.0, job.seconds_left())
+    with both_sides(job, lambda _role: thread_env(threads)) as workers:
+        profiles = profile_sides(workers, bench_id, spec, repeats, threads, timeout_s)
+    diff = diff_profiles(
+        profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")
+    )
+    reproduce = f"torchcanary run --only bench,explain --explain full  # profiles {bench_id}"
+    return contribution(diff, repeats, reproduce)
+
+
+EXPLAINER: Explainer = FunctionExplainer("ops", applies, explain)

@@ -19,11 +19,18 @@ _SHOWN_CAUSES = 8
 
 
 def explanations(view: RunView) -> list[Explanation]:
-    return from_rows(view.sections.get(SECTION, []))
+    return from_rows(view.sections.get(SECTION, []))[1]
 
 
-def _spent(found: list[Explanation]) -> str:
-    return f"{len(found)} finding(s) explained in {sum(e.seconds for e in found):.0f} s"
+def _spent(view: RunView, found: list[Explanation]) -> str:
+    summary = from_rows(view.sections.get(SECTION, []))[0]
+    spent = sum(e.seconds for e in found)
+    if summary is None:
+        return f"{len(found)} finding(s) explained in {spent:.0f} s"
+    return (
+        f"{len(found)} finding(s) explained in {summary.seconds:.0f} s "
+        f"(--explain {summary.mode}, budget {summary.budget_s:.0f} s)"
+    )
 
 
 def _lines(explanation: Explanation) -> list[str]:
@@ -49,7 +56,7 @@ def markdown(view: RunView) -> str:
     found = explanations(view)
     if not found:
         return ""
-    out = [f"## {_TITLE}", "", _spent(found), ""]
+    out = [f"## {_TITLE}", "", _spent(view, found), ""]
     for explanation in found:
         out.append(
             f"### Why {explanation.section} `{explanation.item}` moved "
@@ -67,7 +74,7 @@ def html(view: RunView) -> str:
     found = explanations(view)
     if not found:
         return ""
-    parts = [f"<section id='explain'><h2>{escape(_TITLE)}</h2><p>{escape(_spent(found))}</p>"]
+    parts = [f"<section id='explain'><h2>{escape(_TITLE)}</h2><p>{escape(_spent(view, found))}</p>"]
     for explanation in found:
         parts.append(
             f"<details open><summary>Why {escape(explanation.section)} "

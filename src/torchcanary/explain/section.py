@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import RunContext
-from torchcanary.explain.cause import SECTION, Cause, ExplainStatus, Explanation
+from torchcanary.explain.cause import SECTION, Cause, ExplainStatus, ExplainSummary, Explanation
 from torchcanary.explain.explainers import EXPLAINERS
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
@@ -25,6 +25,7 @@ from torchcanary.sections import findings, registered
 from torchcanary.store.rows import SectionResult
 
 POLICY_DEFAULTS: dict[str, Any] = {}
+CHANGE = "change"  # a finding that is a candidate cause of others (the diff's changes)
 
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,17 +54,29 @@ def _budget_s(ctx: RunContext, fraction: float) -> float:
 
 def run(ctx: RunContext) -> None:
     settings = ExplainSettings.from_json(ctx.plan.section_settings(SECTION))
+    clock = time.monotonic()
     if settings.mode == "off":
         ctx.progress.note("explain: off (--explain off)")
+        summary = ExplainSummary(mode="off")
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
         return
     view = load_run_view(ctx.store, ctx.run_id)
-    pending = run_findings(view)
+    found = run_findings(view)
+    changes = [finding for finding in found if finding.kind == CHANGE]
+    pending = [finding for finding in found if finding.kind != CHANGE]
     budget = _budget_s(ctx, settings.budget_fraction)
-    job = ExplainJob(ctx, view, settings, time.monotonic() + budget)
+    job = ExplainJob(ctx, view, settings, time.monotonic() + budget, changes)
     ctx.progress.note(f"explain: {len(pending)} finding(s), budget {budget:.0f} s")
     for finding in pending:
         explanation = explain_one(job, finding)
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, explanation))
+    summary = ExplainSummary(
+        mode=settings.mode,
+        findings=len(pending),
+        budget_s=round(budget, 1),
+        seconds=round(time.monotonic() - clock, 1),
+    )
+    ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
 
 
 def explain_one(job: ExplainJob, finding: Finding) -> Explanation:
@@ -75,7 +88,7 @@ def explain_one(job: ExplainJob, finding: Finding) -> Explanation:
     if not applying:
         not_checked.append("no explainer measures this kind of finding")
     for explainer in applying:
-        if job.seconds_left() <= 0:
+        if explainer.measures and job.seconds_left() <= 0:
             not_checked.append(f"{explainer.name}: not explained: budget spent")
             continue
         try:
@@ -116,13 +129,16 @@ def combine(
     )
 
 
+_TIGHT = 0.5  # an unexplained share's interval wider than this cannot show "explained"
+
+
 def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
-    """Explained when the unexplained share's interval holds 0; unexplained when no cause's
-    share is clearly above 0; partly otherwise."""
+    """Explained when the unexplained share's interval holds 0 and is tight; unexplained
+    when no cause's share is clearly above 0; partly otherwise."""
     if unexplained is None:
         return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
     _, low, high = unexplained
-    if low <= 0.0 <= high or high < 0.0:
+    if (low <= 0.0 <= high or high < 0.0) and high - low <= _TIGHT:
         return ExplainStatus.EXPLAINED
     if not any((c.share_low or 0.0) > 0.0 for c in causes):
         return ExplainStatus.UNEXPLAINED

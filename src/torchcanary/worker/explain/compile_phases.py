@@ -1,62 +1,36 @@
-"""Compile phases timed, graphs and graph breaks counted, in a fresh interpreter per side.
+"""Compile phases timed, graphs and graph breaks counted, in a worker of its own per side.
 
-The child (``python -m torchcanary.worker.explain.compile_phases``) compiles the benchmark's
-step ``1 + repeats`` times, with Inductor's caches disabled and pointed at an empty folder:
-the first compile of a process also imports and initialises the compiler, so it is kept
-apart (``first_s``); each repeat after ``torch._dynamo.reset()`` is a cold compile whose
-phases (Dynamo tracing, AOTAutograd, Inductor lowering, code generation and kernel compile,
-as the bench's one-shot compile samples split them) come from torch's own compile-time
-metrics (``torch._dynamo.utils.compilation_time_metrics``, the same in torch 2.13 and 2.14),
-and whose graphs, graph breaks and their reasons come from Dynamo's counters. These are
-runs of their own, never samples of the A/B comparison.
+The orchestrator starts the worker for this explanation with Inductor's caches disabled and
+pointed at an empty folder (the bench's ``compile_env``), so every compile is cold. The
+first compile of a process also imports and initialises the compiler, so a one-op function
+is compiled first, untimed. Each repeat after ``torch._dynamo.reset()`` is a cold compile
+whose phases (Dynamo tracing, AOTAutograd, Inductor lowering, code generation and kernel
+compile, as the bench's one-shot compile samples split them) come from torch's own
+compile-time metrics (``torch._dynamo.utils.compilation_time_metrics``, the same in torch
+2.13 and 2.14), and whose graphs, graph breaks and their reasons come from Dynamo's
+counters. These are runs of their own, never samples of the A/B comparison.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
+from torchcanary.worker.bench.oneshot import _model, _phase_seconds
+
 _REASON_CHARS = 300
-
-
-def sample(spec: dict[str, Any], repeats: int = 5, timeout_s: float = 300.0) -> dict[str, Any]:
-    """The repeats' phase seconds, graphs and breaks, or ``{"failed": why}``."""
-    with tempfile.TemporaryDirectory(prefix="canary-explain-compile-") as scratch:
-        env = {
-            **os.environ,
-            "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(scratch, "triton"),
-        }
-        options = json.dumps({"spec": spec, "repeats": int(repeats)})
-        command = [sys.executable, "-m", "torchcanary.worker.explain.compile_phases", options]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout_s, env=env
-            )
-        except subprocess.TimeoutExpired:
-            return {"failed": f"compiling took over {timeout_s:g} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        last = (done.stderr.strip().splitlines() or [""])[-1][:400]
-        return {"failed": f"compile child exited {done.returncode}: {last}"}
-    return dict(json.loads(lines[-1]))
-
-
-# --- the child side -----------------------------------------------------------------------
+# The step built for each spec, with its device and compile options, kept for the next
+# round of compiles in this worker (building a user's model is not what is measured).
+_BUILT: dict[str, tuple[Callable[[], Any], str, dict[str, Any]]] = {}
 
 
 def _step(spec: dict[str, Any]) -> tuple[Callable[[], Any], str, dict[str, Any]]:
     """The step to compile, its device and the ``torch.compile`` options, from a bench spec:
     a user's workload (its ``target``) or the bench's one-shot compile model."""
-    import torch
-
     device = str(spec.get("device", "cpu"))
     if "target" in spec:
         from torchcanary.worker.bench.user_workload import load_target, seed_everything
@@ -67,18 +41,13 @@ def _step(spec: dict[str, Any]) -> tuple[Callable[[], Any], str, dict[str, Any]]
         if options.get("mode", "default") == "default":
             options.pop("mode", None)
         return step, device, options
-    from torchcanary.worker.bench.oneshot import _model
-
     model = _model(str(spec["model"]), device)
     x = torch.randn(32, 256, device=device)
     return (lambda: model(x)), device, {"backend": str(spec.get("backend", "inductor"))}
 
 
 def _one_compile(step: Callable[[], Any], device: str, options: dict[str, Any]) -> dict[str, Any]:
-    import torch
     from torch._dynamo import utils
-
-    from torchcanary.worker.bench.oneshot import _phase_seconds
 
     torch._dynamo.reset()
     utils.compilation_time_metrics.clear()
@@ -105,19 +74,17 @@ def _one_compile(step: Callable[[], Any], device: str, options: dict[str, Any]) 
     }
 
 
-def _child(options: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    step, device, compile_options = _step(options["spec"])
-    first = _one_compile(step, device, compile_options)
-    repeats = [_one_compile(step, device, compile_options) for _ in range(options["repeats"])]
+def sample(spec: dict[str, Any], repeats: int = 5) -> dict[str, Any]:
+    """``repeats`` cold compiles of the spec's step: each one's seconds, phases, graphs
+    and graph breaks with their reasons."""
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _BUILT:
+        step, device, options = _BUILT[key] = _step(spec)
+        warm = torch.ones(4, device=device)
+        _one_compile(lambda: warm + 1, device, options)  # the compiler's own start-up
+    step, device, options = _BUILT[key]
     return {
-        "first_s": first["total_s"],
-        "repeats": repeats,
-        "backend": str(compile_options.get("backend", "inductor")),
+        "repeats": [_one_compile(step, device, options) for _ in range(int(repeats))],
+        "backend": str(options.get("backend", "inductor")),
         "torch_version": torch.__version__,
     }
-
-
-if __name__ == "__main__":
-    sys.stdout.write(json.dumps(_child(json.loads(sys.argv[1]))) + "\n")
