@@ -21,7 +21,7 @@ from torchcanary.context import RunContext
 from torchcanary.envs.cache import Environment
 from torchcanary.explain.cause import ExplainStatus, Explanation
 from torchcanary.explain.job import ExplainJob
-from torchcanary.explain.ops import diff_profiles
+from torchcanary.explain.ops import contribution, diff_profiles
 from torchcanary.explain.section import explain_one
 from torchcanary.explain.settings import ExplainSettings
 from torchcanary.plan import RunPlan
@@ -174,7 +174,8 @@ def test_ops_are_matched_by_name_added_removed_called_more_and_slower():
                 },
             )
         )
-    diff = diff_profiles(baseline, candidate, dispatch={"changed": True, "changes": {}})
+    dispatch = {"changed": True, "changes": {"ops": {"only_candidate": ["aten::new"]}}}
+    diff = diff_profiles(baseline, candidate, dispatch=dispatch)
     changes = {c.name: c.change for c in diff.ops.changes}
     assert changes == {
         "aten::add": "slower",
@@ -193,7 +194,12 @@ def test_ops_are_matched_by_name_added_removed_called_more_and_slower():
     # 100 us slower; the ops account for 50 + 40 + 20 - 15 = 95: 5 % is outside every op.
     assert diff.ops.outside[0] == pytest.approx(0.05, abs=0.01)
     assert diff.ops.unexplained[0] == pytest.approx(0.05, abs=0.01)
-    assert diff.to_json()["dispatch_diff"] == {"changed": True, "changes": {}}
+    # The bench's dispatch diff rides along, and each op it names says so.
+    assert diff.to_json()["dispatch_diff"] == dispatch
+    causes = contribution(diff, 5, "").causes
+    assert causes[0].evidence.endswith("the bench's dispatch diff has it only in the candidate too")
+    assert causes[0].detail == {"dispatch_diff": dispatch}
+    assert "dispatch diff" not in causes[1].evidence
 
 
 def test_unequal_repeats_are_refused_with_the_fix():

@@ -322,13 +322,28 @@ def diff_profiles(
     )
 
 
-def _evidence(change: OpChange, repeats: int) -> str:
+def dispatch_note(change: OpChange, dispatch: dict[str, Any] | None) -> str:
+    """What the bench's own dispatch diff (``bench/dispatch_diff.py``) says of this op or
+    kernel, as the link between the two: "" where it names it nowhere."""
+    view = ((dispatch or {}).get("changes") or {}).get(change.view) or {}
+    if change.name in view.get("only_candidate", ()):
+        return "; the bench's dispatch diff has it only in the candidate too"
+    if change.name in view.get("only_baseline", ()):
+        return "; the bench's dispatch diff has it only in the baseline too"
+    counts = (view.get("count_changed") or {}).get(change.name)
+    if counts:
+        return f"; the bench's dispatch diff counts {counts[0]:g} -> {counts[1]:g} per call"
+    return ""
+
+
+def _evidence(change: OpChange, repeats: int, dispatch: dict[str, Any] | None) -> str:
     unit = "device" if change.view == "kernels" else "self CPU"
     (calls_before, calls_after), (before, after) = change.calls, change.seconds
     return (
         f"{change.change}: {calls_before:g} -> {calls_after:g} calls and {before * 1e3:.4g} -> "
         f"{after * 1e3:.4g} ms {unit} time per benchmark call "
         f"(torch.profiler, {repeats} profiled repeats per side, apart from the A/B samples)"
+        + dispatch_note(change, dispatch)
     )
 
 
@@ -357,7 +372,7 @@ def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
             share=change.share[0],
             share_low=change.share[1],
             share_high=change.share[2],
-            evidence=_evidence(change, repeats),
+            evidence=_evidence(change, repeats, diff.dispatch),
             reproduce=reproduce,
             detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
         )
