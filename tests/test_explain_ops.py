@@ -115,7 +115,7 @@ def test_one_added_op_is_named_with_a_share_whose_interval_holds_the_truth(
         baseline_env, "CANARY_EXTRA_OP", "1", workload_spec, store, import_root, tmp_path
     )
     assert explanation.not_checked == (
-        "not checked here: no GPU (kernels come from ProfilerActivity.CUDA on CUDA)",
+        "kernels: no GPU here (ProfilerActivity.CUDA gives each kernel's device time)",
     )
     first = explanation.causes[0]
     assert (first.kind, first.name) == ("op", "aten::mm"), explanation.causes
@@ -127,7 +127,7 @@ def test_one_added_op_is_named_with_a_share_whose_interval_holds_the_truth(
     assert explanation.unexplained is not None and explanation.unexplained < 0.1
     ops = explanation.extra["ops"]
     assert ops["ops"]["causes"][0] == "aten::mm"
-    assert ops["kernels_not_checked"].startswith("not checked here: no GPU")
+    assert ops["kernels_not_checked"].startswith("kernels: no GPU here")
     assert explanation.verdict in (ExplainStatus.EXPLAINED, ExplainStatus.PARTLY)
 
 
@@ -150,7 +150,7 @@ def _profile(wall_s: float, ops: dict[str, tuple[float, float]]) -> dict[str, ob
         "wall_s": wall_s,
         "ops": {name: {"calls": calls, "s": s} for name, (calls, s) in ops.items()},
         "kernels": {},
-        "kernels_not_checked": "not checked here: no GPU",
+        "kernels_not_checked": "kernels: no GPU here",
     }
 
 

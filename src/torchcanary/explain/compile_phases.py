@@ -13,8 +13,8 @@ shows up spread over the phases.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torchcanary.bench.side_worker import compile_env, thread_env
@@ -103,14 +103,17 @@ def compile_sides(
     spec: dict[str, Any],
     repeats: int = REPEATS,
     timeout_s: float = 600.0,
+    seconds_left: Callable[[], float] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each side's compile samples, one side at a time (compiling is timed: never two at
     once), in two rounds ordered A B B A, so a machine that drifts weighs on both sides
     alike; the rounds' repeats are concatenated, repeat ``i`` of one side beside repeat
-    ``i`` of the other."""
+    ``i`` of the other. The second round is left out once ``seconds_left()`` is spent."""
     counts = [count for count in ((repeats + 1) // 2, repeats // 2) if count]
     samples: dict[str, dict[str, Any]] = {side: {"repeats": []} for side in workers}
     for round_index, count in enumerate(counts):
+        if round_index and seconds_left is not None and seconds_left() <= 0:
+            break
         order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
         for side in order:
             kwargs = {"spec": spec_for_side(spec, side), "repeats": count}
@@ -213,7 +216,7 @@ PHASE_WORDS = {
 
 
 def _is_cold_compile(spec: dict[str, Any]) -> bool:
-    """A cold compile the child can redo: a user's workload's (``workload_cold``) or the
+    """A cold compile the worker can redo: a user's workload's (``workload_cold``) or the
     bench's one-shot compile model's cold phase."""
     kind = spec.get("kind")
     return kind == "workload_cold" or (kind == "compile" and spec.get("phase") == "cold")
@@ -283,10 +286,16 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
         return {**thread_env(threads), **compile_env(str(scratch))}
 
     with both_sides(job, cold) as workers:
-        samples = compile_sides(workers, spec, repeats, max(60.0, job.seconds_left()))
+        timeout_s = max(60.0, job.seconds_left())
+        samples = compile_sides(workers, spec, repeats, timeout_s, job.seconds_left)
     diff = diff_compiles(samples["baseline"], samples["candidate"])
     reproduce = f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"
-    return contribution(diff, repeats, reproduce)
+    done = len(samples["baseline"]["repeats"])
+    found = contribution(diff, done, reproduce)
+    if done < repeats:
+        spent = f"compile: {done} of {repeats} compiles per side (explain budget spent)"
+        return replace(found, not_checked=(*found.not_checked, spent))
+    return found
 
 
 EXPLAINER: Explainer = FunctionExplainer("compile", applies, explain)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from torchcanary.bench.side_worker import thread_env
@@ -31,6 +31,7 @@ from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
 
 REPEATS = 5
+MIN_REPEATS = 3  # the fewest repeats an interval is drawn from, budget or not
 MIN_SHARE = 0.05  # a share (of the wall delta) below this is not named as a cause
 MAX_CAUSES = 5
 _CALLS_TOLERANCE = 0.01  # relative change in calls per benchmark call that counts
@@ -84,11 +85,12 @@ def profile_sides(
     repeats: int = REPEATS,
     threads: int | None = None,
     timeout_s: float = 300.0,
+    seconds_left: Callable[[], float] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """``repeats`` profiles of one benchmark per side (``baseline``, ``candidate``: each
     runs its own ``spec_for_side``), the sides alternating, their order swapped each repeat
-    so neither always goes first; ``threads`` as the bench ran it. The benchmark is
-    released afterwards."""
+    so neither always goes first; ``threads`` as the bench ran it. Past ``MIN_REPEATS``,
+    it stops once ``seconds_left()`` is spent. The benchmark is released afterwards."""
     for side, worker in workers.items():
         if threads is not None:
             configure = {"threads": threads}
@@ -101,6 +103,8 @@ def profile_sides(
     order = list(workers)
     try:
         for repeat in range(repeats):
+            if repeat >= MIN_REPEATS and seconds_left is not None and seconds_left() <= 0:
+                break
             for side in order if repeat % 2 == 0 else order[::-1]:
                 answer = workers[side].call(EXPLAIN_PROFILE_OPS, {"bench_id": bench_id}, timeout_s)
                 profiles[side].append(_checked(side, answer, f"profile {repeat + 1}"))
@@ -401,12 +405,19 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     repeats = job.settings.rounds
     timeout_s = max(60.0, job.seconds_left())
     with both_sides(job, lambda _role: thread_env(threads)) as workers:
-        profiles = profile_sides(workers, bench_id, spec, repeats, threads, timeout_s)
+        profiles = profile_sides(
+            workers, bench_id, spec, repeats, threads, timeout_s, job.seconds_left
+        )
     diff = diff_profiles(
         profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")
     )
     reproduce = f"torchcanary run --only bench,explain --explain full  # profiles {bench_id}"
-    return contribution(diff, repeats, reproduce)
+    done = len(profiles["baseline"])
+    found = contribution(diff, done, reproduce)
+    if done < repeats:
+        spent = f"ops: {done} of {repeats} profiled repeats per side (explain budget spent)"
+        return replace(found, not_checked=(*found.not_checked, spent))
+    return found
 
 
 EXPLAINER: Explainer = FunctionExplainer("ops", applies, explain)

@@ -22,7 +22,8 @@ import torch
 from torchcanary.worker.bench.timing import prepared_workload
 
 _MAX_CALLS = 5000  # bounds the profiler's event memory on tiny benchmarks
-_NO_KERNELS = "not checked here: no GPU (kernels come from ProfilerActivity.CUDA on CUDA)"
+# Shown as "not checked: <this>"; the CUDA path above is the real one, run where a GPU is.
+_NO_KERNELS = "kernels: no GPU here (ProfilerActivity.CUDA gives each kernel's device time)"
 
 
 def _calls_for(call: Any, synchronize: Any, min_s: float) -> int:
