@@ -58,3 +58,17 @@ def test_unexplained_is_never_spread_over_the_causes() -> None:
     assert status_of([], None) is ExplainStatus.NOT_CHECKED
     assert status_of([], (1.0, 0.9, 1.1)) is ExplainStatus.UNEXPLAINED
     assert status_of([Cause("s", "a", 1.0, 0.9, 1.1)], (0.0, -0.1, 0.1)) is ExplainStatus.EXPLAINED
+
+
+def test_compare_reads_each_findings_verdict_and_leading_cause(store) -> None:
+    from torchcanary.explain.history import compared
+    from torchcanary.report.view import load_run_view
+
+    run_id = store.create_run({})
+    store.save_section_result(run_id, SectionResult.of("explain", _explanation()))
+    found = compared(load_run_view(store, run_id))
+    assert found["bench:startup/import_torch"] == {
+        "verdict": "partly-explained",
+        "cause": "build CUDA libraries",
+        "share": 0.6,
+    }

@@ -94,3 +94,52 @@ def test_a_changed_outcome_is_linked_to_the_removed_api_its_traceback_calls(make
     assert names["torch.legacy.scale"].kind == "api-removed"
     assert "/proj/app.py:12" in names
     assert "Why stack `tests/test_app.py::test_scale` moved" in report.markdown(view)
+
+
+def test_a_regressed_drill_is_linked_to_the_removed_api_its_traceback_names(make_context) -> None:
+    from torchcanary.drill.result import DrillRun, DrillVerdict
+
+    ctx = make_context(sections=("drill", "diff", "explain"))
+    for role, verdict, text in (
+        ("baseline", DrillVerdict.PASSED, None),
+        ("candidate", DrillVerdict.FAILED, "AttributeError: torch.legacy.scale is gone"),
+    ):
+        run_row = DrillRun(key="kill:restart", env_role=role, verdict=verdict, traceback=text)
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of("drill", run_row))
+    change = DiffChange(
+        key="api-removed:torch.legacy.scale",
+        verdict=ChangeKind.API_REMOVED,
+        symbol="torch.legacy.scale",
+    )
+    ctx.store.save_section_result(ctx.run_id, SectionResult.of("diff", change))
+    run(ctx)
+    [explanation] = report.explanations(load_run_view(ctx.store, ctx.run_id))
+    assert (explanation.section, explanation.item) == ("drill", "kill:restart")
+    assert explanation.delta == "passed -> failed"
+    assert [c.name for c in explanation.causes if c.kind == "api-removed"] == ["torch.legacy.scale"]
+
+
+def test_a_regressed_claim_is_a_finding_with_both_sides_evidence_as_its_texts() -> None:
+    from torchcanary.claims.findings import findings
+    from torchcanary.claims.view import ClaimsView
+    from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+    from torchcanary.section_types import RunView
+    from torchcanary.store.rows import RunRow
+
+    def result(role: str, verdict: Verdict, summary: str) -> ProbeResult:
+        return ProbeResult("r", role, "compile.cache", Outcome(verdict, summary), 1.0, 0.0)
+
+    claims = ClaimsView(
+        probe_results=[
+            result("baseline", Verdict.CONFIRMED, "cache hit"),
+            result("candidate", Verdict.REFUTED, "torch.legacy.scale raised"),
+        ]
+    )
+    view = RunView(RunRow("r", 0.0, None, "done", {}, None, None), {}, {}, {"claims": claims})
+    [finding] = findings(view)
+    assert (finding.item, finding.kind, finding.delta) == (
+        "compile.cache",
+        "outcome",
+        "confirmed -> refuted",
+    )
+    assert "torch.legacy.scale" in finding.facts["candidate_text"]

@@ -18,6 +18,7 @@ import json
 import math
 import random
 import shlex
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,8 @@ from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
 _HELPS = 0.25  # a cause whose share's interval clears this joins the combination
+_MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
+_COMPILED = ("compile", "workload")  # the findings torch's config values can move
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,13 @@ class _Rounds:
         """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
         (``failed``), the baseline or the candidate failing ends the measurement."""
         rng = random.Random(31)
+        last_round_s = 0.0
         for _ in range(rounds):
-            if self.job.seconds_left() <= 0 and min(map(len, self.values.values()), default=0) >= 3:
+            # At least 3 rounds; beyond them, none that would end past the budget.
+            enough = min(map(len, self.values.values()), default=0) >= 3
+            if enough and self.job.seconds_left() < last_round_s:
                 return
+            started = time.monotonic()
             for arm in rng.sample(arms, len(arms)):
                 if arm.name in self.failed:
                     continue
@@ -130,6 +137,7 @@ class _Rounds:
                         raise
                     self.failed[arm.name] = str(exc)[:200]
                     self.values.pop(arm.name, None)
+            last_round_s = time.monotonic() - started
 
     def _one(self, arm: Arm) -> float:
         if arm.name not in self._workers:
@@ -164,8 +172,15 @@ def counterfactual(
     env_of = env_of or {}
     assert finding.remeasure is not None
     arms, fixed = differing(_settings(job, env_of))
-    arms |= config_arms(job.changes)
+    if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
+        arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
+    if len(arms) > _MAX_ARMS:
+        left = sorted(arms)[_MAX_ARMS:]
+        not_checked.append(
+            f"settings: {len(left)} more not set back (at most {_MAX_ARMS}): {', '.join(left)}"
+        )
+        arms = {name: arms[name] for name in sorted(arms)[:_MAX_ARMS]}
     if not arms:
         return Contribution(
             not_checked=(*not_checked, "settings: no setting that can be set back differs")

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import RunContext
-from torchcanary.explain.cause import SECTION, Cause, ExplainStatus, ExplainSummary, Explanation
+from torchcanary.explain.cause import (
+    SECTION,
+    SUMMARY_KEY,
+    Cause,
+    ExplainStatus,
+    ExplainSummary,
+    Explanation,
+)
 from torchcanary.explain.explainers import EXPLAINERS
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
@@ -41,7 +48,7 @@ def run_findings(view: RunView) -> list[Finding]:
     """Every registered section's findings in ``view``, in run order."""
     found: list[Finding] = []
     for name, section in registered().items():
-        if name != SECTION and name in view.sections:
+        if name != SECTION:  # a section without results of this run finds nothing
             found += findings(section, view)
     return found
 
@@ -60,10 +67,21 @@ def run(ctx: RunContext) -> None:
         summary = ExplainSummary(mode="off")
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
         return
+    done = (
+        {key for key, _ in ctx.store.done_section_keys(ctx.run_id, SECTION)}
+        if ctx.resume
+        else set()
+    )
+    if SUMMARY_KEY in done:
+        return  # a resumed run that had explained everything already
     view = load_run_view(ctx.store, ctx.run_id)
     found = run_findings(view)
     changes = [finding for finding in found if finding.kind == CHANGE]
-    pending = [finding for finding in found if finding.kind != CHANGE]
+    pending = [
+        finding
+        for finding in found
+        if finding.kind != CHANGE and f"{finding.section}:{finding.item}" not in done
+    ]
     budget = _budget_s(ctx, settings.budget_fraction)
     job = ExplainJob(ctx, view, settings, time.monotonic() + budget, changes)
     ctx.progress.note(f"explain: {len(pending)} finding(s), budget {budget:.0f} s")

@@ -1,9 +1,10 @@
 """Shares of a delta with intervals, by the bootstrap over repeated measurements.
 
 Every share an explanation shows is a statistic of repeated, separately run measurements
-(rounds); its interval is the percentile bootstrap over those rounds: each side's rounds
-resampled on their own (``independent``), or the rounds resampled whole where one round
-holds every arm measured back to back (``paired``: the counterfactual's A, B and A-fixed).
+(rounds, each holding every arm measured back to back in a random order: the baseline, the
+candidate, the candidate with a setting set back); its interval is the percentile
+bootstrap over those rounds, resampled whole, so the machine's drift between rounds stays
+out of it.
 Pure Python and seeded, so the same samples give the same interval.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -35,29 +36,6 @@ def _finite(statistic: Callable[..., float], *args: Any) -> float | None:
     except (ZeroDivisionError, ValueError, statistics.StatisticsError):
         return None
     return value if value == value and abs(value) != float("inf") else None
-
-
-def independent(
-    statistic: Callable[[dict[str, list[T]]], float],
-    rounds: Mapping[str, Sequence[T]],
-    draws: int = DRAWS,
-    confidence: float = CONFIDENCE,
-) -> Interval | None:
-    """``statistic`` of each side's rounds and its bootstrap interval, each side's rounds
-    resampled on their own; None when it cannot be computed (no rounds, a zero delta)."""
-    sides = {side: list(values) for side, values in rounds.items()}
-    estimate = _finite(statistic, sides)
-    if estimate is None:
-        return None
-    rng = random.Random(31)
-    drawn = [
-        _finite(statistic, {s: rng.choices(v, k=len(v)) for s, v in sides.items()})
-        for _ in range(draws)
-    ]
-    kept = [value for value in drawn if value is not None]
-    if len(kept) < draws // 2:
-        return None
-    return (estimate, *_percentiles(kept, confidence))
 
 
 def paired(

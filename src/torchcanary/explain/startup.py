@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any
@@ -87,13 +88,17 @@ def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list
     for role in ROLES:  # untimed: the first import reads the libraries from disk
         _call(job, role, workers[role], mode="plain")
     rng = random.Random(31)
+    last_round_s = 0.0
     for _ in range(job.settings.rounds):
-        if job.seconds_left() <= 0 and all(len(r) >= 3 for r in rounds.values()):
+        # At least 3 rounds; beyond them, none that would end past the budget.
+        if job.seconds_left() < last_round_s and all(len(r) >= 3 for r in rounds.values()):
             break
+        started = time.monotonic()
         for role in rng.sample(ROLES, len(ROLES)):
             plain = _call(job, role, workers[role], mode="plain")["import_s"]
             preload = _call(job, role, workers[role], mode="preload", libraries=order[role])
             rounds[role].append({"plain": plain, **preload})
+        last_round_s = time.monotonic() - started
     return profiles, rounds
 
 
@@ -107,16 +112,37 @@ def split_total(round_: Round) -> float:
 
 
 def _moved(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
-    """How far ``part`` moved: the candidate's median minus the baseline's."""
-    return shares.median([part(r) for r in rounds["candidate"]]) - shares.median(
-        [part(r) for r in rounds["baseline"]]
+    """How far ``part`` moved: the median over rounds of the candidate's minus the
+    baseline's in the same round (the two ran back to back, so the machine's drift
+    between rounds cancels)."""
+    pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
+    return shares.median([part(candidate) - part(baseline) for baseline, candidate in pairs])
+
+
+def _interval(
+    statistic: Callable[[dict[str, list[Round]]], float], rounds: dict[str, list[Round]]
+) -> shares.Interval | None:
+    """``statistic`` with its bootstrap interval, rounds resampled whole (both sides)."""
+    pairs = list(zip(rounds["baseline"], rounds["candidate"], strict=False))
+    return shares.paired(
+        lambda drawn: statistic(
+            {"baseline": [b for b, _ in drawn], "candidate": [c for _, c in drawn]}
+        ),
+        pairs,
     )
 
 
+def _summed(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
+    """``part``'s candidate-minus-baseline difference summed over the rounds."""
+    pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
+    return sum(part(candidate) - part(baseline) for baseline, candidate in pairs)
+
+
 def _share(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]], float]:
-    """The statistic: how far ``part`` moved, as a share of how far the split import moved
-    (the parts are timed in the same children as the whole, so their shares hold together)."""
-    return lambda rounds: _moved(rounds, part) / _moved(rounds, split_total)
+    """The statistic: how far ``part`` moved as a share of how far the split import moved,
+    a ratio of the rounds' summed differences: the parts are timed in the same children as
+    the whole, so the shares of the parts add up to 1."""
+    return lambda rounds: _summed(rounds, part) / _summed(rounds, split_total)
 
 
 def _plain(round_: Round) -> float:
@@ -125,7 +151,7 @@ def _plain(round_: Round) -> float:
 
 def _not_split(rounds: dict[str, list[Round]]) -> float:
     """The share of the plain import's change the split import does not reproduce."""
-    return 1 - _moved(rounds, split_total) / _moved(rounds, _plain)
+    return 1 - _summed(rounds, split_total) / _summed(rounds, _plain)
 
 
 def _libraries_line(profile: dict[str, Any]) -> str:
@@ -182,7 +208,7 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     )
     causes = []
     for kind, (name, part) in parts.items():
-        interval = shares.independent(_share(part), rounds)
+        interval = _interval(_share(part), rounds)
         if interval is None:
             continue
         causes.append(
@@ -198,9 +224,9 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     causes += _module_causes(profiles, split_s)
     # The parts add up to the split import; what the split does not reproduce of the
     # plain import's change (preloading's own cost, noise) is the unexplained part.
-    unexplained = shares.independent(_not_split, rounds)
-    same_build = shares.independent(_without(parts["build"][1]), rounds)
-    delta = shares.independent(lambda r: _moved(r, _plain), rounds)
+    unexplained = _interval(_not_split, rounds)
+    same_build = _interval(_without(parts["build"][1]), rounds)
+    delta = _interval(lambda r: _moved(r, _plain), rounds)
     not_checked = []
     if delta is not None and delta[1] <= 0 <= delta[2]:
         not_checked.append(
@@ -229,8 +255,8 @@ def _without(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]
     baseline's import (what a same-build upgrade would show when ``part`` is the build's)."""
 
     def statistic(rounds: dict[str, list[Round]]) -> float:
-        base = shares.median([split_total(r) for r in rounds["baseline"]])
-        return (_moved(rounds, split_total) - _moved(rounds, part)) / base
+        base = sum(split_total(r) for r in rounds["baseline"])
+        return (_summed(rounds, split_total) - _summed(rounds, part)) / base
 
     return statistic
 
@@ -270,7 +296,7 @@ def _library_causes(rounds: dict[str, list[Round]], names: set[str]) -> list[Cau
     top = sorted(seconds, key=lambda name: -abs(seconds[name]))[:_TOP_LIBRARIES]
     causes = []
     for name in top:
-        interval = shares.independent(_share(_one_library(name)), rounds)
+        interval = _interval(_share(_one_library(name)), rounds)
         if interval is not None:
             causes.append(
                 Cause(
