@@ -62,6 +62,7 @@ def explain_against_itself(
     import_root: Path,
     tmp_path: Path,
     repeats: int = 5,
+    budget_s: float = 600.0,
 ) -> Explanation:
     """Explain one finding of ``spec`` where the candidate is ``env``'s own interpreter
     with ``variable=value`` set (a wrapper script), through the explain section."""
@@ -85,7 +86,7 @@ def explain_against_itself(
         ctx,
         load_run_view(store, ctx.run_id),
         ExplainSettings(repeats=repeats),
-        time.monotonic() + 600,
+        time.monotonic() + budget_s,
     )
     finding = Finding(
         section="bench", item=str(spec["id"]), kind="timing", delta="slower", facts={"spec": spec}
@@ -135,9 +136,21 @@ def test_python_work_no_op_records_is_reported_unexplained(
     baseline_env, store, import_root, tmp_path, workload_spec
 ):
     """The candidate's step spins a Python loop (about a millisecond): no operator changed,
-    so no op is named and the unexplained share's interval holds all of the delta."""
+    so no op is named and the unexplained share's interval holds all of the delta. The
+    budget (one second) is spent before the profiles start: the explainer takes the
+    fewest repeats an interval is drawn from, three, and says so."""
     explanation = explain_against_itself(
-        baseline_env, "CANARY_PYTHON_WORK", "20000", workload_spec, store, import_root, tmp_path
+        baseline_env,
+        "CANARY_PYTHON_WORK",
+        "20000",
+        workload_spec,
+        store,
+        import_root,
+        tmp_path,
+        budget_s=1.0,
+    )
+    assert "ops: 3 of 5 profiled repeats per side (explain budget spent)" in (
+        explanation.not_checked
     )
     assert [c for c in explanation.causes if (c.share or 0) >= 0.05] == [], explanation.causes
     assert explanation.unexplained_low is not None and explanation.unexplained_high is not None

@@ -12,6 +12,7 @@ shows up spread over the phases.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -108,12 +109,16 @@ def compile_sides(
     """Each side's compile samples, one side at a time (compiling is timed: never two at
     once), in two rounds ordered A B B A, so a machine that drifts weighs on both sides
     alike; the rounds' repeats are concatenated, repeat ``i`` of one side beside repeat
-    ``i`` of the other. The second round is left out once ``seconds_left()`` is spent."""
+    ``i`` of the other. The second round is left out where the first one's pace says it
+    would end past ``seconds_left()``."""
     counts = [count for count in ((repeats + 1) // 2, repeats // 2) if count]
     samples: dict[str, dict[str, Any]] = {side: {"repeats": []} for side in workers}
+    started = time.monotonic()
     for round_index, count in enumerate(counts):
-        if round_index and seconds_left is not None and seconds_left() <= 0:
-            break
+        if round_index and seconds_left is not None:
+            pace_s = (time.monotonic() - started) / counts[0]
+            if seconds_left() < pace_s * count:
+                break
         order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
         for side in order:
             kwargs = {"spec": spec_for_side(spec, side), "repeats": count}

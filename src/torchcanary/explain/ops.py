@@ -16,6 +16,7 @@ compares two trace sets without the per-repeat intervals the shares need.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -89,8 +90,9 @@ def profile_sides(
 ) -> dict[str, list[dict[str, Any]]]:
     """``repeats`` profiles of one benchmark per side (``baseline``, ``candidate``: each
     runs its own ``spec_for_side``), the sides alternating, their order swapped each repeat
-    so neither always goes first; ``threads`` as the bench ran it. Past ``MIN_REPEATS``,
-    it stops once ``seconds_left()`` is spent. The benchmark is released afterwards."""
+    so neither always goes first; ``threads`` as the bench ran it. Past ``MIN_REPEATS``, no
+    repeat starts that the last one's duration says would end past ``seconds_left()``.
+    The benchmark is released afterwards."""
     for side, worker in workers.items():
         if threads is not None:
             configure = {"threads": threads}
@@ -102,12 +104,16 @@ def profile_sides(
     profiles: dict[str, list[dict[str, Any]]] = {side: [] for side in workers}
     order = list(workers)
     try:
+        last_repeat_s = 0.0
         for repeat in range(repeats):
-            if repeat >= MIN_REPEATS and seconds_left is not None and seconds_left() <= 0:
+            left = seconds_left() if seconds_left is not None else float("inf")
+            if repeat >= MIN_REPEATS and left < last_repeat_s:
                 break
+            started = time.monotonic()
             for side in order if repeat % 2 == 0 else order[::-1]:
                 answer = workers[side].call(EXPLAIN_PROFILE_OPS, {"bench_id": bench_id}, timeout_s)
                 profiles[side].append(_checked(side, answer, f"profile {repeat + 1}"))
+            last_repeat_s = time.monotonic() - started
     finally:
         for worker in workers.values():
             worker.call(f"{BENCH_TIMING}:release", {"bench_id": bench_id}, timeout_s)
