@@ -72,3 +72,14 @@ def test_compare_reads_each_findings_verdict_and_leading_cause(store) -> None:
         "cause": "build CUDA libraries",
         "share": 0.6,
     }
+
+
+def test_explain_off_stores_its_summary_so_the_run_is_not_objected_to(make_context) -> None:
+    from torchcanary.explain.cause import ExplainSummary
+    from torchcanary.explain.result import from_rows
+    from torchcanary.explain.section import run
+
+    ctx = make_context(sections=("explain",), settings={"explain": {"mode": "off"}})
+    run(ctx)
+    summary, found = from_rows(ctx.store.section_results(ctx.run_id, "explain"))
+    assert summary == ExplainSummary(mode="off") and found == []

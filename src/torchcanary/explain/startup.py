@@ -202,6 +202,7 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
             lambda r: _library_seconds(r, gone),
         )
     split_s = _moved(rounds, split_total)
+    same_build = _interval(_without(parts["build"][1]), rounds)
     reproduce = (
         f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
         "2>&1 | sort -t'|' -k1 -n | tail"
@@ -216,7 +217,8 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
                 kind,
                 name,
                 *interval,
-                evidence=_evidence(kind, profiles, rounds, own, part),
+                evidence=_evidence(kind, profiles, rounds, own, part)
+                + (_same_build_line(same_build) if kind == "build" else ""),
                 reproduce=reproduce,
             )
         )
@@ -225,7 +227,6 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     # The parts add up to the split import; what the split does not reproduce of the
     # plain import's change (preloading's own cost, noise) is the unexplained part.
     unexplained = _interval(_not_split, rounds)
-    same_build = _interval(_without(parts["build"][1]), rounds)
     delta = _interval(lambda r: _moved(r, _plain), rounds)
     not_checked = []
     if delta is not None and delta[1] <= 0 <= delta[2]:
@@ -259,6 +260,18 @@ def _without(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]
         return (_summed(rounds, split_total) - _summed(rounds, part)) / base
 
     return statistic
+
+
+def _same_build_line(same_build: shares.Interval | None) -> str:
+    """What the import's change would be without the build's own libraries: what an
+    upgrade within the same build would show."""
+    if same_build is None:
+        return ""
+    value, low, high = same_build
+    return (
+        f"; without them the candidate's import would be {value:+.0%} [{low:+.0%}, "
+        f"{high:+.0%}] against the baseline's (what a same-build upgrade would show)"
+    )
 
 
 def _evidence(
