@@ -265,7 +265,7 @@ def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contributio
         estimate, low, high = diff.delta_s or (0.0, 0.0, 0.0)
         not_checked.append(
             f"compile: the repeated compiles show no change to share out (delta "
-            f"{estimate:+.3g} s [{low:+.3g}, {high:+.3g}])"
+            f"{estimate:+.3g} s, interval {low:+.3g} to {high:+.3g} s)"
         )
         return Contribution(tuple(break_causes), None, tuple(not_checked), extra)
     return Contribution(

@@ -371,8 +371,8 @@ def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
     if diff.delta_s is None or no_change(diff.delta_s):
         estimate, low, high = diff.delta_s or (0.0, 0.0, 0.0)
         not_checked.append(
-            f"ops: the profiled runs show no change to share out (delta {estimate * 1e6:+.3g} "
-            f"us per call [{low * 1e6:+.3g}, {high * 1e6:+.3g}])"
+            f"ops: the profiled runs show no change to share out (delta {estimate * 1e6:+.3g} us "
+            f"per call, interval {low * 1e6:+.3g} to {high * 1e6:+.3g} us)"
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
     causes = tuple(
