@@ -61,7 +61,12 @@ def findings(view: RunView) -> list[Finding]:
             ci_low=record.ci_low,
             ci_high=record.ci_high,
             remeasure=_remeasure(record),
-            facts={"kind": record.kind, "spec": record.spec},
+            facts={
+                "kind": record.kind,
+                "spec": record.spec,
+                "threads": int(record.harness.get("threads") or 1),
+                "dispatch_diff": record.dispatch_diff,  # the ops explanation links it
+            },
         )
         for record in from_rows(view.sections.get(SECTION, []))
         if isinstance(record, BenchMeasured)

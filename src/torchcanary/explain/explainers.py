@@ -6,11 +6,13 @@ way to explain (ops and kernels, compile phases) adds its module and one line he
 
 from __future__ import annotations
 
-from torchcanary.explain import counterfactual, startup, tracebacks
+from torchcanary.explain import compile_phases, counterfactual, ops, startup, tracebacks
 from torchcanary.explain.job import Explainer
 
 EXPLAINERS: tuple[Explainer, ...] = (
     startup.EXPLAINER,
     counterfactual.EXPLAINER,
     tracebacks.EXPLAINER,
+    ops.EXPLAINER,
+    compile_phases.EXPLAINER,
 )

@@ -33,6 +33,8 @@ EXPLAIN_SETTINGS = "torchcanary.worker.explain.settings:snapshot"  # runtime set
 EXPLAIN_REMEASURE = "torchcanary.worker.explain.remeasure:measure"  # a sample, settings set back
 EXPLAIN_STEADY = "torchcanary.worker.explain.remeasure:steady"  # targets of EXPLAIN_REMEASURE
 EXPLAIN_ONESHOT_STARTUP = "torchcanary.worker.explain.remeasure:startup"
+EXPLAIN_PROFILE_OPS = "torchcanary.worker.explain.profile_ops:profile"
+EXPLAIN_COMPILE_PHASES = "torchcanary.worker.explain.compile_phases:sample"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -53,6 +55,8 @@ WORKER_CALLS = (
     EXPLAIN_REMEASURE,
     EXPLAIN_STEADY,
     EXPLAIN_ONESHOT_STARTUP,
+    EXPLAIN_PROFILE_OPS,
+    EXPLAIN_COMPILE_PHASES,
 )
 
 # Modules started as processes of their own inside an environment.
