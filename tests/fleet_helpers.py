@@ -80,10 +80,12 @@ def candidate_node_drills(
         yield outcome, rows, placed
 
 
-def drill_processes_left(placed: dict[str, Any], nodes: range) -> list[int]:
-    """The candidate drill's processes still alive on ``nodes`` (should be none)."""
+def drill_processes_left(
+    placed: dict[str, Any], nodes: range, role: str = "candidate"
+) -> list[int]:
+    """The ``role`` drill's processes still alive on ``nodes`` (should be none)."""
     from torchcanary.drill.procs import processes_with_token
     from torchcanary.drill.rank_host import node_token
 
-    token = placed["placed"]["candidate"]["token"]
+    token = placed["placed"][role]["token"]
     return [pid for node in nodes for pid in processes_with_token(node_token(token, node))]

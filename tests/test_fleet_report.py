@@ -31,7 +31,7 @@ def test_benchmarks_sit_side_by_side_per_profile_and_a_lost_unit_is_named(tmp_pa
             scoped.save_section_result(
                 run_id, SectionResult("bench", "gemm/4096", "both", verdict, payload)
             )
-        lost = {"error": "node node-b went away", "not_asked": {}}
+        lost = {"error": "node node-b went away", "noticed_s": 12.3, "not_asked": {}}
         store.scoped("node-b", "l40s-box").save_section_result(
             run_id, SectionResult(LEDGER_SECTION, "bench", "both", "lost", lost)
         )
@@ -44,17 +44,18 @@ def test_benchmarks_sit_side_by_side_per_profile_and_a_lost_unit_is_named(tmp_pa
     outputs = write_outputs(view, tmp_path / "out")
     markdown = outputs["markdown"].read_text()
     assert "| `gemm/4096` | slower 1.310 | same 0.970 |" in markdown
-    assert "- bench on `l40s-box`: lost: node node-b went away" in markdown
+    assert "- bench on `l40s-box`: lost (noticed after 12.3 s): node node-b went away" in markdown
     fleet = json.loads(outputs["json"].read_text())["fleet"]
     assert fleet["sections_matrix"]["bench"]["gemm/4096"] == {
         "h100-box": "slower 1.310",
         "l40s-box": "same 0.970",
     }
-    assert {(u["profile"], u["status"]) for u in fleet["units"]} == {
-        ("h100-box", "ok"),
-        ("l40s-box", "lost"),
+    assert {(u["profile"], u["status"], u["noticed_s"]) for u in fleet["units"]} == {
+        ("h100-box", "ok", None),
+        ("l40s-box", "lost", 12.3),
     }
     html = outputs["html"].read_text()
     assert 'id="bench-matrix"' in html and "Profile h100-box" in html
+    assert "bench: lost (noticed after 12.3 s) (node node-b went away)" in html
     junit = outputs["junit"].read_text()
     assert 'classname="fleet [l40s-box]" name="bench"' in junit

@@ -102,6 +102,9 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
         out, err = first.communicate(timeout=300)
         before = _probe_rows(db)
         ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+        [run_dir] = [p for p in output.iterdir() if p.name != "latest"]
+        units_before = json.loads((run_dir / "results.json").read_text())["fleet"]["units"]
+        summary_before = (run_dir / "summary.md").read_text()  # --resume rewrites both
         assert wait_gone(doomed_pids) == []
         # A new machine of the same profile joins; --resume finds the run's fleet itself.
         fresh = ray_cluster.add_node(
@@ -115,6 +118,8 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
             "first": (first.returncode, out, err),
             "before": before,
             "ledger_before": ledger_before,
+            "units_before": units_before,
+            "summary_before": summary_before,
             "resumed": resumed,
             "after": _probe_rows(db),
             "doomed_id": doomed.node_id,
@@ -164,6 +169,13 @@ def test_a_node_killed_mid_run_has_its_unfinished_work_recorded_lost_and_the_run
     ledger = {(p, key): verdict for p, key, verdict, _ in fleet_run["ledger_before"]}
     assert ledger == {("feature-box", "claims"): "ok", ("plain-box", "claims"): "lost"}
     assert "claims@plain-box: lost on node" in err + out
+    # How long Ray took to notice: from the unit's last piece to the node table's word.
+    ledger_rows = fleet_run["ledger_before"]
+    [noticed] = [json.loads(js)["noticed_s"] for p, _, _, js in ledger_rows if p == "plain-box"]
+    assert 0 < noticed < 120
+    units = {(u["profile"], u["status"], u["noticed_s"]) for u in fleet_run["units_before"]}
+    assert units == {("feature-box", "ok", None), ("plain-box", "lost", noticed)}
+    assert f"lost (noticed after {noticed:.1f} s)" in fleet_run["summary_before"]
     before = fleet_run["before"]
     # feature-box finished everything; plain-box kept what it had finished before it died.
     assert sum(key[0] == "feature-box" for key in before) == 4

@@ -149,7 +149,7 @@ def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     assert end.status is UnitStatus.LOST, end.error
     assert ("CANCELLED" if strike == "scancel" else "NODE_FAIL") in (end.error or "")
     noticed = NOTICED.search(end.error or "")
-    assert noticed and float(noticed.group(1)) < 10, end.error
+    assert noticed and float(noticed.group(1)) == end.noticed_s < 10, end.error
 
 
 def _run_args(store: Path, output: Path, *more: str) -> list[str]:
@@ -211,6 +211,7 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     ended_s = time.monotonic() - struck
     before = _probe_rows(db)
     ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    reports_before = _reports(output)  # --resume rewrites them
     slurm_cluster.start_node("plain-box-2")
     resumed = run_canary(
         *_run_args(db, output, "--resume", "--fleet-dir", str(work / "f")), cwd=work, timeout=400
@@ -222,9 +223,16 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
         "ended_s": ended_s,
         "before": before,
         "ledger_before": ledger_before,
+        "reports_before": reports_before,
         "resumed": resumed,
         "after": _probe_rows(db),
     }
+
+
+def _reports(output: Path) -> dict[str, str]:
+    """The first run's results.json and summary.md, as text."""
+    [run_dir] = [p for p in output.iterdir() if p.name != "latest"]
+    return {name: (run_dir / name).read_text() for name in ("results.json", "summary.md")}
 
 
 @pytest.fixture(scope="module")
@@ -265,9 +273,17 @@ def test_a_node_killed_mid_run_is_stored_lost_with_the_seconds_it_took_to_notice
     verdict, payload = ledger[("plain-box", "claims")]
     assert verdict == "lost"
     assert "NODE_FAIL" in payload["error"]
-    noticed = float(NOTICED.search(payload["error"]).group(1))
+    noticed = payload["noticed_s"]
+    assert noticed == float(NOTICED.search(payload["error"]).group(1))
     # Slurm declares a silent node down after SlurmdTimeout (10 s here) and its next ping.
     assert 5 < noticed < 60 and noticed <= slurm_run["ended_s"] + 2
+    reports = slurm_run["reports_before"]
+    units = json.loads(reports["results.json"])["fleet"]["units"]
+    assert {(u["profile"], u["status"], u["noticed_s"]) for u in units} == {
+        ("gpu-box", "ok", None),
+        ("plain-box", "lost", noticed),
+    }
+    assert f"claims on `plain-box`: lost (noticed after {noticed:.1f} s)" in reports["summary.md"]
     assert 1 <= sum(key[0] == "plain-box" for key in slurm_run["before"]) < 4
 
 
@@ -286,64 +302,71 @@ def test_resume_on_slurm_redoes_only_what_the_lost_node_had_not_finished(slurm_r
 
 
 @pytest.mark.torch_envs
-def test_a_drill_on_two_slurm_nodes_puts_one_rank_on_each_and_leaves_nothing(
+def test_drill_fleet_slurm_nodes_2_puts_one_rank_on_each_node_in_each_env_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path, real_torch_envs
 ) -> None:
-    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillRun
-    from torchcanary.fleet.connect import connect_fleet
-    from torchcanary.plan import RunPlan
-    from torchcanary.progress import Progress
+    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT
     from torchcanary.report.view import load_run_view
-    from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
-    drills = {
-        "faults": ["kill:timeout", "node-kill:timeout"],
-        "steps": 8,
-        "at_step": 3,
-        "ckpt_every": 3,
-        "timeout_s": 10.0,
-        "drill_timeout_s": 90.0,
-    }
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("drill",),
-        settings={"drill": drills},
+    # Each environment's node kill takes a node for good: three nodes up, gpu-box (rank 0,
+    # never struck) and both plain ones (the run above may have killed plain-box).
+    states = slurm_cluster.node_states()
+    for name in ("plain-box", "plain-box-2"):
+        state = states.get(name, "down*")
+        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
+            slurm_cluster.start_node(name)
+    (tmp_path / "canary.toml").write_text(
+        "[drill]\n"
+        'faults = ["node-kill:timeout"]\n'
+        "steps = 8\nat_step = 3\nckpt_every = 3\ntimeout_s = 10.0\ndrill_timeout_s = 90.0\n"
     )
-    with (
-        SqliteStore(tmp_path / "canary.db") as store,
-        connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
-    ):
-        fleet.discover()  # as `drill --nodes` does before placing: the profiles are known
-        # Two profiles here (gpu-box, plain-box): filed under mixed:A,B (--fleet-mixed).
-        venue = NodeDrillRun(fleet, "slurm", 2, roles=("candidate",), mixed=True)
-        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
-        rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
+    flags = ["--fleet", "slurm", "--nodes", "2", "--fleet-mixed", "--fleet-dir", "fleet"]
+    envs = ["--baseline", BASELINE_SPEC, "--candidate", CANDIDATE_SPEC]
+    done = run_canary(
+        "drill",
+        *flags,
+        *envs,
+        "--store",
+        "canary.db",
+        "--output",
+        "out",
+        "--quiet",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with SqliteStore(tmp_path / "canary.db") as store:
+        run = store.latest_run()
+        assert run is not None
+        rows = {r.env_role: r for r in load_run_view(store, run.run_id).sections["drill"]}
         placed = next(
             json.loads(data)
-            for name, _, data in store.artifacts(outcome.run_id)
+            for name, _, data in store.artifacts(run.run_id)
             if name == NODE_DRILL_ARTIFACT
         )
-    row, node_kill = rows["kill:timeout"], rows["node-kill:timeout"]
-    # One rank on each of two distinct nodes (plain-box is down after the run above: its
-    # spare plain-box-2 may stand in).
-    ranks_on = [node["node_id"] for node in row.payload["nodes"]]
-    assert len(set(ranks_on)) == 2 and "gpu-box" in ranks_on
-    assert placed["placed"]["candidate"]["profile"].startswith("mixed:gpu-box,plain-box")
-    assert row.verdict == "passed", row.payload.get("reason")
-    assert row.payload["detect_s"] is not None
-    # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank on
-    # node 0 notices its peer gone, and Slurm counts node 1 down.
-    assert node_kill.verdict == "passed", node_kill.payload["reason"]
-    assert node_kill.payload["nodes_gone"] == [1]
-    assert node_kill.payload["slurm_noticed_s"] is not None
-    killed = node_kill.payload["nodes"][1]["node_id"]
-    state = slurm_cluster.node_states()[killed]
-    assert state.endswith("*") or state.startswith("down"), state  # not answering
-    assert drill_processes_left(placed, range(2)) == []
+    assert set(rows) == {"baseline", "candidate"}
+    killed = []
+    for role, row in rows.items():
+        # One rank on each of two distinct nodes; two profiles: filed under mixed:A,B.
+        ranks_on = [node["node_id"] for node in row.payload["nodes"]]
+        assert len(set(ranks_on)) == 2 and ranks_on[0] == "gpu-box", ranks_on
+        assert placed["placed"][role]["profile"].startswith("mixed:gpu-box,plain-box")
+        # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank
+        # on node 0 notices its peer gone, and Slurm counts node 1 down.
+        assert row.verdict == "passed", row.payload["reason"]
+        assert row.payload["nodes_gone"] == [1] and row.payload["detect_s"] is not None
+        assert row.payload["slurm_noticed_s"] is not None
+        # The cluster's SlurmdTimeout (10 s) and a margin, read from `scontrol show config`.
+        assert row.payload["notice_waited"] == "up to 40 s: SlurmdTimeout 10 s + 30 s"
+        killed.append(ranks_on[1])
+        assert drill_processes_left(placed, range(2), role) == []
+    assert len(set(killed)) == 2  # the candidate ran on the nodes the baseline left
+    states = slurm_cluster.node_states()
+    assert all(states[name].endswith("*") or states[name].startswith("down") for name in killed)
     assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
-    slurm_cluster.start_node(killed)
+    for name in killed:
+        slurm_cluster.start_node(name)
 
 
 def test_a_partition_slurm_does_not_have_is_one_line_exit_2_and_writes_nothing(
@@ -373,3 +396,18 @@ def test_no_slurm_module_is_imported_without_fleet_slurm(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ
     )
     assert done.stdout.split() == ["2", "[]"], done.stderr
+
+
+def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
+    from torchcanary.fleet.slurm_cli import parse_slurmd_timeout
+
+    config = (
+        "Configuration data as of 2026-12-05T19:20:00\n"
+        "SlurmctldTimeout        = 120 sec\n"
+        "SlurmdTimeout           = 300 sec\n"
+        "SlurmdUser              = root(0)\n"
+    )
+    assert parse_slurmd_timeout(config) == 300.0
+    assert parse_slurmd_timeout(config.replace("300 sec", "10 sec")) == 10.0
+    assert parse_slurmd_timeout("SlurmctldTimeout = 120 sec\n") is None
+    assert parse_slurmd_timeout("SlurmdTimeout = (null)\n") is None

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from torchcanary import __version__
 from torchcanary.ci import commands as ci_commands
-from torchcanary.commands import Handler, Parser, run, stored, verify
+from torchcanary.commands import Handler, Parser, publish, run, stored, verify
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
 from torchcanary.sections import SectionDiscoveryError, registered, section_commands
@@ -30,6 +30,7 @@ examples:
   torchcanary packs                           # the claims packs installed, one per release
   torchcanary claims checklist NOTES.md --release 2.15   # draft a pack from the notes
   torchcanary runs && torchcanary report RUN_ID
+  torchcanary publish site/                   # a static site of every stored run
   torchcanary verify canary-results/latest     # results.json still matches its digest?
   torchcanary ci init github --runner-label h100  # a workflow for a self-hosted GPU runner
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     for section in registered().values():  # a section's own commands (the claims: probes)
         HANDLERS.update(section_commands(section, commands))
     HANDLERS.update(stored.register(commands))
+    HANDLERS.update(publish.register(commands))
     HANDLERS.update(verify.register(commands))  # a run's evidence digest
     HANDLERS.update(history_commands.register(commands))  # history, compare, store
     HANDLERS.update(ci_commands.register(commands))  # ci init, ci comment

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds, RunView
+from torchcanary.section_types import (
+    Finding,
+    FleetPart,
+    JUnitCase,
+    NotRun,
+    PolicyBounds,
+    RunView,
+)
 from torchcanary.sections import ROWS_TABLE, THIRD_PARTY_ORDER
 
 if TYPE_CHECKING:
@@ -147,6 +154,10 @@ class PackageSection:
     def not_run(self, view: RunView) -> list[NotRun]:
         find = getattr(self._module("section"), "not_run", None)
         return list(find(view)) if find is not None else []
+
+    def findings(self, view: RunView) -> list[Finding]:
+        module = self._optional_module("findings")
+        return list(module.findings(view)) if module is not None else []
 
     def check_plan(self, plan: RunPlan) -> None:
         check = getattr(self._module("section"), "check_plan", None)

@@ -103,3 +103,27 @@ class PolicyBounds:
         if self.low is not None:
             return f"at least {self.low:g}"
         return f"at most {self.high:g}" if self.high is not None else "any number"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of a section that deserves explaining (a slower benchmark, a test whose
+    outcome changed), with what the explain section needs to measure it again.
+
+    ``kind`` says what moved (``timing``: a time, candidate over baseline; ``outcome``: a
+    test or claim); ``ratio`` with ``ci_low``/``ci_high`` the timing's change; ``delta`` the
+    change in words; ``remeasure`` how to take one more sample of it, as plain data: a
+    worker call ``{"call": "module:function", "kwargs": {...}, "value": [keys...]}`` whose
+    answer, followed along ``value``, is one time in seconds (None: it cannot be re-run).
+    ``facts`` holds what the section knows beside it (a traceback, the benchmark's spec).
+    """
+
+    section: str
+    item: str
+    kind: str
+    delta: str
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    remeasure: dict[str, Any] | None = None
+    facts: dict[str, Any] = field(default_factory=dict)

@@ -21,7 +21,14 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from torchcanary.section_types import FleetPart, JUnitCase, NotRun, PolicyBounds, RunView
+from torchcanary.section_types import (
+    Finding,
+    FleetPart,
+    JUnitCase,
+    NotRun,
+    PolicyBounds,
+    RunView,
+)
 
 if TYPE_CHECKING:
     from torchcanary.context import RunContext
@@ -109,6 +116,9 @@ class Section(Protocol):
       this section alone over N Ray nodes, one rank on each (the bench: its collectives;
       the drill: its ranks, with ``shared_dir`` among the options); without it the section
       does not run across nodes (read through :func:`across_nodes`).
+    - Optionally ``findings(view)``: its results of a run that deserve explaining (what
+      moved the decision or deserves attention), as :class:`Finding` records with how to
+      measure each again; the explain section reads them (read through :func:`findings`).
     - Optionally ``add_commands(commands)``: its own top-level commands beyond ``run``'s
       (the claims: ``probes``, ``packs``, ``claims checklist``), added to the CLI's
       subparsers, and their handlers by command (read through :func:`section_commands`).
@@ -270,6 +280,12 @@ def json_parts(section: object, view: RunView) -> dict[str, Any]:
     """The top-level entries ``section`` adds to ``results.json`` (none by default)."""
     render = getattr(section, "json_parts", None)
     return dict(render(view)) if callable(render) else {}
+
+
+def findings(section: object, view: RunView) -> list[Finding]:
+    """What of ``section``'s results in ``view`` deserves explaining (none declared: none)."""
+    find = getattr(section, "findings", None)
+    return list(find(view)) if callable(find) else []
 
 
 def items_not_run(section: object, view: RunView) -> list[NotRun]:

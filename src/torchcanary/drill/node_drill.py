@@ -170,9 +170,15 @@ class NodeDrills:
         payload.update(self._measure(spec, watch, strike, exit_t))
         payload["bounded_out"] = bounded_out
         if spec.fault == "node-kill" and strike.t is not None and strike.node is not None:
-            # ray_noticed_s or slurm_noticed_s: when the engine counted the node gone.
+            # ray_noticed_s or slurm_noticed_s: when the engine counted the node gone
+            # (None: not within notice_waited, which says how long was waited, and why).
+            wait_s, why = self.executor.notice_bound()
+            if wait_s > spec.drill_timeout_s:
+                why += f", cut to the drill's timeout {spec.drill_timeout_s:g} s"
+                wait_s = spec.drill_timeout_s
+            payload["notice_waited"] = f"up to {wait_s:.0f} s: {why}"
             payload[f"{self.executor.engine}_noticed_s"] = self._engine_notices(
-                strike.node, strike.t
+                strike.node, strike.t, wait_s
             )
         payload["duration_s"] = time.monotonic() - started
         verdict, reason = self._judge(spec, strike, payload)
@@ -181,9 +187,9 @@ class NodeDrills:
             payload["logs"] = self.group.call_all("log_tail", timeout_s=30)
         return DrillOutcome(verdict, payload)
 
-    def _engine_notices(self, node: int, struck_t: float, wait_s: float = 60.0) -> float | None:
+    def _engine_notices(self, node: int, struck_t: float, wait_s: float) -> float | None:
         """Seconds from the node's death until the engine counts it dead (None: not within
-        wait_s; Slurm takes SlurmdTimeout, 300 s by default)."""
+        ``wait_s``, the engine's own bound: Slurm's follows SlurmdTimeout)."""
         node_id = self.group.places[node].node_id
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:

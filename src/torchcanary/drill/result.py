@@ -106,6 +106,7 @@ class DrillRun:
     nodes: tuple[Any, ...] | None = None  # where each rank ran
     ray_noticed_s: float | None = None  # a node kill: how long until Ray counted it dead
     slurm_noticed_s: float | None = None  # the same on Slurm (SlurmdTimeout bounds it)
+    notice_waited: str | None = None  # how long either was waited for, and why
     # the drill as a whole
     trials: tuple[dict[str, Any], ...] | None = None  # each trial (drill/repeats.py)
     duration_s: float | None = None

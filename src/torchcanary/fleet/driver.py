@@ -255,7 +255,9 @@ def _collect(
             if result.status is UnitStatus.OK and devices.get("not_checked"):
                 status, error = NOT_CHECKED, str(devices["not_checked"])
                 progress.note(f"{result.unit_id}: {error}")
-            _ledger(scoped, run_id, section, status, error, after_s, skipped, devices)
+            _ledger(
+                scoped, run_id, section, status, error, after_s, skipped, devices, result.noticed_s
+            )
             if result.status is not UnitStatus.OK:
                 failures[result.unit_id] = (
                     f"{result.status.value} on node {node.node_id[:12]}: {error}"
@@ -278,11 +280,14 @@ def _ledger(
     after_s: float,
     not_asked: Mapping[str, str] | None = None,
     devices: Mapping[str, Any] | None = None,
+    noticed_s: float | None = None,
 ) -> None:
     """One unit's end, where the report and ``--resume`` find it, with what it was given
-    and what it saw (``devices``: ``asked``, ``unit``, ``roles``, ``expected``)."""
+    and what it saw (``devices``: ``asked``, ``unit``, ``roles``, ``expected``); a lost
+    unit's row says how long its engine took to notice (``noticed_s``)."""
     payload: dict[str, Any] = {
         "error": error or None,
+        "noticed_s": noticed_s,
         "seconds_into_run": round(after_s, 3),
         "not_asked": dict(not_asked or {}),
         "devices": dict(devices or {}),

@@ -111,6 +111,11 @@ class Executor(Protocol):
         """Whether the engine still counts ``node_id`` among its live nodes."""
         ...
 
+    def notice_bound(self) -> tuple[float, str]:
+        """The longest the engine may take to count a node that went silent gone (seconds),
+        and why that long: how long a node kill's drill waits for ``node_alive`` to say so."""
+        ...
+
     def require_nodes(self, count: int, gpus: int = 0) -> None:
         """FleetError at once when fewer than ``count`` live nodes each have a CPU and
         ``gpus`` GPUs (``spread`` would otherwise wait out its timeout to say so)."""

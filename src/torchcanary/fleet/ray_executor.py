@@ -164,6 +164,7 @@ class RayExecutor:
         self, generator: Any, assignment: Assignment, put: Callable[[UnitResult], None]
     ) -> None:
         end: UnitResult | None = None
+        last_life = time.monotonic()  # the unit's last sign of life: its dispatch, a piece
         try:
             for ref in generator:
                 result = self._tagged(UnitResult.from_json(self._ray.get(ref)), assignment.node)
@@ -171,9 +172,10 @@ class RayExecutor:
                     end = result
                     return
                 put(result)
+                last_life = time.monotonic()
             end = self._failed(assignment, UnitStatus.FAILED, "the unit ended without a result")
         except Exception as exc:  # a broken stream is its unit's end, told to the driver
-            end = self._broken(exc, assignment)
+            end = self._broken(exc, assignment, last_life)
         finally:
             # Put on every way out: a reader that ended silently would leave the driver
             # waiting on the queue for ever.
@@ -183,12 +185,13 @@ class RayExecutor:
         if self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
 
-    def _broken(self, exc: BaseException, assignment: Assignment) -> UnitResult:
+    def _broken(self, exc: BaseException, assignment: Assignment, last_life: float) -> UnitResult:
         """The end of a unit whose result could not be brought back, and why.
 
         LOST only when Ray's node table counts the node dead (the unit may run again
-        elsewhere); otherwise FAILED with the cause: the unit could not run, its worker
-        crashed on a live node, or its result could not be read here.
+        elsewhere), with how long after ``last_life`` that was known; otherwise FAILED
+        with the cause: the unit could not run, its worker crashed on a live node, or its
+        result could not be read here.
         """
         exceptions = self._ray.exceptions
         cause = one_line(exc)
@@ -209,7 +212,8 @@ class RayExecutor:
             return self._failed(assignment, UnitStatus.FAILED, why + one_line(asking))
         if dead:
             why = f"node {node_id[:12]} went away before the unit finished: {cause}"
-            return self._failed(assignment, UnitStatus.LOST, why)
+            noticed = round(time.monotonic() - last_life, 1)
+            return replace(self._failed(assignment, UnitStatus.LOST, why), noticed_s=noticed)
         why = f"worker crashed on a live node ({node_id[:12]}): {cause}"
         return self._failed(assignment, UnitStatus.FAILED, why)
 
@@ -248,6 +252,9 @@ class RayExecutor:
     def node_alive(self, node_id: str) -> bool:
         """Whether Ray still counts ``node_id`` among its live nodes."""
         return any(n["NodeID"] == node_id and n.get("Alive") for n in self._ray.nodes())
+
+    def notice_bound(self) -> tuple[float, str]:
+        return NODE_DEATH_NOTICE_S, "Ray's node health checks, with a margin"
 
     def require_nodes(self, count: int, gpus: int = 0) -> None:
         """FleetError at once when the cluster has fewer than ``count`` live nodes with a CPU

@@ -21,6 +21,8 @@ _TIMEOUT_S = 30.0
 _FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
 # sinfo's node states that take no new work, or whose slurmd does not answer ("*" suffix).
 _UNUSABLE = ("down", "drain", "fail", "maint", "unknown", "future", "inval", "reboot", "power")
+# Slurm's own default SlurmdTimeout, for a cluster whose config cannot be read.
+DEFAULT_SLURMD_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,28 @@ def node_state(name: str) -> str:
         return slurm("sinfo", "-N", "-h", "-n", name, "-o", "%T").split("\n")[0].strip()
     except FleetError:
         return ""
+
+
+def slurmd_timeout() -> tuple[float, str]:
+    """SlurmdTimeout (how long slurmctld waits on a silent slurmd before it counts the node
+    down) as ``scontrol show config`` says it, and where the figure came from."""
+    try:
+        seconds = parse_slurmd_timeout(slurm("scontrol", "show", "config"))
+    except FleetError as exc:
+        return DEFAULT_SLURMD_TIMEOUT_S, f"Slurm's default SlurmdTimeout ({exc})"
+    if seconds is None:
+        return DEFAULT_SLURMD_TIMEOUT_S, "Slurm's default SlurmdTimeout (scontrol shows none)"
+    return seconds, "SlurmdTimeout"
+
+
+def parse_slurmd_timeout(config: str) -> float | None:
+    """The seconds of ``SlurmdTimeout = 300 sec`` in ``scontrol show config``'s text."""
+    for line in config.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == "SlurmdTimeout":
+            number = value.split()[0] if value.split() else ""
+            return float(number) if number.isdigit() else None
+    return None
 
 
 def submit(arguments: Sequence[str]) -> str:

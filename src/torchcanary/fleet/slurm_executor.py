@@ -172,6 +172,13 @@ class SlurmExecutor:
         """Whether Slurm counts ``node_id`` up, answering and not drained."""
         return slurm_cli.usable_state(slurm_cli.node_state(node_id))
 
+    def notice_bound(self) -> tuple[float, str]:
+        """SlurmdTimeout, plus a margin for slurmctld's ping cycle (a fraction of it) and
+        the poll: a node that loses power is counted down only after both."""
+        timeout, source = slurm_cli.slurmd_timeout()
+        margin = max(30.0, timeout / 2)
+        return timeout + margin, f"{source} {timeout:.0f} s + {margin:.0f} s"
+
     def require_nodes(self, count: int, gpus: int = 0) -> None:
         """FleetError at once when the partition has fewer than ``count`` usable nodes with
         ``gpus`` GPUs each."""

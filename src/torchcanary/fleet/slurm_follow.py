@@ -168,20 +168,28 @@ class UnitFollower:
     def _lost(self, unit: FollowedUnit, why: str) -> UnitResult:
         """LOST, with how long after the unit's last sign of life (its heartbeat) it was
         noticed: the detection time, SlurmdTimeout included."""
-        noticed = time.monotonic() - unit.last_life
+        noticed = round(time.monotonic() - unit.last_life, 1)
         node = unit.assignment.node.node_id
         return ended(
             unit.assignment,
             UnitStatus.LOST,
             f"node {node} went away before the unit finished: {why}; "
             f"noticed {noticed:.1f}s after its last heartbeat",
+            noticed,
         )
 
 
-def ended(assignment: Assignment, status: UnitStatus, why: str) -> UnitResult:
+def ended(
+    assignment: Assignment, status: UnitStatus, why: str, noticed_s: float | None = None
+) -> UnitResult:
     node = assignment.node
     return UnitResult(
-        assignment.unit.unit_id, status, node.node_id, node.profile.key, error=strip_text(why)
+        assignment.unit.unit_id,
+        status,
+        node.node_id,
+        node.profile.key,
+        error=strip_text(why),
+        noticed_s=noticed_s,
     )
 
 

@@ -95,6 +95,9 @@ class UnitResult:
 
     ``output`` is one piece the worker yielded (on a PARTIAL result; ``None`` on a unit's
     end); ``error`` is one line saying what went wrong (``None`` unless FAILED or LOST).
+    ``noticed_s``, on a LOST end only, is how long after the unit's last sign of life
+    reached the driver (a piece, a heartbeat, or its dispatch) the engine said its node
+    was gone: the time it took to notice the loss.
     """
 
     unit_id: str
@@ -104,6 +107,7 @@ class UnitResult:
     output: Mapping[str, Any] | None = None
     error: str | None = None
     seconds: float = 0.0
+    noticed_s: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -116,6 +120,7 @@ class UnitResult:
                 "output": None if self.output is None else dict(self.output),
                 "error": self.error,
                 "seconds": self.seconds,
+                "noticed_s": self.noticed_s,
             },
             sort_keys=True,
         )
@@ -132,6 +137,7 @@ class UnitResult:
             output=data["output"],
             error=data["error"],
             seconds=data["seconds"],
+            noticed_s=data.get("noticed_s"),  # set by the driver's engine, not the node
         )
 
 

@@ -49,13 +49,24 @@ def not_checked(view: RunView, section: str) -> dict[str, str]:
     }
 
 
-def _ledger(view: RunView) -> list[tuple[str, str, str, str]]:
-    """Each unit of the run: profile, section, how it ended, why (when not ok)."""
+def _ledger(view: RunView) -> list[tuple[str, str, str, str, float | None]]:
+    """Each unit of the run: profile, section, how it ended, why (when not ok), and for a
+    lost one how many seconds its engine took to notice."""
     return [
-        (profile, r.key, r.verdict, str(r.payload.get("error") or ""))
+        (profile, r.key, r.verdict, str(r.payload.get("error") or ""), _noticed(r.payload))
         for profile, pview in view.profiles.items()
         for r in pview.sections.get(LEDGER_SECTION, [])
     ]
+
+
+def _noticed(payload: dict[str, Any]) -> float | None:
+    noticed = payload.get("noticed_s")
+    return float(noticed) if isinstance(noticed, int | float) else None
+
+
+def _status_text(status: str, noticed: float | None) -> str:
+    """``lost (noticed after 12.3 s)``, or the status alone."""
+    return status if noticed is None else f"{status} (noticed after {noticed:.1f} s)"
 
 
 def _devices(view: RunView, profile: str, section: str) -> dict[str, Any]:
@@ -142,9 +153,10 @@ def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str
                 "section": s,
                 "status": status,
                 "error": error or None,
+                "noticed_s": noticed,
                 "devices": _devices(view, p, s),
             }
-            for p, s, status, error in _ledger(view)
+            for p, s, status, error, noticed in _ledger(view)
         ],
         "profiles": {profile: render_json(pview) for profile, pview in view.profiles.items()},
     }
@@ -167,7 +179,9 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
         lines += part.lead_markdown
     lines += [f"- {reason}" for reason in (run.decision_detail or {}).get("reasons", [])]
     lines += [f"- warning: {w}" for w in (run.decision_detail or {}).get("warnings", [])]
-    broken = [(p, s, status, e) for p, s, status, e in _ledger(view) if status != "ok"]
+    broken = [
+        (p, s, _status_text(status, n), e) for p, s, status, e, n in _ledger(view) if status != "ok"
+    ]
     if broken:
         lines += [
             "",
@@ -212,12 +226,17 @@ def fleet_junit_cases(view: RunView, sections: tuple[str, ...]) -> list[JUnitCas
                         case.text,
                     )
                 )
-    for profile, section, status, error in _ledger(view):
+    for profile, section, status, error, noticed in _ledger(view):
         if status == NOT_CHECKED:  # ran nothing, said so: never a pass, never an error
             cases.append(JUnitCase(f"fleet [{profile}]", section, "skipped", message=error))
         elif status != "ok":
             cases.append(
-                JUnitCase(f"fleet [{profile}]", section, "error", message=f"{status}: {error}")
+                JUnitCase(
+                    f"fleet [{profile}]",
+                    section,
+                    "error",
+                    message=f"{_status_text(status, noticed)}: {error}",
+                )
             )
     for part in fleet_parts(view).values():
         cases += part.junit_cases
@@ -279,8 +298,8 @@ def _nodes_html(view: RunView) -> str:
     for profile in view.profiles:
         node = _node_of(view, profile)
         units = ", ".join(
-            f"{section}: {status}" + (f" ({error})" if error else "")
-            for p, section, status, error in ledger
+            f"{section}: {_status_text(status, noticed)}" + (f" ({error})" if error else "")
+            for p, section, status, error, noticed in ledger
             if p == profile
         )
         rows += (

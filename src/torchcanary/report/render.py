@@ -23,18 +23,22 @@ def _write(path: Path, text: str) -> Path:
 
 
 def write_outputs(view: RunView, output_dir: Path) -> dict[str, Path]:
-    sections = tuple(view.run.plan.get("sections", ()))
     output_dir = output_dir / view.run.run_id
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if view.profiles:  # a fleet run: the same four files, with a profile axis
-        outputs = _fleet_outputs(view, sections, output_dir)
-    else:
-        outputs = _outputs(view, sections, output_dir)
+    outputs = write_run_files(view, output_dir)
     latest = output_dir.parent / "latest"
     if latest.is_symlink() or not latest.exists():
         latest.unlink(missing_ok=True)
         latest.symlink_to(output_dir.name)
     return outputs
+
+
+def write_run_files(view: RunView, output_dir: Path) -> dict[str, Path]:
+    """The run's four files in ``output_dir`` itself (a published site links no ``latest``)."""
+    sections = tuple(view.run.plan.get("sections", ()))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if view.profiles:  # a fleet run: the same four files, with a profile axis
+        return _fleet_outputs(view, sections, output_dir)
+    return _outputs(view, sections, output_dir)
 
 
 def _fleet_outputs(view: RunView, sections: tuple[str, ...], output_dir: Path) -> dict[str, Path]:

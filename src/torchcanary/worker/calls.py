@@ -28,6 +28,13 @@ BENCH_COLLECTIVES_RANK = "torchcanary.worker.bench.collectives:rank_main"  # run
 BENCH_STARTUP = "torchcanary.worker.bench.oneshot:startup_sample"
 BENCH_COMPILE = "torchcanary.worker.bench.oneshot:compile_sample"
 BENCH_ONESHOT = {"startup": BENCH_STARTUP, "compile": BENCH_COMPILE}  # by one-shot kind
+EXPLAIN_STARTUP = "torchcanary.worker.explain.startup:sample"  # one fresh import, measured
+EXPLAIN_SETTINGS = "torchcanary.worker.explain.settings:snapshot"  # runtime settings
+EXPLAIN_REMEASURE = "torchcanary.worker.explain.remeasure:measure"  # a sample, settings set back
+EXPLAIN_STEADY = "torchcanary.worker.explain.remeasure:steady"  # targets of EXPLAIN_REMEASURE
+EXPLAIN_ONESHOT_STARTUP = "torchcanary.worker.explain.remeasure:startup"
+EXPLAIN_PROFILE_OPS = "torchcanary.worker.explain.profile_ops:profile"
+EXPLAIN_COMPILE_PHASES = "torchcanary.worker.explain.compile_phases:sample"
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -43,6 +50,13 @@ WORKER_CALLS = (
     BENCH_COLLECTIVES_RANK,
     BENCH_STARTUP,
     BENCH_COMPILE,
+    EXPLAIN_STARTUP,
+    EXPLAIN_SETTINGS,
+    EXPLAIN_REMEASURE,
+    EXPLAIN_STEADY,
+    EXPLAIN_ONESHOT_STARTUP,
+    EXPLAIN_PROFILE_OPS,
+    EXPLAIN_COMPILE_PHASES,
 )
 
 # Modules started as processes of their own inside an environment.
@@ -52,6 +66,7 @@ ONESHOT_MAIN = "torchcanary.worker.bench.oneshot"  # one cold-start sample
 DRILL_JOB = "torchcanary.worker.drill.builtin_job"  # one rank of the drill training job (torchrun)
 DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous store
 DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
+EXPLAIN_STARTUP_MAIN = "torchcanary.worker.explain.startup"  # one import torch, measured
 STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
 
 MODULE_MAINS = (
@@ -61,6 +76,7 @@ MODULE_MAINS = (
     DRILL_JOB,
     DRILL_STORE_HOST,
     DRILL_USER_JOB,
+    EXPLAIN_STARTUP_MAIN,
 )
 
 

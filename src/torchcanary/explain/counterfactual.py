@@ -1,0 +1,256 @@
+"""Settings, counterfactually: which setting, set back to the baseline's value, restores
+the baseline's speed, and by how much.
+
+Every runtime setting that differs between the two environments (``worker/explain/
+settings.py`` reads them: thread counts, the threading layer, backend flags, matmul
+precision, the CPU capability, the environment variables torch reads) is a candidate
+cause. The regressed item is measured again in workers of its own, round by round in a
+random order: the baseline (B), the candidate (C), and the candidate with each candidate
+cause set back (C+x), one at a time, then the ones that recovered most, together. A cause's
+share is ``ln(C / C+x) / ln(C / B)`` over the rounds' medians (1.0: restoring it restores
+the baseline's speed), with its paired bootstrap interval; what the best combination does
+not recover is "unexplained".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchcanary.context import ROLES
+from torchcanary.explain import shares
+from torchcanary.explain.cause import Cause
+from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
+from torchcanary.section_types import Finding
+from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
+
+_TOGETHER = "together"
+_HELPS = 0.25  # a cause whose share's interval clears this joins the combination
+_MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
+_COMPILED = ("compile", "workload")  # the findings torch's config values can move
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way to run the item: an environment and what is set back in it."""
+
+    name: str
+    role: str
+    env: dict[str, str | None] = field(default_factory=dict)
+    python: dict[str, Any] = field(default_factory=dict)
+
+
+def differing(snapshots: dict[str, dict[str, Any]]) -> tuple[dict[str, Arm], list[str]]:
+    """The candidate causes as arms (one per setting set back), and the settings that
+    differ but cannot be set back (with their two values)."""
+    base, cand = snapshots["baseline"], snapshots["candidate"]
+    arms: dict[str, Arm] = {}
+    fixed: list[str] = []
+    for name in sorted({*base, *cand}):
+        before, after = base.get(name, {}), cand.get(name, {})
+        if before.get("value") == after.get("value"):
+            continue
+        how = (after or before).get("how")
+        if how == "env" and name.startswith("env:"):
+            arms[name] = Arm(name, "candidate", env={name[4:]: before.get("value")})
+        elif how == "env" and after.get("variable"):
+            value = before.get("value")
+            env_value = str(value).lower() if value is not None else None
+            arms[name] = Arm(name, "candidate", env={after["variable"]: env_value})
+        elif how == "python" and "value" in before:
+            arms[name] = Arm(name, "candidate", python={name: before["value"]})
+        else:
+            fixed.append(f"{name}: {before.get('value')!r} -> {after.get('value')!r}")
+    return arms, fixed
+
+
+def config_arms(changes: list[Finding]) -> dict[str, Arm]:
+    """The flipped config defaults the diff found, each as an arm setting it back."""
+    arms = {}
+    for change in changes:
+        symbol, value = str(change.facts.get("symbol", "")), change.facts.get("baseline")
+        module = symbol.rpartition(".")[0]
+        plain = isinstance(value, bool | int | float) or (
+            isinstance(value, str) and not value.startswith("<")
+        )
+        if change.facts.get("change") == "default-changed" and ".config" in module and plain:
+            name = f"config:{symbol}"
+            arms[name] = Arm(name, "candidate", python={name: value})
+    return arms
+
+
+def _together(arms: list[Arm]) -> Arm:
+    env: dict[str, str | None] = {}
+    python: dict[str, Any] = {}
+    for arm in arms:
+        env |= arm.env
+        python |= arm.python
+    return Arm(_TOGETHER, "candidate", env, python)
+
+
+def _settings(job: ExplainJob, env_of: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for role in ROLES:
+        result = job.ctx.new_worker(role, env_vars=env_of.get(role)).call(
+            EXPLAIN_SETTINGS, {}, timeout_s=120
+        )
+        if not result.ok:
+            raise RuntimeError(f"reading the {role}'s settings: {result.error}")
+        found[role] = dict(result.value)
+    return found
+
+
+@dataclass
+class _Rounds:
+    """Each arm's value per round (seconds), measured in a worker of its own per arm."""
+
+    job: ExplainJob
+    remeasure: dict[str, Any]
+    env_of: dict[str, dict[str, str]]
+    values: dict[str, list[float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    _workers: dict[str, Any] = field(default_factory=dict)
+
+    def take(self, arms: list[Arm], rounds: int) -> None:
+        """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
+        (``failed``), the baseline or the candidate failing ends the measurement."""
+        rng = random.Random(31)
+        last_round_s = 0.0
+        for _ in range(rounds):
+            # At least 3 rounds; beyond them, none that would end past the budget.
+            enough = min(map(len, self.values.values()), default=0) >= 3
+            if enough and self.job.seconds_left() < last_round_s:
+                return
+            started = time.monotonic()
+            for arm in rng.sample(arms, len(arms)):
+                if arm.name in self.failed:
+                    continue
+                try:
+                    self.values.setdefault(arm.name, []).append(self._one(arm))
+                except RuntimeError as exc:
+                    if arm.role == arm.name:  # baseline or candidate itself
+                        raise
+                    self.failed[arm.name] = str(exc)[:200]
+                    self.values.pop(arm.name, None)
+            last_round_s = time.monotonic() - started
+
+    def _one(self, arm: Arm) -> float:
+        if arm.name not in self._workers:
+            self._workers[arm.name] = self.job.ctx.new_worker(arm.role, self.env_of.get(arm.role))
+        kwargs = _arguments(self.remeasure, arm)
+        result = self._workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+        if not result.ok or "seconds" not in result.value:
+            raise RuntimeError(f"{arm.name}: {result.error or result.value.get('error')}")
+        return float(result.value["seconds"])
+
+    def share(self, arm: str) -> shares.Interval | None:
+        """``ln(C / C+arm) / ln(C / B)`` over the rounds both were measured in."""
+        count = min(len(self.values[name]) for name in ("baseline", "candidate", arm))
+        rows = [
+            (self.values["baseline"][i], self.values["candidate"][i], self.values[arm][i])
+            for i in range(count)
+        ]
+        return shares.paired(_recovered, rows)
+
+
+def _recovered(rows: list[tuple[float, float, float]]) -> float:
+    base, cand, fixed = (shares.median([row[i] for row in rows]) for i in range(3))
+    return math.log(cand / fixed) / math.log(cand / base)
+
+
+def counterfactual(
+    job: ExplainJob, finding: Finding, env_of: dict[str, dict[str, str]] | None = None
+) -> Contribution:
+    """The candidate causes of ``finding`` among the settings, each set back on its own and
+    the best together. ``env_of`` adds environment variables to a role's workers (how a
+    test builds an environment that differs by one setting)."""
+    env_of = env_of or {}
+    assert finding.remeasure is not None
+    arms, fixed = differing(_settings(job, env_of))
+    if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
+        arms |= config_arms(job.changes)
+    not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
+    if len(arms) > _MAX_ARMS:
+        left = sorted(arms)[_MAX_ARMS:]
+        not_checked.append(
+            f"settings: {len(left)} more not set back (at most {_MAX_ARMS}): {', '.join(left)}"
+        )
+        arms = {name: arms[name] for name in sorted(arms)[:_MAX_ARMS]}
+    if not arms:
+        return Contribution(
+            not_checked=(*not_checked, "settings: no setting that can be set back differs")
+        )
+    measured = _Rounds(job, finding.remeasure, env_of)
+    plain = [Arm("baseline", "baseline"), Arm("candidate", "candidate")]
+    measured.take([*plain, *arms.values()], job.settings.rounds)
+    not_checked += [
+        f"{name}: could not be set back: {why}" for name, why in measured.failed.items()
+    ]
+    intervals = {name: measured.share(name) for name in arms if name not in measured.failed}
+    helping = [arms[n] for n, i in intervals.items() if i is not None and i[1] > _HELPS]
+    best = max((i for i in intervals.values() if i is not None), key=lambda i: i[0], default=None)
+    if len(helping) > 1 and job.seconds_left() > 0:
+        arms[_TOGETHER] = _together(helping)
+        measured.values = {}  # the combination is judged against rounds of its own
+        measured.take([*plain, arms[_TOGETHER]], job.settings.rounds)
+        intervals[_TOGETHER] = measured.share(_TOGETHER)
+        best = intervals[_TOGETHER] or best
+    causes = [_cause(job, finding, name, arms[name], i) for name, i in intervals.items()]
+    unexplained = (1 - best[0], 1 - best[2], 1 - best[1]) if best is not None else None
+    return Contribution(tuple(c for c in causes if c is not None), unexplained, tuple(not_checked))
+
+
+def _reproduce(job: ExplainJob, finding: Finding, arm: Arm) -> str:
+    """The command that takes one sample of the candidate with ``arm``'s settings set back."""
+    assert finding.remeasure is not None
+    call = (
+        "import json; from torchcanary.worker.explain.remeasure import measure; "
+        f"print(measure(**json.loads({json.dumps(_arguments(finding.remeasure, arm))!r})))"
+    )
+    python = job.ctx.environments["candidate"].python
+    return f"PYTHONPATH={shlex.quote(str(job.ctx.import_root))} {python} -c {shlex.quote(call)}"
+
+
+def _arguments(remeasure: dict[str, Any], arm: Arm) -> dict[str, Any]:
+    return {
+        "target": remeasure["call"],
+        "kwargs": remeasure.get("kwargs", {}),
+        "env": arm.env,
+        "python": arm.python,
+    }
+
+
+def _cause(
+    job: ExplainJob, finding: Finding, name: str, arm: Arm, interval: shares.Interval | None
+) -> Cause | None:
+    if interval is None:
+        return None
+    set_back = ", ".join(
+        [f"{k}={'(unset)' if v is None else v}" for k, v in arm.env.items()]
+        + [f"{k}={v!r}" for k, v in arm.python.items()]
+    )
+    share, low, high = interval
+    verdict = "go, with it pinned to the baseline's value" if low > _HELPS else "not the cause"
+    return Cause(
+        "settings" if name == _TOGETHER else "setting",
+        "the best ones together" if name == _TOGETHER else name,
+        share,
+        low,
+        high,
+        evidence=f"restoring {set_back} recovers {share:.0%} [{low:.0%}, {high:.0%}] "
+        f"of the loss: {verdict}",
+        reproduce=_reproduce(job, finding, arm),
+        detail={"set_back": {"env": arm.env, "python": arm.python}},
+    )
+
+
+def applies(finding: Finding) -> bool:
+    return finding.kind == "timing" and finding.remeasure is not None
+
+
+EXPLAINER: Explainer = FunctionExplainer("settings", applies, counterfactual)

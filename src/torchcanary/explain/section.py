@@ -1,0 +1,165 @@
+"""The explain section's run: every other section's findings of this run, explained.
+
+It runs after every other section (``order`` 90), reads their results of this run from
+the store, asks each section for its findings through the contract (``findings``), and
+hands each finding to the explainers that apply (``explainers.py``), within a budget: at
+most ``budget_fraction`` of the time the run took before it. It never blocks a run by
+itself: it explains, the other sections decide.
+
+Policy keys: none (an explanation never blocks a run).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from torchcanary.context import RunContext
+from torchcanary.explain.cause import (
+    SECTION,
+    SUMMARY_KEY,
+    Cause,
+    ExplainStatus,
+    ExplainSummary,
+    Explanation,
+)
+from torchcanary.explain.explainers import EXPLAINERS
+from torchcanary.explain.job import Contribution, ExplainJob
+from torchcanary.explain.settings import ExplainSettings
+from torchcanary.explain.settings import parse_settings as _parse
+from torchcanary.report.view import load_run_view
+from torchcanary.section_types import Finding, RunView
+from torchcanary.sections import findings, registered
+from torchcanary.store.rows import SectionResult
+
+POLICY_DEFAULTS: dict[str, Any] = {}
+CHANGE = "change"  # a finding that is a candidate cause of others (the diff's changes)
+
+
+def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return _parse(mapping)
+
+
+def blocking_reasons(view: RunView, policy: Mapping[str, Any]) -> list[str]:
+    """None: an explanation says why, the section that found the change decides."""
+    return []
+
+
+def run_findings(view: RunView) -> list[Finding]:
+    """Every registered section's findings in ``view``, in run order."""
+    found: list[Finding] = []
+    for name, section in registered().items():
+        if name != SECTION:  # a section without results of this run finds nothing
+            found += findings(section, view)
+    return found
+
+
+def _budget_s(ctx: RunContext, fraction: float) -> float:
+    """``fraction`` of the time this run has taken so far (its sections, its environments)."""
+    run = ctx.store.run(ctx.run_id)
+    return max(0.0, (time.time() - run.created_at) * fraction)
+
+
+def run(ctx: RunContext) -> None:
+    settings = ExplainSettings.from_json(ctx.plan.section_settings(SECTION))
+    clock = time.monotonic()
+    if settings.mode == "off":
+        ctx.progress.note("explain: off (--explain off)")
+        summary = ExplainSummary(mode="off")
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
+        return
+    done = (
+        {key for key, _ in ctx.store.done_section_keys(ctx.run_id, SECTION)}
+        if ctx.resume
+        else set()
+    )
+    if SUMMARY_KEY in done:
+        return  # a resumed run that had explained everything already
+    view = load_run_view(ctx.store, ctx.run_id)
+    found = run_findings(view)
+    changes = [finding for finding in found if finding.kind == CHANGE]
+    pending = [
+        finding
+        for finding in found
+        if finding.kind != CHANGE and f"{finding.section}:{finding.item}" not in done
+    ]
+    budget = _budget_s(ctx, settings.budget_fraction)
+    job = ExplainJob(ctx, view, settings, time.monotonic() + budget, changes)
+    ctx.progress.note(f"explain: {len(pending)} finding(s), budget {budget:.0f} s")
+    for finding in pending:
+        explanation = explain_one(job, finding)
+        ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, explanation))
+    summary = ExplainSummary(
+        mode=settings.mode,
+        findings=len(pending),
+        budget_s=round(budget, 1),
+        seconds=round(time.monotonic() - clock, 1),
+    )
+    ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
+
+
+def explain_one(job: ExplainJob, finding: Finding) -> Explanation:
+    """One finding through every explainer that applies, while the budget lasts."""
+    clock = time.monotonic()
+    contributions: list[Contribution] = []
+    not_checked: list[str] = []
+    applying = [e for e in EXPLAINERS if e.applies(finding)]
+    if not applying:
+        not_checked.append("no explainer measures this kind of finding")
+    for explainer in applying:
+        if explainer.measures and job.seconds_left() <= 0:
+            not_checked.append(f"{explainer.name}: not explained: budget spent")
+            continue
+        try:
+            contributions.append(explainer.explain(job, finding))
+        except Exception as exc:  # one broken explainer must not lose the others' answers
+            not_checked.append(f"{explainer.name}: failed: {type(exc).__name__}: {exc}"[:300])
+    return combine(finding, contributions, not_checked, time.monotonic() - clock)
+
+
+def combine(
+    finding: Finding, contributions: list[Contribution], not_checked: list[str], seconds: float
+) -> Explanation:
+    """One explanation from the explainers' contributions.
+
+    The unexplained share is the smallest any explainer measured (the lens that accounts
+    for most of the delta); it is never spread over the causes.
+    """
+    causes: list[Cause] = [c for part in contributions for c in part.causes]
+    not_checked += [reason for part in contributions for reason in part.not_checked]
+    measured = [part.unexplained for part in contributions if part.unexplained is not None]
+    unexplained = min(measured, key=lambda u: u[0]) if measured else None
+    extra: dict[str, Any] = {}
+    for part in contributions:
+        extra.update(part.extra)
+    return Explanation(
+        key=f"{finding.section}:{finding.item}",
+        verdict=status_of(causes, unexplained),
+        section=finding.section,
+        item=finding.item,
+        delta=finding.delta,
+        causes=tuple(sorted(causes, key=lambda c: -(c.share or 0.0))),
+        unexplained=unexplained[0] if unexplained else None,
+        unexplained_low=unexplained[1] if unexplained else None,
+        unexplained_high=unexplained[2] if unexplained else None,
+        seconds=round(seconds, 3),
+        not_checked=tuple(not_checked),
+        extra=extra,
+    )
+
+
+_TIGHT = 0.5  # an unexplained share's interval wider than this cannot show "explained"
+
+
+def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
+    """Explained when the unexplained share's interval holds 0 and is tight; unexplained
+    when no cause's share is clearly above 0; partly otherwise."""
+    if unexplained is None:
+        return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
+    _, low, high = unexplained
+    if (low <= 0.0 <= high or high < 0.0) and high - low <= _TIGHT:
+        return ExplainStatus.EXPLAINED
+    if not any((c.share_low or 0.0) > 0.0 for c in causes):
+        return ExplainStatus.UNEXPLAINED
+    return ExplainStatus.PARTLY

@@ -1,0 +1,85 @@
+"""The explain section's records, Why blocks and results.json part, on stored rows."""
+
+from __future__ import annotations
+
+from torchcanary.explain import report
+from torchcanary.explain.cause import Cause, ExplainStatus, Explanation, from_json
+from torchcanary.explain.job import Contribution
+from torchcanary.explain.section import combine, status_of
+from torchcanary.section_types import Finding
+from torchcanary.store.rows import SectionResult
+
+
+def _explanation() -> Explanation:
+    return Explanation(
+        key="bench:startup/import_torch",
+        verdict=ExplainStatus.PARTLY,
+        section="bench",
+        item="startup/import_torch",
+        delta="+21 %",
+        causes=(Cause("build", "CUDA libraries", 0.6, 0.5, 0.7, "12 libraries", "cmd"),),
+        unexplained=0.3,
+        unexplained_low=0.2,
+        unexplained_high=0.4,
+        seconds=12.5,
+        not_checked=("ops: needs a GPU",),
+    )
+
+
+def test_an_explanation_reads_back_as_it_was_stored() -> None:
+    stored = _explanation()
+    assert from_json(stored.to_json()) == stored
+
+
+def test_the_why_block_shows_shares_with_intervals_unexplained_and_what_was_not_checked(
+    store,
+) -> None:
+    run_id = store.create_run({})
+    store.save_section_result(run_id, SectionResult.of("explain", _explanation()))
+    from torchcanary.report.view import load_run_view
+
+    view = load_run_view(store, run_id)
+    text = report.markdown(view)
+    assert "build CUDA libraries: 60% [50%, 70%]" in text
+    assert "unexplained: 30% [20%, 40%]" in text
+    assert "not checked: ops: needs a GPU" in text
+    assert "12 s" in text or "13 s" in text
+    assert "unexplained" in report.html(view)
+    assert report.json_parts(view)["explanations"][0]["payload"]["causes"][0]["share"] == 0.6
+
+
+def test_unexplained_is_never_spread_over_the_causes() -> None:
+    finding = Finding("bench", "x", "timing", "+10 %")
+    part = Contribution((Cause("setting", "a", 0.1, 0.05, 0.15),), unexplained=(0.9, 0.8, 1.0))
+    explanation = combine(finding, [part], [], 1.0)
+    assert explanation.unexplained == 0.9
+    assert explanation.causes[0].share == 0.1
+    assert explanation.verdict is ExplainStatus.PARTLY
+    assert status_of([], None) is ExplainStatus.NOT_CHECKED
+    assert status_of([], (1.0, 0.9, 1.1)) is ExplainStatus.UNEXPLAINED
+    assert status_of([Cause("s", "a", 1.0, 0.9, 1.1)], (0.0, -0.1, 0.1)) is ExplainStatus.EXPLAINED
+
+
+def test_compare_reads_each_findings_verdict_and_leading_cause(store) -> None:
+    from torchcanary.explain.history import compared
+    from torchcanary.report.view import load_run_view
+
+    run_id = store.create_run({})
+    store.save_section_result(run_id, SectionResult.of("explain", _explanation()))
+    found = compared(load_run_view(store, run_id))
+    assert found["bench:startup/import_torch"] == {
+        "verdict": "partly-explained",
+        "cause": "build CUDA libraries",
+        "share": 0.6,
+    }
+
+
+def test_explain_off_stores_its_summary_so_the_run_is_not_objected_to(make_context) -> None:
+    from torchcanary.explain.cause import ExplainSummary
+    from torchcanary.explain.result import from_rows
+    from torchcanary.explain.section import run
+
+    ctx = make_context(sections=("explain",), settings={"explain": {"mode": "off"}})
+    run(ctx)
+    summary, found = from_rows(ctx.store.section_results(ctx.run_id, "explain"))
+    assert summary == ExplainSummary(mode="off") and found == []
