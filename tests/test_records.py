@@ -338,8 +338,10 @@ def _without_evidence(text: str) -> str:
 
 
 def _without_newer_sections(text: str) -> str:
-    """Without the empty entries of sections registered after the run was stored."""
-    return re.sub(r',\n\s*"explain": \[\]', "", text)
+    """Without the empty entries of sections registered after the run was stored, and the
+    fleet ledger's fields issue 30 added (empty for a run stored before it)."""
+    text = re.sub(r',\n\s*"explain": \[\]', "", text)
+    return re.sub(r',\n\s*"noticed_s": null,\n\s*"devices": \{\}', "", text)
 
 
 def _without_style(page: str) -> str:

@@ -295,6 +295,9 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
 def _nodes_html(view: RunView) -> str:
     rows = ""
     ledger = _ledger(view)
+    given = {profile: _given_text(view, profile) for profile in view.profiles}
+    # A run stored before units recorded their devices has no such column to show.
+    with_devices = any(given.values())
     for profile in view.profiles:
         node = _node_of(view, profile)
         units = ", ".join(
@@ -305,9 +308,11 @@ def _nodes_html(view: RunView) -> str:
         rows += (
             f"<tr><td>{escape(profile)}</td><td>{escape(str(node.get('node_id', ''))[:12])}"
             f"</td><td>{escape(_hardware(view, profile))}</td><td>{escape(units)}</td>"
-            f"<td>{escape(_given_text(view, profile))}</td></tr>"
+            + (f"<td>{escape(given[profile])}</td>" if with_devices else "")
+            + "</tr>"
         )
+    devices_head = "<th>devices given</th>" if with_devices else ""
     return (
         '<section id="fleet"><h2>Fleet</h2><table><tr><th>profile</th><th>node</th>'
-        f"<th>hardware</th><th>units</th><th>devices given</th></tr>{rows}</table></section>"
+        f"<th>hardware</th><th>units</th>{devices_head}</tr>{rows}</table></section>"
     )
