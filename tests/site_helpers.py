@@ -90,7 +90,8 @@ def fill_release_qualification(store: ResultStore) -> dict[str, str]:
     of its own; run ids by name ('rc2 h100', ...).
 
     h100-8x: rc1 go, rc2 no-go (the benchmark slower), final go (closed again).
-    mi300-8x: rc1 go, rc2 no-go (the claim refuted), final no-go (the drill failed): open.
+    mi300-8x: rc1 go, rc2 no-go (the claim refuted), final no-go (the drill failed, though
+    the benchmark got faster: an improvement, no regression): open.
     """
     plan = [
         ("rc1 h100", "2.14.1rc1", "h100-8x", {}),
@@ -98,7 +99,7 @@ def fill_release_qualification(store: ResultStore) -> dict[str, str]:
         ("rc2 h100", "2.14.1rc2", "h100-8x", {"ratio": 1.2}),
         ("rc2 mi300", "2.14.1rc2", "mi300-8x", {"claim": "refuted"}),
         ("final h100", "2.14.1", "h100-8x", {}),
-        ("final mi300", "2.14.1", "mi300-8x", {"drill": "failed"}),
+        ("final mi300", "2.14.1", "mi300-8x", {"drill": "failed", "ratio": 0.9}),
     ]
     runs = {
         name: fill_qualification(

@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import run_canary
 from site_helpers import T0, fill_qualification, fill_release_qualification
 from torchcanary.publish.site import MANIFEST, publish
+from torchcanary.sections import get_section, worse_verdicts
 from torchcanary.store.location import open_store
 
 
@@ -65,11 +66,26 @@ def test_the_regressions_list_is_what_compare_says(published) -> None:
         "compare", entry["last_go"], entry["run"], "--json", "--store", str(db), cwd=db.parent
     )
     assert done.returncode == 0, done.stderr
-    assert entry["changes"] == json.loads(done.stdout)["changes"]
-    assert entry["changes"] and entry["changes"][0]["after"] == "failed"
+    changes = json.loads(done.stdout)["changes"]
+    # compare lists the benchmark gone faster too; the regressions list only what got worse
+    assert {
+        "section": "bench",
+        "item": "matmul.bf16",
+        "before": "same",
+        "after": "faster",
+    }.items() <= next(c for c in changes if c["section"] == "bench").items()
+    worse = [
+        c
+        for c in changes
+        if c["after"] in worse_verdicts(get_section(c["section"]))
+        and c["before"] not in worse_verdicts(get_section(c["section"]))
+    ]
+    assert entry["changes"] == worse
+    assert [(c["section"], c["after"]) for c in entry["changes"]] == [("drill", "failed")]
     text = (site / "regressions.txt").read_text()
     assert text.startswith(f"NO-GO 2.14.1 +cu130 on mi300-8x: run {runs['final mi300']}")
     assert "drill kill:restart (candidate): passed -> failed" in text
+    assert "matmul.bf16" not in text  # the benchmark got faster: no regression
 
 
 def test_history_pages_keep_hardware_and_build_variants_apart(published) -> None:

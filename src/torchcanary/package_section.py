@@ -42,8 +42,9 @@ class PackageSection:
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``), ``<package>.fleet`` ``fleet_part``,
     ``<package>.fit`` ``fit_plan``, ``<package>.across_nodes`` ``venue`` (its
-    ``across_nodes``), ``<package>.history`` any of ``history``, ``holds``
-    and ``compared``, and ``<package>.commands`` ``register`` (its ``add_commands``);
+    ``across_nodes``), ``<package>.history`` any of ``history``, ``holds``,
+    ``compared`` and ``WORSE_VERDICTS`` (its ``worse_verdicts``), and
+    ``<package>.commands`` ``register`` (its ``add_commands``);
     ``section`` may provide ``not_run`` (its items that did not run in the candidate),
     ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
@@ -198,6 +199,10 @@ class PackageSection:
     def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
         read = getattr(self._optional_module("history"), "compared", None)
         return dict(read(view)) if read is not None else None
+
+    @property
+    def worse_verdicts(self) -> frozenset[str]:
+        return frozenset(getattr(self._optional_module("history"), "WORSE_VERDICTS", ()))
 
     def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
         records = self._optional_module("result")

@@ -110,7 +110,11 @@ class Section(Protocol):
       through :func:`item_history` and :func:`holds_item`); ``compared(view)``: its items'
       verdicts in a run (``{item: {"verdict": ...}}``, with ``ratio``, ``ci_low`` and
       ``ci_high`` for a measured item) for ``torchcanary compare`` (read through
-      :func:`compared_items`; without it the section is not compared).
+      :func:`compared_items`; without it the section is not compared); with it,
+      ``worse_verdicts``: the frozenset of those verdicts that are a change for the worse
+      (the bench: slower; the claims: regressed; the drill: failed, error, flaky), so a list
+      of regressions leaves improvements out (read through :func:`worse_verdicts`; without
+      it none of its changes counts as worse).
     - Optionally ``across_nodes``: what ``--fleet ADDR --nodes N`` runs, a callable
       ``(executor, address, nodes, **options) -> runner.Venue`` that spreads a plan of
       this section alone over N Ray nodes, one rank on each (the bench: its collectives;
@@ -369,6 +373,11 @@ def compared_items(section: object, view: RunView) -> dict[str, dict[str, Any]] 
     read = getattr(section, "compared", None)
     found = read(view) if callable(read) else None
     return dict(found) if found is not None else None
+
+
+def worse_verdicts(section: object) -> frozenset[str]:
+    """The verdicts of ``section``'s ``compared`` items that are a change for the worse."""
+    return frozenset(getattr(section, "worse_verdicts", frozenset()))
 
 
 def policy_bounds(section: object) -> Mapping[str, PolicyBounds]:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.bench.result import BenchMeasured, from_rows
+from torchcanary.bench.result import BenchMeasured, BenchVerdict, from_rows
 from torchcanary.bench.section import SECTION
 
 if TYPE_CHECKING:
     from torchcanary.section_types import RunView
+
+# A benchmark gone slower is a change for the worse; one gone faster, or too noisy to say, is not.
+WORSE_VERDICTS = frozenset({BenchVerdict.SLOWER.value})
 
 
 def compared(view: RunView) -> dict[str, dict[str, Any]]:

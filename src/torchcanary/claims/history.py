@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.records import TABLE
-from torchcanary.claims.view import claims_of, compare_claim
+from torchcanary.claims.view import ClaimComparison, claims_of, compare_claim
 from torchcanary.probe_result import Verdict
 from torchcanary.store.history import HistoryEntry, HistoryFilter, query_history
 
@@ -45,6 +45,10 @@ def _claim_verdict(verdicts: dict[str, str]) -> str:
             return "?"
         return compare_claim(*pair).value
     return "incomplete"
+
+
+# A claim that held in the baseline and no longer does; one new in the candidate is better.
+WORSE_VERDICTS = frozenset({ClaimComparison.REGRESSED.value})
 
 
 def compared(view: RunView) -> dict[str, dict[str, Any]]:

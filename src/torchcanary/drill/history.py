@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.drill.result import from_rows
+from torchcanary.drill.result import DrillVerdict, from_rows
 from torchcanary.drill.section import SECTION
 
 if TYPE_CHECKING:
     from torchcanary.section_types import RunView
+
+# A drill that no longer recovers every time: failed, broke the harness, or flaky.
+WORSE_VERDICTS = frozenset(
+    {DrillVerdict.FAILED.value, DrillVerdict.ERROR.value, DrillVerdict.FLAKY.value}
+)
 
 
 def compared(view: RunView) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,10 @@ A measured item (a benchmark) moved when its verdict changed or when the two run
 intervals for the ratio (candidate/baseline) do not overlap: each run's interval already
 carries that run's noise, so disjoint intervals are a change the runs' own measurements can
 stand behind.
+
+A change is for the worse when its section declares the new verdict a worse one
+(``worse_verdicts``) and the old one was not: an improvement, or a verdict that stayed as
+bad while its interval moved, is a change but not a regression.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
-from torchcanary.sections import compared_items, registered
+from torchcanary.sections import compared_items, registered, worse_verdicts
 from torchcanary.store.base import ResultStore
 
 
@@ -99,6 +103,14 @@ def _compare_views(
             else:
                 changes.append(replace(change, profile=profile))
     return changes, unchanged
+
+
+def for_the_worse(change: RunItemChange) -> bool:
+    """Whether ``change`` is a regression: to a verdict its section counts as worse, from
+    one it does not."""
+    section = registered().get(change.section)
+    worse = worse_verdicts(section) if section is not None else frozenset()
+    return change.after in worse and change.before not in worse
 
 
 def interval_text(result: dict[str, Any] | None) -> str:

@@ -129,7 +129,9 @@ def _blocking(latest: dict[Cell, RunInfo], regressions: int) -> str:
         f"<h2>What blocks it</h2><p>{regressions} open regression(s) (a hardware and build "
         "whose latest run is no-go): "
         '<a href="regressions.txt">the list</a> (<a href="regressions.json">JSON</a>), '
-        f"each set against its last go run as <code>torchcanary compare</code> does.</p>"
+        "each set against its last go run as <code>torchcanary compare</code> does, its "
+        "changes for the worse listed (improvements left out). Below, each such run's "
+        "blocking reasons, as its decision gives them.</p>"
         f"<ul>{lines}</ul>"
     )
 

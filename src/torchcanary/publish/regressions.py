@@ -1,7 +1,9 @@
 """The open regressions: on each hardware and build variant whose latest run (of any
 candidate) is no-go, that run set against the last go run on the same hardware and build,
-with ``torchcanary compare``'s own code (``history.compare.compare_runs``), so the list
-says exactly what ``compare GO NO_GO`` says. A later go run on the same hardware and build
+with ``torchcanary compare``'s own code (``history.compare.compare_runs``), keeping only
+the changes for the worse (``history.compare.for_the_worse``: to a verdict its section
+declares worse), so the list is exactly the worse part of what ``compare GO NO_GO`` says;
+an improvement is no regression. A later go run on the same hardware and build
 closes it; one with no earlier go run lists its blocking reasons only.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from torchcanary.history.compare import compare_runs
+from torchcanary.history.compare import compare_runs, for_the_worse
 from torchcanary.publish.inventory import Cell, RunInfo, latest_per_cell
 from torchcanary.store.base import ResultStore
 
@@ -20,7 +22,7 @@ GO = "go"
 
 def open_regressions(store: ResultStore, infos: list[RunInfo]) -> list[dict[str, Any]]:
     """One entry per hardware and build whose latest run is no-go, most recent first: the
-    run, the last go before it, what changed between them."""
+    run, the last go before it, what changed for the worse between them."""
     found = []
     latest_per_series: dict[str, tuple[Cell, RunInfo]] = {}
     for cell, info in latest_per_cell(infos).items():
@@ -35,7 +37,9 @@ def open_regressions(store: ResultStore, infos: list[RunInfo]) -> list[dict[str,
         if since is not None:
             compared = compare_runs(store, since.run_id, latest.run_id)
             changes = [
-                asdict(change) for change in compared.changes if change.profile == cell.profile
+                asdict(change)
+                for change in compared.changes
+                if change.profile == cell.profile and for_the_worse(change)
             ]
         found.append(
             {
