@@ -29,6 +29,7 @@ from torchcanary.sections import (
     contract_gaps,
     registered,
     section_names,
+    worse_verdicts,
 )
 
 THIRD_PARTY = Path(__file__).parent / "fixtures" / "third_party_section"
@@ -141,6 +142,21 @@ def test_each_section_says_how_the_history_command_draws_its_items(third_party: 
     strip = plot("kill:restart", "drill", [entry("baseline: passed, candidate: failed")])
     assert "<line" in forest and "1.2" in forest and "candidate: failed" not in forest
     assert "candidate: failed" in strip and "footprint-history" not in strip
+
+
+def test_each_compared_section_names_its_changes_for_the_worse_in_its_own_words() -> None:
+    from torchcanary.bench.result import BenchVerdict
+    from torchcanary.claims.view import ClaimComparison
+    from torchcanary.drill.result import DrillVerdict
+
+    words = {"bench": BenchVerdict, "claims": ClaimComparison, "drill": DrillVerdict}
+    sections = registered()
+    for name, vocabulary in words.items():
+        worse = worse_verdicts(sections[name])
+        assert worse and worse <= {verdict.value for verdict in vocabulary}, name
+    assert worse_verdicts(sections["bench"]) == {"slower"}  # faster is no regression
+    assert "new in candidate" not in worse_verdicts(sections["claims"])
+    assert worse_verdicts(sections["diff"]) == frozenset()  # not compared: declares none
 
 
 def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
