@@ -82,6 +82,8 @@ def test_the_regressions_list_is_what_compare_says(published) -> None:
     ]
     assert entry["changes"] == worse
     assert [(c["section"], c["after"]) for c in entry["changes"]] == [("drill", "failed")]
+    table = run_canary("compare", entry["last_go"], entry["run"], "--store", str(db), cwd=db.parent)
+    assert f"{len(changes)} changed ({len(worse)} for the worse)" in table.stdout
     text = (site / "regressions.txt").read_text()
     assert text.startswith(f"NO-GO 2.14.1 +cu130 on mi300-8x: run {runs['final mi300']}")
     assert "drill kill:restart (candidate): passed -> failed" in text

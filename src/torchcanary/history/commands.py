@@ -139,7 +139,7 @@ def _file_name(item: str) -> str:
 
 
 def _cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from torchcanary.history.compare import compare_runs
+    from torchcanary.history.compare import compare_runs, for_the_worse
 
     with open_store(default_store(args.store, Path.cwd()), create=False) as store:
         found = compare_runs(store, args.run_a, args.run_b)
@@ -159,9 +159,13 @@ def _cmd_compare(args: argparse.Namespace, console: Console) -> int:
     show(console, listing, args.format, lambda: asdict(found))
     if args.format != "table":
         return EXIT_GO
+    # Which changes are for the worse (the sections' worse_verdicts); said only where
+    # something changed, so a comparison without changes prints as it always has.
+    worse = sum(for_the_worse(change) for change in found.changes)
+    direction = f" ({worse} for the worse)" if found.changes else ""
     console.print(
-        f"decision: {found.decision_a} -> {found.decision_b}; {len(found.changes)} changed, "
-        f"{found.unchanged} unchanged",
+        f"decision: {found.decision_a} -> {found.decision_b}; {len(found.changes)} changed"
+        f"{direction}, {found.unchanged} unchanged",
         highlight=False,
     )
     return EXIT_GO
