@@ -37,7 +37,7 @@ def _job(make_context, baseline_env, repeats: int = 7) -> ExplainJob:
 def test_a_candidate_slower_by_one_setting_is_explained_by_that_setting(
     make_context, baseline_env
 ) -> None:
-    job = _job(make_context, baseline_env, repeats=5)
+    job = _job(make_context, baseline_env)  # 7 rounds: 5 leave the verdict's interval wide
     finding = _finding()
     part = counterfactual(job, finding, env_of={"candidate": {"ATEN_CPU_CAPABILITY": "default"}})
     explanation = combine(finding, [part], [], 0.0)
