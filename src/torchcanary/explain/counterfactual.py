@@ -19,6 +19,7 @@ import math
 import random
 import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,14 +108,20 @@ def _settings(job: ExplainJob, env_of: dict[str, dict[str, str]]) -> dict[str, d
 
 @dataclass
 class _Rounds:
-    """Each arm's value per round (seconds), measured in a worker of its own per arm."""
+    """Each arm's value per round (seconds), measured in a fresh worker per arm and round.
+
+    A worker kept across rounds carries its own offset (where its buffers landed, which
+    core's caches it warmed) into every round, and the bootstrap over rounds cannot see
+    it: with kept workers a setting's 95 % interval missed the truth about one run in
+    four. Fresh workers make that offset part of the rounds' spread; their start (python,
+    the settings, torch's import) overlaps for all arms of a round, before any is timed.
+    """
 
     job: ExplainJob
     remeasure: dict[str, Any]
     env_of: dict[str, dict[str, str]]
     values: dict[str, list[float]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    _workers: dict[str, Any] = field(default_factory=dict)
 
     def take(self, arms: list[Arm], rounds: int) -> None:
         """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
@@ -127,23 +134,37 @@ class _Rounds:
             if enough and self.job.seconds_left() < last_round_s:
                 return
             started = time.monotonic()
-            for arm in rng.sample(arms, len(arms)):
-                if arm.name in self.failed:
-                    continue
-                try:
-                    self.values.setdefault(arm.name, []).append(self._one(arm))
-                except RuntimeError as exc:
-                    if arm.role == arm.name:  # baseline or candidate itself
-                        raise
-                    self.failed[arm.name] = str(exc)[:200]
-                    self.values.pop(arm.name, None)
+            live = [arm for arm in arms if arm.name not in self.failed]
+            workers = self._ready(live)
+            try:
+                for arm in rng.sample(live, len(live)):
+                    try:
+                        self.values.setdefault(arm.name, []).append(self._one(arm, workers))
+                    except RuntimeError as exc:
+                        if arm.role == arm.name:  # baseline or candidate itself
+                            raise
+                        self.failed[arm.name] = str(exc)[:200]
+                        self.values.pop(arm.name, None)
+            finally:
+                for worker in workers.values():
+                    worker.close()
             last_round_s = time.monotonic() - started
 
-    def _one(self, arm: Arm) -> float:
-        if arm.name not in self._workers:
-            self._workers[arm.name] = self.job.ctx.new_worker(arm.role, self.env_of.get(arm.role))
+    def _ready(self, arms: list[Arm]) -> dict[str, Any]:
+        """A fresh worker per arm, its settings applied and torch imported, all at once."""
+        workers = {a.name: self.job.ctx.new_worker(a.role, self.env_of.get(a.role)) for a in arms}
+
+        def ready(arm: Arm) -> None:
+            kwargs = {"target": "", "kwargs": {}, "env": arm.env, "python": arm.python}
+            workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+
+        with ThreadPoolExecutor(max_workers=len(arms) or 1) as pool:
+            list(pool.map(ready, arms))  # a failure shows again in the timed call
+        return workers
+
+    def _one(self, arm: Arm, workers: dict[str, Any]) -> float:
         kwargs = _arguments(self.remeasure, arm)
-        result = self._workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+        result = workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
         if not result.ok or "seconds" not in result.value:
             raise RuntimeError(f"{arm.name}: {result.error or result.value.get('error')}")
         return float(result.value["seconds"])

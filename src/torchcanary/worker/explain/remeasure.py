@@ -24,11 +24,14 @@ def measure(
     python: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``target(**kwargs)`` (``"module:function"`` answering ``{"seconds": s}``) after
-    setting ``env`` and ``python`` back, the first time this worker is asked."""
+    setting ``env`` and ``python`` back, the first time this worker is asked; an empty
+    ``target`` only sets them (and so imports torch): a worker made ready, untimed."""
     if not _APPLIED:
         apply_environment(env or {})
         apply_python(python or {})
         _APPLIED.append(True)
+    if not target:
+        return {}
     module, _, function = target.partition(":")
     answer: dict[str, Any] = getattr(importlib.import_module(module), function)(**kwargs)
     return answer
