@@ -149,7 +149,7 @@ def combine(
     )
 
 
-_TIGHT = 0.5  # an unexplained share's interval wider than this cannot show "explained"
+EXPLAINED_WIDTH = 0.5  # an unexplained share's interval wider than this cannot show "explained"
 
 
 def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
@@ -158,7 +158,7 @@ def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | Non
     if unexplained is None:
         return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
     _, low, high = unexplained
-    if (low <= 0.0 <= high or high < 0.0) and high - low <= _TIGHT:
+    if (low <= 0.0 <= high or high < 0.0) and high - low <= EXPLAINED_WIDTH:
         return ExplainStatus.EXPLAINED
     if not any((c.share_low or 0.0) > 0.0 for c in causes):
         return ExplainStatus.UNEXPLAINED
