@@ -68,6 +68,10 @@ DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous
 DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
 EXPLAIN_STARTUP_MAIN = "torchcanary.worker.explain.startup"  # one import torch, measured
 STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
+# The calls section: record the user's torch calls (pytest plugin, or record.record_calls
+# around a workload) into the folder this variable names; replay them, isolated.
+CALLS_RECORD_PLUGIN = "torchcanary.worker.replay.pytest_record"  # loaded by the user's pytest
+CALLS_RECORD_VAR = "TORCHCANARY_RECORD_CALLS"  # environment variable: the recording's folder
 
 MODULE_MAINS = (
     WORKER_MAIN,
@@ -84,4 +88,4 @@ def in_environment_roots() -> tuple[str, ...]:
     """The modules the in-environment side starts from (probes and packs' probes are found,
     not named: the worker is handed their module)."""
     called = {call.split(":")[0] for call in WORKER_CALLS}
-    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN}))
+    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN, CALLS_RECORD_PLUGIN}))
