@@ -88,3 +88,16 @@ def test_an_output_that_now_aliases_its_input_is_named() -> None:
     found = compare_call(_returned([1.0]), _returned([1.0], alias_of=0))
     assert found.verdict is CallVerdict.DIFFERENT_RESULT
     assert found.detail == "output 0: alias_of None -> 0"
+
+
+def test_an_exception_whose_message_grew_names_what_it_adds() -> None:
+    def raised(message: str) -> Replay:
+        exception = {"type": "builtins.RuntimeError", "message": message}
+        return Replay.from_json({"status": "raised", "exception": exception})
+
+    found = compare_call(raised("sizes differ"), raised("sizes differ\nraised from cat.h:3"))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    expected = (
+        "raises RuntimeError: sizes differ in both; the message now adds: raised from cat.h:3"
+    )
+    assert found.detail == expected

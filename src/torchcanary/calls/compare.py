@@ -61,7 +61,8 @@ class Replay:
 
     def describe(self) -> str:
         if self.status == "raised" and self.exception:
-            return f"raises {self.exception[0]}: {self.exception[1]}"
+            kind = self.exception[0].removeprefix("builtins.")
+            return f"raises {kind}: {_first_line(self.exception[1])}"
         if self.status == "missing":
             return "the callable does not exist"
         return {"returned": "returns"}.get(self.status, self.status)
@@ -104,10 +105,12 @@ def compare_call(
             CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
         )
     if baseline.status != candidate.status or baseline.exception != candidate.exception:
-        return CallComparison(
-            CallVerdict.DIFFERENT_RESULT,
-            f"{base_words} in the baseline, {cand_words} in the candidate",
-        )
+        detail = f"{base_words} in the baseline, {cand_words} in the candidate"
+        if base_words == cand_words and baseline.exception and candidate.exception:
+            detail = f"{cand_words} in both; the message now adds: " + _first_line(
+                _added_lines(baseline.exception[1], candidate.exception[1])
+            )
+        return CallComparison(CallVerdict.DIFFERENT_RESULT, detail)
     result = _difference(baseline, candidate)
     if result is not None:
         detail, rel = result
@@ -119,6 +122,17 @@ def compare_call(
         return CallComparison(CallVerdict.NEW_WARNING, f"new warning {new[0]}", new, gone)
     detail = f"same; warning gone: {gone[0]}" if gone else "same"
     return CallComparison(CallVerdict.SAME, detail, [], gone)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _added_lines(before: str, after: str) -> str:
+    """The lines of ``after`` that ``before`` lacks (what a changed message adds)."""
+    known = set(before.splitlines())
+    return "\n".join(line for line in after.splitlines() if line not in known)
 
 
 def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | None:

@@ -85,7 +85,7 @@ def run(ctx: RunContext) -> None:
         )
         counts[found.verdict.value] = counts.get(found.verdict.value, 0) + 1
         if found.verdict is not CallVerdict.SAME:
-            _save(ctx, _change(call, found))
+            _save(ctx, _change(call, found, Path(settings.stack.cwd)))
     not_replayable: dict[str, int] = {}
     for call in calls:
         if not call.get("replayable", True):
@@ -158,9 +158,11 @@ def _by_id(path: Path) -> dict[Any, Replay]:
     return {line["id"]: Replay.from_json(line) for line in _read_lines(path)}
 
 
-def _change(call: Mapping[str, Any], found: CallComparison) -> CallChange:
+def _change(call: Mapping[str, Any], found: CallComparison, project: Path) -> CallChange:
     site = call.get("site") or {}
-    where = f"{site.get('file', '?')}:{site.get('line', '?')}"
+    file = Path(str(site.get("file", "?")))
+    shown = file.relative_to(project) if file.is_relative_to(project) else file
+    where = f"{shown}:{site.get('line', '?')}"
     return CallChange(
         key=f"{where} {call['callable']}#{call['id']}",
         verdict=found.verdict,
