@@ -2,7 +2,7 @@
 
 Its own subcommand takes the stack's options (``torchcanary calls 'pytest tests/' --with
 '-e .'``); in ``run`` it adds no flags of its own and records the stack's command whenever
-one is given (``--stack``).
+one is given (``--stack``, read with the stack's other options).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    if args.command != "calls":
-        return {}
+    """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own."""
     settings = stack_plugin.flag_settings(args)
     if getattr(args, "calls_replay_timeout_s", None) is not None:
         settings["replay_timeout_s"] = args.calls_replay_timeout_s

@@ -39,7 +39,6 @@ from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import CALLS_RECORD_PLUGIN, CALLS_RECORD_VAR, CALLS_REPLAY_MAIN
 
 SECTION = "calls"
-STACK = "stack"  # whose command the calls record when none is given to the calls themselves
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
 POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"]}
 POLICY_CHOICES = {"calls_block_on": tuple(v.value for v in CallVerdict)}
@@ -52,10 +51,6 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 def run(ctx: RunContext) -> None:
     settings = CallsSettings.from_json(ctx.plan.section_settings(SECTION))
-    if not settings.stack.command:  # in `run`: the stack's command, when one is given
-        stack_json = ctx.plan.section_settings(STACK)
-        if stack_json.get("command"):
-            settings = CallsSettings.from_json({**stack_json, **settings.own_json()})
     if not settings.stack.command:
         _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, reason="no command given"))
         return
