@@ -73,7 +73,8 @@ def _lines(view: Any) -> list[tuple[str, list[str]]]:
         for change in (c for c in changes if c.verdict is verdict):
             link = _link(change, diff_words)
             ran = f" (ran {change.count}x)" if change.count > 1 else ""
-            lines.append(change.sentence() + ran + (f"; diff: {link}" if link else ""))
+            line = change.sentence() + ran + (f"; diff: {link}" if link else "")
+            lines.append(line.replace("`", "'"))  # the Markdown shows each line as code
         if lines:
             groups.append((title, lines))
     return groups

@@ -75,7 +75,6 @@ STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the 
 # around a workload) into the folder this variable names; replay them, isolated.
 CALLS_RECORD_PLUGIN = "torchcanary.worker.replay.pytest_record"  # loaded by the user's pytest
 CALLS_RECORD_VAR = "TORCHCANARY_RECORD_CALLS"  # environment variable: the recording's folder
-CALLS_REPLAY_MAIN = "torchcanary.worker.replay.replay"  # replays a recording, call by call
 
 MODULE_MAINS = (
     WORKER_MAIN,
