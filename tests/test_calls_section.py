@@ -45,6 +45,7 @@ def test_calls_hidden_by_fallbacks_are_named_with_their_site_and_change(
     summary = report.json_parts(view)["calls"]["summary"]
     assert summary["recorded"] > summary["replayed"] > 0
     assert "distinct call(s) recorded under the baseline" in text
+    assert "your command while recorded: passed" in text
     reasons = blocking_reasons(view, {})
     assert reasons and "torch.cholesky" in reasons[0]
     cases = {c.name: c.status for c in report.junit_cases(view)}

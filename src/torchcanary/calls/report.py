@@ -60,7 +60,8 @@ def _headline(summary: CallsSummary) -> str:
     return (
         f"{summary.recorded} distinct call(s) recorded under the baseline, "
         f"{summary.replayed} replayed in both versions, "
-        f"{summary.recorded - summary.replayed} not replayable ({counts})"
+        f"{summary.recorded - summary.replayed} not replayable ({counts}); "
+        f"your command while recorded: {summary.recording_run}"
     )
 
 

@@ -41,6 +41,7 @@ class CallsSummary:
     verdict: SummaryStatus
     command: str = ""
     reason: str | None = None
+    recording_run: str = ""  # how the user's command ended while recording (it may fail)
     recorded: int = 0
     replayed: int = 0
     not_replayable: dict[str, int] = field(default_factory=dict)

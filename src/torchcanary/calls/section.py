@@ -56,9 +56,9 @@ def run(ctx: RunContext) -> None:
         return
     root = ctx.work_dir / SECTION
     recording = root / "recording"
-    _record(ctx, settings, recording, root / "baseline")
+    recording_run = _record(ctx, settings, recording, root / "baseline")
     if not (recording / "calls.jsonl").is_file():
-        reason = f"no recording was written (see {root / 'baseline'})"
+        reason = f"no recording was written ({recording_run}; see {root / 'baseline'})"
         summary = CallsSummary(SummaryStatus.NOT_CHECKED, settings.stack.command, reason)
         _save(ctx, summary)
         return
@@ -90,6 +90,7 @@ def run(ctx: RunContext) -> None:
     summary = CallsSummary(
         SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES,
         settings.stack.command,
+        recording_run=recording_run,
         recorded=len(calls),
         replayed=len(calls) - counts.get("not-replayable", 0),
         not_replayable=not_replayable,
@@ -99,8 +100,9 @@ def run(ctx: RunContext) -> None:
     ctx.progress.note(f"calls: {len(calls)} recorded, {summary.replayed} replayed, {counts}")
 
 
-def _record(ctx: RunContext, settings: CallsSettings, recording: Path, root: Path) -> None:
-    """The user's command once in the baseline, the recording plugin loaded by pytest."""
+def _record(ctx: RunContext, settings: CallsSettings, recording: Path, root: Path) -> str:
+    """The user's command once in the baseline, the recording plugin loaded by pytest; how
+    it ended (a test that fails only while recorded is a limit of the recording to know)."""
     recording.mkdir(parents=True, exist_ok=True)
     env = {
         **settings.stack.env,
@@ -118,7 +120,9 @@ def _record(ctx: RunContext, settings: CallsSettings, recording: Path, root: Pat
         ctx.progress.note,
     )
     recorded = runner.run_main(runner.prepare())
-    ctx.progress.note(f"calls: recorded under the baseline: {recorded.status}: {recorded.detail}")
+    ended = f"{recorded.status}: {recorded.detail}"
+    ctx.progress.note(f"calls: recorded under the baseline: {ended}")
+    return ended
 
 
 def _replay(
