@@ -101,3 +101,10 @@ def test_an_exception_whose_message_grew_names_what_it_adds() -> None:
         "raises RuntimeError: sizes differ in both; the message now adds: raised from cat.h:3"
     )
     assert found.detail == expected
+
+
+def test_the_values_of_uninitialised_outputs_are_not_compared() -> None:
+    line = {"status": "returned", "outputs": [_float_tensor([1.0])]}
+    other = {"status": "returned", "outputs": [_float_tensor([9.0])]}
+    found = compare_call(Replay.from_json(line, False), Replay.from_json(other, False))
+    assert found.verdict is CallVerdict.SAME

@@ -69,7 +69,10 @@ def run(ctx: RunContext) -> None:
             ctx.environments[env_role], ctx.import_root, recording, replay_role, settings, extra
         )
     calls = _read_lines(recording / "calls.jsonl")
-    replays = {role: _by_id(recording / f"replay-{role}.jsonl") for role in REPLAYS}
+    uninitialised = {
+        c["id"] for c in calls if any("empty" in p for p in str(c["callable"]).split(".")[-2:])
+    }
+    replays = {role: _by_id(recording / f"replay-{role}.jsonl", uninitialised) for role in REPLAYS}
     counts: dict[str, int] = {}
     for call in calls:
         found = compare_call(
@@ -153,8 +156,12 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _by_id(path: Path) -> dict[Any, Replay]:
-    return {line["id"]: Replay.from_json(line) for line in _read_lines(path)}
+def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
+    """Each call's replay; the values of ``torch.empty`` and kin are garbage, not compared."""
+    return {
+        line["id"]: Replay.from_json(line, line["id"] not in uninitialised)
+        for line in _read_lines(path)
+    }
 
 
 def _change(call: Mapping[str, Any], found: CallComparison, project: Path) -> CallChange:
