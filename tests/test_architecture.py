@@ -241,7 +241,7 @@ def named(module: str) -> frozenset[str]:
     return frozenset(found)
 
 
-SECTION_PACKAGES = ("claims", "bench", "drill", "stack", "diff", "explain")
+SECTION_PACKAGES = ("claims", "bench", "drill", "stack", "diff", "explain", "calls")
 # Not the core: the sections themselves and the in-environment side (which has a part
 # per section, ``worker/<section>/``).
 NOT_CORE = (*SECTION_PACKAGES, "worker", "probes", "packs")

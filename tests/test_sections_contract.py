@@ -34,7 +34,7 @@ from torchcanary.sections import (
 
 THIRD_PARTY = Path(__file__).parent / "fixtures" / "third_party_section"
 PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
-BUILTIN = ("claims", "bench", "drill", "stack", "diff", "explain")
+BUILTIN = ("claims", "bench", "drill", "stack", "calls", "diff", "explain")
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,7 @@ EXPLAIN_STEADY = "torchcanary.worker.explain.remeasure:steady"  # targets of EXP
 EXPLAIN_ONESHOT_STARTUP = "torchcanary.worker.explain.remeasure:startup"
 EXPLAIN_PROFILE_OPS = "torchcanary.worker.explain.profile_ops:profile"
 EXPLAIN_COMPILE_PHASES = "torchcanary.worker.explain.compile_phases:sample"
+CALLS_REPLAY = "torchcanary.worker.replay.replay:replay_recording"  # each call isolated
 
 WORKER_CALLS = (
     COLLECT_MANIFEST,
@@ -57,6 +58,7 @@ WORKER_CALLS = (
     EXPLAIN_ONESHOT_STARTUP,
     EXPLAIN_PROFILE_OPS,
     EXPLAIN_COMPILE_PHASES,
+    CALLS_REPLAY,
 )
 
 # Modules started as processes of their own inside an environment.
@@ -67,7 +69,12 @@ DRILL_JOB = "torchcanary.worker.drill.builtin_job"  # one rank of the drill trai
 DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous store
 DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
 EXPLAIN_STARTUP_MAIN = "torchcanary.worker.explain.startup"  # one import torch, measured
+CALLS_REPLAY_MAIN = "torchcanary.worker.replay.replay"  # RECORDING OUTPUT [--timeout S]
 STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
+# The calls section: record the user's torch calls (pytest plugin, or record.record_calls
+# around a workload) into the folder this variable names; replay them, isolated.
+CALLS_RECORD_PLUGIN = "torchcanary.worker.replay.pytest_record"  # loaded by the user's pytest
+CALLS_RECORD_VAR = "TORCHCANARY_RECORD_CALLS"  # environment variable: the recording's folder
 
 MODULE_MAINS = (
     WORKER_MAIN,
@@ -77,6 +84,7 @@ MODULE_MAINS = (
     DRILL_STORE_HOST,
     DRILL_USER_JOB,
     EXPLAIN_STARTUP_MAIN,
+    CALLS_REPLAY_MAIN,
 )
 
 
@@ -84,4 +92,4 @@ def in_environment_roots() -> tuple[str, ...]:
     """The modules the in-environment side starts from (probes and packs' probes are found,
     not named: the worker is handed their module)."""
     called = {call.split(":")[0] for call in WORKER_CALLS}
-    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN}))
+    return tuple(sorted(called | {*MODULE_MAINS, STACK_PYTEST_PLUGIN, CALLS_RECORD_PLUGIN}))

@@ -1,0 +1,205 @@
+"""Compares one recorded call's replays across the environments, without importing torch.
+
+A call was recorded under the baseline (``calls.jsonl``) and replayed in the candidate, in
+the baseline, and in the baseline again as the control (``replay-<role>.jsonl``, written by
+``worker/replay``). The baseline replay is the reference: what the candidate does
+differently is a change, unless the baseline's own two replays already disagree (then the
+call is nondeterministic and nothing is claimed). Tensor values (inline, base64, native byte
+order) are compared with the comparator the stack and the workloads share
+(``stack/numerics_diff.py``), with the dtype's default tolerance.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchcanary.stack import numerics_diff
+
+_METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
+_NOT_RUN = {"not-replayable", "crashed", "timeout"}
+
+
+class CallVerdict(str, enum.Enum):
+    """What changed for one recorded call, most serious first."""
+
+    RAISES_NOW = "raises-now"
+    DIFFERENT_RESULT = "different-result"
+    NEW_WARNING = "new-warning"
+    NOT_REPLAYABLE = "not-replayable"
+    NONDETERMINISTIC = "nondeterministic"
+    SAME = "same"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One call's replay in one environment, as ``worker/replay`` wrote it."""
+
+    status: str
+    exception: tuple[str, str] | None = None
+    warnings: tuple[tuple[str, str], ...] = ()
+    outputs: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def from_json(cls, line: Mapping[str, Any], values_defined: bool = True) -> Replay:
+        """``values_defined`` False (``torch.empty`` and kin: uninitialised memory): its
+        output tensors are compared by metadata only."""
+        raised = line.get("exception")
+        return cls(
+            str(line["status"]),
+            (str(raised["type"]), str(raised.get("message", ""))) if raised else None,
+            tuple((str(w["category"]), str(w["message"])) for w in line.get("warnings", [])),
+            tuple(
+                out if values_defined or out.get("t") != "tensor" else {**out, "data": None}
+                for out in line.get("outputs", [])
+            ),
+        )
+
+    def describe(self) -> str:
+        if self.status == "raised" and self.exception:
+            kind = self.exception[0].removeprefix("builtins.")
+            return f"raises {kind}: {_first_line(self.exception[1])}"
+        if self.status == "missing":
+            return "the callable does not exist"
+        return {"returned": "returns"}.get(self.status, self.status)
+
+
+@dataclass(frozen=True)
+class CallComparison:
+    """The verdict on one call and the words that say why."""
+
+    verdict: CallVerdict
+    detail: str
+    new_warnings: list[str] = field(default_factory=list)
+    gone_warnings: list[str] = field(default_factory=list)
+    max_rel_err: float | None = None
+
+
+def compare_call(
+    baseline: Replay | None,
+    candidate: Replay | None,
+    control: Replay | None = None,
+    why_not: str | None = None,
+) -> CallComparison:
+    """The verdict on one call from its replays (None: that replay is missing).
+
+    ``why_not`` is the recording's reason a call cannot be replayed at all.
+    """
+    if why_not is not None or baseline is None or candidate is None:
+        return CallComparison(CallVerdict.NOT_REPLAYABLE, why_not or "no replay in both versions")
+    for role, replay in (("baseline", baseline), ("candidate", candidate)):
+        if replay.status in _NOT_RUN:
+            detail = f"{replay.status} when replayed in the {role}"
+            return CallComparison(CallVerdict.NOT_REPLAYABLE, detail)
+    if control is not None and _difference(baseline, control) is not None:
+        return CallComparison(
+            CallVerdict.NONDETERMINISTIC, "differs between two replays in the baseline"
+        )
+    base_words, cand_words = baseline.describe(), candidate.describe()
+    if candidate.status in ("raised", "missing") and baseline.status == "returned":
+        return CallComparison(
+            CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
+        )
+    if baseline.status != candidate.status or baseline.exception != candidate.exception:
+        detail = f"{base_words} in the baseline, {cand_words} in the candidate"
+        if base_words == cand_words and baseline.exception and candidate.exception:
+            detail = f"{cand_words} in both; the message now adds: " + _first_line(
+                _added_lines(baseline.exception[1], candidate.exception[1])
+            )
+        return CallComparison(CallVerdict.DIFFERENT_RESULT, detail)
+    result = _difference(baseline, candidate)
+    if result is not None:
+        detail, rel = result
+        return CallComparison(CallVerdict.DIFFERENT_RESULT, detail, max_rel_err=rel)
+    base_warn, cand_warn = set(baseline.warnings), set(candidate.warnings)
+    new = [f"{c}: {m}" for c, m in sorted(cand_warn - base_warn)]
+    gone = [f"{c}: {m}" for c, m in sorted(base_warn - cand_warn)]
+    if new:
+        return CallComparison(CallVerdict.NEW_WARNING, f"new warning {new[0]}", new, gone)
+    detail = f"same; warning gone: {gone[0]}" if gone else "same"
+    return CallComparison(CallVerdict.SAME, detail, [], gone)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _added_lines(before: str, after: str) -> str:
+    """The lines of ``after`` that ``before`` lacks (what a changed message adds)."""
+    known = set(before.splitlines())
+    return "\n".join(line for line in after.splitlines() if line not in known)
+
+
+def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | None:
+    """How ``other``'s outputs differ from ``reference``'s (None: they agree)."""
+    if reference.status != other.status or reference.exception != other.exception:
+        return f"{reference.describe()}, then {other.describe()}", None
+    if len(reference.outputs) != len(other.outputs):
+        return f"{len(reference.outputs)} output(s), then {len(other.outputs)}", None
+    for index, (ref, out) in enumerate(zip(reference.outputs, other.outputs, strict=True)):
+        found = _output_difference(ref, out)
+        if found is not None:
+            words, rel = found
+            return f"output {index}: {words}", rel
+    return None
+
+
+def _output_difference(
+    ref: Mapping[str, Any], out: Mapping[str, Any]
+) -> tuple[str, float | None] | None:
+    if ref.get("t") != out.get("t"):
+        return f"a {ref.get('t')} before, a {out.get('t')} now", None
+    if ref.get("t") == "seq":
+        items_ref, items_out = ref.get("items", []), out.get("items", [])
+        if len(items_ref) != len(items_out) or ref.get("kind") != out.get("kind"):
+            words = f"{ref.get('kind')} of {len(items_ref)}, then {out.get('kind')}"
+            return f"{words} of {len(items_out)}", None
+        for a, b in zip(items_ref, items_out, strict=True):
+            found = _output_difference(a, b)
+            if found is not None:
+                return found
+        return None
+    if ref.get("t") != "tensor":
+        return None if ref == out else (f"{ref.get('v')!r}, then {out.get('v')!r}", None)
+    for key in _METADATA_KEYS:
+        if ref.get(key) != out.get(key):
+            return f"{key} {ref.get(key)} -> {out.get(key)}", None
+    if not ref.get("data") or not out.get("data"):
+        return None  # values too large to keep: metadata agreed, values not compared
+    ref_bytes, out_bytes = (base64.b64decode(o["data"]["b64"]) for o in (ref, out))
+    return _values_difference(ref, ref_bytes, out_bytes)
+
+
+def _values_difference(
+    meta: Mapping[str, Any], ref_bytes: bytes, out_bytes: bytes
+) -> tuple[str, float | None] | None:
+    """Values compared by ``numerics_diff.compare`` (which reads records from files)."""
+    dtype = str(meta["dtype"]).removeprefix("torch.")
+    if dtype not in numerics_diff.DEFAULT_TOLERANCES and dtype not in numerics_diff.INT_CODES:
+        return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
+    shape = tuple(int(n) for n in meta["shape"])
+    with tempfile.TemporaryDirectory(prefix="torchcanary-calls-") as scratch:
+        records = []
+        for name, raw in (("reference", ref_bytes), ("other", out_bytes)):
+            path = Path(scratch) / name
+            path.write_bytes(raw)
+            records.append(numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, path))
+        tolerance = numerics_diff.tolerance_for(dtype, None, None, None)
+        found = numerics_diff.compare(records[0], records[1], tolerance)
+    if not found.drift:
+        return None
+    rtol = found.tolerance.get("rtol", 0.0)
+    return (
+        f"max relative difference {found.max_rel_err:.3g} (tolerance {rtol:g}): {found.reason}",
+        found.max_rel_err,
+    )

@@ -1,0 +1,142 @@
+"""The calls section's report parts: per call site, grouped by severity, with the counts of
+calls recorded, replayed and not replayable, and the diff's matching change where this run's
+diff section found one (read through the section contract, its stored rows)."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from torchcanary import sections
+from torchcanary.calls.compare import CallVerdict
+from torchcanary.calls.result import CallChange, CallsSummary, SummaryStatus, from_rows
+from torchcanary.calls.section import POLICY_DEFAULTS, SECTION
+from torchcanary.section_types import JUnitCase
+
+DIFF = "diff"  # the section whose stored changes announce what a call now does
+_GROUPS = (
+    (CallVerdict.RAISES_NOW, "Raises now"),
+    (CallVerdict.DIFFERENT_RESULT, "Different result"),
+    (CallVerdict.NEW_WARNING, "New warning"),
+    (CallVerdict.NONDETERMINISTIC, "Nondeterministic (differs in the baseline's control)"),
+    (CallVerdict.NOT_REPLAYABLE, "Not replayable"),
+)
+
+
+def _rows(view: Any) -> tuple[CallsSummary | None, list[CallChange]]:
+    records = from_rows(view.sections.get(SECTION, []))
+    summary = next((r for r in records if isinstance(r, CallsSummary)), None)
+    return summary, [r for r in records if isinstance(r, CallChange)]
+
+
+def announced(view: Any) -> dict[str, str]:
+    """What the diff of this run says of each symbol: its change and the notes' words."""
+    if DIFF not in sections.registered() or not view.sections.get(DIFF):
+        return {}
+    read = sections.get_section(DIFF).record_from_json
+    words: dict[str, str] = {}
+    for row in view.sections[DIFF]:
+        record: Any = read(row.to_json())
+        symbol = getattr(record, "symbol", "")
+        if symbol:
+            notes = "; ".join(getattr(record, "mentions", ()))
+            said = f"{record.verdict}: {record.detail}" + (f" (notes: {notes})" if notes else "")
+            words[symbol] = said
+    return words
+
+
+def _link(change: CallChange, diff_words: dict[str, str]) -> str:
+    name = change.callable.removeprefix("torch.Tensor.")
+    for symbol in (change.callable, f"torch.{name}", f"torch.Tensor.{name}"):
+        if symbol in diff_words:
+            return diff_words[symbol]
+    return ""
+
+
+def _headline(summary: CallsSummary) -> str:
+    if summary.verdict is SummaryStatus.NOT_CHECKED:
+        return f"not checked: {summary.reason}"
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(summary.counts.items()))
+    return (
+        f"{summary.recorded} distinct call(s) recorded under the baseline, "
+        f"{summary.replayed} replayed in both versions, "
+        f"{summary.recorded - summary.replayed} not replayable ({counts}); "
+        f"your command while recorded: {summary.recording_run}"
+    )
+
+
+def _lines(view: Any) -> list[tuple[str, list[str]]]:
+    _summary, changes = _rows(view)
+    diff_words = announced(view)
+    groups = []
+    for verdict, title in _GROUPS:
+        lines = []
+        for change in (c for c in changes if c.verdict is verdict):
+            link = _link(change, diff_words)
+            ran = f" (ran {change.count}x)" if change.count > 1 else ""
+            line = change.sentence() + ran + (f"; diff: {link}" if link else "")
+            lines.append(line.replace("`", "'"))  # the Markdown shows each line as code
+        if lines:
+            groups.append((title, lines))
+    return groups
+
+
+def markdown(view: Any) -> str:
+    summary, _changes = _rows(view)
+    if summary is None:
+        return ""
+    parts = ["## Your calls, replayed", "", _headline(summary), ""]
+    for title, lines in _lines(view):
+        parts += [f"### {title}", "", *(f"- `{line}`" for line in lines), ""]
+    return "\n".join(parts)
+
+
+def html(view: Any) -> str:
+    summary, _changes = _rows(view)
+    if summary is None:
+        return ""
+    body = [f"<h2>Your calls, replayed</h2><p>{escape(_headline(summary))}</p>"]
+    for title, lines in _lines(view):
+        items = "".join(f"<li><code>{escape(line)}</code></li>" for line in lines)
+        body.append(f"<h3>{escape(title)}</h3><ul>{items}</ul>")
+    return f'<section id="calls">{"".join(body)}</section>'
+
+
+def junit_cases(view: Any) -> list[JUnitCase]:
+    """One case for the replay, one per changed call (a failure when the default policy
+    blocks on its verdict)."""
+    summary, changes = _rows(view)
+    if summary is None:
+        return []
+    suite = "torchcanary.calls"
+    status = "error" if summary.verdict is SummaryStatus.NOT_CHECKED else "passed"
+    cases = [JUnitCase(suite, "record and replay your calls", status, message=_headline(summary))]
+    blocking = set(POLICY_DEFAULTS["calls_block_on"])
+    for change in changes:
+        failed = change.verdict.value in blocking
+        cases.append(
+            JUnitCase(
+                suite,
+                f"{change.site} {change.callable}",
+                "failure" if failed else "passed",
+                message=f"{change.verdict}: {change.detail}",
+            )
+        )
+    return cases
+
+
+def json_parts(view: Any) -> dict[str, Any]:
+    """``calls`` in results.json: the counts and each changed call with its group."""
+    summary, changes = _rows(view)
+    if summary is None:
+        return {}
+    diff_words = announced(view)
+    return {
+        "calls": {
+            "summary": summary.to_json()["payload"] | {"verdict": summary.verdict.value},
+            "changes": [
+                {**c.to_json()["payload"], "verdict": c.verdict.value, "diff": _link(c, diff_words)}
+                for c in changes
+            ],
+        }
+    }

@@ -1,0 +1,59 @@
+"""The calls section's settings: the stack's own (command, --with, env, cwd, ...), read by
+``stack/settings.py``, plus what only the replay needs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchcanary import settings_checks
+from torchcanary.errors import ConfigError
+from torchcanary.stack import settings as stack_settings
+from torchcanary.stack.settings import StackSettings
+
+_OWN = ("candidate_env", "replay_timeout_s")
+
+
+@dataclass(frozen=True)
+class CallsSettings:
+    """``candidate_env``: variables given to the candidate's replay only (to reproduce a
+    setting your deployment gives the new version); ``replay_timeout_s``: per call."""
+
+    stack: StackSettings
+    candidate_env: dict[str, str] = field(default_factory=dict)
+    replay_timeout_s: float = 60.0
+
+    @classmethod
+    def parse(cls, mapping: Mapping[str, Any]) -> CallsSettings:
+        stack_part = {k: v for k, v in mapping.items() if k not in _OWN}
+        parsed = StackSettings.from_json(stack_settings.parse_settings(stack_part))
+        env = mapping.get("candidate_env", {})
+        if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise ConfigError(
+                'calls.candidate_env must be a table of strings, e.g. { MY_FLAG = "1" }'
+            )
+        timeout = settings_checks.number(
+            "calls", "replay_timeout_s", mapping.get("replay_timeout_s", 60.0), low=1
+        )
+        return cls(parsed, dict(env), float(timeout))
+
+    def own_json(self) -> dict[str, Any]:
+        return {
+            "candidate_env": dict(self.candidate_env),
+            "replay_timeout_s": self.replay_timeout_s,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.stack.to_json(), **self.own_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CallsSettings:
+        stack_part = {k: v for k, v in data.items() if k not in _OWN}
+        return cls(
+            StackSettings.from_json(stack_part),
+            dict(data.get("candidate_env", {})),
+            float(data.get("replay_timeout_s", 60.0)),
+        )

@@ -1,0 +1,240 @@
+"""Arguments and outputs of a torch call as plain JSON, and back: the recording format.
+
+A recording is a folder:
+
+- ``calls.jsonl``: one JSON line per distinct call, ``{"id", "level": "api"|"aten",
+  "callable": qualified name, "site": {"file", "line", "function"}, "signature": str,
+  "count": int, "args": [...], "kwargs": {...}, "replayable": bool, "why_not": str|null}``.
+  ``callable`` is what replay looks up from ``torch``: ``torch.add``,
+  ``torch.nn.functional.relu``, ``torch.Tensor.add`` (api) or ``torch.ops.aten.add.Tensor``
+  (aten). Calls are distinct by (site, callable, signature); ``count`` says how often each ran.
+- ``values.bin``: the bytes of small tensors (contiguous, native byte order), referenced by
+  offset and length.
+- ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "not_replayable":
+  {why_not: count}, "values_bytes", "values_budget"}``.
+
+Encoded values:
+
+- ``{"t": "tensor", "dtype", "shape", "stride", "device", "layout", "requires_grad",
+  "data": {"offset", "length"}|null}``: a tensor; ``data`` is null when it was too large,
+  over the budget or not on a readable device (the call is then not replayable and
+  ``why_not`` says which);
+- ``{"t": "scalar", "v", "type"}``: ``type`` is bool, int, float, complex or str; a float that
+  is not finite has ``v`` "nan", "inf" or "-inf", a complex ``v`` is ``[real, imag]``;
+- ``{"t": "seq", "kind": "list"|"tuple", "items"}``;
+- ``{"t": "dtype"|"device"|"layout"|"memory_format", "v"}`` (``v`` as torch spells it);
+- ``{"t": "slice", "start", "stop", "step"}`` and ``{"t": "ellipsis"}`` (indexing);
+- ``{"t": "none"}``;
+- ``{"t": "opaque", "type"}``: anything else (a custom object, a generator, a file): the call
+  is counted, named and not replayed.
+
+A replay result line (``replay-<role>.jsonl``) carries its outputs in the same encoding, with
+``data`` inline as ``{"b64": ...}`` and a tensor output's ``alias_of`` (the index of the
+positional argument whose storage it shares, or null).
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import math
+from typing import Any, BinaryIO
+
+import torch
+
+FORMAT_VERSION = 1
+MAX_ELEMENTS = 4096  # a tensor with more elements is described, not kept
+VALUES_BUDGET = 64 << 20  # bytes of values.bin in all; beyond it, data null
+_NAMED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout"}
+
+
+class NotReplayable(Exception):
+    """An encoded value that cannot be rebuilt; ``str()`` says why."""
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> bytes:
+    """The elements' bytes, contiguous; read through ctypes so numpy is not needed."""
+    flat = tensor.detach().to("cpu").contiguous()
+    size = flat.numel() * flat.element_size()
+    return ctypes.string_at(flat.data_ptr(), size) if size else b""
+
+
+def _readable(tensor: torch.Tensor) -> str | None:
+    """Why a tensor's values cannot be kept, or None."""
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+        return f"tensor subclass {type(tensor).__name__}"
+    if tensor.layout != torch.strided:
+        return f"layout {tensor.layout}"
+    if tensor.device.type == "meta":
+        return "meta tensor"
+    if tensor.is_quantized:
+        return "quantized tensor"
+    if tensor.numel() > MAX_ELEMENTS:
+        return f"tensor of {tensor.numel()} elements (more than {MAX_ELEMENTS} are not kept)"
+    return None
+
+
+def tensor_meta(tensor: torch.Tensor) -> dict[str, Any]:
+    """A tensor's description without its values."""
+    strided = tensor.layout == torch.strided
+    return {
+        "t": "tensor",
+        "dtype": str(tensor.dtype),
+        "shape": list(tensor.shape),
+        "stride": list(tensor.stride()) if strided else None,
+        "device": str(tensor.device),
+        "layout": str(tensor.layout),
+        "requires_grad": bool(tensor.requires_grad),
+        "data": None,
+    }
+
+
+def _scalar(value: bool | int | float | complex | str) -> dict[str, Any]:
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"t": "scalar", "v": str(value), "type": "float"}
+    if isinstance(value, complex):
+        return {"t": "scalar", "v": [value.real, value.imag], "type": "complex"}
+    return {"t": "scalar", "v": value, "type": type(value).__name__}
+
+
+def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
+    """Encode ``value``; ``tensor(t)`` encodes each tensor; reasons it cannot be replayed are
+    appended to ``why_not``."""
+    if isinstance(value, torch.Tensor):
+        return tensor(value)
+    if value is None:
+        return {"t": "none"}
+    if isinstance(value, (bool, int, float, complex, str)):
+        return _scalar(value)
+    if isinstance(value, (list, tuple)):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return {"t": "seq", "kind": kind, "items": [describe(v, tensor, why_not) for v in value]}
+    if type(value) in _NAMED:
+        return {"t": _NAMED[type(value)], "v": str(value)}
+    if isinstance(value, torch.memory_format):
+        return {"t": "memory_format", "v": str(value)}
+    if isinstance(value, slice):
+        parts = [describe(v, tensor, why_not) for v in (value.start, value.stop, value.step)]
+        return {"t": "slice", "start": parts[0], "stop": parts[1], "step": parts[2]}
+    if value is Ellipsis:
+        return {"t": "ellipsis"}
+    kind = type(value).__module__ + "." + type(value).__qualname__
+    why_not.append(f"argument of type {kind}")
+    return {"t": "opaque", "type": kind}
+
+
+def signature_of(encoded: Any) -> str:
+    """A short text for an encoded value, without tensor data: what makes two calls the same."""
+    if isinstance(encoded, list):
+        return ", ".join(signature_of(e) for e in encoded)
+    if isinstance(encoded, dict) and "t" not in encoded:
+        return ", ".join(f"{k}={signature_of(v)}" for k, v in encoded.items())
+    kind = encoded["t"]
+    if kind == "tensor":
+        grad = "+grad" if encoded["requires_grad"] else ""
+        dims = ",".join(map(str, encoded["shape"]))
+        return f"{encoded['dtype'][6:]}[{dims}]/{encoded['stride']}@{encoded['device']}{grad}"
+    if kind == "seq":
+        inner = signature_of(encoded["items"])
+        return f"[{inner}]" if encoded["kind"] == "list" else f"({inner})"
+    if kind == "scalar":
+        return repr(encoded["v"])
+    if kind == "slice":
+        return ":".join(signature_of(encoded[k]) for k in ("start", "stop", "step"))
+    if kind == "opaque":
+        return f"<{encoded['type']}>"
+    return str(encoded.get("v", kind))
+
+
+class ValueStore:
+    """Appends small tensors' bytes to ``values.bin``, up to a total budget."""
+
+    def __init__(self, stream: BinaryIO, budget: int = VALUES_BUDGET) -> None:
+        self._stream = stream
+        self.budget = budget
+        self.used = 0
+
+    def keep(self, tensor: torch.Tensor, why_not: list[str]) -> dict[str, Any]:
+        encoded = tensor_meta(tensor)
+        reason = _readable(tensor)
+        if reason is None:
+            raw = _tensor_bytes(tensor)
+            if self.used + len(raw) > self.budget:
+                reason = f"values budget of {self.budget} bytes spent"
+            else:
+                encoded["data"] = {"offset": self.used, "length": len(raw)}
+                self._stream.write(raw)
+                self.used += len(raw)
+        if reason is not None:
+            why_not.append(reason)
+        return encoded
+
+
+def output_tensor(tensor: torch.Tensor, inputs: dict[int, int]) -> dict[str, Any]:
+    """A replay's output tensor: its description, its values inline when small, and which
+    positional argument's storage it shares (``inputs``: storage address -> index)."""
+    encoded = tensor_meta(tensor)
+    if _readable(tensor) is None:
+        encoded["data"] = {"b64": base64.b64encode(_tensor_bytes(tensor)).decode("ascii")}
+    try:
+        address = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        address = 0
+    encoded["alias_of"] = inputs.get(address) if address else None
+    return encoded
+
+
+def _by_name(text: str) -> Any:
+    value = getattr(torch, text.rpartition(".")[2], None)
+    if value is None:
+        raise NotReplayable(f"torch has no {text}")
+    return value
+
+
+def rebuild(encoded: dict[str, Any], values: bytes) -> Any:
+    """The value an encoding describes, tensors filled from ``values`` (``values.bin``)."""
+    kind = encoded["t"]
+    if kind == "tensor":
+        return _rebuild_tensor(encoded, values)
+    if kind == "none":
+        return None
+    if kind == "scalar":
+        return _rebuild_scalar(encoded)
+    if kind == "seq":
+        items = [rebuild(item, values) for item in encoded["items"]]
+        return items if encoded["kind"] == "list" else tuple(items)
+    if kind in ("dtype", "layout", "memory_format"):
+        return _by_name(encoded["v"])
+    if kind == "device":
+        return torch.device(encoded["v"])
+    if kind == "slice":
+        return slice(*(rebuild(encoded[k], values) for k in ("start", "stop", "step")))
+    if kind == "ellipsis":
+        return Ellipsis
+    raise NotReplayable(f"argument of type {encoded.get('type', kind)}")
+
+
+def _rebuild_scalar(encoded: dict[str, Any]) -> Any:
+    kind, value = encoded.get("type"), encoded["v"]
+    if kind == "float":
+        return float(value)
+    if kind == "complex":
+        return complex(value[0], value[1])
+    return value
+
+
+def _rebuild_tensor(encoded: dict[str, Any], values: bytes) -> torch.Tensor:
+    data = encoded["data"]
+    if data is None:
+        raise NotReplayable("a tensor whose values were not kept")
+    dtype = _by_name(encoded["dtype"])
+    raw = values[data["offset"] : data["offset"] + data["length"]]
+    shape = tuple(encoded["shape"])
+    result = torch.empty_strided(shape, tuple(encoded["stride"]), dtype=dtype)
+    if raw:
+        flat = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+        result.copy_(flat)
+    result = result.to(encoded["device"])
+    if encoded["requires_grad"]:
+        result.requires_grad_(True)
+    return result

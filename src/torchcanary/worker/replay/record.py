@@ -1,0 +1,209 @@
+"""Records the torch calls a user's code makes, at two levels, deduplicated.
+
+- api: each public call as written in the user's code (``torch.*``,
+  ``torch.nn.functional.*``, Tensor methods), seen by a ``TorchFunctionMode``; a call torch
+  makes internally is not one of these (its ATen operators are, below).
+- aten: each ATen operator below, seen by a ``TorchDispatchMode``, attributed to the user's
+  call site.
+
+A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
+distinct by (site, callable, signature) and counted, so a training loop records each once;
+only the first of each keeps its small tensors' values (see ``encode`` for the format).
+Random generators are seeded when recording starts, and the seed is written down.
+
+Turned on by ``TORCHCANARY_RECORD_CALLS=<folder>``: under pytest with
+``-p torchcanary.worker.replay.pytest_record``, or around a workload with
+:func:`record_calls`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchcanary.worker.calls import CALLS_RECORD_VAR
+from torchcanary.worker.replay.encode import (
+    FORMAT_VERSION,
+    ValueStore,
+    describe,
+    signature_of,
+    tensor_meta,
+)
+
+SEED = 20260  # seeded at the start of recording and before each replayed call
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
+# Torch frames between the mode and the user that still make a call "as written": the
+# override machinery and the called function's own wrapper.
+_PASS_THROUGH = ("overrides.py", "_tensor.py")
+_guard = threading.local()
+
+
+def _user_site(frame: FrameType | None, called: str = "") -> tuple[dict[str, Any] | None, bool]:
+    """(the user's call site, whether the call was written there): walks out past torch and
+    torchcanary; the call is direct when every torch frame on the way is pass-through or the
+    called function itself."""
+    direct = True
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_OURS_DIR):
+            frame = frame.f_back
+            continue
+        if filename.startswith(_TORCH_DIR):
+            if not filename.endswith(_PASS_THROUGH) and frame.f_code.co_name != called:
+                direct = False
+            frame = frame.f_back
+            continue
+        site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
+        return site, direct
+    return None, False
+
+
+class Recording:
+    """The distinct calls seen so far, and where they go on disk."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self._values_file = open(folder / "values.bin", "wb")  # noqa: SIM115 - closed in save
+        self._values = ValueStore(self._values_file)
+        self._calls: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        self.total = 0
+        self._lock = threading.Lock()
+        self._saved = False
+
+    def note(self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any) -> None:
+        """Count one call; the first of its kind is encoded with its small tensors' values."""
+        signature = signature_of(
+            [describe(a, tensor_meta, []) for a in args]
+            + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
+        )
+        key = (site["file"], site["line"], name, signature)
+        with self._lock:
+            self.total += 1
+            known = self._calls.get(key)
+            if known is not None:
+                known["count"] += 1
+                return
+            why_not: list[str] = []
+            keep = lambda tensor: self._values.keep(tensor, why_not)  # noqa: E731
+            entry = {
+                "id": len(self._calls),
+                "level": level,
+                "callable": name,
+                "site": site,
+                "signature": signature,
+                "count": 1,
+                "args": [describe(a, keep, why_not) for a in args],
+                "kwargs": {k: describe(v, keep, why_not) for k, v in kwargs.items()},
+                "replayable": True,
+                "why_not": None,
+            }
+            if why_not:
+                entry["replayable"] = False
+                entry["why_not"] = "; ".join(dict.fromkeys(why_not))
+            self._calls[key] = entry
+
+    def save(self) -> dict[str, Any]:
+        """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
+        with self._lock:
+            if not self._saved:
+                self._values_file.close()
+                self._saved = True
+            calls = list(self._calls.values())
+        with open(self.folder / "calls.jsonl", "w", encoding="utf-8") as out:
+            for entry in calls:
+                out.write(json.dumps(entry) + "\n")
+        skipped = Counter(e["why_not"] for e in calls if not e["replayable"])
+        meta = {
+            "format": FORMAT_VERSION,
+            "seed": SEED,
+            "torch": torch.__version__,
+            "calls": self.total,
+            "distinct": len(calls),
+            "not_replayable": dict(skipped),
+            "values_bytes": self._values.used,
+            "values_budget": self._values.budget,
+        }
+        (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
+        return meta
+
+
+class _ApiMode(TorchFunctionMode):
+    """Sees each public torch call; keeps those written in the user's own code."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self._recording = recording
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if not getattr(_guard, "busy", False):
+            name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
+            if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
+                site, direct = _user_site(sys._getframe(1), getattr(func, "__name__", ""))
+                if site is not None and direct:
+                    _guard.busy = True
+                    try:
+                        self._recording.note("api", name, site, args, kwargs)
+                    finally:
+                        _guard.busy = False
+        return func(*args, **kwargs)
+
+
+class _AtenMode(TorchDispatchMode):
+    """Sees each ATen operator, attributed to the user's call site."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self._recording = recording
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if not getattr(_guard, "busy", False):
+            site, _ = _user_site(sys._getframe(1))
+            if site is not None:
+                name = f"torch.ops.{func.namespace}.{func._opname}.{func._overloadname}"
+                _guard.busy = True
+                try:
+                    self._recording.note("aten", name, site, args, kwargs)
+                finally:
+                    _guard.busy = False
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
+    """Record every torch call made inside the block into ``folder``."""
+    recording = Recording(Path(folder))
+    torch.manual_seed(SEED)
+    try:
+        with _ApiMode(recording), _AtenMode(recording):
+            yield recording
+    finally:
+        recording.save()
+
+
+def start_from_environment() -> contextlib.ExitStack | None:
+    """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
+    way in); the recording is also saved at exit, so a run that ends abruptly keeps it."""
+    folder = os.environ.get(CALLS_RECORD_VAR)
+    if not folder:
+        return None
+    stack = contextlib.ExitStack()
+    recording = stack.enter_context(record_calls(folder))
+    atexit.register(recording.save)
+    return stack

@@ -1,0 +1,110 @@
+"""The calls section's pure comparison: one recorded call's replays, verdict and words."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+
+
+def _float_tensor(values: list[float]) -> dict[str, Any]:
+    meta = {
+        "t": "tensor",
+        "dtype": "torch.float32",
+        "shape": [len(values)],
+        "stride": [1],
+        "device": "cpu",
+        "layout": "torch.strided",
+        "alias_of": None,
+        "data": {"b64": base64.b64encode(struct.pack(f"={len(values)}f", *values)).decode()},
+    }
+    return meta
+
+
+def _returned(values: list[float], **extra: Any) -> Replay:
+    line = {"status": "returned", "outputs": [{**_float_tensor(values), **extra}], "warnings": []}
+    return Replay.from_json(line)
+
+
+def test_a_call_that_raises_only_in_the_candidate_is_raises_now_with_both_sides_named() -> None:
+    raised = Replay.from_json(
+        {"status": "raised", "exception": {"type": "UnpicklingError", "message": "weights"}}
+    )
+    found = compare_call(_returned([1.0]), raised, _returned([1.0]))
+    assert found.verdict is CallVerdict.RAISES_NOW
+    expected = "returns in the baseline, raises UnpicklingError: weights in the candidate"
+    assert found.detail == expected
+
+
+def test_a_callable_gone_from_the_candidate_is_raises_now() -> None:
+    found = compare_call(_returned([1.0]), Replay.from_json({"status": "missing"}))
+    assert found.verdict is CallVerdict.RAISES_NOW
+    assert "does not exist" in found.detail
+
+
+def test_values_beyond_the_dtype_tolerance_are_a_different_result_with_the_relative_error() -> None:
+    found = compare_call(_returned([1.0, 2.0]), _returned([1.0, 2.01]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail.startswith("output 0: max relative difference 0.005 (tolerance 1.3e-06)")
+
+
+def test_values_within_the_dtype_tolerance_are_the_same() -> None:
+    found = compare_call(_returned([1.0, 2.0]), _returned([1.0, 2.0 + 1e-7]))
+    assert found.verdict is CallVerdict.SAME
+
+
+def test_changed_output_metadata_is_named() -> None:
+    found = compare_call(_returned([1.0]), _returned([1.0], stride=[2]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail == "output 0: stride [1] -> [2]"
+
+
+def test_a_call_whose_two_baseline_replays_differ_is_nondeterministic_not_a_change() -> None:
+    found = compare_call(_returned([1.0]), _returned([5.0]), control=_returned([3.0]))
+    assert found.verdict is CallVerdict.NONDETERMINISTIC
+
+
+def test_new_and_gone_warnings_are_listed() -> None:
+    warned = {"status": "returned", "warnings": [{"category": "FutureWarning", "message": "x"}]}
+    found = compare_call(Replay.from_json({"status": "returned"}), Replay.from_json(warned))
+    assert found.verdict is CallVerdict.NEW_WARNING
+    assert found.new_warnings == ["FutureWarning: x"]
+    back = compare_call(Replay.from_json(warned), Replay.from_json({"status": "returned"}))
+    assert back.verdict is CallVerdict.SAME and back.gone_warnings == ["FutureWarning: x"]
+
+
+def test_a_crashed_or_unrecordable_call_is_not_replayable_and_says_why() -> None:
+    crashed = compare_call(_returned([1.0]), Replay.from_json({"status": "crashed"}))
+    assert crashed.verdict is CallVerdict.NOT_REPLAYABLE
+    assert crashed.detail == "crashed when replayed in the candidate"
+    opaque = compare_call(None, None, why_not="argument of type Generator")
+    assert opaque.verdict is CallVerdict.NOT_REPLAYABLE
+    assert opaque.detail == "argument of type Generator"
+
+
+def test_an_output_that_now_aliases_its_input_is_named() -> None:
+    found = compare_call(_returned([1.0]), _returned([1.0], alias_of=0))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail == "output 0: alias_of None -> 0"
+
+
+def test_an_exception_whose_message_grew_names_what_it_adds() -> None:
+    def raised(message: str) -> Replay:
+        exception = {"type": "builtins.RuntimeError", "message": message}
+        return Replay.from_json({"status": "raised", "exception": exception})
+
+    found = compare_call(raised("sizes differ"), raised("sizes differ\nraised from cat.h:3"))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    expected = (
+        "raises RuntimeError: sizes differ in both; the message now adds: raised from cat.h:3"
+    )
+    assert found.detail == expected
+
+
+def test_the_values_of_uninitialised_outputs_are_not_compared() -> None:
+    line = {"status": "returned", "outputs": [_float_tensor([1.0])]}
+    other = {"status": "returned", "outputs": [_float_tensor([9.0])]}
+    found = compare_call(Replay.from_json(line, False), Replay.from_json(other, False))
+    assert found.verdict is CallVerdict.SAME

@@ -1,0 +1,158 @@
+"""The calls section's in-environment half, on the real interpreters of both versions: a tiny
+script recorded under the baseline (2.13), replayed under the candidate (2.14) and again under
+the baseline. The crash, the hang and the missing callable are made by editing the recording
+(a torch that really crashes or hangs on a call is not at hand), as the replay must survive
+them whatever their cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchcanary.envs.cache import Environment
+from torchcanary.worker import calls
+
+SCRIPT = """
+import warnings
+import torch
+import torch.nn.functional as F
+
+warnings.simplefilter("ignore")
+for step in range(5):
+    x = torch.full((2, 3), float(step))
+    y = F.relu(x - 1.0)
+try:
+    torch.ones(2, 3) @ torch.ones(2, 3)
+except RuntimeError:
+    pass
+copied = torch.tensor(torch.ones(2))
+g = torch.Generator().manual_seed(0)
+noise = torch.rand(3, generator=g)
+"""
+
+
+def _run(env: Environment, import_root: Path, args: list[str], **extra: str) -> str:
+    environ = {**os.environ, "PYTHONPATH": str(import_root), **extra}
+    done = subprocess.run(
+        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def recording(
+    baseline_env: Environment, import_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The script recorded through the plugin's way in (the variable), then edited."""
+    root = tmp_path_factory.mktemp("replay")
+    (root / "user_script.py").write_text(SCRIPT)
+    folder = root / "recording"
+    runner = (
+        "import runpy, sys\n"
+        "from torchcanary.worker.replay.record import start_from_environment\n"
+        "with start_from_environment():\n"
+        f"    runpy.run_path({str(root / 'user_script.py')!r})\n"
+    )
+    _run(baseline_env, import_root, ["-c", runner], **{calls.CALLS_RECORD_VAR: str(folder)})
+    return folder
+
+
+def _calls(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
+
+
+def _edited(recording: Path, target: Path) -> Path:
+    """A copy with three calls added: one missing, one that crashes, one that hangs."""
+    target.mkdir()
+    (target / "values.bin").write_bytes((recording / "values.bin").read_bytes())
+    entries = _calls(recording)
+    template = {"level": "api", "site": {"file": "edited", "line": 1, "function": "f"}}
+    extra = [
+        ("torch.no_such_function", []),
+        ("torch.os.abort", []),
+        ("torch.os.system", [{"t": "scalar", "v": "sleep 30", "type": "str"}]),
+        ("torch.zeros", [{"t": "scalar", "v": 2, "type": "int"}]),  # the one after them
+    ]
+    for name, args in extra:
+        entries.append(
+            {
+                **template,
+                "id": len(entries),
+                "callable": name,
+                "signature": "",
+                "count": 1,
+                "args": args,
+                "kwargs": {},
+                "replayable": True,
+                "why_not": None,
+            }
+        )
+    (target / "calls.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return target
+
+
+def test_recording_counts_each_distinct_call_once_with_where_it_was_made(
+    recording: Path,
+) -> None:
+    entries = _calls(recording)
+    relu = [e for e in entries if e["callable"] == "torch.nn.functional.relu"]
+    assert len(relu) == 1 and relu[0]["count"] == 5 and relu[0]["level"] == "api"
+    assert relu[0]["site"]["file"].endswith("user_script.py") and relu[0]["site"]["line"] == 9
+    aten_relu = [e for e in entries if e["callable"] == "torch.ops.aten.relu.default"]
+    assert aten_relu[0]["count"] == 5 and aten_relu[0]["site"]["line"] == 9
+    rand = next(e for e in entries if e["callable"] == "torch.rand")
+    assert not rand["replayable"] and "Generator" in rand["why_not"]
+    meta = json.loads((recording / "meta.json").read_text())
+    assert meta["torch"].startswith("2.13") and meta["distinct"] == len(entries)
+    assert sum(meta["not_replayable"].values()) >= 2  # torch.rand and its aten operator
+
+
+def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> dict:
+    """Replay through the module's command line; returns the results by callable (api)."""
+    command = ["-m", calls.CALLS_REPLAY_MAIN, str(folder), str(output), "--timeout", "2"]
+    printed = _run(env, import_root, command)
+    results = {r["id"]: r for r in map(json.loads, output.read_text().splitlines())}
+    entries = {e["id"]: e for e in _calls(folder)}
+    assert set(results) == set(entries)  # one line per call, none dropped
+    by_name = {
+        entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "api"
+    }
+    by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
+    return by_name
+
+
+def _check_user_calls(by_name: dict) -> None:
+    assert by_name["torch.nn.functional.relu"]["status"] == "returned"
+    assert by_name["torch.nn.functional.relu"]["outputs"][0]["data"]["b64"]
+    assert by_name["torch.Tensor.matmul"]["status"] == "raised"
+    assert by_name["torch.Tensor.matmul"]["exception"]["type"] == "builtins.RuntimeError"
+    assert any("copy construct" in w["message"] for w in by_name["torch.tensor"]["warnings"])
+    assert by_name["torch.rand"]["status"] == "not-replayable"
+    assert "Generator" in by_name["torch.rand"]["why_not"]
+
+
+def test_candidate_replay_reports_each_call_and_survives_crash_and_hang(
+    recording: Path, candidate_env: Environment, import_root: Path, tmp_path: Path
+) -> None:
+    folder = _edited(recording, tmp_path / "edited")
+    by_name = _replay(candidate_env, import_root, folder, tmp_path / "replay-candidate.jsonl")
+    _check_user_calls(by_name)
+    assert by_name["torch.no_such_function"]["status"] == "missing"
+    assert by_name["torch.os.abort"]["status"] == "crashed"
+    assert by_name["torch.os.system"]["status"] == "timeout"
+    assert by_name["torch.zeros"]["status"] == "returned"  # the calls after them went on
+    counts = by_name["(counts)"]
+    assert counts["crashed"] == 1 and counts["timeout"] == 1 and counts["missing"] == 1
+
+
+def test_baseline_control_replay_gives_the_same_outcomes(
+    recording: Path, baseline_env: Environment, import_root: Path, tmp_path: Path
+) -> None:
+    by_name = _replay(baseline_env, import_root, recording, tmp_path / "replay-baseline.jsonl")
+    _check_user_calls(by_name)
+    assert set(by_name["(counts)"]) == {"returned", "raised", "not-replayable"}
