@@ -230,10 +230,15 @@ def _rebuild_tensor(encoded: dict[str, Any], values: bytes) -> torch.Tensor:
     dtype = _by_name(encoded["dtype"])
     raw = values[data["offset"] : data["offset"] + data["length"]]
     shape = tuple(encoded["shape"])
-    result = torch.empty_strided(shape, tuple(encoded["stride"]), dtype=dtype)
-    if raw:
-        flat = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
-        result.copy_(flat)
+    stride = tuple(encoded["stride"])
+    flat = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape) if raw else None
+    if flat is not None and 0 in stride:  # an expanded tensor: rebuilt expanded again
+        index = tuple(slice(0, 1) if step == 0 else slice(None) for step in stride)
+        result = flat[index].contiguous().expand(shape)
+    else:
+        result = torch.empty_strided(shape, stride, dtype=dtype)
+        if flat is not None:
+            result.copy_(flat)
     result = result.to(encoded["device"])
     if encoded["requires_grad"]:
         result.requires_grad_(True)

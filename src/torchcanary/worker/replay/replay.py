@@ -72,6 +72,8 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
         kwargs = {k: rebuild(v, values) for k, v in call["kwargs"].items()}
     except NotReplayable as exc:
         return _result(call["id"], "not-replayable", why_not=str(exc))
+    except (RuntimeError, ValueError, TypeError) as exc:  # an argument this torch cannot build
+        return _result(call["id"], "not-replayable", why_not=f"arguments not rebuilt: {exc}")
     inputs: dict[int, int] = {}
     for index, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
