@@ -72,8 +72,9 @@ def test_a_policy_file_with_every_documented_key_loads_for_every_subcommand(
     lines = [f"{key} = {_toml_value(value)}" for key, value in everything.items()]
     (tmp_path / "policy.toml").write_text("[policy]\n" + "\n".join(lines) + "\n")
     for sections in [list(ALL_SECTIONS), *([s] for s in ALL_SECTIONS)]:
-        stack = {"stack": {"command": "pytest -q"}}  # a stack without a command is left out
-        flags = {"policy_file": "policy.toml", "sections": sections, "section_overrides": stack}
+        # A stack or calls section without a command is left out.
+        commands = {"stack": {"command": "pytest -q"}, "calls": {"command": "pytest -q"}}
+        flags = {"policy_file": "policy.toml", "sections": sections, "section_overrides": commands}
         policy = load_settings(None, flags, tmp_path).plan.policy
         assert policy == CORE_POLICY_DEFAULTS | policy_defaults(tuple(sections))
 
