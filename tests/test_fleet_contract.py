@@ -39,6 +39,17 @@ def slurm_executor(session_temp_dir: Path, tmp_path_factory) -> Iterator[Any]:
         assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
 
 
+@pytest.fixture(scope="module")
+def ray_executor(ray_cluster: Any) -> Iterator[Any]:
+    """The Ray executor on the session's cluster, connected for this module alone: Ray's
+    connection is one per process, and the drill modules after this one connect to clusters
+    of their own."""
+    from torchcanary.fleet.connect import connect_fleet
+
+    with connect_fleet(ray_cluster.address, timeout_s=60) as executor:
+        yield executor
+
+
 @pytest.fixture(
     params=[
         pytest.param("ray", marks=pytest.mark.ray),
@@ -46,8 +57,8 @@ def slurm_executor(session_temp_dir: Path, tmp_path_factory) -> Iterator[Any]:
     ]
 )
 def executor(request: pytest.FixtureRequest) -> Any:
-    """Each engine's executor: the session's Ray one (``fleet``) or this module's Slurm one."""
-    return request.getfixturevalue("fleet" if request.param == "ray" else "slurm_executor")
+    """Each engine's executor, on the session's Ray cluster or this module's Slurm one."""
+    return request.getfixturevalue(f"{request.param}_executor")
 
 
 def test_pieces_come_before_the_end_and_a_raising_unit_ends_failed_beside_a_good_one(
