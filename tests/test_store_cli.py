@@ -117,7 +117,7 @@ def test_copy_to_postgresql_then_history_and_compare_read_the_shared_store(
 def test_history_of_an_unknown_id_is_a_usage_error(three_runs, tmp_path):
     db, _ = three_runs
     line = _one_line_error(run_canary("history", "no.such.bench", "--store", db, cwd=tmp_path))
-    sections = "(claims, bench, drill, stack, diff, explain)"
+    sections = "(claims, bench, drill, stack, calls, diff, explain)"
     assert f"no result 'no.such.bench' in any section {sections}" in line
 
 
