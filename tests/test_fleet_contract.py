@@ -1,6 +1,6 @@
 """What every fleet engine owes the driver (``fleet/executor.py``), checked on each engine.
 
-One test, run on a real Ray cluster (conftest.py's session cluster) and a real one-node
+One test, run on a real one-node Ray cluster and a real one-node
 Slurm cluster (tests/slurm_cluster.py): a unit's pieces come back PARTIAL before its one
 end, a unit whose work raises ends FAILED with the error in one line (never lost, never
 missing), and a healthy unit beside it ends OK, each tagged with the node it ran on.
@@ -40,14 +40,20 @@ def slurm_executor(session_temp_dir: Path, tmp_path_factory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def ray_executor(ray_cluster: Any) -> Iterator[Any]:
-    """The Ray executor on the session's cluster, connected for this module alone: Ray's
-    connection is one per process, and the drill modules after this one connect to clusters
-    of their own."""
+def ray_executor() -> Iterator[Any]:
+    """The Ray executor on a one-node cluster of this module's own: the session's cluster
+    would otherwise start here, before the drill modules that start and stop their own."""
+    from fleet_helpers import require_ray
+    from local_cluster import start_local_cluster, stop_local_cluster
     from torchcanary.fleet.connect import connect_fleet
 
-    with connect_fleet(ray_cluster.address, timeout_s=60) as executor:
-        yield executor
+    require_ray()
+    cluster = start_local_cluster(["contract-box"])
+    try:
+        with connect_fleet(cluster.address, timeout_s=60) as executor:
+            yield executor
+    finally:
+        assert stop_local_cluster(cluster) == [], "Ray processes left behind"
 
 
 @pytest.fixture(
