@@ -7,6 +7,7 @@ name ``conftest`` when the whole suite runs.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -89,3 +90,47 @@ def drill_processes_left(
 
     token = placed["placed"][role]["token"]
     return [pid for node in nodes for pid in processes_with_token(node_token(token, node))]
+
+
+# A fleet run of the fleet probes (tests/fixtures/canary_fleet) and what it stored, read
+# straight from its SQLite file while the run goes on: shared by the Ray and Slurm modules.
+FLEET_PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
+
+
+def fleet_run_args(store: Path, output: Path, *more: str) -> list[str]:
+    """``torchcanary run`` of the fleet probes alone, into ``store`` and ``output``."""
+    return [
+        "run",
+        "--only",
+        "claims",
+        "--probe-module",
+        "canary_fleet",
+        "--probes",
+        FLEET_PROBES,
+        "--store",
+        str(store),
+        "--output",
+        str(output),
+        *more,
+    ]
+
+
+def stored_rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    """``sql``'s rows in ``db``; none while the run has not created the file or table yet."""
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as connection:
+        try:
+            return connection.execute(sql).fetchall()
+        except sqlite3.OperationalError:  # not created yet
+            return []
+
+
+def probe_rows(db: Path) -> dict[tuple[str, str, str], tuple[str, float, str]]:
+    """(profile, role, probe) -> (node, started_at, verdict)."""
+    rows = stored_rows(
+        db, "SELECT profile, env_role, probe_id, node, started_at, verdict FROM probe_results"
+    )
+    return {
+        (p, role, pid): (node, started, verdict) for p, role, pid, node, started, verdict in rows
+    }

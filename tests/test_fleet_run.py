@@ -11,58 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cli_helpers import canary_command, canary_env, run_canary
+from fleet_helpers import fleet_run_args, probe_rows, stored_rows
 from local_cluster import local_node_args, node_pids, wait_gone
 
 pytestmark = [pytest.mark.ray, pytest.mark.torch_envs]
-
-PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
-
-
-def _run_args(store: Path, output: Path, *more: str) -> list[str]:
-    return [
-        "run",
-        "--only",
-        "claims",
-        "--probe-module",
-        "canary_fleet",
-        "--probes",
-        PROBES,
-        "--store",
-        str(store),
-        "--output",
-        str(output),
-        *more,
-    ]
-
-
-def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    if not db.exists():
-        return []
-    with sqlite3.connect(db) as connection:
-        try:
-            return connection.execute(sql).fetchall()
-        except sqlite3.OperationalError:  # not created yet
-            return []
-
-
-def _probe_rows(db: Path) -> dict[tuple[str, str, str], tuple[str, float, str]]:
-    """(profile, role, probe) -> (node, started_at, verdict)."""
-    rows = _rows(
-        db, "SELECT profile, env_role, probe_id, node, started_at, verdict FROM probe_results"
-    )
-    return {
-        (p, role, pid): (node, started, verdict) for p, role, pid, node, started, verdict in rows
-    }
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +44,7 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
     try:
         select = ["--fleet-select", "key=feature-box", "--fleet-select", "key=plain-box"]
         first = subprocess.Popen(
-            canary_command(*_run_args(db, output, "--fleet", ray_cluster.address, *select)),
+            canary_command(*fleet_run_args(db, output, "--fleet", ray_cluster.address, *select)),
             cwd=work,
             env=canary_env(),
             stdout=subprocess.PIPE,
@@ -94,14 +54,16 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
         # Kill plain-box once it has stored a result: its slow probe is then running.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and first.poll() is None:
-            if any(key[0] == "plain-box" for key in _probe_rows(db)):
+            if any(key[0] == "plain-box" for key in probe_rows(db)):
                 break
             time.sleep(0.2)
         doomed_pids = node_pids(doomed)
         ray_cluster.remove_node(doomed, allow_graceful=False)
         out, err = first.communicate(timeout=300)
-        before = _probe_rows(db)
-        ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+        before = probe_rows(db)
+        ledger_before = stored_rows(
+            db, "SELECT profile, key, verdict, payload_json FROM section_results"
+        )
         [run_dir] = [p for p in output.iterdir() if p.name != "latest"]
         units_before = json.loads((run_dir / "results.json").read_text())["fleet"]["units"]
         summary_before = (run_dir / "summary.md").read_text()  # --resume rewrites both
@@ -111,7 +73,7 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
             **local_node_args("plain-box", env_vars={"CANARY_TEST_SLOW_S": "1"})
         )
         ray_cluster.wait_for_nodes()
-        resumed = run_canary(*_run_args(db, output, "--resume"), cwd=work, timeout=400)
+        resumed = run_canary(*fleet_run_args(db, output, "--resume"), cwd=work, timeout=400)
         yield {
             "db": db,
             "output": output,
@@ -121,7 +83,7 @@ def fleet_run(ray_cluster, tmp_path_factory) -> dict[str, Any]:
             "units_before": units_before,
             "summary_before": summary_before,
             "resumed": resumed,
-            "after": _probe_rows(db),
+            "after": probe_rows(db),
             "doomed_id": doomed.node_id,
             "fresh_id": fresh.node_id,
             "feature_id": feature.node_id,
@@ -152,7 +114,7 @@ def test_each_profile_runs_on_its_own_node_and_every_result_is_stored_with_node_
     # The probe ran on its node: the verdict follows the node's hardware.
     assert after[("feature-box", "candidate", "fleet.feature")][2] == "confirmed"
     assert after[("plain-box", "candidate", "fleet.feature")][2] == "refuted"
-    manifests = _rows(fleet_run["db"], "SELECT profile, role FROM environments")
+    manifests = stored_rows(fleet_run["db"], "SELECT profile, role FROM environments")
     assert sorted(manifests) == [
         ("feature-box", "baseline"),
         ("feature-box", "candidate"),
@@ -191,7 +153,7 @@ def test_resume_sends_again_only_what_the_dead_node_had_not_finished(fleet_run) 
     redone = {key for key in after if key not in before}
     assert redone and all(key[0] == "plain-box" for key in redone)
     assert all(after[key][0] == fleet_run["fresh_id"] for key in redone)
-    ledger = _rows(fleet_run["db"], "SELECT profile, key, verdict FROM section_results")
+    ledger = stored_rows(fleet_run["db"], "SELECT profile, key, verdict FROM section_results")
     assert sorted(ledger) == [("feature-box", "claims", "ok"), ("plain-box", "claims", "ok")]
 
 
@@ -235,7 +197,7 @@ def test_a_selection_no_node_matches_is_one_line_exit_2_and_starts_no_run(
 ) -> None:
     store = tmp_path / "canary.db"
     done = run_canary(
-        *_run_args(store, tmp_path / "out", "--fleet", ray_cluster.address),
+        *fleet_run_args(store, tmp_path / "out", "--fleet", ray_cluster.address),
         "--fleet-select",
         "key=no-such-box",
         cwd=tmp_path,
@@ -247,7 +209,7 @@ def test_a_selection_no_node_matches_is_one_line_exit_2_and_starts_no_run(
         "torchcanary: error: no node of the fleet matches --fleet-select; its profiles: "
     )
     assert "alpha-box" in line
-    assert _rows(store, "SELECT run_id FROM runs") == []
+    assert stored_rows(store, "SELECT run_id FROM runs") == []
 
 
 def test_an_unreachable_fleet_is_one_line_exit_2_and_writes_nothing(tmp_path) -> None:
@@ -258,7 +220,7 @@ def test_an_unreachable_fleet_is_one_line_exit_2_and_writes_nothing(tmp_path) ->
         port = probe.getsockname()[1]
     store = tmp_path / "canary.db"
     done = run_canary(
-        *_run_args(store, tmp_path / "out", "--fleet", f"ray://127.0.0.1:{port}"),
+        *fleet_run_args(store, tmp_path / "out", "--fleet", f"ray://127.0.0.1:{port}"),
         cwd=tmp_path,
         timeout=120,
     )

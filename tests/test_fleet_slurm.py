@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,7 +21,13 @@ import pytest
 
 from cli_helpers import canary_command, canary_env, run_canary
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-from fleet_helpers import drill_processes_left, unit_ends
+from fleet_helpers import (
+    drill_processes_left,
+    fleet_run_args,
+    probe_rows,
+    stored_rows,
+    unit_ends,
+)
 from slurm_cluster import ClusterUnavailable, SlurmCluster, SlurmNodeSpec
 
 pytestmark = pytest.mark.slurm
@@ -38,7 +43,6 @@ NODES = (
         "plain-box-2", profile="plain-box", env=(("CANARY_TEST_SLOW_S", "1"),), start=False
     ),
 )
-PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
 SMOKE = "fleet_smoke:smoke"
 NOTICED = re.compile(r"noticed (\d+\.\d)s after its last heartbeat")
 
@@ -152,40 +156,6 @@ def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     assert noticed and float(noticed.group(1)) == end.noticed_s < 10, end.error
 
 
-def _run_args(store: Path, output: Path, *more: str) -> list[str]:
-    return [
-        "run",
-        "--only",
-        "claims",
-        "--probe-module",
-        "canary_fleet",
-        "--probes",
-        PROBES,
-        "--store",
-        str(store),
-        "--output",
-        str(output),
-        *more,
-    ]
-
-
-def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    if not db.exists():
-        return []
-    with sqlite3.connect(db) as connection:
-        try:
-            return connection.execute(sql).fetchall()
-        except sqlite3.OperationalError:  # not created yet
-            return []
-
-
-def _probe_rows(db: Path) -> dict[tuple[str, str, str], tuple[str, float, str]]:
-    rows = _rows(
-        db, "SELECT profile, env_role, probe_id, node, started_at, verdict FROM probe_results"
-    )
-    return {(p, r, probe): (node, at, verdict) for p, r, probe, node, at, verdict in rows}
-
-
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) -> dict[str, Any]:
     """`run --fleet slurm` on gpu-box and plain-box; plain-box loses power mid-run; then
@@ -193,7 +163,9 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     work = tmp_path_factory.mktemp("slurm-run")
     db, output = work / "canary.db", work / "out"
     first = subprocess.Popen(
-        canary_command(*_run_args(db, output, "--fleet", "slurm", "--fleet-dir", str(work / "f"))),
+        canary_command(
+            *fleet_run_args(db, output, "--fleet", "slurm", "--fleet-dir", str(work / "f"))
+        ),
         cwd=work,
         env=canary_env(),
         stdout=subprocess.PIPE,
@@ -202,19 +174,23 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and first.poll() is None:
-        if any(key[0] == "plain-box" for key in _probe_rows(db)):
+        if any(key[0] == "plain-box" for key in probe_rows(db)):
             break  # plain-box's slow probe runs now
         time.sleep(0.2)
     struck = time.monotonic()
     slurm_cluster.kill_node("plain-box")
     out, err = first.communicate(timeout=300)
     ended_s = time.monotonic() - struck
-    before = _probe_rows(db)
-    ledger_before = _rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    before = probe_rows(db)
+    ledger_before = stored_rows(
+        db, "SELECT profile, key, verdict, payload_json FROM section_results"
+    )
     reports_before = _reports(output)  # --resume rewrites them
     slurm_cluster.start_node("plain-box-2")
     resumed = run_canary(
-        *_run_args(db, output, "--resume", "--fleet-dir", str(work / "f")), cwd=work, timeout=400
+        *fleet_run_args(db, output, "--resume", "--fleet-dir", str(work / "f")),
+        cwd=work,
+        timeout=400,
     )
     return {
         "db": db,
@@ -225,7 +201,7 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
         "ledger_before": ledger_before,
         "reports_before": reports_before,
         "resumed": resumed,
-        "after": _probe_rows(db),
+        "after": probe_rows(db),
     }
 
 
@@ -297,7 +273,7 @@ def test_resume_on_slurm_redoes_only_what_the_lost_node_had_not_finished(slurm_r
     redone = {key for key in after if key not in before}
     assert redone and all(key[0] == "plain-box" for key in redone)
     assert all(after[key][0] == "plain-box-2" for key in redone)
-    ledger = _rows(slurm_run["db"], "SELECT profile, key, verdict FROM section_results")
+    ledger = stored_rows(slurm_run["db"], "SELECT profile, key, verdict FROM section_results")
     assert sorted(ledger) == [("gpu-box", "claims", "ok"), ("plain-box", "claims", "ok")]
 
 
@@ -373,7 +349,7 @@ def test_a_partition_slurm_does_not_have_is_one_line_exit_2_and_writes_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     done = run_canary(
-        *_run_args(tmp_path / "canary.db", tmp_path / "out", "--fleet", "slurm:nosuch"),
+        *fleet_run_args(tmp_path / "canary.db", tmp_path / "out", "--fleet", "slurm:nosuch"),
         cwd=tmp_path,
         timeout=120,
     )
