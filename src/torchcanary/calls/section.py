@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +81,9 @@ def run(ctx: RunContext) -> None:
     not_replayable: dict[str, int] = {}
     recorded = 0
     notes = _release_text(ctx)
+    _replay_all(ctx, settings, written)
     for recording in written:
-        calls = _replay_and_compare(ctx, settings, recording, counts, notes)
+        calls = _compare(ctx, settings, recording, counts, notes)
         recorded += len(calls)
         for call in calls:
             if not call.get("replayable", True):
@@ -176,26 +179,31 @@ def _release_text(ctx: RunContext) -> ReleaseText | None:
     return release_text(diff_settings, ctx.plan.probe_modules)
 
 
-def _replay_and_compare(
+def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:
+    """Every recording replayed in the three roles, as many at once as there are CPUs: each
+    replay is its own processes, and mostly waits on importing torch."""
+    jobs = [(recording, role) for recording in recordings for role in REPLAYS]
+
+    def replay(job: tuple[_Recording, str]) -> None:
+        recording, replay_role = job
+        env_role = "candidate" if replay_role == "candidate" else "baseline"
+        extra = settings.candidate_env if replay_role == "candidate" else {}
+        environment = ctx.environments[env_role]
+        _replay(environment, ctx.import_root, recording.folder, replay_role, settings, extra)
+
+    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        list(pool.map(replay, jobs))
+
+
+def _compare(
     ctx: RunContext,
     settings: CallsSettings,
     recording: _Recording,
     counts: dict[str, int],
     notes: ReleaseText | None,
 ) -> list[dict[str, Any]]:
-    """Replay one recording in the three roles, judge each call, store the changed ones;
-    returns its calls (``counts`` gains their verdicts)."""
-    for replay_role in REPLAYS:
-        env_role = "candidate" if replay_role == "candidate" else "baseline"
-        extra = settings.candidate_env if replay_role == "candidate" else {}
-        _replay(
-            ctx.environments[env_role],
-            ctx.import_root,
-            recording.folder,
-            replay_role,
-            settings,
-            extra,
-        )
+    """Judge each call of one replayed recording and store the changed ones; returns its
+    calls (``counts`` gains their verdicts)."""
     calls = _read_lines(recording.folder / "calls.jsonl")
     uninitialised = {
         c["id"] for c in calls if any("empty" in p for p in str(c["callable"]).split(".")[-2:])
