@@ -42,7 +42,8 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 def named_by(args: argparse.Namespace) -> bool:
     """``run --stack COMMAND`` or ``run --workload TARGET`` records and replays those calls
     too."""
-    return stack_plugin.named_by(args) or bool(getattr(args, "bench_workloads", None))
+    workloads = args.command == "run" and bool(getattr(args, "bench_workloads", None))
+    return stack_plugin.named_by(args) or workloads
 
 
 def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
