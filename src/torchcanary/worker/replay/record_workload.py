@@ -22,12 +22,12 @@ STEPS = 2
 def record(spec: dict[str, object]) -> None:
     """Build the workload and run its step while the recording is on."""
     target = load_target(str(spec["target"]))
-    seed_everything()
     recording = start_from_environment()
     if recording is None:
         raise UserCodeFailed("TORCHCANARY_RECORD_CALLS is not set; nothing would be recorded")
     params = spec.get("params") or {}
     with recording:
+        seed_everything()  # after the recording's own seed: the bench's numbers, the bench's model
         step = target(**params) if isinstance(params, dict) else target()
         if not callable(step):
             raise UserCodeFailed(f"{spec['target']} returned {type(step).__name__}, not a step")
