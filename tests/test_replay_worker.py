@@ -156,3 +156,43 @@ def test_baseline_control_replay_gives_the_same_outcomes(
     by_name = _replay(baseline_env, import_root, recording, tmp_path / "replay-baseline.jsonl")
     _check_user_calls(by_name)
     assert set(by_name["(counts)"]) == {"returned", "raised", "not-replayable"}
+
+
+COMPILED = """
+import torch
+
+def step(x):
+    return torch.sin(x) * 2 + x.cos()
+
+compiled = torch.compile(step, fullgraph=True, backend="eager")
+result = compiled(torch.ones(3))
+assert torch.allclose(result, step(torch.ones(3)))
+"""
+
+
+def test_fullgraph_compile_runs_under_recording_as_without(
+    baseline_env: Environment, import_root: Path, tmp_path: Path
+) -> None:
+    """Dynamo refuses a frame while a dispatch mode is on; the recording must step aside
+    (recording runs under the baseline; the same script passes under 2.14 too)."""
+    (tmp_path / "compiled.py").write_text(COMPILED)
+    runner = (
+        "import runpy\n"
+        "from torchcanary.worker.replay.record import start_from_environment\n"
+        "with start_from_environment():\n"
+        f"    runpy.run_path({str(tmp_path / 'compiled.py')!r})\n"
+    )
+    folder = tmp_path / "recording"
+    scratch = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    _run(
+        baseline_env,
+        import_root,
+        ["-c", runner],
+        **{calls.CALLS_RECORD_VAR: str(folder)},
+        **scratch,
+    )
+    entries = _calls(folder)
+    sites = {(e["callable"], e["site"]["line"]) for e in entries}
+    # the compiled graph's operators are attributed to the step's own lines
+    assert ("torch.ones", 8) in sites and ("torch.ops.aten.sin.default", 5) in sites
+    assert all(e["site"]["file"].endswith("compiled.py") for e in entries)

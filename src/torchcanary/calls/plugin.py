@@ -1,8 +1,9 @@
 """The calls section's entry in the section contract (registered in pyproject.toml).
 
 Its own subcommand takes the stack's options (``torchcanary calls 'pytest tests/' --with
-'-e .'``); in ``run`` it adds no flags of its own and records the stack's command whenever
-one is given (``--stack``, read with the stack's other options).
+'-e .'``); in ``run`` it adds no flags of its own and records the stack's command and the
+bench's workloads whenever one is given (``--stack``, read with the stack's other options;
+``--workload``, the bench's flag).
 """
 
 from __future__ import annotations
@@ -31,23 +32,28 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own."""
     settings = stack_plugin.flag_settings(args)
+    if getattr(args, "bench_workloads", None):
+        settings["workloads"] = list(args.bench_workloads)
     if getattr(args, "calls_replay_timeout_s", None) is not None:
         settings["replay_timeout_s"] = args.calls_replay_timeout_s
     return settings
 
 
 def named_by(args: argparse.Namespace) -> bool:
-    """``run --stack COMMAND`` records and replays that command's calls too."""
-    return stack_plugin.named_by(args)
+    """``run --stack COMMAND`` or ``run --workload TARGET`` records and replays those calls
+    too."""
+    workloads = args.command == "run" and bool(getattr(args, "bench_workloads", None))
+    return stack_plugin.named_by(args) or workloads
 
 
 def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
-    if str(settings.get("command", "")).strip():
+    if str(settings.get("command", "")).strip() or settings.get("workloads"):
         return None
     return (
-        "the calls section has no command to record; give one, e.g. "
-        "`torchcanary calls 'pytest tests/'` or `run --stack 'pytest tests/'`",
-        "no command to record (add one with --stack 'pytest tests/')",
+        "the calls section has no command or workload to record; give one, e.g. "
+        "`torchcanary calls 'pytest tests/'`, `run --stack 'pytest tests/'` or "
+        "`run --workload pkg.bench:step`",
+        "no command or workload to record (add one with --stack 'pytest tests/')",
     )
 
 

@@ -61,7 +61,7 @@ def _headline(summary: CallsSummary) -> str:
         f"{summary.recorded} distinct call(s) recorded under the baseline, "
         f"{summary.replayed} replayed in both versions, "
         f"{summary.recorded - summary.replayed} not replayable ({counts}); "
-        f"your command while recorded: {summary.recording_run}"
+        f"while recorded: {summary.recording_run}"
     )
 
 
@@ -75,6 +75,8 @@ def _lines(view: Any) -> list[tuple[str, list[str]]]:
             link = _link(change, diff_words)
             ran = f" (ran {change.count}x)" if change.count > 1 else ""
             line = change.sentence() + ran + (f"; diff: {link}" if link else "")
+            if change.announced.get("notes"):
+                line += f"; the release notes name it: {change.announced['notes']}"
             lines.append(line.replace("`", "'"))  # the Markdown shows each line as code
         if lines:
             groups.append((title, lines))

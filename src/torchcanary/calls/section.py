@@ -2,7 +2,9 @@
 
 ``run(ctx)``: the user's command (the stack's: same settings, same overlay machinery) runs
 once in the baseline with the recording plugin on (``worker/replay``: every distinct torch
-call, its site and its small tensor arguments); then the recording is replayed, one call
+call, its site and its small tensor arguments), and so does each workload given (its own
+``--workload``, or the bench's of this run: built and stepped twice in a process of its
+own, never inside the bench's timed samples); then each recording is replayed, one call
 at a time in a process that may die, in the baseline, in the baseline again (the control)
 and in the candidate; ``compare.compare_call`` judges each call. Replays need only torch,
 so they run in the cached environments themselves.
@@ -18,7 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shlex
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +36,22 @@ from torchcanary.calls.result import (
 )
 from torchcanary.calls.settings import CallsSettings
 from torchcanary.context import RunContext
+from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.cache import Environment
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.session import run_command
 from torchcanary.store.rows import SectionResult
-from torchcanary.worker.calls import CALLS_RECORD_PLUGIN, CALLS_RECORD_VAR, CALLS_REPLAY_MAIN
+from torchcanary.worker.calls import (
+    CALLS_RECORD_PLUGIN,
+    CALLS_RECORD_VAR,
+    CALLS_RECORD_WORKLOAD_MAIN,
+    CALLS_REPLAY_MAIN,
+)
 
 SECTION = "calls"
+BENCH = "bench"  # the section whose workloads are recorded too, when this run has them
+DIFF = "diff"  # when this run has it: its release text (claims pack, notes) names calls
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
 POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"]}
 POLICY_CHOICES = {"calls_block_on": tuple(v.value for v in CallVerdict)}
@@ -51,29 +64,153 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 def run(ctx: RunContext) -> None:
     settings = CallsSettings.from_json(ctx.plan.section_settings(SECTION))
-    if not settings.stack.command:
+    workloads = _workloads(settings, ctx.plan.section_settings(BENCH))
+    if not settings.stack.command and not workloads:
         _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, reason="no command given"))
         return
     root = ctx.work_dir / SECTION
-    recording = root / "recording"
-    recording_run = _record(ctx, settings, recording, root / "baseline")
-    if not (recording / "calls.jsonl").is_file():
-        reason = f"no recording was written ({recording_run}; see {root / 'baseline'})"
-        summary = CallsSummary(SummaryStatus.NOT_CHECKED, settings.stack.command, reason)
-        _save(ctx, summary)
+    recordings = _record_all(ctx, settings, workloads, root)
+    ran = "; ".join(f"{r.label}: {r.ended}" for r in recordings)
+    what = "; ".join(r.label for r in recordings)
+    written = [r for r in recordings if (r.folder / "calls.jsonl").is_file()]
+    if not written:
+        reason = f"no recording was written ({ran}; see {root})"
+        _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, what, reason))
         return
-    for replay_role in REPLAYS:
+    counts: dict[str, int] = {}
+    not_replayable: dict[str, int] = {}
+    recorded = 0
+    notes = _release_text(ctx)
+    _replay_all(ctx, settings, written)
+    for recording in written:
+        calls = _compare(ctx, settings, recording, counts, notes)
+        recorded += len(calls)
+        for call in calls:
+            if not call.get("replayable", True):
+                why = str(call.get("why_not"))
+                not_replayable[why] = not_replayable.get(why, 0) + 1
+    changed = sum(n for v, n in counts.items() if v not in ("same", "not-replayable"))
+    summary = CallsSummary(
+        SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES,
+        what,
+        recording_run=ran,
+        recorded=recorded,
+        replayed=recorded - counts.get("not-replayable", 0),
+        not_replayable=not_replayable,
+        counts=counts,
+    )
+    _save(ctx, summary)
+    ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Recording:
+    """One recorded run: what ran (``label``), where its calls went, how it ended; ``tag``
+    keeps its calls' keys apart from another recording's (empty for the command's)."""
+
+    label: str
+    folder: Path
+    ended: str
+    tag: str = ""
+
+
+def _workloads(settings: CallsSettings, bench: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls' own workloads and the bench's (its ``workloads`` and ``kind = "workload"``
+    benchmarks) of this run, each once."""
+    specs = list(settings.workloads)
+    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == "workload"]
+    specs += [{"kind": "workload", "target": t} for t in bench.get("workloads", ())]
+    unique: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        unique.setdefault(json.dumps([spec["target"], spec.get("params", {})]), spec)
+    return list(unique.values())
+
+
+def _record_all(
+    ctx: RunContext, settings: CallsSettings, workloads: list[dict[str, Any]], root: Path
+) -> list[_Recording]:
+    """The user's command, then each workload, run once in the baseline while recorded, in
+    one overlay (installed once); each workload's run is its own process, apart from the
+    bench's timed samples."""
+    runs: list[tuple[str, str, str]] = []  # (label, command, tag)
+    if settings.stack.command:
+        runs.append((settings.stack.command, settings.stack.command, ""))
+    for index, spec in enumerate(workloads, start=1):
+        text = shlex.join(["python", "-m", CALLS_RECORD_WORKLOAD_MAIN, json.dumps(spec)])
+        runs.append((f"workload {spec['target'].rsplit('/', 1)[-1]}", text, f"w{index}."))
+    recordings: list[_Recording] = []
+    first: RoleRunner | None = None
+    installed = None
+    for label, text, tag in runs:
+        folder = root / ("recording" if not tag else f"recording-{tag.rstrip('.')}")
+        folder.mkdir(parents=True, exist_ok=True)
+        env = {**settings.stack.env, CALLS_RECORD_VAR: str(folder)}
+        if not tag:
+            env["PYTEST_PLUGINS"] = CALLS_RECORD_PLUGIN
+        runner = RoleRunner(
+            "baseline",
+            ctx.environments["baseline"],
+            dataclasses.replace(settings.stack, env=env),
+            UserCommand.parse(text),
+            ctx.import_root,
+            root / ("baseline" if first is None else f"baseline-{tag.rstrip('.') or 'cmd'}"),
+            ctx.progress.note,
+        )
+        if first is None:
+            first, installed = runner, runner.prepare()
+        runner.overlay = first.overlay
+        assert installed is not None
+        ended_run = runner.run_main(installed)
+        ended = f"{ended_run.status}: {ended_run.detail}"
+        ctx.progress.note(f"calls: {label} recorded under the baseline: {ended}")
+        recordings.append(_Recording(label, folder, ended, tag))
+    return recordings
+
+
+def _release_text(ctx: RunContext) -> ReleaseText | None:
+    """The words of the release this run's diff reads (its claims pack and notes files),
+    or None when the run has no diff."""
+    if DIFF not in ctx.plan.sections:
+        return None
+    from torchcanary.diff.section import release_text
+    from torchcanary.diff.settings import DiffSettings
+
+    diff_settings = DiffSettings.from_json(ctx.plan.section_settings(DIFF))
+    return release_text(diff_settings, ctx.plan.probe_modules)
+
+
+def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:
+    """Every recording replayed in the three roles, as many at once as there are CPUs: each
+    replay is its own processes, and mostly waits on importing torch."""
+    jobs = [(recording, role) for recording in recordings for role in REPLAYS]
+
+    def replay(job: tuple[_Recording, str]) -> None:
+        recording, replay_role = job
         env_role = "candidate" if replay_role == "candidate" else "baseline"
         extra = settings.candidate_env if replay_role == "candidate" else {}
-        _replay(
-            ctx.environments[env_role], ctx.import_root, recording, replay_role, settings, extra
-        )
-    calls = _read_lines(recording / "calls.jsonl")
+        environment = ctx.environments[env_role]
+        _replay(environment, ctx.import_root, recording.folder, replay_role, settings, extra)
+
+    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        list(pool.map(replay, jobs))
+
+
+def _compare(
+    ctx: RunContext,
+    settings: CallsSettings,
+    recording: _Recording,
+    counts: dict[str, int],
+    notes: ReleaseText | None,
+) -> list[dict[str, Any]]:
+    """Judge each call of one replayed recording and store the changed ones; returns its
+    calls (``counts`` gains their verdicts)."""
+    calls = _read_lines(recording.folder / "calls.jsonl")
     uninitialised = {
         c["id"] for c in calls if any("empty" in p for p in str(c["callable"]).split(".")[-2:])
     }
-    replays = {role: _by_id(recording / f"replay-{role}.jsonl", uninitialised) for role in REPLAYS}
-    counts: dict[str, int] = {}
+    replays = {
+        role: _by_id(recording.folder / f"replay-{role}.jsonl", uninitialised) for role in REPLAYS
+    }
     for call in calls:
         found = compare_call(
             replays["baseline"].get(call["id"]),
@@ -83,49 +220,12 @@ def run(ctx: RunContext) -> None:
         )
         counts[found.verdict.value] = counts.get(found.verdict.value, 0) + 1
         if found.verdict is not CallVerdict.SAME:
-            _save(ctx, _change(call, found, Path(settings.stack.cwd)))
-    not_replayable: dict[str, int] = {}
-    for call in calls:
-        if not call.get("replayable", True):
-            why = str(call.get("why_not"))
-            not_replayable[why] = not_replayable.get(why, 0) + 1
-    changed = sum(n for v, n in counts.items() if v not in ("same", "not-replayable"))
-    summary = CallsSummary(
-        SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES,
-        settings.stack.command,
-        recording_run=recording_run,
-        recorded=len(calls),
-        replayed=len(calls) - counts.get("not-replayable", 0),
-        not_replayable=not_replayable,
-        counts=counts,
-    )
-    _save(ctx, summary)
-    ctx.progress.note(f"calls: {len(calls)} recorded, {summary.replayed} replayed, {counts}")
-
-
-def _record(ctx: RunContext, settings: CallsSettings, recording: Path, root: Path) -> str:
-    """The user's command once in the baseline, the recording plugin loaded by pytest; how
-    it ended (a test that fails only while recorded is a limit of the recording to know)."""
-    recording.mkdir(parents=True, exist_ok=True)
-    env = {
-        **settings.stack.env,
-        CALLS_RECORD_VAR: str(recording),
-        "PYTEST_PLUGINS": CALLS_RECORD_PLUGIN,
-    }
-    stack_settings = dataclasses.replace(settings.stack, env=env)
-    runner = RoleRunner(
-        "baseline",
-        ctx.environments["baseline"],
-        stack_settings,
-        UserCommand.parse(settings.stack.command),
-        ctx.import_root,
-        root,
-        ctx.progress.note,
-    )
-    recorded = runner.run_main(runner.prepare())
-    ended = f"{recorded.status}: {recorded.detail}"
-    ctx.progress.note(f"calls: recorded under the baseline: {ended}")
-    return ended
+            change = _change(call, found, Path(settings.stack.cwd), recording.tag)
+            words = notes.naming(change.callable) if notes is not None else ()
+            if words:
+                change = dataclasses.replace(change, announced={"notes": ", ".join(words)})
+            _save(ctx, change)
+    return calls
 
 
 def _replay(
@@ -164,13 +264,15 @@ def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
     }
 
 
-def _change(call: Mapping[str, Any], found: CallComparison, project: Path) -> CallChange:
+def _change(
+    call: Mapping[str, Any], found: CallComparison, project: Path, tag: str = ""
+) -> CallChange:
     site = call.get("site") or {}
     file = Path(str(site.get("file", "?")))
     shown = file.relative_to(project) if file.is_relative_to(project) else file
     where = f"{shown}:{site.get('line', '?')}"
     return CallChange(
-        key=f"{where} {call['callable']}#{call['id']}",
+        key=f"{where} {call['callable']}#{tag}{call['id']}",
         verdict=found.verdict,
         site=where,
         callable=str(call["callable"]),

@@ -1,5 +1,6 @@
 """The calls section's settings: the stack's own (command, --with, env, cwd, ...), read by
-``stack/settings.py``, plus what only the replay needs."""
+``stack/settings.py``, plus what only the calls need: the workloads to record (the bench's
+workload specs, read by ``bench/workload_spec.py``) and the replay's own keys."""
 
 from __future__ import annotations
 
@@ -8,21 +9,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary import settings_checks
+from torchcanary.bench.workload_spec import parse_workload
 from torchcanary.errors import ConfigError
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.settings import StackSettings
 
-_OWN = ("candidate_env", "replay_timeout_s")
+_OWN = ("candidate_env", "replay_timeout_s", "workloads")
 
 
 @dataclass(frozen=True)
 class CallsSettings:
     """``candidate_env``: variables given to the candidate's replay only (to reproduce a
-    setting your deployment gives the new version); ``replay_timeout_s``: per call."""
+    setting your deployment gives the new version); ``replay_timeout_s``: per call;
+    ``workloads``: bench workload specs whose calls are recorded too (``--workload``)."""
 
     stack: StackSettings
     candidate_env: dict[str, str] = field(default_factory=dict)
     replay_timeout_s: float = 60.0
+    workloads: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, mapping: Mapping[str, Any]) -> CallsSettings:
@@ -38,12 +42,13 @@ class CallsSettings:
         timeout = settings_checks.number(
             "calls", "replay_timeout_s", mapping.get("replay_timeout_s", 60.0), low=1
         )
-        return cls(parsed, dict(env), float(timeout))
+        return cls(parsed, dict(env), float(timeout), workloads(mapping, parsed.cwd))
 
     def own_json(self) -> dict[str, Any]:
         return {
             "candidate_env": dict(self.candidate_env),
             "replay_timeout_s": self.replay_timeout_s,
+            "workloads": [dict(spec) for spec in self.workloads],
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -56,4 +61,20 @@ class CallsSettings:
             StackSettings.from_json(stack_part),
             dict(data.get("candidate_env", {})),
             float(data.get("replay_timeout_s", 60.0)),
+            tuple(dict(spec) for spec in data.get("workloads", ())),
         )
+
+
+def workloads(mapping: Mapping[str, Any], cwd: str) -> tuple[dict[str, Any], ...]:
+    """``workloads``: targets (``"pkg.mod:fn"``, ``"file.py:fn"``) or workload tables, as
+    the bench validates them (a file target made absolute against ``cwd``)."""
+    value = mapping.get("workloads", [])
+    if not isinstance(value, list | tuple):
+        raise ConfigError('calls.workloads must be a list, e.g. ["myproject.bench:step"]')
+    specs = []
+    for item in value:
+        table = {"target": item} if isinstance(item, str) else item
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"calls.workloads: {item!r} is not a target or a workload table")
+        specs.append(parse_workload({"kind": "workload", **table}, cwd))
+    return tuple(specs)

@@ -54,7 +54,11 @@ class ReleaseText:
 
     def mentions(self, change: SurfaceChange) -> tuple[str, ...]:
         """The words that name ``change`` (empty when it is unannounced)."""
-        symbol = change.symbol.lower().removesuffix("()")
+        return self.naming(change.symbol)
+
+    def naming(self, name: str) -> tuple[str, ...]:
+        """The words that name the symbol ``name`` (also read by the calls section)."""
+        symbol = name.lower().removesuffix("()")
         parts = symbol.split(".")
         names = {symbol, ".".join(parts[-2:])} | set(parts)
         leaf = parts[-1]

@@ -70,6 +70,7 @@ DRILL_STORE_HOST = "torchcanary.worker.drill.store_host"  # the job's rendezvous
 DRILL_USER_JOB = "torchcanary.worker.drill.job_shim"  # starts the user's own job under a drill
 EXPLAIN_STARTUP_MAIN = "torchcanary.worker.explain.startup"  # one import torch, measured
 CALLS_REPLAY_MAIN = "torchcanary.worker.replay.replay"  # RECORDING OUTPUT [--timeout S]
+CALLS_RECORD_WORKLOAD_MAIN = "torchcanary.worker.replay.record_workload"  # SPEC_JSON
 STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the user's pytest
 # The calls section: record the user's torch calls (pytest plugin, or record.record_calls
 # around a workload) into the folder this variable names; replay them, isolated.
@@ -85,6 +86,7 @@ MODULE_MAINS = (
     DRILL_USER_JOB,
     EXPLAIN_STARTUP_MAIN,
     CALLS_REPLAY_MAIN,
+    CALLS_RECORD_WORKLOAD_MAIN,
 )
 
 

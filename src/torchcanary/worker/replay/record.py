@@ -9,6 +9,10 @@
 A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
 distinct by (site, callable, signature) and counted, so a training loop records each once;
 only the first of each keeps its small tensors' values (see ``encode`` for the format).
+Under ``torch.compile`` both modes step aside while Dynamo traces (a fullgraph compile must
+see no mode's code) and the ATen mode is pushed only for the duration of each call, as
+Dynamo refuses a frame while such a mode is on; a compiled graph's own calls are attributed
+to the user's line that ran it.
 Random generators are seeded when recording starts, and the seed is written down.
 
 Turned on by ``TORCHCANARY_RECORD_CALLS=<folder>``: under pytest with
@@ -49,6 +53,7 @@ _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
 # override machinery and the called function's own wrapper.
 _PASS_THROUGH = ("overrides.py", "_tensor.py")
+_GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eagerly)
 _guard = threading.local()
 
 
@@ -62,7 +67,7 @@ def _user_site(frame: FrameType | None, called: str = "") -> tuple[dict[str, Any
         if filename.startswith(_OURS_DIR):
             frame = frame.f_back
             continue
-        if filename.startswith(_TORCH_DIR):
+        if filename.startswith(_TORCH_DIR) or filename.startswith(_GENERATED):
             if not filename.endswith(_PASS_THROUGH) and frame.f_code.co_name != called:
                 direct = False
             frame = frame.f_back
@@ -148,9 +153,12 @@ class _ApiMode(TorchFunctionMode):
     def __init__(self, recording: Recording) -> None:
         super().__init__()
         self._recording = recording
+        self._aten = _AtenMode(recording)
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # Dynamo traces this: step aside, in one branch
+            return func(*args, **kwargs)
         if not getattr(_guard, "busy", False):
             name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
             if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
@@ -161,7 +169,10 @@ class _ApiMode(TorchFunctionMode):
                         self._recording.note("api", name, site, args, kwargs)
                     finally:
                         _guard.busy = False
-        return func(*args, **kwargs)
+        # The ATen mode is on only inside a call: Dynamo refuses to trace a frame while a
+        # dispatch mode of this kind is on the stack, so outside calls it must be off.
+        with self._aten:
+            return func(*args, **kwargs)
 
 
 class _AtenMode(TorchDispatchMode):
@@ -191,7 +202,7 @@ def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
     try:
-        with _ApiMode(recording), _AtenMode(recording):
+        with _ApiMode(recording):
             yield recording
     finally:
         recording.save()

@@ -1,0 +1,50 @@
+"""The calls section's settings and flags: workloads given to ``run`` make it run, and are
+validated as the bench validates them (no environment needed)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from torchcanary.calls import plugin
+from torchcanary.calls.section import _workloads
+from torchcanary.calls.settings import CallsSettings
+from torchcanary.errors import ConfigError
+
+
+def test_a_workload_alone_is_enough_to_run_and_its_file_target_is_made_absolute(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "steps.py").write_text("def make_step():\n    return lambda: None\n")
+    args = argparse.Namespace(command="run", stack=None, bench_workloads=["steps.py:make_step"])
+    assert plugin.named_by(args)
+    raw = {**plugin.flag_settings(args), "cwd": str(tmp_path)}
+    settings = CallsSettings.parse(raw)
+    assert plugin.missing_input(settings.to_json()) is None
+    assert settings.workloads[0]["target"] == f"{tmp_path / 'steps.py'}:make_step"
+    assert CallsSettings.from_json(settings.to_json()) == settings
+    assert plugin.missing_input(CallsSettings.parse({"cwd": str(tmp_path)}).to_json())
+
+
+def test_the_bench_workloads_of_the_run_are_recorded_once_each(tmp_path: Path) -> None:
+    target = f"{tmp_path / 'steps.py'}:make_step"
+    (tmp_path / "steps.py").write_text("def make_step():\n    return lambda: None\n")
+    settings = CallsSettings.parse({"cwd": str(tmp_path), "workloads": [target]})
+    bench = {
+        "workloads": [target, "pkg.bench:step"],
+        "benchmarks": [
+            {"kind": "gemm"},
+            {"kind": "workload", "target": target, "params": {"n": 2}},
+        ],
+    }
+    found = [(s["target"], s.get("params", {})) for s in _workloads(settings, bench)]
+    assert found == [(target, {}), (target, {"n": 2}), ("pkg.bench:step", {})]
+
+
+def test_a_workload_that_is_not_a_target_or_a_table_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"calls\.workloads"):
+        CallsSettings.parse({"cwd": str(tmp_path), "workloads": [3]})
+    with pytest.raises(ConfigError, match="module:function"):
+        CallsSettings.parse({"cwd": str(tmp_path), "workloads": ["not a target"]})
