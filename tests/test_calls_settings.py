@@ -11,6 +11,7 @@ import pytest
 from torchcanary.calls import plugin
 from torchcanary.calls.section import _workloads
 from torchcanary.calls.settings import CallsSettings
+from torchcanary.config import load_settings
 from torchcanary.errors import ConfigError
 
 
@@ -48,3 +49,16 @@ def test_a_workload_that_is_not_a_target_or_a_table_is_refused_naming_it(tmp_pat
         CallsSettings.parse({"cwd": str(tmp_path), "workloads": [3]})
     with pytest.raises(ConfigError, match="module:function"):
         CallsSettings.parse({"cwd": str(tmp_path), "workloads": ["not a target"]})
+
+
+def test_a_config_whose_bench_times_a_workload_runs_the_calls_section_without_its_own_table(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "canary.toml").write_text('[bench]\nworkloads = ["ours.steps:make_step"]\n')
+    settings = load_settings(tmp_path / "canary.toml", {}, tmp_path)
+    assert "calls" in settings.plan.sections
+    assert "calls" not in settings.left_out
+    (tmp_path / "canary.toml").write_text("[bench]\nworkloads = []\n")
+    settings = load_settings(tmp_path / "canary.toml", {}, tmp_path)
+    assert "calls" not in settings.plan.sections
+    assert "no command or workload" in settings.left_out["calls"]

@@ -51,7 +51,8 @@ class PackageSection:
     ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
     ``reused`` (what the run took from earlier runs: the time line names it), and
     ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
-    The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some.
+    The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some;
+    ``input_elsewhere`` (its ``fed_by``) says the run's other tables give what its own lacks.
     """
 
     name: str
@@ -62,6 +63,7 @@ class PackageSection:
     settings_from_flags: Callable[[argparse.Namespace], dict[str, Any]] | None = None
     named_by_flags: Callable[[argparse.Namespace], bool] | None = None
     input_check: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
+    input_elsewhere: Callable[[Mapping[str, Mapping[str, Any]]], bool] | None = None
     result_table: str = ROWS_TABLE
     # Each part's module, or None for an optional part the package does not have (looked
     # for once: history and compare ask for every item).
@@ -103,6 +105,9 @@ class PackageSection:
 
     def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None:
         return self.input_check(settings) if self.input_check else None
+
+    def fed_by(self, tables: Mapping[str, Mapping[str, Any]]) -> bool:
+        return bool(self.input_elsewhere(tables)) if self.input_elsewhere else False
 
     def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
         if self.flags:

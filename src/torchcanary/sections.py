@@ -64,6 +64,9 @@ class Section(Protocol):
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
       configured (the error if the user named it, the note if it was only a default).
+      Optionally ``fed_by(tables)``: whether the run's other sections' tables give it what
+      its own lacks (the calls: the bench's workloads), so it runs all the same (read
+      through :func:`fed_by_others`).
     - ``add_flags(parser, own_command)`` and ``flag_settings(args)``: its command-line
       flags (on its own subcommand when ``own_command``, else on ``run``) and what they
       set in its settings; ``named_by(args)`` says the flags ask for the section itself.
@@ -232,6 +235,13 @@ def _bounds_gaps(section: object, defaults: Mapping[str, Any]) -> list[str]:
         elif not bound.admits(default):
             gaps.append(f"policy key {key!r} has a default {default!r} outside its bounds")
     return gaps
+
+
+def fed_by_others(section: object, tables: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the run's other sections' tables (raw, flags merged) give ``section`` its
+    input where its own table has none (a section without the part: never)."""
+    fed_by = getattr(section, "fed_by", None)
+    return bool(fed_by(tables)) if callable(fed_by) else False
 
 
 def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:

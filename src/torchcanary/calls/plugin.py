@@ -53,8 +53,19 @@ def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
         "the calls section has no command or workload to record; give one, e.g. "
         "`torchcanary calls 'pytest tests/'`, `run --stack 'pytest tests/'` or "
         "`run --workload pkg.bench:step`",
-        "no command or workload to record (add one with --stack 'pytest tests/')",
+        "no command or workload to record (add --stack 'pytest tests/' or --workload pkg.m:step)",
     )
+
+
+def bench_workloads(tables: Mapping[str, Mapping[str, Any]]) -> bool:
+    """A run whose bench times workloads (``[bench] workloads``, a ``kind = "workload"``
+    benchmark, or ``--workload``) records their calls too, with no ``[calls]`` table."""
+    bench = tables.get("bench", {})
+    specs = bench.get("benchmarks", ())
+    has_spec = isinstance(specs, list) and any(
+        isinstance(spec, Mapping) and spec.get("kind") == "workload" for spec in specs
+    )
+    return bool(bench.get("workloads")) or has_spec
 
 
 SECTION = PackageSection(
@@ -67,4 +78,5 @@ SECTION = PackageSection(
     settings_from_flags=flag_settings,
     named_by_flags=named_by,
     input_check=missing_input,
+    input_elsewhere=bench_workloads,
 )
