@@ -54,7 +54,7 @@ def test_calls_of_a_suite_and_a_workload_are_named_with_their_site_change_and_no
     assert "returns in the baseline, the callable does not exist in the candidate" in text
     # the notes' words where the change was announced (no diff change matches: 2.13's
     # torch.cholesky is a builtin without a signature, so the diff sees no change to it)
-    assert "the release notes name it: torch.cholesky" in text
+    assert "the release notes name it: torch.cholesky (\"'torch.cholesky', deprecated" in text
     # constructed: the exception's message changed in the candidate
     assert "solver.py:24 torch.cat(" in text
     assert "in both; the message now adds: Exception raised from" in text
@@ -72,7 +72,11 @@ def test_calls_of_a_suite_and_a_workload_are_named_with_their_site_change_and_no
     assert "workload steps.py:make_step: passed" in summary["recording_run"]
     changes = {(c["site"], c["callable"]): c for c in report["calls"]["changes"]}
     assert changes[("steps.py:22", "torch.cholesky")]["verdict"] == "raises-now"
-    assert changes[("steps.py:22", "torch.cholesky")]["announced"] == {"notes": "torch.cholesky"}
+    assert changes[("steps.py:22", "torch.cholesky")]["announced"] == {
+        "notes": "torch.cholesky",
+        "notes_say": "`torch.cholesky`, deprecated since 1.9, is removed; use "
+        "`torch.linalg.cholesky`.",
+    }
     assert report["decision"] == "no-go" and any(
         r.startswith("calls:") and "torch.cholesky" in r
         for r in report["decision_detail"]["reasons"]

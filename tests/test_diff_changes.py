@@ -138,3 +138,17 @@ def test_a_diff_that_could_not_be_compared_is_a_comparison_that_did_not_run():
     relaxed = {key: False for key in ("diff_block_on_removed", "diff_block_on_relied_default")}
     assert blocking_reasons(view, relaxed) == []
     assert not_run(view) == [NotRun("the surface comparison", reason)]
+
+
+def test_the_sentence_that_names_a_symbol_is_quoted_whole_and_others_are_not():
+    text = ReleaseText.from_texts(
+        [
+            "# Notes\n\n- `torch.cholesky`, deprecated since 1.9, is removed; use "
+            "`torch.linalg.cholesky`.\n- Faster kernels. The F.linear path skips a copy.",
+        ]
+    )
+    assert text.quote("torch.cholesky") == (
+        "`torch.cholesky`, deprecated since 1.9, is removed; use `torch.linalg.cholesky`."
+    )
+    assert text.quote("torch.nn.functional.linear") == "The F.linear path skips a copy."
+    assert text.quote("torch.nn.functional.relu") is None

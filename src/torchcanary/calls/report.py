@@ -77,6 +77,8 @@ def _lines(view: Any) -> list[tuple[str, list[str]]]:
             line = change.sentence() + ran + (f"; diff: {link}" if link else "")
             if change.announced.get("notes"):
                 line += f"; the release notes name it: {change.announced['notes']}"
+            if change.announced.get("notes_say"):
+                line += f' ("{change.announced["notes_say"]}")'
             lines.append(line.replace("`", "'"))  # the Markdown shows each line as code
         if lines:
             groups.append((title, lines))

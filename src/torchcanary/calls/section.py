@@ -222,8 +222,12 @@ def _compare(
         if found.verdict is not CallVerdict.SAME:
             change = _change(call, found, Path(settings.stack.cwd), recording.tag)
             words = notes.naming(change.callable) if notes is not None else ()
-            if words:
-                change = dataclasses.replace(change, announced={"notes": ", ".join(words)})
+            if words and notes is not None:
+                announced = {"notes": ", ".join(words)}
+                quote = notes.quote(change.callable)
+                if quote:
+                    announced["notes_say"] = quote
+                change = dataclasses.replace(change, announced=announced)
             _save(ctx, change)
     return calls
 

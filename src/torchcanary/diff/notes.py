@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchcanary.diff.changes import SurfaceChange
@@ -23,6 +23,8 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Short spellings the notes use for namespaces.
 _ALIASES = {"F": "torch.nn.functional", "nn": "torch.nn", "dist": "torch.distributed"}
 _MIN_DISTINCT = 5
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*])|\n\s*\n|\n\s*[-*]\s+")
+_QUOTE_CHARS = 240  # a quoted sentence longer than this is cut, with an ellipsis
 
 
 def _distinctive(word: str) -> bool:
@@ -38,19 +40,32 @@ def _expand(word: str) -> str:
 
 @dataclass(frozen=True)
 class ReleaseText:
-    """The code-like words of the release's claims and notes, lower-cased."""
+    """The code-like words of the release's claims and notes, lower-cased, and its sentences
+    (so a reader sees the announcement itself, not only the word that matched)."""
 
     words: frozenset[str]
+    sentences: tuple[str, ...] = field(default=())
 
     @classmethod
     def from_texts(cls, texts: Iterable[str]) -> ReleaseText:
-        words = set()
+        words, sentences = set(), []
         for text in texts:
             for match in _WORD.finditer(text):
                 word = match.group(0).strip(".")
                 if _distinctive(word):
                     words.add(_expand(word).lower())
-        return cls(frozenset(words))
+            sentences += [" ".join(s.split()) for s in _SENTENCE_END.split(text) if s.strip()]
+        return cls(frozenset(words), tuple(sentences))
+
+    def quote(self, name: str) -> str | None:
+        """The first sentence that names the symbol ``name`` (None: unannounced)."""
+        found = set(self.naming(name))
+        for sentence in self.sentences:
+            named = {_expand(m.group(0).strip(".")).lower() for m in _WORD.finditer(sentence)}
+            if named & found:
+                text = sentence.lstrip("-*# ").strip()
+                return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "…"
+        return None
 
     def mentions(self, change: SurfaceChange) -> tuple[str, ...]:
         """The words that name ``change`` (empty when it is unannounced)."""
