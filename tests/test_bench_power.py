@@ -7,25 +7,17 @@ worker processes per group, each process a little luckier or unluckier for its w
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 
 import pytest
 
-from torchcanary.bench import compare, stats, verdicts
+from torchcanary.bench import compare, verdicts
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 SIDES = ("A", "A2", "B")
 
-
-@pytest.fixture(autouse=True)
-def _remembered_t_quantiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The t quantiles, pure functions of (level, df), each found once instead of once per
-    simulated comparison (by bisection over the t CDF: most of the simulation's time).
-    The figures, and so every verdict below, are the same to the last bit."""
-    for name in ("t_quantile", "t_critical"):
-        monkeypatch.setattr(stats, name, functools.lru_cache(maxsize=None)(getattr(stats, name)))
+pytestmark = pytest.mark.usefixtures("remembered_t_quantiles")
 
 
 def _benchmark(
