@@ -142,13 +142,21 @@ def test_fixture_project_hits_map_to_how_the_code_meets_each_change(surfaces):
     assert len(diff.scan.hits) == 11
 
 
-def test_diff_command_reports_in_all_four_formats_and_says_no_go(tmp_path):
+def test_diff_command_reports_in_all_four_formats_says_no_go_and_a_second_reuses_both_surfaces(
+    tmp_path,
+):
+    """One diff as a user runs it, its reports in all four formats; then the same diff
+    again, which reuses both collected surfaces and finds the same changes."""
     notes = [str(SEED_NOTES)] if SEED_NOTES.is_file() else []
     args = ["diff", "--code", str(PROJECT), *(a for n in notes for a in ("--notes", n))]
-    result = run_canary(*args, "--quiet", cwd=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
     out = tmp_path / "canary-results" / "latest"
-    report = json.loads((out / "results.json").read_text())
+
+    def diff() -> dict:
+        result = run_canary(*args, "--quiet", cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        return json.loads((out / "results.json").read_text())
+
+    report = diff()
     rows = report["sections"]["diff"]
     summary = next(r for r in rows if r["key"] == "__summary__")
     assert summary["payload"]["counts"]["default-changed"] >= 2
@@ -163,22 +171,14 @@ def test_diff_command_reports_in_all_four_formats_and_says_no_go(tmp_path):
     junit = (out / "junit.xml").read_text()
     assert 'name="uses-removed: torch._inductor.config.cuda.nvgemm_max_profiling_configs"' in junit
 
-
-def test_a_second_diff_reuses_both_surfaces_and_finds_the_same_changes(tmp_path):
-    def diff() -> dict:
-        result = run_canary("diff", "--code", str(PROJECT), "--quiet", cwd=tmp_path)
-        assert result.returncode == 1, result.stdout + result.stderr
-        report = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
-        return {r["key"]: r for r in report["sections"]["diff"]}
-
-    first = diff()
+    first = {r["key"]: r for r in rows}
     assert "reused_made_at" not in first["__summary__"]["payload"]
-    second = diff()
+    second = {r["key"]: r for r in diff()["sections"]["diff"]}
     made = second.pop("__summary__")["payload"].pop("reused_made_at")
     assert sorted(made) == ["baseline", "candidate"]
     del first["__summary__"]
     assert second == first  # every change, as the fresh collections found it
-    markdown = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
+    markdown = (out / "summary.md").read_text()
     assert "(the baseline and candidate surface reused from an earlier run" in markdown
 
 

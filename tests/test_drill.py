@@ -96,32 +96,6 @@ def test_built_in_fault_free_run_is_kept_on_disk_and_made_again_when_its_shape_c
 
 # faults and recovery -------------------------------------------------------------------
 @pytest.mark.torch_envs
-def test_killed_rank_is_restarted_from_checkpoint_with_the_same_result(
-    baseline_env, import_root, tmp_path
-):
-    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
-    outcome = runner.run(spec("kill", "restart-unshared"))
-    payload = outcome.payload
-    assert outcome.verdict == "passed", payload["reason"]
-    # Checkpoint after step 3 (every 4 steps), killed after step 6: steps 4-6 are redone.
-    assert payload["last_step_before_fault"] == 6
-    assert payload["resume_step"] == 4
-    assert payload["steps_lost"] == 3
-    assert payload["restarts"] == 1
-    assert 0 < payload["detect_s"] < payload["resume_s"]
-    assert payload["final_loss"] == payload["reference_loss"]
-    assert payload["params_identical"] is True
-    assert payload["parallel"] == "ddp"
-    # Steps 4-6 ran twice (before the kill and after the restart): each run is checked.
-    assert payload["step_check"]["first_differing_step"] is None
-    assert payload["step_check"]["steps_compared"] == SHORT["steps"]
-    assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
-    # The killed rank never dumps; whether rank 0 dumped before torchrun tore it down is timing.
-    assert 1 in payload["flight_recorder"]["missing_ranks"]
-    assert payload["orphans_after_cleanup"] == []
-
-
-@pytest.mark.torch_envs
 def test_built_in_job_checkpoints_and_recovers_in_an_environment_without_numpy(
     bare_baseline_env, import_root, tmp_path
 ):
@@ -172,21 +146,6 @@ def test_object_collectives_read_their_bytes_without_numpy_in_both_torch_version
 
 
 @pytest.mark.torch_envs
-def test_hung_rank_surfaces_as_timeout_error_within_the_timeout(
-    baseline_env, import_root, tmp_path
-):
-    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
-    outcome = runner.run(spec("hang", "timeout"))
-    payload = outcome.payload
-    assert outcome.verdict == "passed", payload["reason"]
-    assert "timeout" in payload["error_kinds"]
-    assert SHORT["timeout_s"] * 0.9 <= payload["detect_s"] <= SHORT["timeout_s"] + 5
-    # The stopped rank reached the stalled all-reduce only once released: the recorder's
-    # timestamps give it away.
-    assert payload["flight_recorder"]["suspects"] == [1]
-
-
-@pytest.mark.torch_envs
 @pytest.mark.netns
 def test_cut_link_in_a_namespace_surfaces_as_timeout_and_namespaces_are_removed(
     baseline_env, import_root, tmp_path
@@ -230,6 +189,9 @@ def test_a_drill_that_only_waits_shares_its_turn_with_one_that_works():
 
 @pytest.mark.torch_envs
 def test_drills_sharing_a_turn_share_one_fault_free_run_and_both_pass(make_context, store):
+    """The section's default turn, and what each of its two drills found: a killed rank
+    restarted from its checkpoint with the same result, a hung rank surfacing as a timeout
+    within the timeout (one run checked for all three: the drills are the same)."""
     faults = ["kill:restart-unshared", "hang:timeout"]
     settings = section.parse_settings({"faults": faults, **SHORT})
     ctx = make_context(sections=("drill",), settings={"drill": settings})
@@ -245,6 +207,32 @@ def test_drills_sharing_a_turn_share_one_fault_free_run_and_both_pass(make_conte
         assert result.payload.get("orphans_after_cleanup", []) == []
     # One fault-free run per environment, made while the other drill of the turn waited.
     assert len(list(ctx.work_dir.glob("drills/*/reference-ddp-*"))) == 2
+
+    # The killed rank, restarted from its checkpoint with the same result.
+    payload = results[("kill:restart-unshared", "baseline")].payload
+    # Checkpoint after step 3 (every 4 steps), killed after step 6: steps 4-6 are redone.
+    assert payload["last_step_before_fault"] == 6
+    assert payload["resume_step"] == 4
+    assert payload["steps_lost"] == 3
+    assert payload["restarts"] == 1
+    assert 0 < payload["detect_s"] < payload["resume_s"]
+    assert payload["final_loss"] == payload["reference_loss"]
+    assert payload["params_identical"] is True
+    assert payload["parallel"] == "ddp"
+    # Steps 4-6 ran twice (before the kill and after the restart): each run is checked.
+    assert payload["step_check"]["first_differing_step"] is None
+    assert payload["step_check"]["steps_compared"] == SHORT["steps"]
+    assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
+    # The killed rank never dumps; whether rank 0 dumped before torchrun tore it down is timing.
+    assert 1 in payload["flight_recorder"]["missing_ranks"]
+
+    # The hung rank, surfacing as a timeout error within the timeout.
+    payload = results[("hang:timeout", "baseline")].payload
+    assert "timeout" in payload["error_kinds"]
+    assert SHORT["timeout_s"] * 0.9 <= payload["detect_s"] <= SHORT["timeout_s"] + 5
+    # The stopped rank reached the stalled all-reduce only once released: the recorder's
+    # timestamps give it away.
+    assert payload["flight_recorder"]["suspects"] == [1]
 
 
 @pytest.mark.torch_envs
