@@ -7,7 +7,6 @@ its own (``TMPDIR``), and a test that leaves anything in it fails.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -150,17 +149,6 @@ def make_context(
     yield build
     for context in contexts:
         context.close_workers()
-
-
-@pytest.fixture
-def remembered_t_quantiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bench's t quantiles, pure functions of (level, df), each found once instead of
-    once per comparison (by bisection over the t CDF: most of a simulation's time). For the
-    tests that simulate thousands of runs; every figure is the same to the last bit."""
-    from torchcanary.bench import stats
-
-    for name in ("t_quantile", "t_critical"):
-        monkeypatch.setattr(stats, name, functools.lru_cache(maxsize=None)(getattr(stats, name)))
 
 
 # PostgreSQL --------------------------------------------------------------------------------

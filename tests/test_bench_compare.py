@@ -11,8 +11,6 @@ from torchcanary.bench import compare, section, stats, verdicts
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
-pytestmark = pytest.mark.usefixtures("remembered_t_quantiles")
-
 
 def _samples(
     shifts: dict[str, float],

@@ -17,8 +17,6 @@ from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 SIDES = ("A", "A2", "B")
 
-pytestmark = pytest.mark.usefixtures("remembered_t_quantiles")
-
 
 def _benchmark(
     rng: random.Random, shift: float, groups: int, rounds: int, process_luck: float, noise: float

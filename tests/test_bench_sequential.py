@@ -8,12 +8,8 @@ import math
 import random
 from typing import Any
 
-import pytest
-
 from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.samples import Batch, BenchmarkSamples
-
-pytestmark = pytest.mark.usefixtures("remembered_t_quantiles")
 
 SIDES = ("A", "A2", "B")
 GROUPS, ROUNDS, FDR, BAND = 12, 6, 0.05, 0.05

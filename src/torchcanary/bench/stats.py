@@ -131,8 +131,10 @@ def t_two_sided_p(t: float, df: float) -> float:
     return regularized_beta(df / 2.0, 0.5, df / (df + t * t), complement=t * t / (df + t * t))
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t (p > 0.5), by bisection on the exact CDF."""
+    """The ``p`` quantile of Student's t (p > 0.5), by bisection on the exact CDF; kept per
+    (p, df), since a bench or a power simulation asks for the same few thousands of times."""
     if math.isinf(df):
         return normal_quantile(p)
     target = 2.0 * (1.0 - p)
@@ -146,6 +148,7 @@ def t_quantile(p: float, df: float) -> float:
     return (low + high) / 2
 
 
+@lru_cache(maxsize=4096)
 def t_critical(alpha: float, df: float) -> float:
     """The |t| whose two-sided tail is ``alpha``, exact for alphas far below 1e-16 too
     (``1 - alpha / 2`` rounds to 1 there, so quantiles of the CDF cannot reach them)."""
