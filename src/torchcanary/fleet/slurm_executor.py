@@ -23,12 +23,10 @@ without ``--fleet slurm`` (``fleet/connect.py`` imports it by name).
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import secrets
 import shlex
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -42,16 +40,12 @@ from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, Executor, HostGroup
 from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
-from torchcanary.fleet.secrets import is_secret_name, strip_data, strip_env
+from torchcanary.fleet.secrets import strip_data, strip_env
 from torchcanary.fleet.slurm_follow import FollowedUnit, UnitFollower, ended
+from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 PROFILE_FEATURE = "tcprofile_"
-NODE_MODULE = "torchcanary.fleet.slurm_node"
-# What a job gets from the driver's environment: the paths, the locale, and how
-# torchcanary and the installers find their cache and index. Never a secret-named one.
-_EXPORT_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
-_EXPORT_PREFIXES = ("TORCHCANARY_", "PIP_", "UV_")
 _LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -73,22 +67,6 @@ def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
             "Slurm node sees at the same path: --fleet-dir DIR"
         ) from None
     return SlurmExecutor(chosen, folder)
-
-
-def export_list(environ: dict[str, str] | None = None) -> str:
-    """``--export``'s value: the names a job takes from the driver, none secret-named."""
-    names = dict(os.environ if environ is None else environ)
-    chosen = [name for name in _EXPORT_NAMES if name in names]
-    chosen += sorted(
-        name for name in names if name.startswith(_EXPORT_PREFIXES) and not is_secret_name(name)
-    )
-    return ",".join(chosen) or "NONE"
-
-
-def node_command(*args: str) -> str:
-    """The shell line a job runs: this Python (at the same path on every node), on
-    ``slurm_node``."""
-    return shlex.join([sys.executable, "-m", NODE_MODULE, *args])
 
 
 class SlurmExecutor:

@@ -21,21 +21,32 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import HostGroup, HostPlace
+from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_node import HOST_SPEC, STOP, host_file
 
-if TYPE_CHECKING:
-    from torchcanary.fleet.slurm_executor import SlurmExecutor
+
+class JobOwner(Protocol):
+    """What a host group needs of the Slurm executor that asked for it: where to submit,
+    where results meet, and its job list (so closing the fleet cancels the hosts too)."""
+
+    partition: str
+    fleet_dir: Path
+
+    def track(self, job_id: str) -> None: ...
+
+    def forget(self, job_id: str) -> None: ...
+
 
 _WAIT_S = 0.3
 
 
 def spread_hosts(
-    executor: SlurmExecutor,
+    executor: JobOwner,
     host_class: type,
     count: int,
     args: Sequence[Any],
@@ -74,7 +85,7 @@ def spread_hosts(
 class SlurmHostGroup:
     """Members called by index over their connections; a gone member's call is None."""
 
-    def __init__(self, executor: SlurmExecutor, folder: Path, key: str, gpus: int) -> None:
+    def __init__(self, executor: JobOwner, folder: Path, key: str, gpus: int) -> None:
         self._executor = executor
         self._folder = folder
         self._key = bytes.fromhex(key)
@@ -86,13 +97,9 @@ class SlurmHostGroup:
         self.gone: set[int] = set()
 
     def command(self, *index: str) -> str:
-        from torchcanary.fleet.slurm_executor import node_command
-
         return node_command("host", str(self._folder), *index)
 
     def submit(self, shape: list[str], script: str) -> None:
-        from torchcanary.fleet.slurm_executor import export_list
-
         arguments = [
             "--no-requeue", "-p", self._executor.partition, *shape, "-c", "1",
             f"--export={export_list()}", "-J", "torchcanary-hosts",
