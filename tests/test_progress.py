@@ -40,6 +40,20 @@ def test_a_sized_task_estimates_the_time_left_from_its_pace() -> None:
     ]
 
 
+def test_a_poll_that_sees_several_steps_done_counts_them_all_in_the_estimate() -> None:
+    clock = StepClock()
+    progress, log = _progress(clock)
+    with progress.task("calls: 300 replays", total=300) as task:
+        clock.now += 10
+        task.advance("100 calls replayed", 100)
+        clock.now += 5
+        task.advance("150 calls replayed", 50)
+    assert log.getvalue().splitlines()[1:] == [
+        "  [100/300, 10 s, about 20 s left] 100 calls replayed",
+        "  [150/300, 15 s, about 15 s left] 150 calls replayed",
+    ]
+
+
 def test_a_task_of_unknown_size_counts_and_times_without_guessing() -> None:
     clock = StepClock()
     progress, log = _progress(clock)

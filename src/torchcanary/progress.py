@@ -82,8 +82,8 @@ class PlainTask:
         self._done = 0
         self._started = progress.clock()
 
-    def advance(self, status: str) -> None:
-        self._done += 1
+    def advance(self, status: str, steps: int = 1) -> None:
+        self._done += steps
         if status:
             self._progress.note(f"  [{self.position()}] {status}")
 
@@ -102,11 +102,12 @@ class TaskHandle:
         self._task_id = task_id
         self._plain = plain
 
-    def advance(self, status: str = "") -> None:
+    def advance(self, status: str = "", steps: int = 1) -> None:
+        """``steps`` more of the total done (a poll of work done elsewhere may see several)."""
         if self._bars is not None:
-            self._bars.update(self._task_id, advance=1, status=status[:60])  # type: ignore[arg-type]
+            self._bars.update(self._task_id, advance=steps, status=status[:60])  # type: ignore[arg-type]
         elif self._plain is not None:
-            self._plain.advance(status)
+            self._plain.advance(status, steps)
 
     def status(self, status: str) -> None:
         if self._bars is not None:

@@ -23,7 +23,7 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ SECTION = "calls"
 BENCH = "bench"  # the section whose workloads are recorded too, when this run has them
 DIFF = "diff"  # when this run has it: its release text (claims pack, notes) names calls
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
+_PROGRESS_EVERY_S = 5.0  # how often a replay's progress is read from its output
 POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"]}
 POLICY_CHOICES = {"calls_block_on": tuple(v.value for v in CallVerdict)}
 
@@ -181,8 +182,10 @@ def _release_text(ctx: RunContext) -> ReleaseText | None:
 
 def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:
     """Every recording replayed in the three roles, as many at once as there are CPUs: each
-    replay is its own processes, and mostly waits on importing torch."""
+    replay is its own processes, and mostly waits on importing torch. Progress counts the
+    replayed calls as their lines land, so a long replay shows its time left."""
     jobs = [(recording, role) for recording in recordings for role in REPLAYS]
+    total = sum(len(_read_lines(r.folder / "calls.jsonl")) for r in recordings) * len(REPLAYS)
 
     def replay(job: tuple[_Recording, str]) -> None:
         recording, replay_role = job
@@ -191,8 +194,31 @@ def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Reco
         environment = ctx.environments[env_role]
         _replay(environment, ctx.import_root, recording.folder, replay_role, settings, extra)
 
-    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        list(pool.map(replay, jobs))
+    def replayed() -> int:
+        return sum(_line_count(r.folder / f"replay-{role}.jsonl") for r, role in jobs)
+
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    with (
+        ctx.progress.task(f"calls: {total} replays (baseline, control, candidate)", total) as task,
+        ThreadPoolExecutor(workers) as pool,
+    ):
+        pending = {pool.submit(replay, job) for job in jobs}
+        seen = 0
+        while pending:
+            finished, pending = wait(pending, timeout=_PROGRESS_EVERY_S)
+            for future in finished:
+                future.result()
+            now = replayed()
+            if now > seen:
+                task.advance(f"{now} calls replayed", now - seen)
+                seen = now
+
+
+def _line_count(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as lines:
+        return sum(1 for _ in lines)
 
 
 def _compare(
