@@ -225,6 +225,7 @@ def test_drills_sharing_a_turn_share_one_fault_free_run_and_both_pass(make_conte
     assert [row["step"] for row in payload["step_diffs"] if row["runs"] > 2] == [4, 5, 6]
     # The killed rank never dumps; whether rank 0 dumped before torchrun tore it down is timing.
     assert 1 in payload["flight_recorder"]["missing_ranks"]
+    assert payload["orphans_after_cleanup"] == []
 
     # The hung rank, surfacing as a timeout error within the timeout.
     payload = results[("hang:timeout", "baseline")].payload
