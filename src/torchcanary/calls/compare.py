@@ -14,10 +14,8 @@ from __future__ import annotations
 import base64
 import enum
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from torchcanary.stack import numerics_diff
@@ -183,19 +181,17 @@ def _output_difference(
 def _values_difference(
     meta: Mapping[str, Any], ref_bytes: bytes, out_bytes: bytes
 ) -> tuple[str, float | None] | None:
-    """Values compared by ``numerics_diff.compare`` (which reads records from files)."""
+    """Values compared by ``numerics_diff.compare``, the stack's comparator."""
     dtype = str(meta["dtype"]).removeprefix("torch.")
     if dtype not in numerics_diff.DEFAULT_TOLERANCES and dtype not in numerics_diff.INT_CODES:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
     shape = tuple(int(n) for n in meta["shape"])
-    with tempfile.TemporaryDirectory(prefix="torchcanary-calls-") as scratch:
-        records = []
-        for name, raw in (("reference", ref_bytes), ("other", out_bytes)):
-            path = Path(scratch) / name
-            path.write_bytes(raw)
-            records.append(numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, path))
-        tolerance = numerics_diff.tolerance_for(dtype, None, None, None)
-        found = numerics_diff.compare(records[0], records[1], tolerance)
+    reference, other = (
+        numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, raw)
+        for raw in (ref_bytes, out_bytes)
+    )
+    tolerance = numerics_diff.tolerance_for(dtype, None, None, None)
+    found = numerics_diff.compare(reference, other, tolerance)
     if not found.drift:
         return None
     rtol = found.tolerance.get("rtol", 0.0)

@@ -50,17 +50,21 @@ INT_CODES = {
 
 @dataclass(frozen=True)
 class TensorRecord:
-    """One recorded tensor as found on disk."""
+    """One recorded tensor: its values in a file on disk (a workload's or a test's record),
+    or already in memory (a replayed call's output, carried in its JSON line)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     byteorder: str
-    path: Path
+    source: Path | bytes
 
     @property
     def count(self) -> int:
         return math.prod(self.shape)
+
+    def raw(self) -> bytes:
+        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def load_records(directory: Path) -> dict[str, TensorRecord]:
 
 def decode(record: TensorRecord) -> list[float] | list[int]:
     """The values of ``record`` in C order, as Python floats or ints."""
-    raw = record.path.read_bytes()
+    raw = record.raw()
     swap = record.byteorder != sys.byteorder
     if record.dtype == "float16":
         prefix = "<" if record.byteorder == "little" else ">"
@@ -142,7 +146,7 @@ def decode(record: TensorRecord) -> list[float] | list[int]:
 def ordered_bits(record: TensorRecord) -> list[int]:
     """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
     bits = FLOAT_BITS[record.dtype]
-    patterns = array.array(_UNSIGNED_CODE[bits], record.path.read_bytes())
+    patterns = array.array(_UNSIGNED_CODE[bits], record.raw())
     if record.byteorder != sys.byteorder:
         patterns.byteswap()
     sign = 1 << (bits - 1)
