@@ -147,8 +147,9 @@ def test_the_sentence_that_names_a_symbol_is_quoted_whole_and_others_are_not():
             "`torch.linalg.cholesky`.\n- Faster kernels. The F.linear path skips a copy.",
         ]
     )
-    assert text.quote("torch.cholesky") == (
+    assert text.quote(text.naming("torch.cholesky")) == (
         "`torch.cholesky`, deprecated since 1.9, is removed; use `torch.linalg.cholesky`."
     )
-    assert text.quote("torch.nn.functional.linear") == "The F.linear path skips a copy."
-    assert text.quote("torch.nn.functional.relu") is None
+    linear = text.naming("torch.nn.functional.linear")
+    assert text.quote(linear) == "The F.linear path skips a copy."
+    assert text.quote(text.naming("torch.nn.functional.relu")) is None

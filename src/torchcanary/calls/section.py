@@ -248,9 +248,9 @@ def _compare(
         if found.verdict is not CallVerdict.SAME:
             change = _change(call, found, Path(settings.stack.cwd), recording.tag)
             words = notes.naming(change.callable) if notes is not None else ()
-            if words and notes is not None:
+            if notes is not None and words:
                 announced = {"notes": ", ".join(words)}
-                quote = notes.quote(change.callable)
+                quote = notes.quote(words)
                 if quote:
                     announced["notes_say"] = quote
                 change = dataclasses.replace(change, announced=announced)

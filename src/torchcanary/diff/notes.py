@@ -57,9 +57,9 @@ class ReleaseText:
             sentences += [" ".join(s.split()) for s in _SENTENCE_END.split(text) if s.strip()]
         return cls(frozenset(words), tuple(sentences))
 
-    def quote(self, name: str) -> str | None:
-        """The first sentence that names the symbol ``name`` (None: unannounced)."""
-        found = set(self.naming(name))
+    def quote(self, words: Iterable[str]) -> str | None:
+        """The first sentence that names any of ``words`` (as :meth:`naming` found them)."""
+        found = set(words)
         for sentence in self.sentences:
             named = {_expand(m.group(0).strip(".")).lower() for m in _WORD.finditer(sentence)}
             if named & found:
