@@ -97,7 +97,7 @@ def drill_processes_left(
 FLEET_PROBES = "fleet.feature,fleet.slow,fleet.needs-cuda"
 
 
-def fleet_run_args(store: Path, output: Path, *more: str) -> list[str]:
+def fleet_run_args(store: Path, output: Path, *more: str, probes: str = FLEET_PROBES) -> list[str]:
     """``torchcanary run`` of the fleet probes alone, into ``store`` and ``output``."""
     return [
         "run",
@@ -106,7 +106,7 @@ def fleet_run_args(store: Path, output: Path, *more: str) -> list[str]:
         "--probe-module",
         "canary_fleet",
         "--probes",
-        FLEET_PROBES,
+        probes,
         "--store",
         str(store),
         "--output",

@@ -19,7 +19,7 @@ from xml.etree import ElementTree
 import pytest
 
 from cli_helpers import FIXTURES, run_canary
-from fleet_helpers import require_ray, unit_ends
+from fleet_helpers import fleet_run_args, require_ray, stored_rows, unit_ends
 from local_cluster import SMOKE, local_node_args, start_local_cluster, stop_local_cluster
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet.across_nodes import gpus_across, placed_profile
@@ -180,31 +180,17 @@ def _smoke() -> WorkUnit:
 
 
 def _ledger(db: Path) -> dict[str, tuple[str, dict[str, Any]]]:
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute(
-            "SELECT profile, verdict, payload_json FROM section_results WHERE section = 'fleet'"
-        ).fetchall()
+    rows = stored_rows(
+        db, "SELECT profile, verdict, payload_json FROM section_results WHERE section = 'fleet'"
+    )
     return {profile: (verdict, json.loads(payload)) for profile, verdict, payload in rows}
 
 
 def _fleet_run(cluster: Any, work: Path, *flags: str) -> Any:
+    store, output = work / "canary.db", work / "out"
+    more = ("--fleet", cluster.address, *flags)
     return run_canary(
-        "run",
-        "--only",
-        "claims",
-        "--probe-module",
-        "canary_fleet",
-        "--probes",
-        "fleet.feature",
-        "--store",
-        str(work / "canary.db"),
-        "--output",
-        str(work / "out"),
-        "--fleet",
-        cluster.address,
-        *flags,
-        cwd=work,
-        timeout=400,
+        *fleet_run_args(store, output, *more, probes="fleet.feature"), cwd=work, timeout=400
     )
 
 
