@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -10,13 +11,18 @@ from rich.markdown import Markdown
 from torchcanary.bench import report, section
 from torchcanary.bench.history_plot import history_forest
 from torchcanary.bench.plots import ForestRow, forest
+from torchcanary.bench.result import BenchVerdict, unmeasured_verdict
 from torchcanary.bench.view import recent
+from torchcanary.plan import RunPlan
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
 from torchcanary.section_types import RunView
+from torchcanary.sections import get_section
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
+
+PLANNED = ("hang", "both-fail", "no-gpu", "fine")  # the benchmarks the not-run test plans
 
 
 def _side(median: float) -> dict:
@@ -91,8 +97,8 @@ def _measured(ratio: float, low: float, high: float, q: float, **extra: object) 
     return payload
 
 
-def _view(store: SqliteStore, results: list[SectionResult]) -> RunView:
-    run_id = store.create_run({})
+def _view(store: SqliteStore, results: list[SectionResult], plan: RunPlan | None = None) -> RunView:
+    run_id = store.create_run(plan.to_json() if plan else {})
     for role, blas in (("baseline", "MKL"), ("candidate", "OpenBLAS")):
         store.save_environment(
             run_id, role, f"torch {role}", "/py", "2.x", 0.0, True, Manifest({"blas": blas})
@@ -245,53 +251,48 @@ def test_policy_blocks_significant_slowdowns_beyond_its_threshold(store: SqliteS
     assert len(section.blocking_reasons(view, {"bench_max_slowdown": 0.02})) == 2
 
 
-def test_a_benchmark_the_candidate_cannot_run_blocks_through_the_not_run_rule(
-    store: SqliteStore,
-) -> None:
-    """Issue 28 item 1: a benchmark the candidate could not run objects (whether or not the
-    baseline ran it), through the core's rule, which a policy may turn into a warning."""
+def test_a_benchmark_a_side_could_not_run_is_a_unit_not_checked(store: SqliteStore) -> None:
+    """Issue 28 item 1, issue 38: a benchmark that crashed, hung or raised on a side is
+    stored ``not-run`` (an honest skip stays ``skipped``) and objects through the core's
+    rule, naming it, which a policy may turn into a warning."""
     failure = {"status": "timeout", "error": "no answer within 60 s"}
+    benchmarks = [{"kind": "synthetic", "op": "add", "id": key} for key in PLANNED]
+    settings = {
+        "bench": get_section("bench").parse_settings({"families": [], "benchmarks": benchmarks})
+    }
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("bench",), settings=settings)
+
+    def unmeasured(key: str, verdict: str, failed: dict[str, Any]) -> SectionResult:
+        payload = {"kind": "gemm", "reason": "timeout", "skipped": {}, "failed": failed}
+        return SectionResult("bench", key, "both", verdict, payload)
+
     view = _view(
         store,
         [
-            SectionResult(
-                "bench",
-                "hang",
-                "both",
-                "skipped",
-                {
-                    "kind": "gemm",
-                    "reason": "timeout",
-                    "skipped": {},
-                    "failed": {"candidate": failure},
-                },
-            ),
-            SectionResult(
-                "bench",
-                "both-fail",
-                "both",
-                "skipped",
-                {
-                    "kind": "gemm",
-                    "reason": "timeout",
-                    "skipped": {},
-                    "failed": {"candidate": failure, "baseline": failure},
-                },
-            ),
+            unmeasured("hang", "not-run", {"candidate": failure}),
+            unmeasured("both-fail", "not-run", {"candidate": failure, "baseline": failure}),
+            unmeasured("no-gpu", "skipped", {}),
             SectionResult("bench", "fine", "both", "same", _measured(1.0, 0.99, 1.01, 0.9)),
         ],
+        plan,
     )
     assert section.blocking_reasons(view, {}) == []  # not the bench's own rule any more
     decision = decide(view, resolve_policy({}, ("bench",)), ("bench",), {})
     assert decision.reasons == (
-        "section bench: 2 item(s) did not run in the candidate, so they say nothing about "
-        "it: both-fail timeout (no answer within 60 s); hang timeout; it runs on the "
-        "baseline (no answer within 60 s)",
+        "section bench: 2 planned unit(s) not checked, so they say nothing about the "
+        "candidate: hang (both) not-run: timeout; both-fail (both) not-run: timeout",
     )
     relaxed = resolve_policy({"block_on_not_run": False}, ("bench",))
     warned = decide(view, relaxed, ("bench",), {})
-    assert warned.go and warned.warnings[0].startswith("section bench: 2 item(s) did not run")
+    assert warned.go and warned.headline == "go with 2 units not checked"
+    assert warned.warnings[0].startswith("section bench: 2 planned unit(s) not checked")
     assert warned.warnings[0].endswith("(not blocking: block_on_not_run = false)")
+
+
+def test_an_unmeasured_benchmark_is_not_run_where_a_side_failed_it_else_skipped() -> None:
+    """Issue 38: the stored verdict says which, so the core can tell them apart."""
+    assert unmeasured_verdict({"candidate": {"status": "crashed"}}) is BenchVerdict.NOT_RUN
+    assert unmeasured_verdict({}) is BenchVerdict.SKIPPED
 
 
 def test_an_aa_run_that_differs_from_itself_is_a_no_go_for_the_harness(store: SqliteStore) -> None:

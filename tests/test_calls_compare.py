@@ -75,10 +75,20 @@ def test_new_and_gone_warnings_are_listed() -> None:
     assert back.verdict is CallVerdict.SAME and back.gone_warnings == ["FutureWarning: x"]
 
 
-def test_a_crashed_or_unrecordable_call_is_not_replayable_and_says_why() -> None:
+def test_a_call_whose_replay_broke_off_is_not_run_and_an_unrecordable_one_not_replayable() -> None:
+    """Issue 38 item 1: a replay that crashed or timed out compared nothing; it is not an
+    honest "cannot be replayed" but a unit of the call set left unchecked."""
     crashed = compare_call(_returned([1.0]), Replay.from_json({"status": "crashed"}))
-    assert crashed.verdict is CallVerdict.NOT_REPLAYABLE
+    assert crashed.verdict is CallVerdict.NOT_RUN
     assert crashed.detail == "crashed when replayed in the candidate"
+    hung = compare_call(Replay.from_json({"status": "timeout"}), _returned([1.0]))
+    assert (hung.verdict, hung.detail) == (
+        CallVerdict.NOT_RUN,
+        "timeout when replayed in the baseline",
+    )
+    missing = compare_call(_returned([1.0]), None)
+    assert missing.verdict is CallVerdict.NOT_RUN
+    assert missing.detail == "no replay written when replayed in the candidate"
     opaque = compare_call(None, None, why_not="argument of type Generator")
     assert opaque.verdict is CallVerdict.NOT_REPLAYABLE
     assert opaque.detail == "argument of type Generator"

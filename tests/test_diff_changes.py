@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from torchcanary.diff.changes import ChangeKind, SurfaceChange, compare_surfaces, signature_delta
 from torchcanary.diff.notes import ReleaseText
-from torchcanary.diff.section import SUMMARY_KEY, blocking_reasons, not_run
-from torchcanary.section_types import NotRun
+from torchcanary.diff.section import CHECKED_VERDICTS, SUMMARY_KEY, blocking_reasons, planned_units
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit
 from torchcanary.store.rows import SectionResult
 
 REQUIRED = ["x", "positional-or-keyword", None, False]
@@ -129,15 +130,18 @@ def test_policy_blocks_on_removed_and_relied_defaults_by_default_and_can_be_rela
 
 
 def test_a_diff_that_could_not_be_compared_is_a_comparison_that_did_not_run():
-    """Issue 28: an uncompared diff is no objection of the diff's own keys but an item
-    that did not run, which the core rule (``block_on_not_run``) objects to."""
+    """Issue 28: an uncompared diff is no objection of the diff's own keys but its one
+    planned unit left unchecked, which the core rule (``block_on_not_run``) objects to."""
     reason = "candidate: crashed: worker killed by SIGKILL"
     view = _View(
         {"diff": [SectionResult("diff", SUMMARY_KEY, "both", "not-compared", {"reason": reason})]}
     )
     relaxed = {key: False for key in ("diff_block_on_removed", "diff_block_on_relied_default")}
     assert blocking_reasons(view, relaxed) == []
-    assert not_run(view) == [NotRun("the surface comparison", reason)]
+    assert planned_units(RunPlan("torch==2.13.0", "torch==2.14.1")) == [
+        PlannedUnit(SUMMARY_KEY, "both")
+    ]
+    assert "not-compared" not in CHECKED_VERDICTS
 
 
 def test_the_sentence_that_names_a_symbol_is_quoted_whole_and_others_are_not():

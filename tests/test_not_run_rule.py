@@ -1,8 +1,9 @@
-"""The core's rule: a run whose asked-for items did not run in the candidate never says go.
+"""The core's rule: a run whose planned units did not all end checked never says go.
 
-Each built-in section declares what "did not run" means for its items (``not_run``); the
-decision objects to them by default, and ``block_on_not_run = false`` turns the objection
-into a warning every report still shows.
+Each section plans its units from the plan and declares its checked verdicts; the core
+(``accounting.py``) finds the units left unchecked, the decision objects to them by
+default, and ``block_on_not_run = false`` turns the objection into a warning every report
+still shows, with "go with N units not checked" as its first line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.console import Console
 from torchcanary.claims.records import save_probe_result
 from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
+from torchcanary.plan import RunPlan
 from torchcanary.policy import decide, resolve_policy
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.report.json_out import render_json
@@ -29,11 +31,15 @@ from torchcanary.store.sqlite import SqliteStore
 
 NEVER_STRUCK = "the job never reached step 12 on rank 1, so no fault was injected"
 DRILLS = ("kill:restart-unshared", "hang:timeout")
+DRILL_PLAN = RunPlan(
+    "torch==2.13.0", "torch==2.14.1", ("drill",), settings={"drill": {"faults": list(DRILLS)}}
+)
+PROBE = "sanity.version-pin"  # a probe of the built-in sanity pack, planned by any plan
 
 
 def _drill_run(store: SqliteStore, verdict: str, reason: str) -> str:
     """A run whose drills all ended with ``verdict`` in both environments."""
-    run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
+    run_id = store.create_run(DRILL_PLAN.to_json())
     for key in DRILLS:
         for role in ("baseline", "candidate"):
             store.save_section_result(
@@ -54,11 +60,12 @@ def test_drills_that_all_errored_say_no_go_naming_each_drill_and_its_first_error
 ) -> None:
     """Issue 28 item 1: every drill `error` (no fault injected) used to answer go."""
     decision, view = _finish(store, _drill_run(store, "error", NEVER_STRUCK), {}, ("drill",))
-    assert not decision.go
+    assert not decision.go and decision.not_checked == 4
     (reason,) = decision.reasons
-    assert reason.startswith("section drill: 2 item(s) did not run in the candidate")
+    assert reason.startswith("section drill: 4 planned unit(s) not checked")
     for key in DRILLS:
-        assert f"drill {key} ({NEVER_STRUCK})" in reason
+        for role in ("baseline", "candidate"):
+            assert f"{key} ({role}, trial 1) error: {NEVER_STRUCK}" in reason
     markdown = render_markdown(view, ("drill",))
     assert "**no-go**" in markdown and NEVER_STRUCK in markdown
 
@@ -71,12 +78,17 @@ def test_a_policy_may_let_items_that_did_not_run_through_but_every_report_says_s
     decision, view = _finish(store, run_id, {"block_on_not_run": False}, ("drill",))
     assert decision.go and decision.reasons == ()
     (warning,) = decision.warnings
-    assert "did not run in the candidate" in warning and warning.endswith(
+    assert "4 planned unit(s) not checked" in warning and warning.endswith(
         "(not blocking: block_on_not_run = false)"
     )
-    assert f"warning: {warning}" in render_markdown(view, ("drill",))
-    assert "Warnings the policy lets through" in render_html(view, ("drill",))
-    assert "go, with 1 warning(s) the policy lets through" in render_junit(view, ("drill",))
+    markdown = render_markdown(view, ("drill",))
+    assert markdown.splitlines()[0] == "# torchcanary: **go with 4 units not checked**"
+    assert f"warning: {warning}" in markdown
+    html = render_html(view, ("drill",))
+    assert "Warnings the policy lets through" in html
+    assert "<strong>go with 4 units not checked</strong>" in html
+    junit = render_junit(view, ("drill",))
+    assert "go with 4 units not checked, with 1 warning(s) the policy lets through" in junit
     written = json.loads(json.dumps(render_json(view), default=str))
     assert written["decision_detail"]["warnings"] == [warning]
 
@@ -85,24 +97,23 @@ def test_honest_unknowns_are_shown_not_blocking(store: SqliteStore) -> None:
     """Issue 28 item 1: "not checkable here" stays an unknown, not a drill that did not run."""
     run_id = _drill_run(store, "not-checkable", "no second GPU here")
     decision, _ = _finish(store, run_id, {}, ("drill",))
-    assert decision.go and decision.warnings == ()
+    assert decision.go and decision.warnings == () and decision.not_checked == 0
 
 
 @pytest.mark.parametrize("verdict", ["error", "crashed", "timeout"])
 def test_a_claim_the_candidate_could_not_check_blocks(store: SqliteStore, verdict: str) -> None:
     """Issue 28 item 1: a probe that broke in the candidate says nothing of the claim."""
-    run_id = store.create_run({"baseline": "torch==a", "candidate": "torch==b"})
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("claims",), probes=(PROBE,))
+    run_id = store.create_run(plan.to_json())
     for role, outcome in (
         ("baseline", Outcome(Verdict.REFUTED, "not in this version")),
         ("candidate", Outcome(Verdict(verdict), "ImportError: no module named numpy")),
     ):
-        save_probe_result(
-            store, ProbeResult(run_id, role, "compile.opt-in", outcome, 1.0, time.time())
-        )
+        save_probe_result(store, ProbeResult(run_id, role, PROBE, outcome, 1.0, time.time()))
     decision, _ = _finish(store, run_id, {}, ("claims",))
     assert decision.reasons == (
-        "section claims: 1 item(s) did not run in the candidate, so they say nothing about "
-        f"it: compile.opt-in {verdict} (ImportError: no module named numpy)",
+        "section claims: 1 planned unit(s) not checked, so they say nothing about the "
+        f"candidate: {PROBE} (candidate) {verdict}: ImportError: no module named numpy",
     )
 
 
@@ -120,5 +131,7 @@ def test_the_last_line_of_a_go_with_warnings_says_so(store: SqliteStore) -> None
     out = io.StringIO()
     assert print_verdict(Console(file=out, width=80), decision, {}, {}) == 0
     (line,) = out.getvalue().splitlines()
-    assert line.startswith("verdict: go (exit 0) with warnings: section drill: 2 item(s)")
+    assert line.startswith(
+        "verdict: go with 4 units not checked (exit 0) with warnings: section drill: 4 planned"
+    )
     assert "no policy objected" not in line

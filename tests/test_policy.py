@@ -30,6 +30,7 @@ from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
 ALL_SECTIONS = section_names()
+DRILL = "hang:timeout"
 
 
 def _section_module(section: str) -> ModuleType:
@@ -95,7 +96,21 @@ def _bench_slower(ratio: float) -> SectionResult:
 
 def _drill(role: str, detect_s: float) -> SectionResult:
     payload = {"detect_s": detect_s, "resume_s": 1.0, "reason": ""}
-    return SectionResult("drill", "hang:timeout", role, "passed", payload)
+    return SectionResult("drill", DRILL, role, "passed", payload)
+
+
+def _planned(*bench_ids: str) -> dict[str, dict[str, Any]]:
+    """Section tables that plan exactly the units these tests store: the bench's
+    benchmarks by id, the drill's one fault (one trial each)."""
+    benchmarks = [{"kind": "synthetic", "op": "add", "id": bench_id} for bench_id in bench_ids]
+    return {"bench": {"families": [], "benchmarks": benchmarks}, "drill": {"faults": [DRILL]}}
+
+
+def _plan(*bench_ids: str, **fields: Any) -> RunPlan:
+    """A plan of the bench alone whose planned units are ``bench_ids``."""
+    overrides = _planned(*bench_ids)
+    settings = {"bench": get_section("bench").parse_settings(overrides["bench"])}
+    return RunPlan("torch==2.13.0", "torch==2.14.1", ("bench",), settings=settings, **fields)
 
 
 def _stored_view(store: SqliteStore, plan: RunPlan, results: list[SectionResult]) -> RunView:
@@ -128,7 +143,7 @@ def test_a_threshold_from_the_policy_file_decides_the_run(
     blocks_with_file: bool,
 ) -> None:
     (tmp_path / "policy.toml").write_text(line + "\n")
-    flags: dict[str, Any] = {"sections": [section]}
+    flags: dict[str, Any] = {"sections": [section], "section_overrides": _planned("linear/x")}
     default_plan = load_settings(None, flags, tmp_path).plan
     filed_plan = load_settings(None, flags | {"policy_file": "policy.toml"}, tmp_path).plan
     for plan, blocks in ((default_plan, blocks_by_default), (filed_plan, blocks_with_file)):
@@ -137,7 +152,7 @@ def test_a_threshold_from_the_policy_file_decides_the_run(
 
 
 def test_a_bench_that_measured_nothing_is_never_a_go(store: SqliteStore) -> None:
-    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
+    plan = _plan("linear/a", "gemm/b")
     skipped = [
         SectionResult("bench", key, "both", "skipped", {"kind": "linear", "reason": why})
         for key, why in (("linear/a", "needs cuda"), ("gemm/b", "dtype unsupported"))
@@ -152,7 +167,7 @@ def test_a_bench_that_measured_nothing_is_never_a_go(store: SqliteStore) -> None
 
 def test_a_bench_that_judged_nothing_is_never_a_go(store: SqliteStore) -> None:
     # One worker group: every interval is unbounded, so no benchmark got a verdict.
-    plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",))
+    plan = _plan("linear/a", "gemm/b")
     why = "the interval is unbounded (1 worker group); more worker groups are needed"
     noisy = [
         SectionResult(
@@ -171,13 +186,14 @@ def test_a_bench_that_judged_nothing_is_never_a_go(store: SqliteStore) -> None:
         "more worker groups (groups >= 3) or a quieter machine",
     )
     judged = [*noisy, _bench_slower(1.01)]
-    assert decide(_stored_view(store, plan, judged), plan.policy, plan.sections, {}).go
+    judged_plan = _plan("linear/a", "gemm/b", "linear/x")
+    assert decide(_stored_view(store, judged_plan, judged), plan.policy, plan.sections, {}).go
 
 
 def test_bench_junit_judges_a_slowdown_by_the_runs_own_policy(store: SqliteStore) -> None:
     for allowed, expected in ((0.10, "passed"), (0.05, "failure")):
         policy = {"bench_max_slowdown": allowed}
-        plan = RunPlan("torch==2.13.0", "torch==2.14.1", sections=("bench",), policy=policy)
+        plan = _plan("linear/x", policy=policy)
         view = _stored_view(store, plan, [_bench_slower(1.08)])
         junit = render_junit(view, ("bench",))
         assert ("<failure" in junit) is (expected == "failure"), junit
@@ -267,6 +283,7 @@ def test_every_declared_bound_holds_its_keys_default_and_names_a_numeric_key() -
             help=None,
             policy_defaults={"limit": 5, "strict": True},
             policy_bounds={"limit": PolicyBounds(0, 1), "strict": PolicyBounds(0, 1)},
+            checked_verdicts=frozenset({"done"}),
             **{m: print for m in _CONTRACT_METHODS},
         )
     ) == [

@@ -23,6 +23,7 @@ from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.policy import policy_defaults
 from torchcanary.sections import (
+    _CONTRACT_METHODS,
     ENTRY_POINT_GROUP,
     Section,
     SectionDiscoveryError,
@@ -81,6 +82,36 @@ def test_a_section_missing_part_of_the_contract_is_refused_naming_the_plugin(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SectionDiscoveryError, match=r"'half'.*run\(\) is missing"):
         registered()
+
+
+def test_a_section_that_declares_no_plan_is_refused_at_load_in_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: without its planned units and checked verdicts nobody could tell what a
+    section left undone, so such a section is not loaded at all."""
+    methods = "".join(
+        f"    def {method}(self, *args):\n        return None\n"
+        for method in _CONTRACT_METHODS
+        if method != "planned_units"
+    )
+    (tmp_path / "planless_section.py").write_text(
+        "class Planless:\n    name = 'planless'\n    order = 5\n    help = None\n"
+        f"    policy_defaults = {{}}\n{methods}\nSECTION = Planless()\n"
+    )
+    info = tmp_path / "planless_section-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planless-section\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\nplanless = planless_section:SECTION\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SectionDiscoveryError) as refused:
+        registered()
+    assert str(refused.value) == (
+        "section plugin 'planless' (planless_section:SECTION, from planless-section) breaks "
+        "the contract: planned_units() is missing; checked_verdicts cannot be read: "
+        "AttributeError: 'Planless' object has no attribute 'checked_verdicts'"
+    )
 
 
 def test_third_party_section_gets_a_subcommand_a_config_table_and_policy_keys(

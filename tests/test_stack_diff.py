@@ -227,12 +227,16 @@ def test_policy_blocks_on_deterministic_breaks_and_optionally_on_the_rest(store)
 
 def test_policy_blocks_when_there_was_nothing_to_compare(store):
     """Issue 28 item 1: a command that could not run objects through the core's rule."""
-    view = _view(store, [_summary("not-compared", reason="the candidate did not run")])
+    crashed = SectionResult("stack", SUMMARY_KEY, "candidate", "crashed", {"detail": "SIGKILL"})
+    ran = SectionResult("stack", SUMMARY_KEY, "baseline", "passed", {"detail": "exit 0"})
+    summary = _summary("not-compared", reason="the candidate did not run")
+    view = _view(store, [ran, crashed, summary])
     assert blocking_reasons(view, {}) == []  # the core's rule, not the stack's own
     decision = decide(view, resolve_policy({}, ("stack",)), ("stack",), {})
     assert decision.reasons == (
-        "section stack: 1 item(s) did not run in the candidate, so they say nothing about "
-        "it: your command, so no test was compared (the candidate did not run)",
+        "section stack: 2 planned unit(s) not checked, so they say nothing about the "
+        "candidate: __summary__ (candidate) crashed: SIGKILL; "
+        "__summary__ (both) not-compared: the candidate did not run",
     )
     with pytest.raises(ConfigError, match=r"retired.*'block_on_not_run'"):
         resolve_policy({"stack_block_on_no_comparison": False}, ("stack",))

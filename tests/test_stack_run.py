@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.accounting import unchecked_units
 from torchcanary.report.view import load_run_view
+from torchcanary.sections import get_section
 from torchcanary.stack import report, section
 from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons
 
@@ -146,8 +148,12 @@ def test_project_that_does_not_install_in_the_candidate_keeps_baseline_results(
     # Not the stack's objection but a command that did not run (the core rule, issue 28).
     view = load_run_view(ctx.store, ctx.run_id)
     assert blocking_reasons(view, {}) == []
-    (did_not_run,) = section.not_run(view)
-    assert "candidate did not run (install-failed)" in did_not_run.first_error
+    unchecked = unchecked_units(get_section("stack"), ctx.plan, view)
+    assert [(u.unit.env_role, u.verdict) for u in unchecked] == [
+        ("candidate", "install-failed"),
+        ("both", "not-compared"),
+    ]
+    assert "candidate did not run (install-failed)" in unchecked[1].why
 
 
 _ALLREDUCE = """\

@@ -17,9 +17,10 @@ from torchcanary.section_types import (
     Finding,
     FleetPart,
     JUnitCase,
-    NotRun,
+    PlannedUnit,
     PolicyBounds,
     RunView,
+    UnitOutcome,
 )
 from torchcanary.sections import ROWS_TABLE, THIRD_PARTY_ORDER
 
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 class PackageSection:
     """A section whose work lives in ``<package>.section`` and its report in ``<package>.report``.
 
-    ``section`` provides ``POLICY_DEFAULTS``, ``parse_settings``, ``run`` and
-    ``blocking_reasons``; ``report`` provides ``html``, ``markdown`` and ``junit_cases``;
+    ``section`` provides ``POLICY_DEFAULTS``, ``CHECKED_VERDICTS``, ``planned_units``,
+    ``parse_settings``, ``run`` and ``blocking_reasons``; ``report`` provides ``html``,
+    ``markdown`` and ``junit_cases``;
     ``<package>.result``, where there is one, provides ``from_json`` for its typed records
     (without it the rows stay plain ``SectionResult``); ``<package>.view``, where there is
     one, provides ``load`` (its ``load_view``), ``<package>.fleet`` ``fleet_part``,
@@ -45,8 +47,8 @@ class PackageSection:
     ``across_nodes``), ``<package>.history`` any of ``history``, ``holds``,
     ``compared`` and ``WORSE_VERDICTS`` (its ``worse_verdicts``), and
     ``<package>.commands`` ``register`` (its ``add_commands``);
-    ``section`` may provide ``not_run`` (its items that did not run in the candidate),
-    ``check_plan`` and ``worker_packages``;
+    ``section`` may provide ``stored_units`` (how its units ended, where its results are
+    not ``section_results`` rows), ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
     ``terminal`` (its part of the summary printed after a run), ``json_parts`` and
     ``reused`` (what the run took from earlier runs: the time line names it), and
@@ -90,6 +92,17 @@ class PackageSection:
     @property
     def policy_defaults(self) -> Mapping[str, Any]:
         return dict(self._module("section").POLICY_DEFAULTS)
+
+    @property
+    def checked_verdicts(self) -> frozenset[str]:
+        return frozenset(self._module("section").CHECKED_VERDICTS)
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
+        return list(self._module("section").planned_units(plan))
+
+    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
+        read = getattr(self._module("section"), "stored_units", None)
+        return list(read(view)) if read is not None else None
 
     @property
     def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
@@ -156,10 +169,6 @@ class PackageSection:
     def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
         module = self._optional_module("view")
         return module.load(store, run, rows) if module is not None else None
-
-    def not_run(self, view: RunView) -> list[NotRun]:
-        find = getattr(self._module("section"), "not_run", None)
-        return list(find(view)) if find is not None else []
 
     def findings(self, view: RunView) -> list[Finding]:
         module = self._optional_module("findings")

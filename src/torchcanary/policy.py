@@ -8,22 +8,26 @@ An unknown key is a configuration error rather than a silent no-op; a key of a s
 that this run leaves out is accepted, so one team policy file serves every subcommand.
 
 One rule belongs to no section: a run that did not do what was asked never answers go.
-Items a section declares it did not run in the candidate (``Section.not_run``) object,
-unless ``block_on_not_run = false`` turns them into warnings, which the reports still show.
+Each section plans its units before it runs; every planned unit that ended without a
+checked verdict (``accounting.unchecked_units``) objects, unless ``block_on_not_run =
+false`` turns them into warnings, and then the decision reads "go with N units not
+checked", never a bare go.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchcanary.accounting import UncheckedUnit, unchecked_units
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
+from torchcanary.plan import RunPlan
 from torchcanary.section_types import PolicyBounds, RunView
 from torchcanary.sections import (
     get_section,
-    items_not_run,
     policy_bounds,
     policy_choices,
     section_names,
@@ -31,6 +35,7 @@ from torchcanary.sections import (
 
 # The keys of the rules the core applies to every section.
 CORE_POLICY_DEFAULTS: dict[str, Any] = {"block_on_not_run": True}
+SHOWN_UNITS = 10  # unchecked units named in the decision's line, per section
 # Keys a section once read whose rule the core now applies: refused with the new name.
 RETIRED_POLICY_KEYS: dict[str, str] = {
     "bench_block_on_candidate_failure": "block_on_not_run",
@@ -45,17 +50,35 @@ class Decision:
     go: bool
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    not_checked: int = 0  # planned units without a checked verdict, blocking or not
 
     @property
     def label(self) -> str:
         return "go" if self.go else "no-go"
+
+    @property
+    def headline(self) -> str:
+        """The decision as a report's first line says it (see :func:`headline`)."""
+        return headline(self.label, self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         return {
             "decision": self.label,
             "reasons": list(self.reasons),
             "warnings": list(self.warnings),
+            "not_checked": self.not_checked,
         }
+
+
+def headline(label: str | None, detail: Mapping[str, Any] | None) -> str:
+    """A stored decision in the words of a report's first line: a go that let unchecked
+    units through says how many, never a bare go."""
+    if label is None:
+        return "incomplete"
+    count = int((detail or {}).get("not_checked", 0))
+    if label == "go" and count:
+        return f"go with {count} unit{'s' if count != 1 else ''} not checked"
+    return label
 
 
 def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
@@ -152,11 +175,30 @@ def decide(
     policy: dict[str, Any],
     sections: tuple[str, ...],
     section_failures: dict[str, str],
+    plan: RunPlan | None = None,
 ) -> Decision:
-    """Go only when every asked-for section ran all its items and none objects under ``policy``."""
+    """Go only when every asked-for section checked every unit it planned and none objects
+    under ``policy``. The units are those the run declared before it started, else read
+    from ``plan`` (default: the run's stored plan; a fleet profile's is the plan fitted to
+    its hardware)."""
+    declared = view.planned if plan is None else None
+    plan = plan or RunPlan.from_json(view.run.plan)
     reasons: list[str] = []
-    warnings: list[str] = []
+    unchecked: list[str] = []
+    count = 0
     for section in sections:
+        try:
+            planned = (declared or {}).get(section)
+            if planned is None:
+                planned = get_section(section).planned_units(plan)
+            found = unchecked_units(get_section(section), planned, view)
+        except Exception as exc:  # its plan cannot be read: nothing of it is accounted for
+            reasons.append(
+                f"section {section}: its planned units cannot be read: {type(exc).__name__}: {exc}"
+            )
+            found = []
+        count += len(found)
+        unchecked += [_unchecked_line(section, found)] if found else []
         if section in section_failures:
             reasons.append(f"section {section} could not finish: {section_failures[section]}")
             continue
@@ -164,23 +206,41 @@ def decide(
         if not get_section(section).has_results(view):
             reasons.append(f"section {section} was asked for but stored no results")
             continue
-        reasons += get_section(section).blocking_reasons(view, policy)
-        not_run = _not_run_reason(section, view)
-        if not_run and policy.get("block_on_not_run", CORE_POLICY_DEFAULTS["block_on_not_run"]):
-            reasons.append(not_run)
-        elif not_run:
-            warnings.append(f"{not_run} (not blocking: block_on_not_run = false)")
-    return Decision(not reasons, tuple(reasons), tuple(warnings))
+        try:
+            reasons += get_section(section).blocking_reasons(view, policy)
+        except Exception as exc:  # its own code broke: what it found cannot be judged
+            reasons.append(
+                f"section {section} could not judge its results: {type(exc).__name__}: {exc}"
+            )
+    return undone_work(reasons, unchecked, count, policy)
 
 
-def _not_run_reason(section: str, view: RunView) -> str:
-    """One line naming ``section``'s items that did not run in the candidate ('' if none)."""
-    missing = items_not_run(get_section(section), view)
-    if not missing:
-        return ""
-    shown = "; ".join(item.describe() for item in missing[:3])
-    more = f"; and {len(missing) - 3} more" if len(missing) > 3 else ""
+def undone_work(
+    reasons: list[str],
+    unchecked: list[str],
+    count: int,
+    policy: Mapping[str, Any],
+    warnings: tuple[str, ...] = (),
+) -> Decision:
+    """The decision once ``count`` planned units without a checked verdict (``unchecked``:
+    lines naming them) are weighed: they block unless ``block_on_not_run = false`` makes
+    each line a warning, and then the decision counts them (its headline says so)."""
+    blocks = policy.get("block_on_not_run", CORE_POLICY_DEFAULTS["block_on_not_run"])
+    if blocks:
+        reasons = [*reasons, *unchecked]
+    else:
+        warnings = (
+            *warnings,
+            *(f"{line} (not blocking: block_on_not_run = false)" for line in unchecked),
+        )
+    return Decision(not reasons, tuple(reasons), tuple(warnings), count)
+
+
+def _unchecked_line(section: str, found: list[UncheckedUnit]) -> str:
+    """One line naming ``section``'s planned units without a checked verdict."""
+    shown = "; ".join(unit.describe() for unit in found[:SHOWN_UNITS])
+    more = f"; and {len(found) - SHOWN_UNITS} more" if len(found) > SHOWN_UNITS else ""
     return (
-        f"section {section}: {len(missing)} item(s) did not run in the candidate, so they say "
-        f"nothing about it: {shown}{more}"
+        f"section {section}: {len(found)} planned unit(s) not checked, so they say nothing "
+        f"about the candidate: {shown}{more}"
     )

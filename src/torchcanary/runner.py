@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from torchcanary.accounting import PLANNED_ARTIFACT, declare
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
 from torchcanary.envs.spec import parse_env_spec
@@ -234,6 +235,14 @@ class OnThisMachine:
         pass
 
 
+def declare_units(store: ResultStore, run_id: str, plan: RunPlan) -> None:
+    """Each section's planned units, stored before any runs (a resumed run keeps those it
+    declared when it started): the decision holds the run to them (``accounting.py``)."""
+    if any(name == PLANNED_ARTIFACT for name, _, _ in store.artifacts(run_id)):
+        return
+    store.save_artifact(run_id, PLANNED_ARTIFACT, "application/json", declare(plan))
+
+
 def execute(
     plan: RunPlan,
     store: ResultStore,
@@ -247,6 +256,7 @@ def execute(
     venue = venue or OnThisMachine()
     run = RunInputs(plan, store, output_dir, progress)
     run_id = venue.open(run, resume_run_id)
+    declare_units(store, run_id, plan)
     try:
         failures = venue.carry_out(run, run_id)
     except BaseException:

@@ -1,6 +1,6 @@
 """The types the section contract speaks: the run view a section's report parts read,
-the JUnit case and fleet part they hand back, an item that did not run, and the bounds of
-a numeric policy key.
+the JUnit case and fleet part they hand back, the units a section plans and how each ended,
+and the bounds of a numeric policy key.
 
 They live below both ``sections.py`` and ``report/`` so that neither imports the other
 (reading a view from the store, which needs the registry, is ``report/view.py``'s job).
@@ -28,6 +28,9 @@ class RunView:
     # record of the nodes chosen. Empty for a run on one machine.
     profiles: dict[str, RunView] = field(default_factory=dict)
     fleet: dict[str, Any] = field(default_factory=dict)
+    # Each section's units as the run declared them before it started (None: a run stored
+    # before units were declared; the decision then reads them from the plan).
+    planned: dict[str, list[PlannedUnit]] | None = None
 
     def confounds(self) -> dict[str, tuple[Any, Any]]:
         """Build facts other than the version on which baseline and candidate differ."""
@@ -67,18 +70,32 @@ class FleetPart:
     terminal: tuple[Any, ...] = ()  # rich renderables for the summary printed after a run
 
 
-@dataclass(frozen=True)
-class NotRun:
-    """One item a section was asked to do that did not run in the candidate, with its first
-    error: the decision's rule that such a run never answers go reads these
-    (``policy.decide``), so each section says what "did not run" means for its items."""
+@dataclass(frozen=True, order=True)
+class PlannedUnit:
+    """One piece of work a section plans from the run plan before it runs (a claim in one
+    environment, a benchmark, one trial of a drill, a suite in one environment, ...).
+
+    A stored row names its unit by its ``key`` and ``env_role``; ``trial`` numbers one of
+    the repeated trials a row holds (from 1; 0: the row itself, read by the section's own
+    ``stored_units``). The core (``accounting.py``) matches the plan against what ran.
+    """
 
     item: str
-    first_error: str
+    env_role: str
+    trial: int = 0
 
     def describe(self) -> str:
-        first_line = (self.first_error.strip().splitlines() or ["no error recorded"])[0]
-        return f"{self.item} ({first_line[:160]})"
+        trial = f", trial {self.trial}" if self.trial else ""
+        return f"{self.item} ({self.env_role}{trial})"
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    """How one stored unit ended: its verdict, and why in a line (the first error)."""
+
+    unit: PlannedUnit
+    verdict: str
+    why: str = ""
 
 
 @dataclass(frozen=True)

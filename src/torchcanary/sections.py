@@ -25,9 +25,10 @@ from torchcanary.section_types import (
     Finding,
     FleetPart,
     JUnitCase,
-    NotRun,
+    PlannedUnit,
     PolicyBounds,
     RunView,
+    UnitOutcome,
 )
 
 if TYPE_CHECKING:
@@ -70,6 +71,12 @@ class Section(Protocol):
     - ``add_flags(parser, own_command)`` and ``flag_settings(args)``: its command-line
       flags (on its own subcommand when ``own_command``, else on ``run``) and what they
       set in its settings; ``named_by(args)`` says the flags ask for the section itself.
+    - ``planned_units(plan)``: the units it will run, read from the plan alone before it
+      runs (a claim x environment, a benchmark, a drill x trial, ...), each a
+      :class:`PlannedUnit` that its stored rows name by key and environment; and
+      ``checked_verdicts``: the verdicts that say a unit was checked. The core
+      (``accounting.py``) counts every planned unit with no row, or whose verdict is not
+      one of these, as not checked; a section never says itself that it did enough.
     - ``run(ctx)``: does the work, committing each finished unit to the store.
     - ``has_results(view)`` and ``blocking_reasons(view, policy)``: for the decision.
     - ``html``, ``markdown`` and ``junit_cases`` over a run view: its report parts.
@@ -85,17 +92,16 @@ class Section(Protocol):
       returns None, the history is a strip of verdicts (read through :func:`history_plot`).
     - Optionally ``result_table``: the store table its results live in when it is not
       ``section_results`` (the claims: ``probe_results``); the run view then reads no rows
-      for it (read through :func:`stores_rows`).
+      for it (read through :func:`stores_rows`), and the section must then provide
+      ``stored_units(view)``: how each unit it stored ended, as :class:`UnitOutcome`
+      (read through :func:`stored_units`); a section whose rows hold several units (the
+      drill: a row per drill and environment, holding its trials) provides it too.
     - Optionally ``load_view(store, run, rows)``: what its report parts read beside its
       rows, loaded once with the run view into ``view.section_views[name]`` (the claims:
       probe results, catalog and packs; the bench: each benchmark's recent history; read
       through :func:`section_view`).
     - Optionally ``json_parts(view)``: top-level entries it adds to ``results.json``
       (the claims: ``claims``, ``coverage``, ``packs``; read through :func:`json_parts`).
-    - Optionally ``not_run(view)``: the items that did not run in the candidate (error,
-      crashed, timeout, not injected; never an honest "not checkable here"), as
-      :class:`NotRun`; the decision objects to them unless the policy turns that into a
-      warning (read through :func:`items_not_run`).
     - Optionally ``check_plan(plan)``: refuse, before anything is built, a plan it cannot
       run (the claims: a broken pack, or one for another release; read through
       :func:`check_plan`); ``worker_packages(plan)``: the top-level packages its workers
@@ -138,6 +144,11 @@ class Section(Protocol):
     @property
     def policy_defaults(self) -> Mapping[str, Any]: ...
 
+    @property
+    def checked_verdicts(self) -> frozenset[str]: ...
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]: ...
+
     def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None: ...
@@ -164,6 +175,7 @@ class Section(Protocol):
 
 
 _CONTRACT_METHODS = (
+    "planned_units",
     "parse_settings",
     "missing_input",
     "add_flags",
@@ -194,6 +206,7 @@ def contract_gaps(section: object) -> list[str]:
         gaps.append("order must be an int")
     if not isinstance(getattr(section, "help", None), (str, type(None))):
         gaps.append("help must be a string or None")
+    gaps += _accounting_gaps(section)
     try:
         defaults = section.policy_defaults  # type: ignore[attr-defined]
     except Exception as exc:
@@ -216,6 +229,20 @@ def contract_gaps(section: object) -> list[str]:
             if key not in defaults
         ]
         gaps += _bounds_gaps(section, defaults)
+    return gaps
+
+
+def _accounting_gaps(section: object) -> list[str]:
+    """A plan's units are matched against stored verdicts: both halves must be declared."""
+    try:
+        checked = section.checked_verdicts  # type: ignore[attr-defined]
+    except Exception as exc:
+        return [f"checked_verdicts cannot be read: {type(exc).__name__}: {exc}"]
+    gaps = []
+    if not isinstance(checked, frozenset) or not all(isinstance(v, str) for v in checked):
+        gaps.append("checked_verdicts must be a frozenset of verdict words")
+    if result_table(section) != ROWS_TABLE and not callable(getattr(section, "stored_units", 0)):
+        gaps.append("stored_units() is missing (its results are not section_results rows)")
     return gaps
 
 
@@ -302,10 +329,26 @@ def findings(section: object, view: RunView) -> list[Finding]:
     return list(find(view)) if callable(find) else []
 
 
-def items_not_run(section: object, view: RunView) -> list[NotRun]:
-    """The items ``section`` did not run in the candidate (none declared: none known)."""
-    find = getattr(section, "not_run", None)
-    return list(find(view)) if callable(find) else []
+def stored_units(section: Section, view: RunView) -> list[UnitOutcome]:
+    """How each unit ``section`` stored in ``view`` ended: its own reader's where it has
+    one (results kept elsewhere, or rows that hold several units: a drill's trials), else
+    each row is the unit of its key and environment."""
+    read = getattr(section, "stored_units", None)
+    own = read(view) if callable(read) else None
+    if own is not None:
+        return list(own)
+    return [
+        UnitOutcome(PlannedUnit(row.key, row.env_role), row.verdict, _why(row.payload))
+        for row in view.sections.get(section.name, [])
+    ]
+
+
+def _why(payload: Mapping[str, Any]) -> str:
+    """A stored unit's own words on how it ended (its first error, else its reason)."""
+    for key in ("first_error", "error", "reason", "detail"):
+        if payload.get(key):
+            return str(payload[key])
+    return ""
 
 
 def fleet_part(section: object, view: RunView) -> FleetPart | None:

@@ -30,7 +30,7 @@ from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.node_collectives import NodeRanks, RankSchedule
 from torchcanary.bench.payload import measured_payload, skipped_payload
-from torchcanary.bench.result import BenchVerdict, bench_record
+from torchcanary.bench.result import BenchVerdict, bench_record, unmeasured_verdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
@@ -288,7 +288,7 @@ def _judge_and_store(
     for key, samples in measured.benchmarks.items():
         save_raw_samples(ctx, sides, samples)
         if samples.stopped:
-            verdict = BenchVerdict.SKIPPED
+            verdict = unmeasured_verdict(samples.failed)
             payload = skipped_payload(samples, sides, settings, seed)
         else:
             verdict = BenchVerdict(decided[key]["verdict"])

@@ -32,7 +32,8 @@ class BenchVerdict(str, Enum):
     SAME = "same"  # shown equivalent: the interval fits a band smaller than what matters
     NO_CHANGE_DETECTED = "no-change-detected"  # not significant, not shown equivalent
     TOO_NOISY = "too-noisy"  # untestable, unbounded interval, or the A/A control alarmed
-    SKIPPED = "skipped"  # did not run (or crashed) on a side
+    SKIPPED = "skipped"  # not measured on a side that lacks its device or feature: honest
+    NOT_RUN = "not-run"  # crashed, hung or raised on a side: it says nothing of the change
 
     def __str__(self) -> str:
         return self.value
@@ -143,20 +144,17 @@ class BenchSkipped:
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def fails_only_on_candidate(self) -> bool:
-        """It ran on the baseline but crashed, hung or raised on the candidate."""
-        return (
-            "candidate" in self.failed
-            and "baseline" not in self.failed
-            and "baseline" not in self.skipped
-        )
-
     def to_json(self) -> dict[str, Any]:
         return record_row(self, frozenset({"nodes"}))
 
 
 BenchResult = BenchMeasured | BenchSkipped
+UNMEASURED = (BenchVerdict.SKIPPED, BenchVerdict.NOT_RUN)  # what a BenchSkipped may say
+
+
+def unmeasured_verdict(failed: dict[str, Any]) -> BenchVerdict:
+    """A benchmark left unmeasured: not run where a side failed it, else an honest skip."""
+    return BenchVerdict.NOT_RUN if failed else BenchVerdict.SKIPPED
 
 
 def from_json(data: dict[str, Any]) -> BenchResult:
@@ -165,7 +163,7 @@ def from_json(data: dict[str, Any]) -> BenchResult:
     payload_version(payload, SCHEMA_VERSION)
     verdict = BenchVerdict(data["verdict"])
     kind: type[BenchMeasured] | type[BenchSkipped] = (
-        BenchSkipped if verdict is BenchVerdict.SKIPPED else BenchMeasured
+        BenchSkipped if verdict in UNMEASURED else BenchMeasured
     )
     return kind(
         key=str(data["key"]),

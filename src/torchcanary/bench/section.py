@@ -33,11 +33,13 @@ from torchcanary.bench.kept_facts import FactKind, KeptFacts
 from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
+    BOTH,
     BenchMeasured,
     BenchSkipped,
     BenchVerdict,
     bench_record,
     from_rows,
+    unmeasured_verdict,
 )
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, CANDIDATE, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
@@ -46,10 +48,14 @@ from torchcanary.bench.suite import expand
 from torchcanary.bench.workload_env import with_project
 from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
-from torchcanary.section_types import NotRun, PolicyBounds
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
 from torchcanary.store.rows import SectionResult
 
 SECTION = "bench"
+# Measured and judged, or an honest skip (no such device or feature here); ``not-run``
+# (crashed, hung, raised on a side) is not checked.
+CHECKED_VERDICTS = frozenset(v.value for v in BenchVerdict if v is not BenchVerdict.NOT_RUN)
 VERDICTS = tuple(verdict.value for verdict in BenchVerdict)
 POLICY_DEFAULTS: dict[str, Any] = {
     "bench_max_slowdown": 0.05,
@@ -222,7 +228,7 @@ class _BenchRun:
         save_raw_samples(self.ctx, self.sides, samples)
         record = bench_record(
             samples.bench_id,
-            BenchVerdict.SKIPPED,
+            unmeasured_verdict(samples.failed),
             skipped_payload(samples, self.sides, self.settings, self.seed),
         )
         self.ctx.store.save_section_result(self.ctx.run_id, SectionResult.of(SECTION, record))
@@ -299,18 +305,36 @@ def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
     return {**POLICY_DEFAULTS, **(policy or {})}
 
 
-def not_run(view: Any) -> list[NotRun]:
-    """Benchmarks that crashed, hung or raised on the candidate (a skip for a missing
-    device or feature is an honest unknown, not listed)."""
-    found = []
+def _planned_ids(plan: RunPlan, device: str) -> dict[str, str]:
+    """Each benchmark's id on ``device`` -> its id as the plan names it (with the device
+    the plan asks for, ``auto`` included: the device is found when the workers start).
+    The same settings expand to the same benchmarks, in the same order, on any device."""
+    settings = BenchSettings.from_json(plan.section_settings(SECTION))
+    planned = [spec["id"] for spec in expand(settings, settings.device)]
+    found = [spec["id"] for spec in expand(settings, device)]
+    return dict(zip(found, planned, strict=True)) if len(found) == len(planned) else {}
+
+
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """Each benchmark the settings expand to, compared across the sides (``both``)."""
+    settings = BenchSettings.from_json(plan.section_settings(SECTION))
+    return [PlannedUnit(spec["id"], BOTH) for spec in expand(settings, settings.device)]
+
+
+def stored_units(view: RunView) -> list[UnitOutcome]:
+    """How each planned benchmark ended, its stored id (on the device found) read back as
+    the plan names it."""
+    plan = RunPlan.from_json(view.run.plan)
+    by_device: dict[str, dict[str, str]] = {}
+    outcomes = []
     for result in from_rows(view.sections.get(SECTION, [])):
-        if isinstance(result, BenchSkipped) and "candidate" in result.failed:
-            failure = result.failed["candidate"]
-            side = "; it runs on the baseline" if result.fails_only_on_candidate else ""
-            found.append(
-                NotRun(f"{result.key} {failure['status']}{side}", str(failure.get("error", "")))
-            )
-    return found
+        device = str(result.spec.get("device", ""))
+        if device not in by_device:
+            by_device[device] = _planned_ids(plan, device) if device else {}
+        item = by_device[device].get(result.key, result.key)
+        why = result.reason if isinstance(result, BenchSkipped) else ""
+        outcomes.append(UnitOutcome(PlannedUnit(item, result.env_role), result.verdict.value, why))
+    return outcomes
 
 
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
@@ -321,7 +345,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     changed = (BenchVerdict.SLOWER, BenchVerdict.FASTER)
     for result in results:
         if isinstance(result, BenchSkipped):
-            continue  # a candidate that could not run it: the core's rule (``not_run``)
+            continue  # unmeasured: not run is the core's rule (``accounting.py``)
         if result.aa:
             if rules["bench_block_on_aa_alarm"] and result.verdict in changed:
                 reasons.append(

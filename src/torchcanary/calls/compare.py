@@ -21,7 +21,8 @@ from typing import Any
 from torchcanary.stack import numerics_diff
 
 _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
-_NOT_RUN = {"not-replayable", "crashed", "timeout"}
+_NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
+_NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
 
 
 class CallVerdict(str, enum.Enum):
@@ -31,6 +32,7 @@ class CallVerdict(str, enum.Enum):
     DIFFERENT_RESULT = "different-result"
     NEW_WARNING = "new-warning"
     NOT_REPLAYABLE = "not-replayable"
+    NOT_RUN = "not-run"  # its replay crashed, timed out or is missing: it says nothing
     NONDETERMINISTIC = "nondeterministic"
     SAME = "same"
 
@@ -92,12 +94,16 @@ def compare_call(
 
     ``why_not`` is the recording's reason a call cannot be replayed at all.
     """
-    if why_not is not None or baseline is None or candidate is None:
-        return CallComparison(CallVerdict.NOT_REPLAYABLE, why_not or "no replay in both versions")
+    if why_not is not None:
+        return CallComparison(CallVerdict.NOT_REPLAYABLE, why_not)
     for role, replay in (("baseline", baseline), ("candidate", candidate)):
-        if replay.status in _NOT_RUN:
-            detail = f"{replay.status} when replayed in the {role}"
-            return CallComparison(CallVerdict.NOT_REPLAYABLE, detail)
+        if replay is None or replay.status in _NOT_RUN:
+            happened = "no replay written" if replay is None else replay.status
+            return CallComparison(CallVerdict.NOT_RUN, f"{happened} when replayed in the {role}")
+    assert baseline is not None and candidate is not None  # a missing replay is not run
+    for role, replay in (("baseline", baseline), ("candidate", candidate)):
+        if replay.status == _NOT_REPLAYABLE:
+            return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
     if control is not None and _difference(baseline, control) is not None:
         return CallComparison(
             CallVerdict.NONDETERMINISTIC, "differs between two replays in the baseline"

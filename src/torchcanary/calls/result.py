@@ -29,6 +29,7 @@ class SummaryStatus(str, enum.Enum):
     CHANGES = "changes"
     NO_CHANGES = "no-changes"
     NOT_CHECKED = "not-checked"  # nothing recorded or replayed; ``reason`` says why
+    INCOMPLETE = "incomplete"  # some replays broke off (crashed, timed out): ``reason`` names them
 
     def __str__(self) -> str:
         return self.value

@@ -29,6 +29,8 @@ from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
 from torchcanary.calls.result import (
+    BOTH,
+    SUMMARY_KEY,
     CallChange,
     CallsSummary,
     SummaryStatus,
@@ -38,6 +40,8 @@ from torchcanary.calls.settings import CallsSettings
 from torchcanary.context import RunContext
 from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.cache import Environment
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.session import run_command
@@ -55,7 +59,15 @@ DIFF = "diff"  # when this run has it: its release text (claims pack, notes) nam
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
 _PROGRESS_EVERY_S = 5.0  # how often a replay's progress is read from its output
 POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"]}
+# The call set is checked when it was recorded and every call replayed in both versions;
+# nothing recorded (``not-checked``) or replays that broke off (``incomplete``) is not.
+CHECKED_VERDICTS = frozenset((SummaryStatus.CHANGES.value, SummaryStatus.NO_CHANGES.value))
 POLICY_CHOICES = {"calls_block_on": tuple(v.value for v in CallVerdict)}
+
+
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """One unit: the call set recorded from the command (or workloads), replayed in both."""
+    return [PlannedUnit(SUMMARY_KEY, BOTH)]
 
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,13 +102,19 @@ def run(ctx: RunContext) -> None:
             if not call.get("replayable", True):
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
-    changed = sum(n for v, n in counts.items() if v not in ("same", "not-replayable"))
+    unchanged = ("same", "not-replayable", CallVerdict.NOT_RUN.value)
+    changed = sum(n for v, n in counts.items() if v not in unchanged)
+    broke_off = counts.get(CallVerdict.NOT_RUN.value, 0)
+    status = SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES
     summary = CallsSummary(
-        SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES,
+        SummaryStatus.INCOMPLETE if broke_off else status,
         what,
+        reason=f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+        if broke_off
+        else None,
         recording_run=ran,
         recorded=recorded,
-        replayed=recorded - counts.get("not-replayable", 0),
+        replayed=recorded - counts.get("not-replayable", 0) - broke_off,
         not_replayable=not_replayable,
         counts=counts,
     )

@@ -46,7 +46,7 @@ from torchcanary.packs.model import ANY_RELEASE
 from torchcanary.plan import RunPlan
 from torchcanary.probe_registry import ENTRY_POINT_GROUP as PROBES_GROUP
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
-from torchcanary.section_types import NotRun
+from torchcanary.section_types import PlannedUnit, UnitOutcome
 from torchcanary.worker.calls import RUN_PROBE
 
 if TYPE_CHECKING:
@@ -57,6 +57,37 @@ POLICY_DEFAULTS: dict[str, Any] = {"fail_on_claims": ["regressed"], "fail_on_san
 POLICY_CHOICES: dict[str, tuple[str, ...]] = {
     "fail_on_claims": tuple(comparison.value for comparison in ClaimComparison)
 }
+
+# A claim checked in an environment ended with what the probe found, or an honest "not
+# checkable here" (no GPU); an error, crash or timeout says only that checking broke.
+CHECKED_VERDICTS = frozenset(
+    verdict.value for verdict in Verdict if not verdict.is_failure_of_the_harness
+)
+
+
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """Each selected claim in each environment, chosen from the plan as ``run`` chooses
+    (the release pack the candidate's pin names, when the plan names none)."""
+    selection = select_claims(
+        plan.probes,
+        plan.probe_modules,
+        plan.release,
+        plan.regression,
+        requested_torch(plan.candidate),
+    )
+    return [PlannedUnit(probe_id, role) for probe_id in selection.probes for role in ROLES]
+
+
+def stored_units(view: RunView) -> list[UnitOutcome]:
+    """How each claim ended in each environment (its results are ``probe_results`` rows)."""
+    return [
+        UnitOutcome(
+            PlannedUnit(result.probe_id, result.env_role),
+            result.outcome.verdict.value,
+            result.outcome.summary,
+        )
+        for result in claims_of(view).probe_results
+    ]
 
 
 def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -264,18 +295,6 @@ def blocking_reasons(view: RunView, policy: dict[str, Any]) -> list[str]:
     if policy.get("fail_on_sanity", POLICY_DEFAULTS["fail_on_sanity"]):
         reasons += _sanity_failures(view)
     return reasons
-
-
-def not_run(view: RunView) -> list[NotRun]:
-    """Probes that errored, crashed or timed out in the candidate: they say nothing of it."""
-    return [
-        NotRun(
-            f"{row.probe_id} {row.candidate.outcome.verdict.value}",
-            row.candidate.outcome.summary,
-        )
-        for row in claims_of(view).rows()
-        if row.candidate is not None and row.candidate.outcome.verdict.is_failure_of_the_harness
-    ]
 
 
 def _sanity_failures(view: RunView) -> list[str]:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO
+from torchcanary.policy import headline
 from torchcanary.report.view import load_run_view
 from torchcanary.sections import registered, terminal_summary
 from torchcanary.store.base import ResultStore
@@ -56,7 +57,10 @@ def print_verdict(
     elif decision.go and decision.warnings:
         # A go the policy let through with warnings must not read as a clean go.
         code = EXIT_GO
-        verdict = f"go (exit {code}) with warnings: {_first_of(decision.warnings, 'warning')}"
+        verdict = (
+            f"{decision.headline} (exit {code}) with warnings: "
+            f"{_first_of(decision.warnings, 'warning')}"
+        )
     elif decision.go:
         code, verdict = EXIT_GO, f"go (exit {EXIT_GO}): no policy objected"
     else:
@@ -89,7 +93,8 @@ def print_fleet_summary(console: Console, store: ResultStore, run_id: str) -> No
     detail = view.run.decision_detail or {}
     colour = "green" if view.run.decision == "go" else "red"
     console.print(
-        f"decision across {len(profiles)} profiles: [bold {colour}]{view.run.decision}[/]"
+        f"decision across {len(profiles)} profiles: "
+        f"[bold {colour}]{headline(view.run.decision, detail)}[/]"
     )
     for reason in detail.get("reasons", []):
         console.print(f"  - {reason}", markup=False, highlight=False)
@@ -117,7 +122,7 @@ def print_summary(console: Console, store: ResultStore, run_id: str) -> None:
         )
     detail = view.run.decision_detail or {}
     colour = "green" if view.run.decision == "go" else "red"
-    console.print(f"decision: [bold {colour}]{view.run.decision}[/]")
+    console.print(f"decision: [bold {colour}]{headline(view.run.decision, detail)}[/]")
     for reason in detail.get("reasons", []):
         console.print(f"  - {reason}", markup=False, highlight=False)
     for warning in detail.get("warnings", []):

@@ -56,7 +56,8 @@ from torchcanary.diff.settings import DiffSettings
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.kept import KeptFolder, entry_key, fixed_environment, own_files_digest
-from torchcanary.section_types import NotRun
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.calls import COLLECT_SURFACE
 
@@ -64,6 +65,8 @@ SECTION = "diff"
 _KEPT_SCHEMA = 1  # the format of the surfaces kept under <cache>/surfaces
 REUSED_KEY = "reused_made_at"  # in a collection kept from an earlier run: when it was made
 SUMMARY_KEY = "__summary__"
+# The comparison is checked when both surfaces were read and diffed; not-compared is not.
+CHECKED_VERDICTS = frozenset((DiffStatus.CHANGES.value, DiffStatus.NO_CHANGES.value))
 BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
     "diff_block_on_removed": True,
@@ -233,13 +236,9 @@ def _listed(rows: list[DiffChange], limit: int = 5) -> str:
     return names + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
-def not_run(view: Any) -> list[NotRun]:
-    """The comparison, when a build's surface could not be read (nothing was diffed)."""
-    records = from_rows(view.sections.get(SECTION, []))
-    summary = next((r for r in records if isinstance(r, DiffSummary)), None)
-    if summary is None or summary.verdict is not DiffStatus.NOT_COMPARED:
-        return []
-    return [NotRun("the surface comparison", summary.reason or "")]
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """One unit: the comparison of the two builds' public surfaces."""
+    return [PlannedUnit(SUMMARY_KEY, BOTH)]
 
 
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
@@ -251,7 +250,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     summary = next((r for r in records if isinstance(r, DiffSummary)), None)
     if summary is None:
         return ["diff: the comparison did not finish; run again with --resume"]
-    if summary.verdict is DiffStatus.NOT_COMPARED:  # the core's rule (``not_run``)
+    if summary.verdict is DiffStatus.NOT_COMPARED:  # the core's rule (``accounting.py``)
         return []
     changes = [r for r in records if isinstance(r, DiffChange)]
     reasons = []

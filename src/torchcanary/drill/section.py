@@ -50,10 +50,23 @@ from torchcanary.drill.result import (
 from torchcanary.drill.settings import DrillSettings
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.envs.cache import cache_root
-from torchcanary.section_types import NotRun, PolicyBounds
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
 from torchcanary.store.rows import SectionResult
 
 SECTION = "drill"
+# A trial checked the drill when it ran to a verdict on the recovery, or found the fault
+# cannot be injected on this machine; an error (the fault never injected, the job never
+# started, our own code raised) is not a trial that ran.
+CHECKED_VERDICTS = frozenset(
+    verdict.value
+    for verdict in (
+        DrillVerdict.PASSED,
+        DrillVerdict.FAILED,
+        DrillVerdict.ABSENT,
+        DrillVerdict.NOT_CHECKABLE,
+    )
+)
 
 POLICY_DEFAULTS: dict[str, Any] = {
     "drill_block_on_regression": True,
@@ -243,14 +256,29 @@ def drill_runs(view: Any) -> list[DrillRun]:
     return [r for r in from_rows(view.sections.get(SECTION, [])) if isinstance(r, DrillRun)]
 
 
-def not_run(view: Any) -> list[NotRun]:
-    """Drills that errored in the candidate (the fault never injected, the job never
-    started): a drill that did not happen says nothing of the candidate's recovery."""
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """Each configured drill's trials in each environment (more trials may follow where
+    the environments disagree; those are not planned)."""
+    settings = drill_settings.parse_settings(plan.section_settings(SECTION))
     return [
-        NotRun(f"drill {run.key}", run.reason_text)
-        for run in drill_runs(view)
-        if run.env_role == "candidate" and run.verdict is DrillVerdict.ERROR
+        PlannedUnit(spec.key, role, trial)
+        for spec in settings.specs()
+        for role in ROLES
+        for trial in range(1, settings.trials + 1)
     ]
+
+
+def stored_units(view: RunView) -> list[UnitOutcome]:
+    """Each stored trial of each drill in each environment, numbered from 1 (a row stored
+    before drills were repeated is its one trial)."""
+    found = []
+    for run in drill_runs(view):
+        trials = run.trials or ({"verdict": run.verdict.value, "reason": run.reason_text},)
+        for number, trial in enumerate(trials, start=1):
+            why = str(trial.get("first_error") or trial.get("reason") or "")
+            unit = PlannedUnit(run.key, run.env_role, number)
+            found.append(UnitOutcome(unit, str(trial.get("verdict")), why))
+    return found
 
 
 def _trials_said(base: DrillRun | None, cand: DrillRun) -> str:
@@ -274,7 +302,7 @@ def blocking_reasons(view: Any, policy: Mapping[str, Any]) -> list[str]:
         if cand is None:
             continue
         # Only a difference the trials support (drill/repeats.py) is a regression; an
-        # error is no regression but a drill that did not happen (``not_run``).
+        # error is no regression but a drill that did not happen (``accounting.py``).
         regressed = (
             base is not None
             and cand.verdict is not DrillVerdict.ERROR

@@ -28,17 +28,27 @@ from torchcanary.explain.explainers import EXPLAINERS
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
 from torchcanary.explain.settings import parse_settings as _parse
+from torchcanary.plan import RunPlan
 from torchcanary.report.view import load_run_view
-from torchcanary.section_types import Finding, RunView
+from torchcanary.section_types import Finding, PlannedUnit, RunView
 from torchcanary.sections import findings, registered
 from torchcanary.store.rows import SectionResult
 
 POLICY_DEFAULTS: dict[str, Any] = {}
+# The section's one planned unit is its pass over the run's findings: checked when its
+# summary row says it went through them (``done``, whatever each explanation found).
+CHECKED_VERDICTS = frozenset({ExplainStatus.DONE.value})
 CHANGE = "change"  # a finding that is a candidate cause of others (the diff's changes)
 
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return _parse(mapping)
+
+
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """One unit: going through the findings of the run's other sections (which findings
+    there are is known only once they ran)."""
+    return [PlannedUnit(SUMMARY_KEY, ExplainSummary.env_role)]
 
 
 def blocking_reasons(view: RunView, policy: Mapping[str, Any]) -> list[str]:

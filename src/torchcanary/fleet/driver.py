@@ -37,7 +37,7 @@ from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.section_unit import RUN_SECTION
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
 from torchcanary.plan import RunPlan
-from torchcanary.policy import Decision, decide
+from torchcanary.policy import Decision, decide, undone_work
 from torchcanary.progress import Progress
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, NOT_CHECKED, load_run_view
 from torchcanary.runner import RunInputs, start_run
@@ -390,32 +390,58 @@ def _nodes_to_resume(
 def _decide(
     store: ResultStore, run_id: str, plan: RunPlan, failures: Mapping[str, str]
 ) -> Decision:
-    """Go only when every profile's sections finished and none objects, on any profile."""
+    """Go only when every profile checked every unit it was sent and none objects, on any
+    profile. A profile's units are the plan fitted to its hardware; a section whose unit
+    saw too few GPUs checked none of its units: undone work, as the core's rule says."""
     reasons: list[str] = []
     warnings: list[str] = []
+    unchecked: list[str] = []
+    count = 0
     checked = False
+    hardware = _recorded_profiles(store, run_id)
     for profile, node_id in store.run_profiles(run_id).items():
         view = load_run_view(store.scoped(node_id, profile), run_id)
         # Judge the sections the profile was sent: one left with nothing to ask is not one
-        # that "stored no results"; one whose unit saw too few GPUs ran nothing, and says so.
+        # that "stored no results"; one whose unit saw too few GPUs ran nothing.
         ledger = view.sections.get(LEDGER_SECTION, [])
-        unchecked = {row.key: row for row in ledger if row.verdict == NOT_CHECKED}
-        sent = {row.key for row in ledger} - set(unchecked)
+        too_few = {row.key: row for row in ledger if row.verdict == NOT_CHECKED}
+        sent = {row.key for row in ledger} - set(too_few)
         asked = tuple(section for section in plan.sections if section in sent)
-        checked = checked or bool(asked) or not unchecked
-        warnings += [
-            f"[{profile}] {key}: {row.payload.get('error')}" for key, row in unchecked.items()
-        ]
+        checked = checked or bool(asked) or not too_few
+        fitted = _fit(plan, hardware[profile])[0] if profile in hardware else plan
+        for section, row in too_few.items():
+            units = (
+                len(get_section(section).planned_units(fitted)) if section in fitted.sections else 0
+            )
+            count += max(units, 1)
+            unchecked.append(
+                f"[{profile}] section {section}: none of its {units} planned unit(s) was "
+                f"checked: {row.payload.get('error')}"
+            )
         own = {
             unit.rpartition("@")[0]: why
             for unit, why in failures.items()
             if unit.rpartition("@")[2] == profile
         }
-        decision = decide(view, plan.policy, asked, own)
+        decision = decide(view, plan.policy, asked, own, plan=fitted)
         reasons += [f"[{profile}] {reason}" for reason in decision.reasons]
         warnings += [f"[{profile}] {warning}" for warning in decision.warnings]
+        count += decision.not_checked
     if not store.run_profiles(run_id):
         reasons.append("no node of the fleet stored any result")
     elif not checked:
-        reasons.append("no unit of the fleet was checked: each saw too few GPUs (see warnings)")
-    return Decision(not reasons, tuple(reasons), tuple(warnings))
+        reasons.append("no unit of the fleet was checked: each saw too few GPUs")
+    return undone_work(reasons, unchecked, count, plan.policy, tuple(warnings))
+
+
+def _recorded_profiles(store: ResultStore, run_id: str) -> dict[str, HardwareProfile]:
+    """Each chosen profile's hardware, as the run recorded it when it started (a record
+    this version cannot read is left out: that profile is held to the whole plan)."""
+    profiles = {}
+    for node in (stored_fleet(store, run_id) or {"nodes": []})["nodes"]:
+        try:
+            profile = HardwareProfile.from_json(json.dumps(node["profile"]))
+        except (ValueError, TypeError):
+            continue
+        profiles[profile.key] = profile
+    return profiles

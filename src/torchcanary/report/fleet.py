@@ -13,6 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from torchcanary.policy import headline
 from torchcanary.report.json_out import render_json
 from torchcanary.report.style import PAGE_CSS
 from torchcanary.report.view import LEDGER_SECTION, NOT_CHECKED
@@ -168,7 +169,8 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     run = view.run
     profiles = list(view.profiles)
     lines = [
-        f"# torchcanary: **{run.decision or 'incomplete'}** across {len(profiles)} profiles",
+        f"# torchcanary: **{headline(run.decision, run.decision_detail)}** "
+        f"across {len(profiles)} profiles",
         "",
         f"Baseline `{run.plan.get('baseline')}` vs candidate `{run.plan.get('candidate')}`"
         f" (run `{run.run_id}`), on: " + ", ".join(f"`{p}`" for p in profiles) + ".",
@@ -256,7 +258,8 @@ def render_fleet_html(view: RunView, sections: tuple[str, ...]) -> str:
         f"<h1>torchcanary run {escape(run.run_id)} across {len(profiles)} profiles</h1>",
         f"<p>baseline <code>{escape(run.plan.get('baseline', ''))}</code> against candidate "
         f"<code>{escape(run.plan.get('candidate', ''))}</code>; status {escape(run.status)}</p>",
-        f'<div class="decision {escape(decision)}">decision: <strong>{escape(decision)}'
+        f'<div class="decision {escape(decision)}">decision: '
+        f"<strong>{escape(headline(run.decision, detail))}"
         "</strong></div>",
     ]
     parts += [part.lead_html for part in own.values()]

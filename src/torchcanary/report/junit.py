@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
+from torchcanary.policy import headline
 from torchcanary.section_types import JUnitCase, RunView
 from torchcanary.sections import get_section
 
@@ -20,9 +21,10 @@ def _decision_case(view: RunView) -> JUnitCase:
         return JUnitCase("torchcanary", "decision", "skipped", message="the run did not finish")
     if view.run.decision == "go":
         warnings = (view.run.decision_detail or {}).get("warnings", [])
-        said = f"go, with {len(warnings)} warning(s) the policy lets through"
+        go = headline(view.run.decision, view.run.decision_detail)
+        said = f"{go}, with {len(warnings)} warning(s) the policy lets through"
         output = "\n".join([said, *warnings]) if warnings else ""
-        return JUnitCase("torchcanary", "decision", "passed", message="go", output=output)
+        return JUnitCase("torchcanary", "decision", "passed", message=go, output=output)
     first = reasons.splitlines()[0] if reasons else ""
     return JUnitCase("torchcanary", "decision", "failure", message=f"no-go: {first}", text=reasons)
 

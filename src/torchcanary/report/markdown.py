@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from torchcanary.policy import headline
 from torchcanary.section_types import RunView
 from torchcanary.sections import get_section, registered, reused
 
@@ -55,7 +56,7 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     run = view.run
     detail = run.decision_detail or {}
     lines = [
-        f"# torchcanary: **{run.decision or 'incomplete'}**",
+        f"# torchcanary: **{headline(run.decision, detail)}**",
         "",
         f"Baseline `{run.plan.get('baseline')}` vs candidate `{run.plan.get('candidate')}`"
         f" (run `{run.run_id}`).",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from torchcanary.policy import headline
 from torchcanary.report.style import PAGE_CSS
 from torchcanary.section_types import RunView
 from torchcanary.sections import get_section
@@ -65,7 +66,8 @@ def render_html(view: RunView, sections: tuple[str, ...]) -> str:
         f"<h1>torchcanary run {escape(run.run_id)}</h1>"
         f"<p>baseline <code>{escape(run.plan.get('baseline', ''))}</code> against candidate "
         f"<code>{escape(run.plan.get('candidate', ''))}</code>; status {escape(run.status)}</p>"
-        f'<div class="decision {escape(decision)}">decision: <strong>{escape(decision)}'
+        f'<div class="decision {escape(decision)}">decision: '
+        f"<strong>{escape(headline(run.decision, detail))}"
         f"</strong></div>"
         + (f"<h3>Why</h3><ul>{reasons}</ul>" if reasons else "")
         + (f"<h3>Warnings the policy lets through</h3><ul>{warnings}</ul>" if warnings else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from torchcanary.accounting import PLANNED_ARTIFACT, declared_units
 from torchcanary.results import SectionRecord
 from torchcanary.section_types import RunView
 from torchcanary.sections import registered, section_names, section_view, stores_rows
@@ -47,6 +48,7 @@ def load_run_view(store: ResultStore, run_id: str) -> RunView:
             for profile, node in (store.run_profiles(run_id) if not store.profile else {}).items()
         },
         json.loads(artifacts.get(FLEET_ARTIFACT, b"{}")),
+        declared_units(artifacts[PLANNED_ARTIFACT]) if PLANNED_ARTIFACT in artifacts else None,
     )
 
 

@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import ROLES, RunContext
-from torchcanary.section_types import NotRun, PolicyBounds
+from torchcanary.plan import RunPlan
+from torchcanary.section_types import PlannedUnit, PolicyBounds
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs
@@ -41,6 +42,7 @@ from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.records import EnvRun
 from torchcanary.stack.result import (
     ComparisonStatus,
+    RunStatus,
     StackChange,
     StackRecord,
     StackSummary,
@@ -51,6 +53,18 @@ from torchcanary.stack.settings import StackSettings
 from torchcanary.store.rows import SectionResult
 
 SECTION = "stack"
+# A suite checked in an environment ran its tests to the end (failures are findings); the
+# comparison is checked when it was made. Anything else (crashed, timeout, not found, no
+# tests, not compared) is not.
+CHECKED_VERDICTS = frozenset(
+    status.value
+    for status in (
+        RunStatus.PASSED,
+        RunStatus.FAILED,
+        ComparisonStatus.CHANGES,
+        ComparisonStatus.NO_CHANGES,
+    )
+)
 SUMMARY_KEY = "__summary__"
 BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
@@ -172,13 +186,9 @@ def blocking_changes(changes: list[StackChange], rules: Mapping[str, Any]) -> se
     return blocked
 
 
-def not_run(view: Any) -> list[NotRun]:
-    """The command, when it could not run in an environment (so nothing was compared)."""
-    records: list[StackRecord] = from_rows(view.sections.get(SECTION, []))
-    summary = next((r for r in records if isinstance(r, StackSummary)), None)
-    if summary is None or summary.verdict is not ComparisonStatus.NOT_COMPARED:
-        return []
-    return [NotRun("your command, so no test was compared", summary.reason or "")]
+def planned_units(plan: RunPlan) -> list[PlannedUnit]:
+    """The command (the suite) in each environment, and their comparison."""
+    return [PlannedUnit(SUMMARY_KEY, role) for role in (*ROLES, BOTH)]
 
 
 def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
@@ -191,7 +201,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     if summary is None:
         return ["stack: the comparison did not finish; run again with --resume"]
     if summary.verdict is ComparisonStatus.NOT_COMPARED:
-        return []  # the command could not run: the core's rule (``not_run``)
+        return []  # the command could not run: the core's rule (``accounting.py``)
     changes = [r for r in records if isinstance(r, StackChange) and r.env_role == BOTH]
     breaks = [r for r in changes if r.verdict.is_new_break]
     hard = [r for r in breaks if r.blocks_as_new_break]
