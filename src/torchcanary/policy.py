@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchcanary.accounting import UncheckedUnit, unchecked_units
+from torchcanary.accounting import NO_VERDICT, UncheckedUnit, unchecked_units
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
@@ -187,16 +187,20 @@ def decide(
     unchecked: list[str] = []
     count = 0
     for section in sections:
+        planned = (declared or {}).get(section)
         try:
-            planned = (declared or {}).get(section)
             if planned is None:
                 planned = get_section(section).planned_units(plan)
-            found = unchecked_units(get_section(section), planned, view)
         except Exception as exc:  # its plan cannot be read: nothing of it is accounted for
             reasons.append(
                 f"section {section}: its planned units cannot be read: {type(exc).__name__}: {exc}"
             )
-            found = []
+            planned = []
+        try:
+            found = unchecked_units(get_section(section), planned, view)
+        except Exception as exc:  # rows it cannot read checked nothing
+            why = f"its stored results cannot be read: {type(exc).__name__}: {exc}"
+            found = [UncheckedUnit(unit, NO_VERDICT, why) for unit in dict.fromkeys(planned)]
         count += len(found)
         unchecked += [_unchecked_line(section, found)] if found else []
         if section in section_failures:
