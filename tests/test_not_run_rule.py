@@ -15,6 +15,8 @@ import time
 import pytest
 from rich.console import Console
 
+from torchcanary.calls.result import CallsSummary, SummaryStatus
+from torchcanary.calls.section import call_set_summary
 from torchcanary.claims.records import save_probe_result
 from torchcanary.commands.summary import print_verdict
 from torchcanary.errors import ConfigError
@@ -26,6 +28,7 @@ from torchcanary.report.junit import render_junit
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.page import render_html
 from torchcanary.report.view import load_run_view
+from torchcanary.sections import get_section
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -135,3 +138,79 @@ def test_the_last_line_of_a_go_with_warnings_says_so(store: SqliteStore) -> None
         "verdict: go with 4 units not checked (exit 0) with warnings: section drill: 4 planned"
     )
     assert "no policy objected" not in line
+
+
+# issue 38: every section's planned units, the calls and the explain included --------------
+def _one_section_run(store: SqliteStore, section: str, table: dict[str, object]) -> str:
+    settings = {section: get_section(section).parse_settings(table)}
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", (section,), settings=settings)
+    return store.create_run(plan.to_json())
+
+
+def test_a_calls_run_that_recorded_nothing_is_no_go_naming_why(store: SqliteStore) -> None:
+    """Issue 38 item 1: a call set never recorded used to answer go with no warning."""
+    run_id = _one_section_run(store, "calls", {"command": "pytest -q"})
+    why = "no recording was written (your command: exited with status 2; see /tmp/calls)"
+    summary = CallsSummary(SummaryStatus.NOT_CHECKED, "your command", why)
+    store.save_section_result(run_id, SectionResult.of("calls", summary))
+    decision, _ = _finish(store, run_id, {}, ("calls",))
+    assert decision.reasons == (
+        "section calls: 1 planned unit(s) not checked, so they say nothing about the "
+        f"candidate: __summary__ (both) not-checked: {why}",
+    )
+    relaxed, _ = _finish(store, run_id, {"block_on_not_run": False}, ("calls",))
+    assert relaxed.headline == "go with 1 unit not checked"
+
+
+def test_a_call_set_with_a_replay_that_broke_off_is_incomplete_and_not_checked(
+    store: SqliteStore,
+) -> None:
+    """Issue 38 item 1: a call that crashed or timed out in the candidate was filed "not
+    replayable", which never blocked; it compared nothing, so the set is not checked."""
+    counts = {"same": 4, "not-run": 1, "not-replayable": 1}
+    summary = call_set_summary("your command", "exited 0", 6, counts, {"a Generator": 1})
+    assert (summary.verdict, summary.replayed) == (SummaryStatus.INCOMPLETE, 4)
+    assert summary.verdict.value not in get_section("calls").checked_verdicts
+    run_id = _one_section_run(store, "calls", {"command": "pytest -q"})
+    store.save_section_result(run_id, SectionResult.of("calls", summary))
+    decision, _ = _finish(store, run_id, {}, ("calls",))
+    assert decision.reasons == (
+        "section calls: 1 planned unit(s) not checked, so they say nothing about the "
+        "candidate: __summary__ (both) incomplete: 1 call(s) were not replayed to the end "
+        "in both versions (not-run)",
+    )
+    clean = call_set_summary("your command", "exited 0", 5, {"same": 5}, {})
+    assert clean.verdict is SummaryStatus.NO_CHANGES
+
+
+def test_an_explain_pass_that_stored_nothing_is_a_unit_not_checked(store: SqliteStore) -> None:
+    """Issue 38 item 1: the explain section declared no undone work at all."""
+    run_id = _one_section_run(store, "explain", {})
+    decision, _ = _finish(store, run_id, {}, ("explain",))
+    assert decision.reasons == (
+        "section explain was asked for but stored no results",
+        "section explain: 1 planned unit(s) not checked, so they say nothing about the "
+        "candidate: __summary__ (both) no verdict stored",
+    )
+
+
+def test_errored_trials_of_a_flaky_drill_are_trials_that_did_not_run(store: SqliteStore) -> None:
+    """Issue 38 item 3: two errored trials and one pass in the candidate against three
+    passes in the baseline answered go (flaky) with no warning, and no key could block."""
+    run_id = _one_section_run(store, "drill", {"faults": ["hang:timeout"], "trials": 3})
+    trial = {"verdict": "passed", "reason": None, "first_error": None, "duration_s": 1.0}
+    errored = {**trial, "verdict": "error", "reason": NEVER_STRUCK}
+    for role, trials, verdict in (
+        ("baseline", [trial, trial, trial], "passed"),
+        ("candidate", [errored, trial, errored], "flaky"),
+    ):
+        payload = {"reason": "", "trials": trials}
+        store.save_section_result(
+            run_id, SectionResult("drill", "hang:timeout", role, verdict, payload)
+        )
+    decision, _ = _finish(store, run_id, {}, ("drill",))
+    assert decision.reasons == (
+        "section drill: 2 planned unit(s) not checked, so they say nothing about the "
+        f"candidate: hang:timeout (candidate, trial 1) error: {NEVER_STRUCK}; "
+        f"hang:timeout (candidate, trial 3) error: {NEVER_STRUCK}",
+    )

@@ -102,24 +102,36 @@ def run(ctx: RunContext) -> None:
             if not call.get("replayable", True):
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
-    unchanged = ("same", "not-replayable", CallVerdict.NOT_RUN.value)
-    changed = sum(n for v, n in counts.items() if v not in unchanged)
+    summary = call_set_summary(what, ran, recorded, counts, not_replayable)
+    _save(ctx, summary)
+    ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
+
+
+def call_set_summary(
+    what: str, ran: str, recorded: int, counts: dict[str, int], not_replayable: dict[str, int]
+) -> CallsSummary:
+    """The call set's one verdict from its calls' (``counts``: verdict -> calls): a call
+    whose replay broke off (``not-run``) compared nothing, so the set is ``incomplete``,
+    a unit not checked (``accounting.py``), whatever the other calls showed."""
     broke_off = counts.get(CallVerdict.NOT_RUN.value, 0)
+    unchanged = (
+        CallVerdict.SAME.value,
+        CallVerdict.NOT_REPLAYABLE.value,
+        CallVerdict.NOT_RUN.value,
+    )
+    changed = sum(n for verdict, n in counts.items() if verdict not in unchanged)
     status = SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES
-    summary = CallsSummary(
+    reason = f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+    return CallsSummary(
         SummaryStatus.INCOMPLETE if broke_off else status,
         what,
-        reason=f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
-        if broke_off
-        else None,
+        reason=reason if broke_off else None,
         recording_run=ran,
         recorded=recorded,
-        replayed=recorded - counts.get("not-replayable", 0) - broke_off,
+        replayed=recorded - counts.get(CallVerdict.NOT_REPLAYABLE.value, 0) - broke_off,
         not_replayable=not_replayable,
         counts=counts,
     )
-    _save(ctx, summary)
-    ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 
 
 @dataclasses.dataclass(frozen=True)
