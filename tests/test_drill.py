@@ -352,7 +352,8 @@ def test_defaults_are_the_short_drill_set():
 
 
 def test_more_ranks_than_memory_is_not_checkable_without_starting_anything(tmp_path):
-    assert "lower drill.ranks" in (machine_capacity_problem(100_000) or "")
+    problem = machine_capacity_problem(100_000)
+    assert problem is not None and problem.lasting and "lower drill.ranks" in problem.reason
     runner = DrillRunner("/nonexistent/python", tmp_path, tmp_path)
     outcome = runner.run(spec("kill", "restart", ranks=100_000))
     assert outcome.verdict == "not-checkable"

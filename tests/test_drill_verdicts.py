@@ -296,3 +296,97 @@ def test_only_a_pass_against_a_miss_is_a_disagreement_worth_repeating() -> None:
     assert not repeats.disagree([passed], [DrillVerdict.NOT_CHECKABLE])
     assert not repeats.disagree([failed], [failed])
     assert not repeats.disagree([passed, failed], [failed])
+
+
+# issue 38 item 4: "not checkable here" is only what the machine cannot do -----------------
+def _trials(role: str, *verdicts: str) -> DrillRun:
+    trials = [{"verdict": v, "reason": f"trial {v}"} for v in verdicts]
+    record = from_json(
+        {
+            "key": "kill:restart",
+            "env_role": role,
+            "verdict": verdicts[0],
+            "payload": {"trials": trials},
+        }
+    )
+    assert isinstance(record, DrillRun)
+    return record
+
+
+def test_a_drill_not_checkable_in_one_version_only_claims_no_difference() -> None:
+    """It was reported as a regression backed by trials: a false no-go."""
+    passed = _trials("baseline", "passed", "passed", "passed")
+    unknown = _trials("candidate", "not-checkable", "not-checkable", "not-checkable")
+    assert repeats.compare(passed, unknown).better is None
+    errored = _trials("candidate", "error", "error", "error")
+    assert repeats.compare(passed, errored).better is None
+    view = SimpleNamespace(
+        sections={
+            "drill": [
+                SectionResult.of("drill", passed),
+                SectionResult.of("drill", replace(unknown, verdict=DrillVerdict.NOT_CHECKABLE)),
+            ]
+        }
+    )
+    assert section.blocking_reasons(view, {}) == []
+    # A difference the judged trials support is still claimed.
+    failed = _trials("candidate", "failed", "failed", "not-checkable")
+    assert repeats.compare(passed, failed).better == "baseline"
+
+
+def test_memory_short_at_launch_is_an_error_and_a_machine_too_small_not_checkable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A momentary shortfall (memory others hold now) became an honest "cannot check here"."""
+    from torchcanary.drill import launch
+    from torchcanary.drill.drill import DrillRunner
+
+    spec = DrillSpec("kill", "restart", ranks=2)
+    runner = DrillRunner("/nonexistent/python", tmp_path, tmp_path)
+    busy = "MemTotal:       67108864 kB\nMemAvailable:     524288 kB\n"  # 64 GiB, 0.5 free
+    monkeypatch.setattr(launch, "_meminfo", lambda: busy)
+    outcome = runner.run(spec)
+    assert outcome.verdict is DrillVerdict.ERROR
+    assert outcome.payload["reason"] == (
+        "2 ranks need about 1.8 GiB but only 0.5 GiB of 64.0 GiB were free at launch: "
+        "run it again when the machine is quieter"
+    )
+    small = "MemTotal:        1048576 kB\nMemAvailable:     524288 kB\n"  # 1 GiB in all
+    monkeypatch.setattr(launch, "_meminfo", lambda: small)
+    outcome = runner.run(spec)
+    assert outcome.verdict is DrillVerdict.NOT_CHECKABLE
+    assert "this machine has 1.0 GiB: lower drill.ranks" in outcome.payload["reason"]
+
+
+def test_a_fault_that_could_not_be_injected_is_an_error_not_a_machine_fact(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An `ip`/`tc` failure once the namespaces stood is our failure, not "cannot check"."""
+    from torchcanary.drill import drill, launch
+    from torchcanary.drill.netns import NetworkUnavailable
+
+    class Namespaces:
+        store_address = "10.0.0.1"
+
+        def __enter__(self) -> Namespaces:
+            return self
+
+        def close(self) -> None:
+            pass
+
+    def drive(*args: object) -> None:
+        raise NetworkUnavailable("'tc qdisc add dev tcv1 root tbf' failed: RTNETLINK answers")
+
+    monkeypatch.setattr(
+        launch, "_meminfo", lambda: "MemTotal: 67108864 kB\nMemAvailable: 67108864 kB\n"
+    )
+    monkeypatch.setattr(drill, "network_unavailable", lambda need_tc: None)
+    monkeypatch.setattr(drill, "RankNetwork", lambda token, ranks: Namespaces())
+    monkeypatch.setattr(drill.DrillRunner, "_drive", drive)
+    outcome = drill.DrillRunner("/nonexistent/python", tmp_path, tmp_path).run(
+        DrillSpec("net-slow", "timeout", ranks=2)
+    )
+    assert outcome.verdict is DrillVerdict.ERROR
+    assert outcome.payload["reason"] == (
+        "injecting net-slow failed: 'tc qdisc add dev tcv1 root tbf' failed: RTNETLINK answers"
+    )

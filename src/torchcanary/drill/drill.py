@@ -12,7 +12,8 @@ The verdicts, per drill and environment:
   an error; for ``none``: the job finished right despite it);
 - failed: the path exists here but did not deliver (no recovery, wrong result, no error);
 - absent: this version or backend has no such path (the job said so when it tried);
-- not-checkable: the drill cannot run on this machine (no namespaces, too little memory);
+- not-checkable: the drill cannot run on this machine (no namespaces, too little memory
+  in all; a shortfall of the moment, or a fault that could not be injected, is an error);
 - error: the harness broke (the job would not even start without a fault);
 - flaky: a drill run several times (``drill/repeats.py``) passed some trials, not all.
 """
@@ -32,7 +33,13 @@ from torchcanary.drill.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTART
 from torchcanary.drill.faults import Injector
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drill.kept_references import KeptReferences, reference_key
-from torchcanary.drill.launch import Area, Launcher, LaunchFailed, machine_capacity_problem
+from torchcanary.drill.launch import (
+    Area,
+    CapacityProblem,
+    Launcher,
+    LaunchFailed,
+    machine_capacity_problem,
+)
 from torchcanary.drill.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drill.netns import why_unavailable as network_unavailable
 from torchcanary.drill.procs import ProcessSet
@@ -221,13 +228,15 @@ class DrillRunner:
 
     # drills ------------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
-        problem = machine_capacity_problem(spec.ranks)
+        capacity = machine_capacity_problem(spec.ranks)
         if spec.fault in ACROSS_NODES_ONLY:
-            problem = f"{spec.fault} needs ranks on several nodes: drill --fleet ADDR --nodes 2"
-        if problem:
-            return DrillOutcome(
-                DrillVerdict.NOT_CHECKABLE, {"reason": problem, "spec": spec.to_json()}
-            )
+            nodes = f"{spec.fault} needs ranks on several nodes: drill --fleet ADDR --nodes 2"
+            capacity = CapacityProblem(nodes, lasting=True)
+        if capacity:
+            # Only what the machine cannot do is "not checkable here"; a shortfall of the
+            # moment is a drill that did not run.
+            verdict = DrillVerdict.NOT_CHECKABLE if capacity.lasting else DrillVerdict.ERROR
+            return DrillOutcome(verdict, {"reason": capacity.reason, "spec": spec.to_json()})
         if spec.fault in NETWORK_FAULTS:
             why = network_unavailable(need_tc=spec.fault == "net-slow")
             if why:
@@ -244,13 +253,17 @@ class DrillRunner:
         started = time.monotonic()
         try:
             if spec.fault in NETWORK_FAULTS:
-                network = RankNetwork(procs.token, spec.ranks).__enter__()
+                try:
+                    network = RankNetwork(procs.token, spec.ranks).__enter__()
+                except NetworkUnavailable as exc:  # the machine cannot make namespaces
+                    why = f"network drills need Linux namespaces: {exc}"
+                    return DrillOutcome(
+                        DrillVerdict.NOT_CHECKABLE, {"reason": why, "spec": spec.to_json()}
+                    )
             run = self._drive(spec, area, procs, network)
-        except NetworkUnavailable as exc:
-            return DrillOutcome(
-                DrillVerdict.NOT_CHECKABLE,
-                {"reason": f"network drills need Linux namespaces: {exc}", "spec": spec.to_json()},
-            )
+        except NetworkUnavailable as exc:  # the namespaces stood; injecting the fault broke
+            why = f"injecting {spec.fault} failed: {exc}"
+            return DrillOutcome(DrillVerdict.ERROR, {"reason": why, "spec": spec.to_json()})
         except LaunchFailed as exc:
             return DrillOutcome(DrillVerdict.ERROR, {"reason": str(exc), "spec": spec.to_json()})
         finally:

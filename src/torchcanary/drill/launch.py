@@ -243,27 +243,50 @@ class Launcher:
         return self.procs.start(name, command, env)
 
 
-def machine_capacity_problem(ranks: int) -> str | None:
+@dataclass(frozen=True)
+class CapacityProblem:
+    """Why a drill's ranks will not fit here. ``lasting``: the machine itself is too small
+    (an honest "not checkable here"); else the shortfall is of the moment (memory others
+    hold now), a drill that did not run, not a fact of the machine."""
+
+    reason: str
+    lasting: bool
+
+
+def _meminfo() -> str:
+    return Path("/proc/meminfo").read_text()
+
+
+def _kib(meminfo: str, field: str) -> int:
+    return int(next(line.split()[1] for line in meminfo.splitlines() if line.startswith(field)))
+
+
+def machine_capacity_problem(ranks: int) -> CapacityProblem | None:
     """Why ``ranks`` training processes will not fit here, or None when they do.
 
     Each rank of the drill job holds about 0.6 GiB (torch plus gloo buffers).
     """
     need_gib = 0.6 * (ranks + 1)
+    if ranks > 4 * (os.cpu_count() or 1):
+        why = f"{ranks} ranks on {os.cpu_count()} CPUs would starve: lower drill.ranks"
+        return CapacityProblem(why, lasting=True)
     try:
-        meminfo = Path("/proc/meminfo").read_text()
-        available_kib = int(
-            next(
-                line.split()[1] for line in meminfo.splitlines() if line.startswith("MemAvailable:")
-            )
+        meminfo = _meminfo()
+        total_gib, available_gib = (
+            _kib(meminfo, field) / 2**20 for field in ("MemTotal:", "MemAvailable:")
         )
     except (OSError, StopIteration, ValueError):
         return None  # cannot tell; let the drill try
-    available_gib = available_kib / 2**20
-    if available_gib < need_gib:
-        return (
-            f"{ranks} ranks need about {need_gib:.1f} GiB but {available_gib:.1f} GiB "
-            "are available: lower drill.ranks"
+    if total_gib < need_gib:
+        why = (
+            f"{ranks} ranks need about {need_gib:.1f} GiB but this machine has "
+            f"{total_gib:.1f} GiB: lower drill.ranks"
         )
-    if ranks > 4 * (os.cpu_count() or 1):
-        return f"{ranks} ranks on {os.cpu_count()} CPUs would starve: lower drill.ranks"
+        return CapacityProblem(why, lasting=True)
+    if available_gib < need_gib:
+        why = (
+            f"{ranks} ranks need about {need_gib:.1f} GiB but only {available_gib:.1f} GiB of "
+            f"{total_gib:.1f} GiB were free at launch: run it again when the machine is quieter"
+        )
+        return CapacityProblem(why, lasting=False)
     return None

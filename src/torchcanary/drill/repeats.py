@@ -114,18 +114,32 @@ class Comparison:
         return f"{self.counts}: the {self.better} does better, a difference the trials support"
 
 
+# The trials that said something of the version: an error (the fault never struck) or a
+# "not checkable here" (the machine's doing) says nothing, whichever version it met.
+_JUDGED = frozenset(
+    v.value for v in (DrillVerdict.PASSED, DrillVerdict.FAILED, DrillVerdict.ABSENT)
+)
+
+
+def judged_trials(run: DrillRun) -> tuple[int, int]:
+    """``(passed, judged)``: of ``run``'s trials, those that passed and those that ran to a
+    verdict on the version (passed, failed, absent)."""
+    verdicts = [str(t.get("verdict")) for t in run.trials or ({"verdict": run.verdict.value},)]
+    judged = [v for v in verdicts if v in _JUDGED]
+    return judged.count(DrillVerdict.PASSED.value), len(judged)
+
+
 def compare(baseline: DrillRun, candidate: DrillRun) -> Comparison:
-    """The two environments' trials of one drill, by the rule in the module docstring."""
-    counts = {
-        "baseline": (baseline.trials_passed, baseline.trial_count),
-        "candidate": (candidate.trials_passed, candidate.trial_count),
-    }
+    """The two environments' trials of one drill, by the rule in the module docstring: only
+    trials that ran to a verdict on the version count, so a drill not checkable (or that
+    errored) in one version only claims no difference."""
+    counts = {"baseline": judged_trials(baseline), "candidate": judged_trials(candidate)}
     text = (
         f"passed {counts['baseline'][0]} of {counts['baseline'][1]} trials in the baseline "
         f"and {counts['candidate'][0]} of {counts['candidate'][1]} in the candidate"
     )
     for better, worse in (("baseline", "candidate"), ("candidate", "baseline")):
-        (won, ran), (lost, _) = counts[better], counts[worse]
-        if won == ran and lost == 0:
+        (won, ran), (lost, judged) = counts[better], counts[worse]
+        if ran and judged and won == ran and lost == 0:
             return Comparison(text, better)
     return Comparison(text, None)
