@@ -324,3 +324,67 @@ def test_report_says_so_when_the_stack_was_not_run(store):
     assert "not run" in report.html(view)
     assert "not run" in report.markdown(view)
     assert report.junit_cases(view) == []
+
+
+# issue 38 item 5: coverage the candidate lost ---------------------------------------------
+def test_tests_that_ran_in_the_baseline_and_not_in_the_candidate_are_lost_coverage():
+    baseline = _run(
+        "baseline",
+        {
+            "t::skipped_now": TestRecord("passed", 0.1),
+            "t::gone": TestRecord("passed", 0.1),
+            "t::failed_then_gone": TestRecord("failed", 0.1, "boom"),
+            "t::always_skipped": TestRecord("skipped", 0.0),
+            "t::kept": TestRecord("passed", 0.1),
+        },
+    )
+    candidate = _run(
+        "candidate",
+        {
+            "t::skipped_now": TestRecord("skipped", 0.0, "needs the old API"),
+            "t::always_skipped": TestRecord("skipped", 0.0),
+            "t::kept": TestRecord("passed", 0.1),
+        },
+    )
+    diff = diff_suites(baseline, candidate, Thresholds())
+    assert diff.lost == ["t::failed_then_gone", "t::gone", "t::skipped_now"]
+    assert diff.lost_passed == ["t::gone", "t::skipped_now"]
+
+
+@pytest.mark.parametrize(
+    ("block", "reasons"),
+    [
+        (
+            "passed",
+            [
+                "stack: 2 test(s) that passed in the baseline did not run in the candidate "
+                "(newly skipped or missing): t::gone, t::skipped_now"
+            ],
+        ),
+        (
+            "any",
+            [
+                "stack: 3 test(s) that ran in the baseline did not run in the candidate "
+                "(newly skipped or missing): t::failed_then_gone, t::gone, t::skipped_now"
+            ],
+        ),
+        ("never", []),
+    ],
+)
+def test_lost_coverage_is_counted_and_named_and_blocks_as_the_policy_says(store, block, reasons):
+    """Tests that passed in the baseline and did not run in the candidate passed silently."""
+    lost = {
+        "lost": ["t::failed_then_gone", "t::gone", "t::skipped_now"],
+        "lost_count": 3,
+        "lost_passed": ["t::gone", "t::skipped_now"],
+        "lost_passed_count": 2,
+    }
+    view = _view(store, [_summary("no-changes", **lost)])
+    assert blocking_reasons(view, {"stack_block_on_lost_tests": block}) == reasons
+    if block == "passed":  # the default
+        assert blocking_reasons(view, {}) == reasons
+
+
+def test_lost_coverage_policy_words_are_checked_at_load():
+    with pytest.raises(ConfigError, match="'stack_block_on_lost_tests': 'some' is not one of"):
+        resolve_policy({"stack_block_on_lost_tests": "some"}, ("stack",))

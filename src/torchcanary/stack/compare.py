@@ -133,6 +133,10 @@ def _first_changes(
             "only_in_baseline_count": len(suite.only_in_baseline),
             "only_in_candidate": suite.only_in_candidate[:_LISTED],
             "only_in_candidate_count": len(suite.only_in_candidate),
+            "lost": suite.lost[:_LISTED],
+            "lost_count": len(suite.lost),
+            "lost_passed": suite.lost_passed[:_LISTED],
+            "lost_passed_count": len(suite.lost_passed),
         }
     )
     breaks = [c.key for c in changes if c.is_new_break]

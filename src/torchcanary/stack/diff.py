@@ -87,6 +87,10 @@ class SuiteDiff:
     only_in_baseline: list[str]
     only_in_candidate: list[str]
     timing_suspects: list[str]
+    # Coverage the candidate lost: tests that ran in the baseline (passed, failed or broke)
+    # and did not run in the candidate (newly skipped, or missing); those that passed.
+    lost: list[str] = dataclasses.field(default_factory=list)
+    lost_passed: list[str] = dataclasses.field(default_factory=list)
 
 
 def transition(baseline: str | None, candidate: str | None) -> str | None:
@@ -205,10 +209,19 @@ def diff_suites(baseline: EnvRun, candidate: EnvRun, thresholds: Thresholds) -> 
     only_base: list[str] = []
     only_cand: list[str] = []
     suspects: list[str] = []
+    lost: list[str] = []
+    lost_passed: list[str] = []
     for key in sorted(set(baseline.tests) | set(candidate.tests)):
         base, cand = baseline.tests.get(key), candidate.tests.get(key)
         base_outcome = base.outcome if base and base.outcome != NOT_A_TEST else None
         cand_outcome = cand.outcome if cand and cand.outcome != NOT_A_TEST else None
+        # Coverage lost: it ran in the baseline and not in the candidate.
+        if base_outcome not in (None, *SKIPPED) and (
+            cand_outcome is None or cand_outcome in SKIPPED
+        ):
+            lost.append(key)
+            if base_outcome in PASSING:
+                lost_passed.append(key)
         # A test missing after a run ended early did not run: say so, not "it passes now".
         if base_outcome is None and not baseline.ended_normally and cand_outcome is not None:
             only_cand.append(key)
@@ -252,7 +265,7 @@ def diff_suites(baseline: EnvRun, candidate: EnvRun, thresholds: Thresholds) -> 
             and is_timing_suspect(base.duration_s, cand.duration_s, thresholds)
         ):
             suspects.append(key)
-    return SuiteDiff(changes, unchanged, only_base, only_cand, suspects)
+    return SuiteDiff(changes, unchanged, only_base, only_cand, suspects, lost, lost_passed)
 
 
 def is_timing_suspect(baseline_s: float, candidate_s: float, thresholds: Thresholds) -> bool:

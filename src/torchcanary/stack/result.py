@@ -124,6 +124,12 @@ class StackSummary:
     only_in_baseline_count: int | None = None
     only_in_candidate: tuple[str, ...] | None = None
     only_in_candidate_count: int | None = None
+    # Tests that ran in the baseline and not in the candidate (``lost_passed``: of them,
+    # those that passed there); at most 50 named, the counts in all.
+    lost: tuple[str, ...] | None = None
+    lost_count: int | None = None
+    lost_passed: tuple[str, ...] | None = None
+    lost_passed_count: int | None = None
     counts: dict[str, int] | None = None
     rerun_keys: tuple[str, ...] | None = None
     deterministic_breaks: int | None = None
@@ -142,6 +148,10 @@ class StackSummary:
             "only_in_baseline_count",
             "only_in_candidate",
             "only_in_candidate_count",
+            "lost",
+            "lost_count",
+            "lost_passed",
+            "lost_passed_count",
             "counts",
             "rerun_keys",
             "deterministic_breaks",

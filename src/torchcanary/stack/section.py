@@ -24,6 +24,9 @@ Policy keys for ``blocking_reasons`` (defaults):
   stack_block_on_new_warnings = False
   stack_block_on_slower = False
   stack_block_on_newly_skipped = False
+  stack_block_on_lost_tests = "passed"  tests that ran in the baseline and not in the
+                                      candidate (newly skipped or missing) block: "passed"
+                                      (those that passed there), "any", or "never"
 """
 
 from __future__ import annotations
@@ -74,7 +77,12 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "stack_block_on_new_warnings": False,
     "stack_block_on_slower": False,
     "stack_block_on_newly_skipped": False,
+    "stack_block_on_lost_tests": "passed",
 }
+# Coverage the candidate lost blocks: where a test that passed in the baseline did not
+# run in the candidate, where any test that ran there did not, or never (shown all the same).
+LOST_TESTS_BLOCK = ("passed", "any", "never")
+POLICY_CHOICES: dict[str, tuple[str, ...]] = {"stack_block_on_lost_tests": LOST_TESTS_BLOCK}
 # Numbers a policy may set, refused at load when outside.
 POLICY_BOUNDS: dict[str, PolicyBounds] = {
     "stack_max_new_failures": PolicyBounds(0, None, "a count of tests"),
@@ -186,6 +194,29 @@ def blocking_changes(changes: list[StackChange], rules: Mapping[str, Any]) -> se
     return blocked
 
 
+def _lost_coverage(summary: StackSummary, block: str) -> list[str]:
+    """The candidate's lost coverage, counted and named, where ``block`` says it blocks."""
+    passed, any_lost = summary.lost_passed_count or 0, summary.lost_count or 0
+    if block == "passed" and passed:
+        names = _names(summary.lost_passed or (), passed)
+        return [
+            f"stack: {passed} test(s) that passed in the baseline did not run in the "
+            f"candidate (newly skipped or missing): {names}"
+        ]
+    if block == "any" and any_lost:
+        names = _names(summary.lost or (), any_lost)
+        return [
+            f"stack: {any_lost} test(s) that ran in the baseline did not run in the "
+            f"candidate (newly skipped or missing): {names}"
+        ]
+    return []
+
+
+def _names(listed: tuple[str, ...], count: int, limit: int = 5) -> str:
+    shown = ", ".join(listed[:limit])
+    return shown + (f" and {count - len(listed[:limit])} more" if count > limit else "")
+
+
 def planned_units(plan: RunPlan) -> list[PlannedUnit]:
     """The command (the suite) in each environment, and their comparison."""
     return [PlannedUnit(SUMMARY_KEY, role) for role in (*ROLES, BOTH)]
@@ -214,6 +245,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
         )
     if flaky and rules["stack_block_on_flaky"]:
         reasons.append(f"stack: {len(flaky)} flaky new failure(s): {_listed(flaky)}")
+    reasons += _lost_coverage(summary, str(rules["stack_block_on_lost_tests"]))
     for verdict, key, words in _OPTIONAL_BLOCKS:
         found = [r for r in changes if verdict in r.findings]
         if found and rules[key]:
