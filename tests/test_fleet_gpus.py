@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -21,13 +22,20 @@ import pytest
 from cli_helpers import FIXTURES, run_canary
 from fleet_helpers import fleet_run_args, require_ray, stored_rows, unit_ends
 from local_cluster import SMOKE, local_node_args, start_local_cluster, stop_local_cluster
+from torchcanary.claims.records import save_probe_result
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet.across_nodes import gpus_across, placed_profile
 from torchcanary.fleet.devices import shortfall
+from torchcanary.fleet.driver import _decide as fleet_decide
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.unit import WorkUnit
+from torchcanary.plan import RunPlan
+from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
 
+PROBE = "sanity.version-pin"  # a claim every plan selects
 GPU_NODES = {"gpu-box": 2, "masked-box": 2, "cpu-box": 0}
 ROLES_SEEING = {  # what each environment's worker saw, as worker/devices.py reports it
     "two": {"variables": {"CUDA_VISIBLE_DEVICES": "0,1"}, "count": 2},
@@ -78,10 +86,35 @@ def test_rank_hosts_hold_the_gpus_every_placed_node_has_or_the_number_asked() ->
 
     live = [node("a", 8), node("b", 4), node("c", 0)]
     assert gpus_across(live, 2, None) == 4
-    assert gpus_across(live, 3, None) == 0
+    # Issue 38 item 2: fewer GPU nodes than asked quietly ran the ranks on none.
+    with pytest.raises(
+        ConfigError, match=r"--nodes 3: only 2 live node\(s\) of the fleet have GPUs"
+    ):
+        gpus_across(live, 3, None)
+    assert gpus_across([node("x", 0), node("y", 0)], 2, None) == 0  # a fleet without GPUs
     assert gpus_across(live, 2, 1) == 1
     with pytest.raises(ConfigError, match="at least 1"):
         gpus_across(live, 2, 0)
+
+
+def test_a_profile_whose_unit_saw_too_few_gpus_is_undone_work_though_another_ran(
+    store: SqliteStore,
+) -> None:
+    """Issue 38 item 2: it was a warning, and the run answered go when another profile ran."""
+    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("claims",), probes=(PROBE,))
+    run_id = store.create_run(plan.to_json())
+    ran, short = store.scoped("node-a", "gpu-a"), store.scoped("node-b", "gpu-b")
+    ran.save_section_result(run_id, SectionResult("fleet", "claims", "both", "ok", {}))
+    for role in ("baseline", "candidate"):
+        outcome = Outcome(Verdict.CONFIRMED, "pinned")
+        save_probe_result(ran, ProbeResult(run_id, role, PROBE, outcome, 1.0, 0.0))
+    why = "not checked: the unit saw 1 of 2 GPUs (baseline: CUDA_VISIBLE_DEVICES=0)"
+    ledger = SectionResult("fleet", "claims", "both", "not checked", {"error": why})
+    short.save_section_result(run_id, ledger)
+    decision = fleet_decide(store, run_id, plan, {})
+    assert decision.reasons == (f"[gpu-b] claims: {why} (2 planned unit(s) of it not checked)",)
+    relaxed = replace(plan, policy={"block_on_not_run": False})
+    assert fleet_decide(store, run_id, relaxed, {}).headline == "go with 2 units not checked"
 
 
 # On a real Ray cluster ---------------------------------------------------------------------
@@ -201,7 +234,7 @@ def test_a_fleet_run_records_each_units_gpus_and_a_unit_short_of_them_is_not_che
 ) -> None:
     every = [f"--fleet-select=key={key}" for key in GPU_NODES]
     done = _fleet_run(gpu_cluster, tmp_path, *every)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # the short profile's units were not checked
     ledger = _ledger(tmp_path / "canary.db")
     assert {key: verdict for key, (verdict, _) in ledger.items()} == {
         "gpu-box": "ok",
@@ -229,7 +262,7 @@ def test_a_fleet_run_records_each_units_gpus_and_a_unit_short_of_them_is_not_che
         ).fetchone()
     assert ran == {"gpu-box", "cpu-box"}
     assert any(
-        w.startswith("[masked-box] claims: not checked") for w in json.loads(detail)["warnings"]
+        r.startswith("[masked-box] claims: not checked") for r in json.loads(detail)["reasons"]
     )
     [results] = list((tmp_path / "out").rglob("results.json"))
     units = {u["profile"]: u for u in json.loads(results.read_text())["fleet"]["units"]}

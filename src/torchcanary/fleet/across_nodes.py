@@ -38,12 +38,20 @@ def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
 
 def gpus_across(live: Sequence[FleetNode], nodes: int, asked: int | None) -> int:
     """The GPUs each of ``nodes`` rank hosts holds: ``asked`` (``--fleet-gpus``), else the
-    most that ``nodes`` live nodes all have (0 on a fleet without ``nodes`` GPU nodes)."""
+    most that ``nodes`` live nodes all have (0 on a fleet without GPUs). A fleet with GPU
+    nodes, but fewer than ``nodes``, is a ConfigError: the ranks would quietly run on none."""
     if asked is not None:
         if asked < 1:
             raise ConfigError(f"--fleet-gpus {asked}: give a whole number of GPUs, at least 1")
         return asked
     counts = sorted((node.gpus for node in live), reverse=True)
+    with_gpus = sum(1 for count in counts if count > 0)
+    if 0 < with_gpus < nodes:
+        raise ConfigError(
+            f"--nodes {nodes}: only {with_gpus} live node(s) of the fleet have GPUs, so the "
+            f"ranks would run without any; ask --nodes {with_gpus} or fewer, or bring up "
+            "more GPU nodes"
+        )
     return counts[nodes - 1] if len(counts) >= nodes else 0
 
 

@@ -415,8 +415,8 @@ def _decide(
             )
             count += max(units, 1)
             unchecked.append(
-                f"[{profile}] section {section}: none of its {units} planned unit(s) was "
-                f"checked: {row.payload.get('error')}"
+                f"[{profile}] {section}: {row.payload.get('error')} "
+                f"({units} planned unit(s) of it not checked)"
             )
         own = {
             unit.rpartition("@")[0]: why
