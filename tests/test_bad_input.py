@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +222,37 @@ def test_a_broken_third_party_section_is_one_line_exit_2_naming_it_and_its_packa
     assert "'brokenpart'" in line and "canary-broken" in line
     assert ("ModuleNotFoundError" in line) == (fault == "cannot import")
     assert "uninstall" in line
+
+
+RAISES = "        raise RuntimeError('boom')\n"
+RAISING_HOOKS = {
+    "add_flags": "    def add_flags(self, parser, own_command):\n" + RAISES,
+    "add_commands": "    def add_commands(self, commands):\n" + RAISES,
+}
+
+
+@pytest.mark.parametrize("hook", sorted(RAISING_HOOKS))
+def test_a_section_plugin_whose_cli_hook_raises_is_one_line_exit_2_naming_it(tmp_path, hook):
+    """Issue 38 item 6: it was a traceback and exit 1, the no-go code."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "canary_hooked.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from canary_footprint import FootprintSection\n\n\n"
+        "@dataclass(frozen=True)\n"
+        "class Hooked(FootprintSection):\n"
+        "    name: str = 'hooked'\n" + RAISING_HOOKS[hook] + "\n\nSECTION = Hooked()\n"
+    )
+    info = plugins / "canary_hooked-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: canary-hooked\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[torchcanary.sections]\nhooked = canary_hooked:SECTION\n"
+    )
+    third_party = Path(__file__).parent / "fixtures" / "third_party_section"
+    result = run_canary("runs", cwd=tmp_path, PYTHONPATH=f"{plugins}:{third_party}")
+    assert result.returncode == 2, result.stderr
+    assert _one_line_error(result) == (
+        f"torchcanary: error: section plugin 'hooked': {hook}() failed: RuntimeError: boom; "
+        "fix or uninstall that package (--debug: traceback)"
+    )

@@ -153,6 +153,43 @@ def test_a_unit_runs_on_the_node_side_and_a_raising_worker_is_failed_not_an_exce
     assert (failed.status, failed.error) == (UnitStatus.FAILED, "RuntimeError: disk full")
 
 
+def test_a_result_that_never_arrives_ends_its_unit_failed_within_the_deadline() -> None:
+    """Issue 38 item 6: reading a unit's result had no deadline, so the driver's last wait
+    could last for ever. Ray's own names, stood in for (no cluster is needed)."""
+    from types import SimpleNamespace
+
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.ray_executor import RESULT_READ_S, RayExecutor
+
+    class RayError(Exception):
+        pass
+
+    class GetTimeoutError(RayError, TimeoutError):
+        pass
+
+    asked: list[float] = []
+
+    def get(ref: object, timeout: float) -> str:
+        asked.append(timeout)
+        raise GetTimeoutError("Get timed out: some object(s) not ready.")
+
+    errors = {"RayError": RayError, "GetTimeoutError": GetTimeoutError}
+    for name in ("RayTaskError", "RuntimeEnvSetupError", "WorkerCrashedError"):
+        errors[name] = type(name, (RayError,), {})
+    ray = SimpleNamespace(remote=lambda f: f, get=get, exceptions=SimpleNamespace(**errors))
+    executor = RayExecutor(ray, owns_connection=False)  # type: ignore[arg-type]
+    node = FleetNode("node-1", "", HardwareProfile(label="gpu"))
+    ends: list[UnitResult] = []
+    executor._read_stream(["ref"], Assignment(node, WorkUnit("u1", SMOKE, {})), ends.append)
+    assert asked == [RESULT_READ_S]
+    [end] = ends
+    assert (end.status, end.error) == (
+        UnitStatus.FAILED,
+        f"error: the unit's result did not arrive within {RESULT_READ_S:g} s: "
+        "GetTimeoutError: Get timed out: some object(s) not ready.",
+    )
+
+
 def test_hardware_facts_are_read_on_this_machine() -> None:
     facts = json.loads(node_side.collect_hardware_facts())
     profile = HardwareProfile.from_facts(facts, {})

@@ -278,6 +278,16 @@ def test_a_password_in_a_driver_qualified_or_unknown_url_is_redacted(tmp_path):
     assert store_location("canary.db", tmp_path) == tmp_path / "canary.db"
 
 
+@pytest.mark.parametrize("password", ["a/b", "a#b", "a b", "a'b", "a@b", "s3cr:et"])
+def test_a_password_pasted_without_encoding_is_redacted_whole(password: str) -> None:
+    """Issue 38 item 6: a "/", "#", space or quote in a password leaked part of it."""
+    said = f"could not connect to postgresql://ci:{password}@db.example:5432/canary: refused"
+    assert redact(said) == (
+        "could not connect to postgresql://ci:***@db.example:5432/canary: refused"
+    )
+    assert redact(f"'postgres://ci:{password}@db/canary'") == "'postgres://ci:***@db/canary'"
+
+
 OPEN_AT_ONCE = """
 import sys, time
 from torchcanary.store.location import open_store

@@ -15,8 +15,9 @@ heavy modules only when they are used, so ``torchcanary --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -380,11 +381,32 @@ def worker_packages(section: object, plan: RunPlan) -> set[str]:
     return set(find(plan)) if callable(find) else set()
 
 
-def section_commands(section: object, commands: Any) -> dict[str, Any]:
+def section_commands(section: Section, commands: Any) -> dict[str, Any]:
     """Add ``section``'s own top-level commands to the CLI's ``commands`` (subparsers);
-    their handlers by command (none declared: none)."""
+    their handlers by command (none declared: none). A plugin whose hook raises is a
+    SectionDiscoveryError naming it (one line, exit 2), not a traceback."""
     add = getattr(section, "add_commands", None)
-    return dict(add(commands)) if callable(add) else {}
+    if not callable(add):
+        return {}
+    with _plugin_hook(section, "add_commands"):
+        return dict(add(commands))
+
+
+def section_flags(section: Section, parser: argparse.ArgumentParser, own_command: bool) -> None:
+    """Add ``section``'s flags to ``parser``; a hook that raises is a SectionDiscoveryError
+    naming the section, as for ``section_commands``."""
+    with _plugin_hook(section, "add_flags"):
+        section.add_flags(parser, own_command)
+
+
+@contextlib.contextmanager
+def _plugin_hook(section: Section, hook: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        raise SectionDiscoveryError(
+            f"section plugin {section.name!r}: {hook}() failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def fit_plan(section: object, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:

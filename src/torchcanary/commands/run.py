@@ -14,7 +14,7 @@ from torchcanary.commands import Handler
 from torchcanary.commands.summary import print_outcome, print_verdict
 from torchcanary.errors import CanaryError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
-from torchcanary.sections import registered, section_names
+from torchcanary.sections import registered, section_flags, section_names
 from torchcanary.store.base import ResultStore
 
 if TYPE_CHECKING:
@@ -46,12 +46,12 @@ def register(commands: Any, epilog: str) -> dict[str, Handler]:
     )
     handlers: dict[str, Handler] = {"run": _cmd_run}
     for section in registered().values():
-        section.add_flags(run, own_command=False)
+        section_flags(section, run, own_command=False)
     for section in registered().values():  # each section with a subcommand of its own
         if section.help is not None:
             own = commands.add_parser(section.name, help=section.help, description=section.help)
             _add_run_flags(own)
-            section.add_flags(own, own_command=True)
+            section_flags(section, own, own_command=True)
             handlers[section.name] = _cmd_run
     return handlers
 

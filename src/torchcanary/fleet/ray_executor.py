@@ -44,6 +44,9 @@ ACCELERATOR_RESOURCES = (
 # How long Ray's node table may lag a worker's news that its node died: the head marks a
 # node dead after its health checks fail (Ray's defaults: 5 misses, 3 s apart, 10 s each).
 NODE_DEATH_NOTICE_S = 60.0
+# How long reading one of a unit's results may take once Ray says it is ready: beyond it
+# the unit ends FAILED rather than holding the driver's last wait for ever.
+RESULT_READ_S = 120.0
 
 
 class RayExecutor:
@@ -167,7 +170,8 @@ class RayExecutor:
         last_life = time.monotonic()  # the unit's last sign of life: its dispatch, a piece
         try:
             for ref in generator:
-                result = self._tagged(UnitResult.from_json(self._ray.get(ref)), assignment.node)
+                value = self._ray.get(ref, timeout=RESULT_READ_S)
+                result = self._tagged(UnitResult.from_json(value), assignment.node)
                 if result.status is not UnitStatus.PARTIAL:
                     end = result
                     return
@@ -195,6 +199,9 @@ class RayExecutor:
         """
         exceptions = self._ray.exceptions
         cause = one_line(exc)
+        if isinstance(exc, exceptions.GetTimeoutError):
+            why = f"error: the unit's result did not arrive within {RESULT_READ_S:g} s: {cause}"
+            return self._failed(assignment, UnitStatus.FAILED, why)
         if isinstance(exc, exceptions.RayTaskError | exceptions.RuntimeEnvSetupError):
             # The node is alive but could not run the unit (e.g. cannot import the worker).
             return self._failed(assignment, UnitStatus.FAILED, cause)

@@ -13,10 +13,20 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 HIDDEN = "***"
 _ANY_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+# A URL's user part whose password was pasted without percent-encoding ("/", "#", " ",
+# "'" or "@" in it): everything from the user's ":" to the "@" before a host is the
+# password, so none of it survives (hiding a little too much beats showing any of it).
+_CREDENTIALS = re.compile(
+    r"\b(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*):(?P<password>[^\n]{1,200}?)"
+    r"@(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?=[:/?#\s'\"]|$)"
+)
 
 
 def url_password(url: str) -> str | None:
-    """The password a URL carries, in its user part or its query, if any."""
+    """The password a URL carries, in its user part (encoded or not) or its query, if any."""
+    pasted = _CREDENTIALS.search(url)
+    if pasted:
+        return pasted["password"]
     parts = urlsplit(url)
     if parts.password:
         return parts.password
@@ -24,7 +34,9 @@ def url_password(url: str) -> str | None:
 
 
 def redact(text: str) -> str:
-    """``text`` with the password of any URL in it (a store's or not) replaced by ``***``."""
+    """``text`` with the password of any URL in it (a store's or not) replaced by ``***``,
+    encoded or not."""
+    text = _CREDENTIALS.sub(lambda m: f"{m['head']}:{HIDDEN}@{m['host']}", text)
     return _ANY_URL.sub(lambda m: _redact_url(m.group(0)), text)
 
 
