@@ -86,7 +86,7 @@ def test_kill_9_mid_run_then_resume_on_postgresql_keeps_finished_results(postgre
     assert 2 <= len(before) < 8, "the kill must land mid-run for this test to mean anything"
 
     resumed = run_canary(*_run_args(postgres_url)[:-1], "--resume", cwd=tmp_path)
-    assert resumed.returncode in (0, 1), resumed.stderr
+    assert resumed.returncode == 1, resumed.stderr  # faulty.hang and .raises: not checked
     after = {(role, pid): started for role, pid, started in _stored(postgres_url)}
     assert len(after) == 8
     for key, started in before.items():
@@ -142,5 +142,5 @@ def test_the_server_going_away_mid_run_is_one_line_exit_3_and_loses_nothing_comm
 
     assert before <= set(_stored(url))  # everything committed before is still there
     resumed = run_canary(*_run_args(url)[:-1], "--resume", cwd=tmp_path)
-    assert resumed.returncode in (0, 1), resumed.stderr
+    assert resumed.returncode == 1, resumed.stderr  # faulty.hang and .raises: not checked
     assert len(_stored(url)) == 8
