@@ -40,18 +40,22 @@ class UncheckedUnit:
         return f"{self.unit.describe()} {self.verdict}{said}"
 
 
-def declare(plan: RunPlan) -> bytes:
-    """Every section's planned units in ``plan``, as the run stores them before it starts
-    (``PLANNED_ARTIFACT``). A section whose plan cannot be read is left out: the decision
-    asks it again and objects with why."""
-    declared: dict[str, list[list[object]]] = {}
+def plan_units(plan: RunPlan) -> dict[str, list[PlannedUnit]]:
+    """Every section's planned units in ``plan``, by section. A section whose plan cannot
+    be read is left out: the decision asks it again and objects with why."""
+    planned = {}
     for name in plan.sections:
         try:
-            units = get_section(name).planned_units(plan)
+            planned[name] = list(get_section(name).planned_units(plan))
         except Exception:  # its own code broke; decide() says so, naming the error
             continue
-        declared[name] = [list(astuple(unit)) for unit in units]
-    return json.dumps(declared, sort_keys=True).encode()
+    return planned
+
+
+def declaration(planned: Mapping[str, list[PlannedUnit]]) -> bytes:
+    """``planned`` as the run stores it before it starts (``PLANNED_ARTIFACT``)."""
+    data = {name: [list(astuple(unit)) for unit in units] for name, units in planned.items()}
+    return json.dumps(data, sort_keys=True).encode()
 
 
 def declared_units(content: bytes) -> dict[str, list[PlannedUnit]]:

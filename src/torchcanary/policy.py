@@ -25,7 +25,7 @@ from torchcanary.accounting import NO_VERDICT, UncheckedUnit, unchecked_units
 from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
-from torchcanary.section_types import PolicyBounds, RunView
+from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView
 from torchcanary.sections import (
     get_section,
     policy_bounds,
@@ -176,31 +176,32 @@ def decide(
     sections: tuple[str, ...],
     section_failures: dict[str, str],
     plan: RunPlan | None = None,
+    planned: Mapping[str, list[PlannedUnit]] | None = None,
 ) -> Decision:
     """Go only when every asked-for section checked every unit it planned and none objects
-    under ``policy``. The units are those the run declared before it started, else read
-    from ``plan`` (default: the run's stored plan; a fleet profile's is the plan fitted to
-    its hardware)."""
-    declared = view.planned if plan is None else None
+    under ``policy``. The units are ``planned`` (a venue's own), else those the run declared
+    before it started, else read from ``plan`` (default: the run's stored plan; a fleet
+    profile's is the plan fitted to its hardware)."""
+    declared = planned if planned is not None else view.planned if plan is None else None
     plan = plan or RunPlan.from_json(view.run.plan)
     reasons: list[str] = []
     unchecked: list[str] = []
     count = 0
     for section in sections:
-        planned = (declared or {}).get(section)
+        units = (declared or {}).get(section)
         try:
-            if planned is None:
-                planned = get_section(section).planned_units(plan)
+            if units is None:
+                units = get_section(section).planned_units(plan)
         except Exception as exc:  # its plan cannot be read: nothing of it is accounted for
             reasons.append(
                 f"section {section}: its planned units cannot be read: {type(exc).__name__}: {exc}"
             )
-            planned = []
+            units = []
         try:
-            found = unchecked_units(get_section(section), planned, view)
+            found = unchecked_units(get_section(section), units, view)
         except Exception as exc:  # rows it cannot read checked nothing
             why = f"its stored results cannot be read: {type(exc).__name__}: {exc}"
-            found = [UncheckedUnit(unit, NO_VERDICT, why) for unit in dict.fromkeys(planned)]
+            found = [UncheckedUnit(unit, NO_VERDICT, why) for unit in dict.fromkeys(units)]
         count += len(found)
         unchecked += [_unchecked_line(section, found)] if found else []
         if section in section_failures:

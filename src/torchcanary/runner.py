@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from torchcanary.accounting import PLANNED_ARTIFACT, declare
+from torchcanary.accounting import PLANNED_ARTIFACT, declaration, plan_units
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
 from torchcanary.envs.spec import parse_env_spec
@@ -35,6 +35,7 @@ from torchcanary.report.evidence import (
 from torchcanary.report.render import write_outputs
 from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
+from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import get_section, worker_packages
 from torchcanary.store.base import ResultStore
 from torchcanary.worker.calls import COLLECT_MANIFEST
@@ -139,12 +140,17 @@ class Venue(Protocol):
     """Where a run's sections are carried out: this machine (:class:`OnThisMachine`), a
     fleet's profiles (``fleet/driver.py``) or ranks across nodes (``fleet/across_nodes.py``).
 
-    The driver asks each the same four things, in order; what the venue does not know how
+    The driver asks each the same five things, in order; what the venue does not know how
     to do (resume, keep time) it leaves out.
     """
 
     def open(self, run: RunInputs, resume_run_id: str | None) -> str:
         """The run's id: created, or the one to resume marked running again."""
+        ...
+
+    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+        """Each section's units as this venue will run them (after ``open``): the plan's
+        on this machine or a fleet, what the ranks run across nodes."""
         ...
 
     def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
@@ -186,6 +192,9 @@ class OnThisMachine:
         run_id = start_run(run.store, run.plan, resume_run_id)
         run.progress.note(f"run {run_id} -> {run.store.location}")
         return run_id
+
+    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+        return plan_units(run.plan)
 
     def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
         work_dir = run.output_dir / "work" / run_id
@@ -235,12 +244,14 @@ class OnThisMachine:
         pass
 
 
-def declare_units(store: ResultStore, run_id: str, plan: RunPlan) -> None:
-    """Each section's planned units, stored before any runs (a resumed run keeps those it
-    declared when it started): the decision holds the run to them (``accounting.py``)."""
-    if any(name == PLANNED_ARTIFACT for name, _, _ in store.artifacts(run_id)):
+def declare_units(run: RunInputs, run_id: str, venue: Venue) -> None:
+    """Each section's planned units at ``venue``, stored before any runs (a resumed run
+    keeps those it declared when it started): the decision holds the run to them
+    (``accounting.py``)."""
+    if any(name == PLANNED_ARTIFACT for name, _, _ in run.store.artifacts(run_id)):
         return
-    store.save_artifact(run_id, PLANNED_ARTIFACT, "application/json", declare(plan))
+    units = declaration(venue.planned_units(run))
+    run.store.save_artifact(run_id, PLANNED_ARTIFACT, "application/json", units)
 
 
 def execute(
@@ -256,7 +267,7 @@ def execute(
     venue = venue or OnThisMachine()
     run = RunInputs(plan, store, output_dir, progress)
     run_id = venue.open(run, resume_run_id)
-    declare_units(store, run_id, plan)
+    declare_units(run, run_id, venue)
     try:
         failures = venue.carry_out(run, run_id)
     except BaseException:

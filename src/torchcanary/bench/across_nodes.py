@@ -30,7 +30,7 @@ from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.node_collectives import NodeRanks, RankSchedule
 from torchcanary.bench.payload import measured_payload, skipped_payload
-from torchcanary.bench.result import BenchVerdict, bench_record, unmeasured_verdict
+from torchcanary.bench.result import BOTH, BenchVerdict, bench_record, unmeasured_verdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
@@ -47,6 +47,7 @@ from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
 from torchcanary.runner import RunInputs, start_run
+from torchcanary.section_types import PlannedUnit
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.worker.bench.specs import benchmark_id
@@ -168,16 +169,24 @@ class NodeBenchRun:
         )
         return {}
 
+    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+        """The collectives across the nodes: each op and size, compared (``both``)."""
+        assert self._held is not None, "open() comes first"
+        return {SECTION: [PlannedUnit(spec["id"], BOTH) for spec in self._held.specs]}
+
     def decide(
         self, run: RunInputs, run_id: str, failures: dict[str, str]
     ) -> tuple[Decision, dict[str, Any]]:
         assert self._held is not None, "open() comes first"
         profile = self._held.profile
-        own = decide(load_run_view(self._held.scoped, run_id), run.plan.policy, (SECTION,), {})
+        view = load_run_view(self._held.scoped, run_id)
+        planned = self.planned_units(run)
+        own = decide(view, run.plan.policy, (SECTION,), {}, planned=planned)
         decision = Decision(
             own.go,
             tuple(f"[{profile}] {reason}" for reason in own.reasons),
             tuple(f"[{profile}] {warning}" for warning in own.warnings),
+            own.not_checked,
         )
         return decision, {}
 

@@ -24,6 +24,7 @@ from torchcanary.drill.settings import parse_settings
 from torchcanary.policy import Decision, decide
 from torchcanary.report.view import load_run_view
 from torchcanary.runner import RunInputs, start_run
+from torchcanary.section_types import PlannedUnit
 from torchcanary.store.rows import SectionResult
 
 if TYPE_CHECKING:
@@ -71,11 +72,13 @@ class NodeDrillRun:
         )
         return run_id
 
+    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+        """Each drill across the nodes, one trial in each environment."""
+        units = [PlannedUnit(s.key, role, 1) for s in _node_drills(run) for role in self.roles]
+        return {SECTION: units}
+
     def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
-        settings = parse_settings(run.plan.section_settings(SECTION))
-        if settings.faults == DEFAULT_DRILLS:  # the defaults of a drill on one machine
-            settings = replace(settings, faults=DEFAULT_NODE_DRILLS)
-        specs = in_node_order(settings.specs())
+        specs = _node_drills(run)
         placed: dict[str, dict[str, object]] = {}
         for role in self.roles:
             shared = self.shared_dir or run.output_dir / "work" / run_id
@@ -115,10 +118,20 @@ class NodeDrillRun:
         self, run: RunInputs, run_id: str, failures: dict[str, str]
     ) -> tuple[Decision, dict[str, Any]]:
         view = load_run_view(run.store, run_id)
-        return decide(view, run.plan.policy, run.plan.sections, failures), {}
+        planned = self.planned_units(run)
+        return decide(view, run.plan.policy, run.plan.sections, failures, planned=planned), {}
 
     def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
         pass
+
+
+def _node_drills(run: RunInputs) -> list[DrillSpec]:
+    """The drills a run across nodes does: its configured ones (the node drills where it
+    kept a drill on one machine's defaults), node kills last."""
+    settings = parse_settings(run.plan.section_settings(SECTION))
+    if settings.faults == DEFAULT_DRILLS:  # the defaults of a drill on one machine
+        settings = replace(settings, faults=DEFAULT_NODE_DRILLS)
+    return in_node_order(settings.specs())
 
 
 def in_node_order(specs: list[DrillSpec]) -> list[DrillSpec]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchcanary.accounting import plan_units
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet import connect
 from torchcanary.fleet.executor import Assignment, Executor
@@ -41,6 +42,7 @@ from torchcanary.policy import Decision, decide, undone_work
 from torchcanary.progress import Progress
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, NOT_CHECKED, load_run_view
 from torchcanary.runner import RunInputs, start_run
+from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import ROWS_TABLE, fit_plan, get_section, result_table
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
@@ -124,6 +126,10 @@ class FleetRun:
             for section in plan.sections:
                 failures[f"{section}@{profile}"] = f"lost: no live node of profile {profile}"
         return failures
+
+    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+        # The whole plan; each profile is held to the plan fitted to it (``_decide``).
+        return plan_units(run.plan)
 
     def decide(
         self, run: RunInputs, run_id: str, failures: dict[str, str]
