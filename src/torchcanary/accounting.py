@@ -59,7 +59,7 @@ def declaration(planned: Mapping[str, list[PlannedUnit]]) -> bytes:
 
 
 def declared_units(content: bytes) -> dict[str, list[PlannedUnit]]:
-    """A stored declaration read back (``declare``)."""
+    """A stored declaration read back (``declaration``)."""
     data: Mapping[str, list[list[object]]] = json.loads(content)
     return {
         name: [PlannedUnit(str(item), str(role), int(str(trial))) for item, role, trial in units]

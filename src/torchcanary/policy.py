@@ -190,18 +190,13 @@ def decide(
     for section in sections:
         units = (declared or {}).get(section)
         try:
-            if units is None:
-                units = get_section(section).planned_units(plan)
+            units = get_section(section).planned_units(plan) if units is None else units
         except Exception as exc:  # its plan cannot be read: nothing of it is accounted for
             reasons.append(
                 f"section {section}: its planned units cannot be read: {type(exc).__name__}: {exc}"
             )
             units = []
-        try:
-            found = unchecked_units(get_section(section), units, view)
-        except Exception as exc:  # rows it cannot read checked nothing
-            why = f"its stored results cannot be read: {type(exc).__name__}: {exc}"
-            found = [UncheckedUnit(unit, NO_VERDICT, why) for unit in dict.fromkeys(units)]
+        found = _unchecked(section, units, view)
         count += len(found)
         unchecked += [_unchecked_line(section, found)] if found else []
         if section in section_failures:
@@ -239,6 +234,16 @@ def undone_work(
             *(f"{line} (not blocking: block_on_not_run = false)" for line in unchecked),
         )
     return Decision(not reasons, tuple(reasons), tuple(warnings), count)
+
+
+def _unchecked(section: str, units: list[PlannedUnit], view: RunView) -> list[UncheckedUnit]:
+    """``section``'s ``units`` without a checked verdict in ``view``; all of them where its
+    stored results cannot be read (rows it cannot read checked nothing)."""
+    try:
+        return unchecked_units(get_section(section), units, view)
+    except Exception as exc:
+        why = f"its stored results cannot be read: {type(exc).__name__}: {exc}"
+        return [UncheckedUnit(unit, NO_VERDICT, why) for unit in dict.fromkeys(units)]
 
 
 def _unchecked_line(section: str, found: list[UncheckedUnit]) -> str:

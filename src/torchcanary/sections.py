@@ -401,6 +401,7 @@ def section_flags(section: Section, parser: argparse.ArgumentParser, own_command
 
 @contextlib.contextmanager
 def _plugin_hook(section: Section, hook: str) -> Iterator[None]:
+    """A plugin's CLI hook, whose failure is the plugin's to fix, not a run's no-go."""
     try:
         yield
     except Exception as exc:
