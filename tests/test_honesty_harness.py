@@ -30,6 +30,7 @@ from torchcanary.claims.records import save_probe_result
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide, resolve_policy
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
+from torchcanary.report.markdown import render_markdown
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import Section, registered, stores_rows
@@ -55,6 +56,7 @@ FAILURES: dict[str, tuple[str | None, bool]] = {
 }
 # The claims keep their own table: a broken probe is stored as the worker's failure.
 CLAIM_VERDICTS = {"crashed": Verdict.CRASHED, "timeout": Verdict.TIMEOUT, "": Verdict.ERROR}
+REPORTS: dict[str, str] = {}  # each section's latest run's summary.md, as a reader gets it
 
 
 @pytest.fixture
@@ -75,12 +77,12 @@ def _plan(section: Section) -> RunPlan:
     )
 
 
-def _as_stored(section: Section, verdict: str | None) -> str | None:
-    """The failure's verdict word as the section can store it: a typed section refuses a
-    word outside its enum when it is written, so there the unit is left without a row."""
+def _as_stored(section: Section, verdict: str | None, unit: PlannedUnit) -> str | None:
+    """The failure's verdict word as the section can store it for ``unit``: a typed section
+    refuses a word outside its enum when it is written, so there the unit has no row."""
     if verdict is None or not stores_rows(section):
         return verdict
-    row = {"key": "k", "env_role": "candidate", "verdict": verdict, "payload": {}}
+    row = {"key": unit.item, "env_role": unit.env_role, "verdict": verdict, "payload": {}}
     try:
         section.record_from_json(row)
     except ValueError:
@@ -129,6 +131,7 @@ def _decide_after(
     inject: Callable[[list[PlannedUnit]], dict[PlannedUnit, str | None]],
     failed: bool = False,
     policy: dict[str, Any] | None = None,
+    report: bool = False,
 ) -> Decision:
     plan = _plan(section)
     planned = section.planned_units(plan)
@@ -137,12 +140,24 @@ def _decide_after(
     _store_units(store, run_id, section, inject(planned))
     failures = {section.name: "RuntimeError: injected"} if failed else {}
     view = load_run_view(store, run_id)
-    return decide(view, resolve_policy(policy or {}, plan.sections), plan.sections, failures)
+    decision = decide(view, resolve_policy(policy or {}, plan.sections), plan.sections, failures)
+    store.finish_run(run_id, decision.label, decision.to_json())
+    if report:  # the stored run as a reader gets it (rows of real payloads render whole)
+        REPORTS[section.name] = render_markdown(load_run_view(store, run_id), plan.sections)
+    return decision
+
+
+def _checked(section: Section, unit: PlannedUnit) -> str:
+    """A checked verdict the section can store for ``unit`` (a suite's run and the runs'
+    comparison take different words)."""
+    for word in sorted(section.checked_verdicts):
+        if _as_stored(section, word, unit) is not None:
+            return word
+    raise AssertionError(f"section {section.name} can store no checked verdict for {unit}")
 
 
 def _all_checked(section: Section) -> Callable[[list[PlannedUnit]], dict[PlannedUnit, str | None]]:
-    word = sorted(section.checked_verdicts)[0]
-    return lambda planned: dict.fromkeys(planned, word)
+    return lambda planned: {unit: _checked(section, unit) for unit in planned}
 
 
 def test_a_section_whose_units_all_ended_checked_leaves_nothing_unchecked(
@@ -160,25 +175,30 @@ def test_no_section_answers_go_for_a_unit_that_failed(
 ) -> None:
     verdict, failed = FAILURES[failure]
     for section in every_section.values():
-        checked, stored = sorted(section.checked_verdicts)[0], _as_stored(section, verdict)
+        victim = _victim(section.planned_units(_plan(section)))
+        stored = _as_stored(section, verdict, victim)
 
         def inject(
-            planned: list[PlannedUnit], checked: str = checked, stored: str | None = stored
+            planned: list[PlannedUnit], section: Section = section, stored: str | None = stored
         ) -> dict[PlannedUnit, str | None]:
             victim = _victim(planned)
-            return {unit: stored if unit == victim else checked for unit in planned}
+            return {u: stored if u == victim else _checked(section, u) for u in planned}
 
-        decision = _decide_after(store, section, inject, failed)
-        victim = _victim(section.planned_units(_plan(section)))
+        decision = _decide_after(store, section, inject, failed, report=True)
         assert not decision.go, (section.name, failure)
         assert any(victim.describe() in reason for reason in decision.reasons), (
             section.name,
             failure,
             decision.reasons,
         )
+        report = REPORTS[section.name]
+        assert report.startswith("# torchcanary: **no-go**") and victim.describe() in report
         # A policy that lets unchecked units through still never says a bare go.
-        relaxed = _decide_after(store, section, inject, failed, {"block_on_not_run": False})
+        relaxed = _decide_after(
+            store, section, inject, failed, {"block_on_not_run": False}, report=True
+        )
         assert relaxed.headline != "go", (section.name, failure, relaxed)
+        assert not REPORTS[section.name].startswith("# torchcanary: **go**")
 
 
 def test_no_section_answers_go_when_an_environment_is_missing(
@@ -186,13 +206,12 @@ def test_no_section_answers_go_when_an_environment_is_missing(
 ) -> None:
     """The candidate's environment never came up: none of its units, nor any comparison."""
     for section in every_section.values():
-        checked = sorted(section.checked_verdicts)[0]
 
         def inject(
-            planned: list[PlannedUnit], checked: str = checked
+            planned: list[PlannedUnit], section: Section = section
         ) -> dict[PlannedUnit, str | None]:
             gone = ("candidate", "both")
-            return {unit: None if unit.env_role in gone else checked for unit in planned}
+            return {u: None if u.env_role in gone else _checked(section, u) for u in planned}
 
         decision = _decide_after(store, section, inject)
         lost = [u for u in section.planned_units(_plan(section)) if u.env_role != "baseline"]
