@@ -267,8 +267,8 @@ def execute(
     venue = venue or OnThisMachine()
     run = RunInputs(plan, store, output_dir, progress)
     run_id = venue.open(run, resume_run_id)
-    declare_units(run, run_id, venue)
     try:
+        declare_units(run, run_id, venue)
         failures = venue.carry_out(run, run_id)
     except BaseException:
         store.set_run_status(run_id, "interrupted")
