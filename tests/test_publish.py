@@ -148,3 +148,13 @@ def test_publish_without_a_store_says_so_in_one_line(tmp_path) -> None:
         f"torchcanary: error: no store at {tmp_path / 'none.db'}; pass --store PATH"
     ]
     assert not (tmp_path / "site").exists()
+
+
+def test_a_go_that_let_units_through_unchecked_never_shows_as_a_bare_go(tmp_path) -> None:
+    with open_store(str(tmp_path / "canary.db")) as store:
+        run_id = fill_qualification(store, "2.14.1", "h100-8x")
+        store.finish_run(run_id, "go", {"reasons": [], "warnings": [], "not_checked": 2})
+        publish(store, tmp_path / "site")
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert '<span class="badge go">go with 2 units not checked</span>' in page
+    assert ">go</span>" not in page

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchcanary import __version__
+from torchcanary.policy import headline
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
 from torchcanary.sections import compared_items, registered, stores_rows
@@ -57,6 +58,9 @@ class RunInfo:
     cells: list[Cell]
     items: list[tuple[str, str]] = field(default_factory=list)  # (section, item)
     evidence: str = ""  # the run's evidence digest, when its results carry one
+    # the decision as the run's report says it: a go that let unchecked units through
+    # reads "go with N units not checked", never a bare go
+    headline: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +105,7 @@ def describe(store: ResultStore, run: RunRow) -> tuple[RunView, RunInfo]:
         str(run.plan.get("candidate", "")),
         [_cell(profile, scope) for profile, scope in scopes.items()],
         sorted(items),
+        headline=headline(run.decision, detail),
     )
     return view, info
 

@@ -81,6 +81,14 @@ def overview(infos: list[RunInfo], items: dict[str, list[str]], regressions: int
     return _page("torchcanary: the release qualification", body, "")
 
 
+def _badge(info: RunInfo) -> str:
+    """The run's decision as a badge coloured by its label, in its report's first words."""
+    return (
+        f'<span class="badge {escape(info.decision)}">'
+        f"{escape(info.headline or info.decision)}</span>"
+    )
+
+
 def _overview_cell(info: RunInfo | None) -> str:
     if info is None:
         return "<td>–</td>"
@@ -89,8 +97,7 @@ def _overview_cell(info: RunInfo | None) -> str:
         short = info.evidence[:19] + ("…" if len(info.evidence) > 19 else "")
         digest = f'<div class="when" title="{escape(info.evidence)}">digest {escape(short)}</div>'
     return (
-        f'<td class="cell"><span class="badge {escape(info.decision)}">'
-        f"{escape(info.decision)}</span> "
+        f'<td class="cell">{_badge(info)} '
         f'<a href="{run_page(info.run_id)}">run {escape(info.run_id)}</a>'
         f'<div class="when">{_day(info.created_at)}</div>{digest}</td>'
     )
@@ -121,7 +128,7 @@ def _blocking(latest: dict[Cell, RunInfo], regressions: int) -> str:
         reasons = "".join(f"<li>{escape(reason)}</li>" for reason in info.reasons)
         lines += (
             f"<li>{escape(cell.candidate)} +{escape(cell.variant)} on {escape(cell.hardware)}: "
-            f'<span class="badge {escape(info.decision)}">{escape(info.decision)}</span> '
+            f"{_badge(info)} "
             f'<a href="{run_page(info.run_id)}">run {escape(info.run_id)}</a>'
             f"<ul>{reasons}</ul></li>"
         )
@@ -152,7 +159,7 @@ def _all_runs(infos: list[RunInfo]) -> str:
         f"<td>{_day(info.created_at)}</td><td>{escape(info.baseline)}</td>"
         f"<td>{escape(info.candidate)}</td>"
         f"<td>{escape('; '.join(cell.series for cell in info.cells))}</td>"
-        f'<td><span class="badge {escape(info.decision)}">{escape(info.decision)}</span></td></tr>'
+        f"<td>{_badge(info)}</td></tr>"
         for info in sorted(infos, key=lambda i: (i.created_at, i.run_id), reverse=True)
     )
     return (
