@@ -13,8 +13,8 @@ What a mirror holds: every directory made anew; files up to ``COPY_LIMIT_BYTES``
 environment, a repository's history) linked, since copying them for every attempt would
 cost more than the attempt; symbolic links as they were. A job that writes *into* a large
 file or a linked folder in place still writes the user's copy; the report lists what the
-fault-free run changed, so that shows. ``__pycache__`` folders and torchcanary's own output
-are left out.
+fault-free run changed, so that shows. ``__pycache__`` folders, and the folder that holds
+torchcanary's work folder (its output, ``canary-results`` by default), are left out.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import shutil
 from pathlib import Path
 
 COPY_LIMIT_BYTES = 4 * 2**20
-LINKED_FOLDERS = frozenset((".git", ".hg", ".venv", "venv", ".tox", "node_modules"))
-LEFT_OUT = frozenset(("__pycache__", ".torchcanary"))
+LINKED_FOLDERS = frozenset(
+    (".git", ".hg", ".venv", "venv", ".tox", "node_modules", ".mypy_cache", ".pytest_cache")
+)
+LEFT_OUT = frozenset(("__pycache__",))
 LISTED_AT_MOST = 20  # files named in a report line; the count says the rest
 
 # What a file looked like: its size and modification time (ns), as stat gives them.

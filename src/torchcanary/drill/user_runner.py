@@ -261,13 +261,13 @@ class UserJobRunner(DrillRunner):
             finished = procs.wait_all(main, time.monotonic() + bound_s)
             codes = [p.poll() for p in main]
         except LaunchFailed as exc:
+            self._left_in_folder(area)
             return {"ok": False, "reason": str(exc), "parallel": "job"}, None
         finally:
             procs.kill_all()
             shutil.rmtree(area.root / "scratch", ignore_errors=True)
-            left = self._left_in_folder(area)
         result, death = self._reference_result(spec, area, procs, codes, finished, started, bound_s)
-        result["left_in_folder"] = left
+        result["left_in_folder"] = self._left_in_folder(area)  # after its times are taken
         first = result.get("started_at_step")
         if result["ok"] and first is not None and first > 1:  # past a first step, 0 or 1
             result["reason"] = (result.get("reason") or "fault-free") + (
