@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.settings import parse_settings
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.report.view import load_run_view
+from torchcanary.store.rows import SectionResult
 
 pytestmark = pytest.mark.usefixtures("drill_leak_check")
 
@@ -109,6 +111,19 @@ def test_first_errors_come_from_every_source_and_name_whose_cause_it_is(tmp_path
     assert first_errors.first(first_errors.collect(events, 1.0, tmp_path)) == (
         "rank 1: ValueError: bad batch"
     )
+
+
+def test_a_drill_failing_in_both_versions_names_whose_cause_it_is_in_the_summary():
+    shared = first_errors.KNOWN_CAUSES[0][2]
+    rows = [
+        SectionResult("drill", "kill:restart", role, "failed", {"reason": "r", "cause": shared})
+        for role in ("baseline", "candidate")
+    ]
+    summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
+    assert f"- `kill:restart` failed in both versions; the cause: {shared}" in summary
+    rows[0] = SectionResult("drill", "kill:restart", "baseline", "passed", {"reason": "r"})
+    summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
+    assert "failed in both versions" not in summary
 
 
 # the job as its authors run it, under real torchrun --------------------------------------
