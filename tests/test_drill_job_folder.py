@@ -122,6 +122,8 @@ def test_a_drill_failing_in_both_versions_names_whose_cause_it_is_in_the_summary
     ]
     summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
     assert f"- `kill:restart` failed in both versions; the cause: {shared}" in summary
+    html = report.html(SimpleNamespace(sections={"drill": rows}))
+    assert "<p>This drill failed in both versions; the cause: torch&#x27;s: torchrun" in html
     rows[0] = SectionResult("drill", "kill:restart", "baseline", "passed", {"reason": "r"})
     summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
     assert "failed in both versions" not in summary
@@ -160,6 +162,7 @@ def test_job_that_checkpoints_in_its_folder_is_drilled_in_both_versions_and_its_
         assert backward["step_check"]["steps_compared"] == 10
     view = load_run_view(store, ctx.run_id)
     assert "wrote in its folder: created ckpt.pt (every attempt starts" in report.markdown(view)
+    assert "wrote in its folder: created ckpt.pt</td>" in report.html(view)
 
 
 @pytest.mark.torch_envs

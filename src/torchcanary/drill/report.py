@@ -148,6 +148,7 @@ def _cells(result: DrillRun) -> list[str]:
 
 
 def _reference_cells(result: DrillReference) -> list[str]:
+    left = job_folder.describe(result.extra.get("left_in_folder") or {})
     return [
         _mode(result),
         result.verdict.value,
@@ -159,7 +160,11 @@ def _reference_cells(result: DrillReference) -> list[str]:
         _loss(result.final_loss),
         str(result.params_identical),
         "–",
-        str(result.reason or ""),
+        "; ".join(
+            part
+            for part in (str(result.reason or ""), left and f"wrote in its folder: {left}")
+            if part
+        ),
     ]
 
 
@@ -298,6 +303,9 @@ def _drill_html(key: str, by_role: dict[str, DrillRecord]) -> list[str]:
     between = _between_versions(by_role)
     if between:
         out.append(f"<p>Between the versions: {_esc(between)}.</p>")
+    both = _both_failed(by_role)
+    if both:
+        out.append(f"<p>This drill {_esc(both)}.</p>")
     plots = [
         timeline_svg(_timeline(by_role[role]), f"{key} — {role}")
         for role in _ROLES
