@@ -21,7 +21,6 @@ import pytest
 
 from torchcanary.drill import first_errors, job_folder, report, section
 from torchcanary.drill.catalog import DrillSpec
-from torchcanary.drill.drill import DrillRunner
 from torchcanary.drill.settings import parse_settings
 from torchcanary.drill.user_runner import UserJobRunner
 from torchcanary.report.view import load_run_view
@@ -197,26 +196,3 @@ def test_attempt_resuming_from_state_it_did_not_make_is_named_with_the_fix(
         "the job started at step 9, not at step 0 as its fault-free run did, with no fault "
         "injected: it resumed from state it did not make"
     )
-
-
-@pytest.mark.torch_envs
-def test_built_in_restart_at_three_ranks_passes_or_fails_naming_its_first_errors_and_cause(
-    baseline_env, import_root, tmp_path
-):
-    """The built-in job's plain restart under DDP at three ranks: its relaunched workers die
-    joining their group, writing no event, so only torchrun's log says why; a failure names
-    that and whose cause it is (here: torchrun's shared store, in both versions)."""
-    runner = DrillRunner(baseline_env.python, import_root, tmp_path)
-    outcome = runner.run(DrillSpec("kill", "restart", ranks=3, steps=16, at_step=6))
-    payload = outcome.payload
-    if outcome.verdict == "passed":
-        return  # a restart that came back: nothing to name
-    assert outcome.verdict == "failed", payload["reason"]
-    found = payload["first_errors"]
-    assert found.get("launch_log") and found.get("root_cause"), found
-    assert payload["first_error"] is not None and "none recorded" not in payload["reason"]
-    assert f"torchrun's log: {found['launch_log'][0]}" in payload["reason"]
-    if any("connectFullMesh" in error for error in found["launch_log"]):
-        assert payload["cause"] == first_errors.KNOWN_CAUSES[0][2]
-    assert payload["reason"].endswith(f"; cause: {payload['cause']}")
-    assert payload["cause"].startswith("torch's")
