@@ -1,7 +1,7 @@
 """Measure every fault drill in the baseline and the candidate and print the table.
 
-    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
-        [--ranks 3] [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
+    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp] [--ranks 3]
+        [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
     PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 --faults \
         kill:restart-unshared,kill:timeout,hang:timeout,net-down:timeout,net-slow:none,node-kill:timeout
 
