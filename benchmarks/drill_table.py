@@ -1,6 +1,6 @@
 """Measure every fault drill in the baseline and the candidate and print the table.
 
-    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp]
+    PYTHONPATH=src python benchmarks/drill_table.py [--faults all] [--parallel fsdp] [--ranks 3]
         [--html out.html] [--job "tests/fixtures/drill_jobs/ddp_dcp.py --ckpt-dir {scratch}/c"]
     PYTHONPATH=src python benchmarks/drill_table.py --nodes 2 --faults \
         kill:restart-unshared,kill:timeout,hang:timeout,net-down:timeout,net-slow:none,node-kill:timeout
@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--candidate", default="torch==2.14.1 numpy")
     parser.add_argument("--faults", default="all", help="'all' or comma-separated drills")
     parser.add_argument("--parallel", choices=("ddp", "fsdp"), default="ddp")
+    parser.add_argument("--ranks", type=int, default=2, help="ranks of the built-in job")
     parser.add_argument("--html", type=Path, default=None)
     parser.add_argument("--job", default="", help="also drill this script (see docs/drills.md)")
     parser.add_argument("--nodes", type=int, default=0, help="also across this many Ray nodes")
@@ -63,7 +64,9 @@ def main() -> int:
     tables = {}
     for title, job in jobs:
         print(f"# {title}: {job or 'the tiny GPT'}")
-        settings = section.parse_settings({"faults": faults, "parallel": args.parallel, "job": job})
+        settings = section.parse_settings(
+            {"faults": faults, "parallel": args.parallel, "job": job, "ranks": args.ranks}
+        )
         html_path = (
             args.html if not job or args.html is None else args.html.with_suffix(".job.html")
         )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drill import flight, timeline, trajectory
+from torchcanary.drill import first_errors, flight, timeline, trajectory
 from torchcanary.drill.catalog import ACROSS_NODES_ONLY, NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drill.faults import Injector
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
@@ -105,14 +105,6 @@ def _launch_logs(procs: ProcessSet) -> dict[str, str]:
         for name in ("torchrun", "torchrun-node0", "rank0")
         if procs.log_tail(name)
     }
-
-
-def _restart_could_not_connect(area: Area) -> bool:
-    """Whether a relaunched worker failed to build its gloo mesh (read from torchrun's log)."""
-    return any(
-        "connectFullMesh failed" in path.read_text(errors="replace")
-        for path in area.logs.glob("torchrun*.log")
-    )
 
 
 def _modes_run(events: list[dict[str, Any]]) -> str | None:
@@ -265,7 +257,11 @@ class DrillRunner:
             why = f"injecting {spec.fault} failed: {exc}"
             return DrillOutcome(DrillVerdict.ERROR, {"reason": why, "spec": spec.to_json()})
         except LaunchFailed as exc:
-            return DrillOutcome(DrillVerdict.ERROR, {"reason": str(exc), "spec": spec.to_json()})
+            cause = first_errors.cause({}, spec.recovery, launch_failed=True)
+            return DrillOutcome(
+                DrillVerdict.ERROR,
+                {"reason": f"{exc}; cause: {cause}", "spec": spec.to_json(), "cause": cause},
+            )
         finally:
             killed = procs.kill_all()
             if network is not None:
@@ -277,16 +273,10 @@ class DrillRunner:
         payload["orphans_after_cleanup"] = procs.alive()
         payload["namespaces_after_cleanup"] = [n for n in leftover_namespaces() if procs.token in n]
         verdict, reason = self._judge(spec, run, payload)
-        if (
-            verdict is DrillVerdict.FAILED
-            and spec.recovery == "restart"
-            and _restart_could_not_connect(area)
-        ):
-            reason += (
-                "; the restarted workers could not connect (gloo connectFullMesh), the "
-                "symptom of torchrun's shared rendezvous store (pytorch/pytorch#135712): "
-                f"compare drill {spec.fault}:restart-unshared"
-            )
+        if verdict is DrillVerdict.FAILED:
+            # Where the cause lies, so a drill failing in both versions says whose it is.
+            payload["cause"] = first_errors.cause(payload["first_errors"], spec.recovery)
+            reason += f"; cause: {payload['cause']}"
         payload["reason"] = reason
         return DrillOutcome(verdict, payload)
 
@@ -311,6 +301,7 @@ class DrillRunner:
     def _injector(
         self,
         spec: DrillSpec,
+        area: Area,
         network: RankNetwork | None,
         store_proc: subprocess.Popen[bytes] | None,
     ) -> Injector:
@@ -322,7 +313,7 @@ class DrillRunner:
         """Start the job the way ``spec.recovery`` needs, inject, react, until done."""
         launcher = self._launcher(spec, area, procs)
         main, store_proc, store = self._start(spec, launcher, network)
-        injector = self._injector(spec, network, store_proc)
+        injector = self._injector(spec, area, network, store_proc)
         deadline = time.monotonic() + spec.drill_timeout_s
         replacements: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
         settle_deadline: float | None = None
@@ -391,6 +382,10 @@ class DrillRunner:
                 self.python, fr_dir / "pickle", spec.ranks
             )
         recovered = [e for e in events if e["ev"] == "recovered"]
+        dumped = flight_result.get("dumped_ranks")
+        found = first_errors.collect(
+            events, injector.fault_t, area.logs, flight_result.get("finding") if dumped else None
+        )
         payload: dict[str, Any] = {
             "spec": spec.to_json(),
             # What ran, as the job's processes said: the drill's row names it, not the spec.
@@ -405,7 +400,8 @@ class DrillRunner:
             "final_world": done[0]["world"] if done else None,
             "params_identical": (len(digests) == 1) if done else None,
             "restarts": last_attempt,
-            "first_error": errors[0]["error"] if errors else None,
+            "first_error": errors[0]["error"] if errors else first_errors.first(found),
+            "first_errors": found,
             "error_kinds": sorted({e["kind"] for e in errors}),
             "unsupported": unsupported[0]["reason"] if unsupported else None,
             "exit_codes": run.exit_codes,
@@ -445,7 +441,8 @@ class DrillRunner:
             why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
             return DrillVerdict.FAILED, (
                 f"the job did not finish after {spec.fault} ({why}); first "
-                f"error: {payload['first_error'] or 'none recorded'}"
+                f"error: {payload['first_error'] or 'none recorded'}; by source: "
+                + first_errors.describe(payload["first_errors"])
             )
         mismatch = against_reference(payload)
         if mismatch is not None:

@@ -8,6 +8,9 @@ user's shows what it shows:
   (the *lead*) has finished ``at_step``. Under data parallelism no rank finishes a step
   before every rank has joined its all-reduce, so the lead's step is the job's step, and a
   rank struck then never finishes the next one;
+- ``kill-in-backward`` on such a job: :class:`LeadBackwardInjector` tells the armed target
+  (``job_backward.py``) once the lead has finished ``at_step``, by a file it makes, and
+  strikes when the target says it is inside its next backward pass;
 - a job that shows no steps at all: :class:`TimedInjector` strikes after a time.
 
 Either finds the target's process by its launch event, which the shim writes on every rank.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torchcanary.drill.catalog import NETWORK_FAULTS
@@ -56,6 +60,30 @@ class LeadInjector(_LaunchTargeted):
         )
         launch = self._first_launch(events) if reached else None
         return None if launch is None else (int(launch["pid"]), int(launch["rank"]))
+
+
+def backward_go_file(attempt_root: Path) -> Path:
+    """The file that tells an armed target the lead has reached the step (``job_backward``)."""
+    return (attempt_root / "strike-in-backward").absolute()
+
+
+@dataclass
+class LeadBackwardInjector(Injector):
+    """``kill-in-backward`` on a job whose target does not log: armed by the lead's step."""
+
+    lead_rank: int = 0
+    go_file: Path = Path()
+
+    def _target(self, events: list[dict[str, Any]]) -> tuple[int, int] | None:
+        if not self.go_file.exists() and any(
+            event["ev"] == "step"
+            and int(event.get("attempt", 0)) == 0
+            and int(event.get("rank", 0)) == self.lead_rank
+            and int(event["step"]) >= self.spec.at_step
+            for event in events
+        ):
+            self.go_file.touch()
+        return super()._target(events)  # the target's backward event
 
 
 @dataclass

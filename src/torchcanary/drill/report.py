@@ -10,7 +10,7 @@ from __future__ import annotations
 import html as html_lib
 from typing import Any
 
-from torchcanary.drill import repeats
+from torchcanary.drill import job_folder, repeats
 from torchcanary.drill.catalog import FAULTS, RECOVERIES
 from torchcanary.drill.result import (
     DrillRecord,
@@ -148,6 +148,7 @@ def _cells(result: DrillRun) -> list[str]:
 
 
 def _reference_cells(result: DrillReference) -> list[str]:
+    left = job_folder.describe(result.extra.get("left_in_folder") or {})
     return [
         _mode(result),
         result.verdict.value,
@@ -159,7 +160,11 @@ def _reference_cells(result: DrillReference) -> list[str]:
         _loss(result.final_loss),
         str(result.params_identical),
         "–",
-        str(result.reason or ""),
+        "; ".join(
+            part
+            for part in (str(result.reason or ""), left and f"wrote in its folder: {left}")
+            if part
+        ),
     ]
 
 
@@ -298,6 +303,9 @@ def _drill_html(key: str, by_role: dict[str, DrillRecord]) -> list[str]:
     between = _between_versions(by_role)
     if between:
         out.append(f"<p>Between the versions: {_esc(between)}.</p>")
+    both = _both_failed(by_role)
+    if both:
+        out.append(f"<p>This drill {_esc(both)}.</p>")
     plots = [
         timeline_svg(_timeline(by_role[role]), f"{key} — {role}")
         for role in _ROLES
@@ -344,6 +352,9 @@ def markdown(view: Any) -> str:
         between = _between_versions(rows[key])
         if between:
             lines.append(f"- `{key}` between the versions: {between}")
+        both = _both_failed(rows[key])
+        if both:
+            lines.append(f"- `{key}` {both}")
     lines += _reference_lines(rows)
     lines += [
         "",
@@ -370,7 +381,26 @@ def _reference_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
             )
         elif result.extra.get("died_in_tries"):
             lines.append(f"- your job's fault-free run in the {role}: {result.reason}")
+        left = job_folder.describe(result.extra.get("left_in_folder") or {})
+        if left:
+            lines.append(
+                f"- your job's fault-free run in the {role} wrote in its folder: {left} (every "
+                "attempt starts in its own copy of your folder, so none resumes from another's "
+                "files, and your folder is left as it was)"
+            )
     return lines
+
+
+def _both_failed(rows: dict[str, DrillRecord]) -> str | None:
+    """Whose a drill's failure is, when it failed in both versions: such a drill says
+    nothing about the release unless its cause is named (an *error* is the harness's)."""
+    base, cand = rows.get("baseline"), rows.get("candidate")
+    if not (isinstance(base, DrillRun) and isinstance(cand, DrillRun)):
+        return None
+    if base.verdict is not DrillVerdict.FAILED or cand.verdict is not DrillVerdict.FAILED:
+        return None
+    causes = {str(run.extra.get("cause") or "not known") for run in (base, cand)}
+    return "failed in both versions; the cause: " + " / ".join(sorted(causes))
 
 
 def reused(view: Any) -> dict[str, tuple[int, int]]:

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drill import job_compare, job_exits, timeline
+from torchcanary.drill import first_errors, job_compare, job_exits, timeline
 from torchcanary.drill.catalog import RESTARTS, DrillSpec
 from torchcanary.drill.drill import JobLaunch
 from torchcanary.drill.job_exits import RankDeath
@@ -58,9 +58,8 @@ def measure(
         "step_source": job_compare.step_source(run.events),
         "fault_at": "step" if reference.get("steps") else "time",
         "steps_logged_by": sorted({int(row[1]) for row in reference.get("steps") or ()}),
-        "struck_in_backward_of_step": next(
-            (e["step"] for e in events if e["ev"] == "backward"), None
-        ),
+        "struck_in_backward_of_step": _backward_step(events),
+        "started_at_step": first_step(events),
         **fault_facts(injector.detail, injector.struck_rank, figures),
         "restarts": max((int(e.get("attempt", 0)) for e in events), default=0),
         "final_step": final_step,
@@ -70,6 +69,9 @@ def measure(
         "reference": {k: reference.get(k) for k in _REFERENCE_KEPT},
         "in_place": _in_place_facts(spec, events, recovered),
         **_errors(events, fault_t),
+        "first_errors": first_errors.collect(
+            events, fault_t, area.logs, f"dumps {', '.join(dumps)}" if dumps else None
+        ),
         "exit_codes": run.exit_codes,
         # Under torchrun, those the fault does not explain: of ranks that had finished.
         "signal_deaths": [d.to_json() for d in deaths if d.after_done or spec.recovery in IN_PLACE],
@@ -85,12 +87,49 @@ def measure(
         "flight_recorder": {"dumps": dumps} if dumps else {},
         "timeline": timeline.compact(events, fault_t, injector.detail),
     }
+    if fault_t is not None and payload["first_error"] is None:
+        payload["first_error"] = first_errors.first(payload["first_errors"])
     if finished and fault_t is not None and reference.get("steps"):
         check = job_compare.compare(events, reference["steps"], job.tolerance)
         payload["job_step_diffs"] = check.pop("rows")
         payload["step_check"] = check
     shutil.rmtree(area.root / "scratch", ignore_errors=True)  # the job's checkpoints
     return payload
+
+
+def first_step(events: list[dict[str, Any]]) -> int | None:
+    """The first step the job's first launch reported (before any fault: none is injected
+    before ``at_step``), or None when it reported none."""
+    steps = [int(e["step"]) for e in job_compare.job_steps(events) if not e.get("attempt")]
+    return min(steps, default=None)
+
+
+def _backward_step(events: list[dict[str, Any]]) -> int | None:
+    """The step inside whose backward pass the target was struck: as it said, when it
+    reports its steps; else the first step the ranks that log never finished in that launch
+    (no rank of a DDP job finishes a step while one is held in its backward)."""
+    struck = next((e for e in events if e["ev"] == "backward"), None)
+    if struck is None:
+        return None
+    if struck.get("step") is not None:
+        return int(struck["step"])
+    done = [int(e["step"]) for e in job_compare.job_steps(events) if not e.get("attempt")]
+    return max(done) + 1 if done else None
+
+
+def resumed_elsewhere(payload: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """Why an attempt started where its fault-free run did not, or None: with no fault
+    injected yet it can only have resumed from state it did not make itself (a checkpoint
+    an earlier attempt left outside the attempt's folder and ``{scratch}``)."""
+    started, expected = payload.get("started_at_step"), reference.get("started_at_step")
+    if started is None or expected is None or started <= expected:
+        return None
+    return (
+        f"the job started at step {started}, not at step {expected} as its fault-free run "
+        "did, with no fault injected: it resumed from state it did not make (a checkpoint "
+        "an earlier attempt left outside its folder?); fix: give that path as "
+        "{scratch}/..., a fresh folder for every attempt"
+    )
 
 
 def _errors(events: list[dict[str, Any]], fault_t: float | None) -> dict[str, Any]:
@@ -118,6 +157,9 @@ def judge(
         return DrillVerdict.ABSENT, f"your job cannot {spec.recovery}: {payload['unsupported']}"
     if spec.recovery in IN_PLACE and not payload["in_place"]["opted_in"]:
         return DrillVerdict.ABSENT, _not_taking_part(spec)
+    resumed = resumed_elsewhere(payload, reference)
+    if resumed:
+        return DrillVerdict.ERROR, resumed
     if run.injector.fault_t is None:
         return DrillVerdict.ERROR, _never_struck(spec, run, payload)
     detect = payload["detect_s"]
@@ -133,7 +175,8 @@ def judge(
         why = "bound reached" if run.bounded_out else f"exit codes {run.exit_codes}"
         return DrillVerdict.FAILED, (
             f"the job did not finish after {spec.fault} ({why}); first error: "
-            f"{payload['first_error'] or 'none recorded'}"
+            f"{payload['first_error'] or 'none recorded'}; by source: "
+            + first_errors.describe(payload["first_errors"])
             + _deaths_said(payload["signal_deaths"], reference)
         )
     return _against_reference(job, spec, payload)
@@ -148,6 +191,8 @@ def _never_struck(spec: DrillSpec, run: JobLaunch, payload: dict[str, Any]) -> s
     if not run.events:
         tail = "; ".join(f"{name}: {text[-300:]}" for name, text in run.launch_logs.items())
         return f"the job never started {tail}".strip()
+    if payload["fault_at"] == "step" and payload["started_at_step"] is None:
+        return _logged_no_step(run)
     if isinstance(run.injector, LeadInjector):
         at = f"step {spec.at_step} (as rank {run.injector.lead_rank}, which logs it, saw it)"
     elif payload["fault_at"] == "step":
@@ -155,6 +200,27 @@ def _never_struck(spec: DrillSpec, run: JobLaunch, payload: dict[str, Any]) -> s
     else:
         at = f"the fault time on rank {spec.target_rank}"
     return f"the job never reached {at}, so no fault was injected; {_how_it_ended(run)}"
+
+
+def _logged_no_step(run: JobLaunch) -> str:
+    """A job whose fault-free run showed steps and that showed none: how it ended, how long
+    it ran and the last lines it wrote, which say why better than we can."""
+    launched = [float(e["t"]) for e in run.events if e["ev"] == "launch"]
+    ran = (
+        f" after {run.exit_t - min(launched):.1f} s" if run.exit_t is not None and launched else ""
+    )
+    ended = (
+        "it was still running at the drill's bound"
+        if run.bounded_out
+        else f"it exited with codes {run.exit_codes}{ran}"
+    )
+    said = [line for text in run.launch_logs.values() for line in text.splitlines() if line.strip()]
+    last = " | ".join(line.strip()[:200] for line in said[-3:]) or "none, it wrote nothing"
+    return (
+        f"the job logged no step, so no fault was injected: {ended}; its last lines: {last} "
+        "(a job that resumes from a finished checkpoint logs none: give its checkpoint path "
+        "as {scratch}/...)"
+    )
 
 
 def _against_reference(

@@ -16,12 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchcanary.drill import job_compare, job_exits, job_leave, timeline, user_outcome
+from torchcanary.drill import job_compare, job_exits, job_folder, job_leave, timeline, user_outcome
 from torchcanary.drill.catalog import NETWORK_FAULTS, RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome, DrillRunner, JobLaunch
 from torchcanary.drill.faults import Injector
 from torchcanary.drill.job_exits import RankDeath
-from torchcanary.drill.job_injectors import LeadInjector, TimedInjector
+from torchcanary.drill.job_injectors import (
+    LeadBackwardInjector,
+    LeadInjector,
+    TimedInjector,
+    backward_go_file,
+)
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
@@ -55,6 +60,12 @@ class UserLauncher(Launcher):
     def scratch(self) -> Path:
         return (self.area.root / "scratch").absolute()  # the job may start elsewhere
 
+    @property
+    def folder(self) -> Path:
+        """This attempt's own mirror of the job's folder, where the job starts
+        (``job_folder.py``)."""
+        return job_folder.in_attempt(self.area.root)
+
     def base_env(self) -> dict[str, str]:
         env = super().base_env()
         given = dict(self.job.env)
@@ -62,12 +73,13 @@ class UserLauncher(Launcher):
         paths = (str(self.import_root), given.pop("PYTHONPATH", None), os.environ.get("PYTHONPATH"))
         env.update(given)
         env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        env[CWD_VARIABLE] = self.job.cwd
+        env[CWD_VARIABLE] = str(self.folder)
         env[EVENTS_VARIABLE] = str(self.area.events.absolute())
         env[PATTERN_VARIABLE] = self.job.step_pattern
         env[SCRATCH_VARIABLE] = str(self.scratch)
         if self.spec.fault == "kill-in-backward":
-            env[BACKWARD_VARIABLE] = f"{self.spec.target_rank}:{self.spec.at_step}"
+            go_file = backward_go_file(self.area.root)
+            env[BACKWARD_VARIABLE] = f"{self.spec.target_rank}:{self.spec.at_step}:{go_file}"
         leave = job_leave.leaving(self.spec)
         if leave:  # a shrink's fault-free run: the target leaves after at_step
             env[LEAVE_VARIABLE] = leave
@@ -147,6 +159,8 @@ class UserJobRunner(DrillRunner):
         self._overlay_problem: str | None = None
         self._prepared = False
         self._job_references: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Each attempt's mirror of the job's folder, as it was made (by its area's root).
+        self._mirrored: dict[Path, dict[str, job_folder.FileState]] = {}
 
     # the environment: the cached one, or an overlay with the job's requirements ----------
     def _prepare(self) -> str | None:
@@ -235,10 +249,10 @@ class UserJobRunner(DrillRunner):
         bound_s = max(spec.drill_timeout_s, REFERENCE_BOUND_S)
         area = Area(self.work_dir / f"reference-job-{time.time_ns()}")
         procs = ProcessSet(area.logs)
-        launcher = self._launcher(spec, area, procs)
         started = time.time()
         finished, codes = False, []
         try:
+            launcher = self._launcher(spec, area, procs)
             main = (
                 job_leave.start(launcher, spec)
                 if job_leave.leaving(spec) is not None
@@ -247,11 +261,22 @@ class UserJobRunner(DrillRunner):
             finished = procs.wait_all(main, time.monotonic() + bound_s)
             codes = [p.poll() for p in main]
         except LaunchFailed as exc:
+            self._left_in_folder(area)
             return {"ok": False, "reason": str(exc), "parallel": "job"}, None
         finally:
             procs.kill_all()
             shutil.rmtree(area.root / "scratch", ignore_errors=True)
-        return self._reference_result(spec, area, procs, codes, finished, started, bound_s)
+        result, death = self._reference_result(spec, area, procs, codes, finished, started, bound_s)
+        result["left_in_folder"] = self._left_in_folder(area)  # after its times are taken
+        first = result.get("started_at_step")
+        if result["ok"] and first is not None and first > 1:  # past a first step, 0 or 1
+            result["reason"] = (result.get("reason") or "fault-free") + (
+                f"; it started at step {first} with no fault injected: it resumed from "
+                "state it did not make (a checkpoint in its folder, or at a path outside it); "
+                "every drill starts from the same state; to train from the start, remove it "
+                "or give its path as {scratch}/..."
+            )
+        return result, death
 
     def _reference_result(
         self,
@@ -279,6 +304,7 @@ class UserJobRunner(DrillRunner):
             "exit_code": code,
             "steps": rows,
             "step_source": job_compare.step_source(events),
+            "started_at_step": min((int(row[0]) for row in rows), default=None),
             "final_step": job_compare.last_step_and_loss(rows)[0],
             "final_loss": job_compare.last_step_and_loss(rows)[1],
             "throughput": timeline.measure(
@@ -334,7 +360,23 @@ class UserJobRunner(DrillRunner):
         return super().run(spec)
 
     def _launcher(self, spec: DrillSpec, area: Area, procs: ProcessSet) -> Launcher:
-        return UserLauncher(self.python, self.import_root, spec, area, procs, self.job)
+        """The job's launcher for one attempt, which starts in its own fresh mirror of the
+        job's folder (``job_folder.py``): nothing an attempt writes there reaches another."""
+        launcher = UserLauncher(self.python, self.import_root, spec, area, procs, self.job)
+        try:
+            self._mirrored[area.root] = job_folder.mirror(Path(self.job.cwd), launcher.folder)
+        except OSError as exc:
+            raise LaunchFailed(f"cannot copy the job's folder {self.job.cwd}: {exc}") from exc
+        return launcher
+
+    def _left_in_folder(self, area: Area) -> dict[str, list[str]]:
+        """What the attempt created and changed in its mirror of the job's folder; the
+        mirror is then removed (checkpoints, megabytes, no evidence)."""
+        before = self._mirrored.pop(area.root, None)
+        folder = job_folder.in_attempt(area.root)
+        left = job_folder.left_behind(before, folder) if before is not None else {}
+        shutil.rmtree(folder, ignore_errors=True)
+        return left
 
     def _start(
         self, spec: DrillSpec, launcher: Launcher, network: RankNetwork | None
@@ -356,13 +398,24 @@ class UserJobRunner(DrillRunner):
     def _injector(
         self,
         spec: DrillSpec,
+        area: Area,
         network: RankNetwork | None,
         store_proc: subprocess.Popen[bytes] | None,
     ) -> Injector:
         reference = self.reference(spec)
         logging = sorted({int(row[1]) for row in reference.get("steps") or ()})
-        if logging and (len(logging) == spec.ranks or spec.fault == "kill-in-backward"):
-            return Injector(spec, network=network, store_host=store_proc)
+        in_backward = spec.fault == "kill-in-backward"
+        own_steps = len(logging) == spec.ranks or (in_backward and spec.target_rank in logging)
+        if logging and own_steps:
+            return Injector(spec, network=network, store_host=store_proc)  # the target's own step
+        if logging and in_backward:  # the target is armed once the lead logs the step
+            return LeadBackwardInjector(
+                spec,
+                network=network,
+                store_host=store_proc,
+                lead_rank=logging[0],
+                go_file=backward_go_file(area.root),
+            )
         if logging:  # it logs on some ranks only (rank 0, most often): theirs is the step
             return LeadInjector(spec, network=network, store_host=store_proc, lead_rank=logging[0])
         at_s = self.job.fault_after_s or 0.5 * float(reference.get("run_s") or 10.0)
@@ -370,7 +423,9 @@ class UserJobRunner(DrillRunner):
 
     # measuring and judging: drill/user_outcome.py -----------------------------------------
     def _measure(self, spec: DrillSpec, area: Area, run: JobLaunch) -> dict[str, Any]:
-        return user_outcome.measure(self.job, spec, area, run, self.reference(spec))
+        payload = user_outcome.measure(self.job, spec, area, run, self.reference(spec))
+        payload["left_in_folder"] = self._left_in_folder(area)
+        return payload
 
     def _judge(
         self, spec: DrillSpec, run: JobLaunch, payload: dict[str, Any]
