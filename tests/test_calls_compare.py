@@ -62,8 +62,25 @@ def test_changed_output_metadata_is_named() -> None:
 
 
 def test_a_call_whose_two_baseline_replays_differ_is_nondeterministic_not_a_change() -> None:
-    found = compare_call(_returned([1.0]), _returned([5.0]), control=_returned([3.0]))
+    found = compare_call(_returned([1.0]), _returned([2.0]), control=_returned([3.0]))
     assert found.verdict is CallVerdict.NONDETERMINISTIC
+
+
+def test_a_change_beyond_what_the_control_shows_is_a_different_result() -> None:
+    found = compare_call(_returned([1.0]), _returned([5.0]), control=_returned([1.5]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.max_rel_err == 4.0
+
+
+def test_a_call_that_raises_now_is_raises_now_even_when_the_control_differs() -> None:
+    raised = Replay.from_json(
+        {"status": "raised", "exception": {"type": "RuntimeError", "message": "gone"}}
+    )
+    found = compare_call(_returned([1.0]), raised, control=_returned([2.0]))
+    assert found.verdict is CallVerdict.RAISES_NOW
+    gone = Replay.from_json({"status": "missing"})
+    missing = compare_call(_returned([1.0]), gone, control=_returned([2.0]))
+    assert missing.verdict is CallVerdict.RAISES_NOW
 
 
 def test_new_and_gone_warnings_are_listed() -> None:

@@ -104,14 +104,16 @@ def compare_call(
     for role, replay in (("baseline", baseline), ("candidate", candidate)):
         if replay.status == _NOT_REPLAYABLE:
             return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
-    if control is not None and _difference(baseline, control) is not None:
-        return CallComparison(
-            CallVerdict.NONDETERMINISTIC, "differs between two replays in the baseline"
-        )
     base_words, cand_words = baseline.describe(), candidate.describe()
+    # raising now is never put down to chance: a control that differs cannot excuse it
     if candidate.status in ("raised", "missing") and baseline.status == "returned":
         return CallComparison(
             CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
+        )
+    if control is not None and _within_control(baseline, candidate, control):
+        return CallComparison(
+            CallVerdict.NONDETERMINISTIC,
+            "differs between two replays in the baseline, and the candidate no more",
         )
     if baseline.status != candidate.status or baseline.exception != candidate.exception:
         detail = f"{base_words} in the baseline, {cand_words} in the candidate"
@@ -131,6 +133,21 @@ def compare_call(
         return CallComparison(CallVerdict.NEW_WARNING, f"new warning {new[0]}", new, gone)
     detail = f"same; warning gone: {gone[0]}" if gone else "same"
     return CallComparison(CallVerdict.SAME, detail, [], gone)
+
+
+def _within_control(baseline: Replay, candidate: Replay, control: Replay) -> bool:
+    """Whether the baseline's own two replays disagree and the candidate strays from the
+    baseline no further than the control does (then its change says nothing): it agrees
+    with the control, or its values' relative difference is at most the control's."""
+    shown = _difference(baseline, control)
+    if shown is None:
+        return False
+    if _difference(control, candidate) is None:
+        return True
+    changed = _difference(baseline, candidate)
+    if changed is None:
+        return True
+    return shown[1] is not None and changed[1] is not None and changed[1] <= shown[1]
 
 
 def _first_line(text: str, limit: int = 160) -> str:
