@@ -135,3 +135,40 @@ def test_the_values_of_uninitialised_outputs_are_not_compared() -> None:
     other = {"status": "returned", "outputs": [_float_tensor([9.0])]}
     found = compare_call(Replay.from_json(line, False), Replay.from_json(other, False))
     assert found.verdict is CallVerdict.SAME
+
+
+def _recorded(fingerprint: dict[str, Any] | None) -> dict[str, Any]:
+    meta = {k: v for k, v in _float_tensor([1.0]).items() if k not in ("data", "alias_of")}
+    return {"status": "returned", "outputs": [{**meta, "fingerprint": fingerprint}]}
+
+
+def _fingerprinted(value: float) -> Replay:
+    fingerprint = {"sum": value, "abs": abs(value), "nonfinite": 0}
+    return _returned([value], fingerprint=fingerprint)
+
+
+def test_a_baseline_replay_that_raises_where_the_call_returned_is_not_faithful_never_same() -> None:
+    raised = Replay.from_json(
+        {"status": "raised", "exception": {"type": "builtins.RuntimeError", "message": "leaf"}}
+    )
+    recorded = _recorded({"sum": 1.0, "abs": 1.0, "nonfinite": 0})
+    found = compare_call(raised, raised, raised, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == (
+        "replay not faithful: returned when recorded, raised RuntimeError in the baseline replay"
+    )
+
+
+def test_a_baseline_replay_with_other_values_than_recorded_is_not_faithful() -> None:
+    recorded = _recorded({"sum": 1.0, "abs": 1.0, "nonfinite": 0})
+    other = _fingerprinted(2.0)
+    found = compare_call(other, other, other, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    same = _fingerprinted(1.0 + 1e-7)  # another summation order: still the recorded call
+    assert compare_call(same, same, same, recorded=recorded).verdict is CallVerdict.SAME
+
+
+def test_a_call_without_a_recorded_outcome_is_not_faithful() -> None:
+    found = compare_call(_returned([1.0]), _returned([1.0]), recorded={})
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == "replay not faithful: no outcome was recorded for this call"

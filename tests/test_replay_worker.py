@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.calls.compare import CallVerdict, Replay, compare_call
 from torchcanary.envs.cache import Environment
 from torchcanary.worker import calls
 
@@ -32,6 +33,9 @@ except RuntimeError:
 copied = torch.tensor(torch.ones(2))
 g = torch.Generator().manual_seed(0)
 noise = torch.rand(3, generator=g)
+weight = torch.nn.Parameter(torch.ones(3))
+with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with grad on, it raises
+    weight.add_(1.0)
 """
 
 
@@ -150,12 +154,48 @@ def test_candidate_replay_reports_each_call_and_survives_crash_and_hang(
     assert counts["crashed"] == 1 and counts["timeout"] == 1 and counts["missing"] == 1
 
 
-def test_baseline_control_replay_gives_the_same_outcomes(
-    recording: Path, baseline_env: Environment, import_root: Path, tmp_path: Path
+@pytest.fixture(scope="module")
+def baseline_replay(
+    recording: Path,
+    baseline_env: Environment,
+    import_root: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict:
+    """The recording replayed in the baseline, by callable (api)."""
+    output = tmp_path_factory.mktemp("baseline-replay") / "replay-baseline.jsonl"
+    return _replay(baseline_env, import_root, recording, output)
+
+
+def test_baseline_control_replay_gives_the_same_outcomes(baseline_replay: dict) -> None:
+    _check_user_calls(baseline_replay)
+    assert set(baseline_replay["(counts)"]) == {"returned", "raised", "not-replayable"}
+
+
+def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
+    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+    relu = entries["torch.nn.functional.relu"]["outcome"]
+    assert relu["status"] == "returned" and relu["outputs"][0]["shape"] == [2, 3]
+    assert relu["outputs"][0]["fingerprint"] == {"sum": 0.0, "abs": 0.0, "nonfinite": 0}
+    matmul = entries["torch.Tensor.matmul"]["outcome"]
+    assert matmul["status"] == "raised" and matmul["exception"]["type"] == "builtins.RuntimeError"
+    assert all(e["outcome"] for e in _calls(recording))
+
+
+def test_a_replay_that_does_not_do_what_the_call_did_is_not_faithful_never_same(
+    recording: Path, baseline_replay: dict
 ) -> None:
-    by_name = _replay(baseline_env, import_root, recording, tmp_path / "replay-baseline.jsonl")
-    _check_user_calls(by_name)
-    assert set(by_name["(counts)"]) == {"returned", "raised", "not-replayable"}
+    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+
+    def verdict(name: str) -> CallVerdict:
+        replay = Replay.from_json(baseline_replay[name])
+        recorded = entries[name]["outcome"]
+        return compare_call(replay, replay, replay, recorded=recorded).verdict
+
+    # recorded under no_grad it returned; replayed, the leaf that needs grad raises (in all
+    # three roles alike, which compared as "same" before)
+    assert verdict("torch.Tensor.add_") is CallVerdict.NOT_FAITHFUL
+    for faithful in ("torch.nn.functional.relu", "torch.Tensor.matmul", "torch.tensor"):
+        assert verdict(faithful) is not CallVerdict.NOT_FAITHFUL, faithful
 
 
 COMPILED = """

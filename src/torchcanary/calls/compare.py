@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchcanary.calls.faithful import unfaithful
 from torchcanary.stack import numerics_diff
 
 _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
@@ -32,6 +33,7 @@ class CallVerdict(str, enum.Enum):
     DIFFERENT_RESULT = "different-result"
     NEW_WARNING = "new-warning"
     NOT_REPLAYABLE = "not-replayable"
+    NOT_FAITHFUL = "replay-not-faithful"  # the baseline replay did not do what the call did
     NOT_RUN = "not-run"  # its replay crashed, timed out or is missing: it says nothing
     NONDETERMINISTIC = "nondeterministic"
     SAME = "same"
@@ -59,7 +61,9 @@ class Replay:
             (str(raised["type"]), str(raised.get("message", ""))) if raised else None,
             tuple((str(w["category"]), str(w["message"])) for w in line.get("warnings", [])),
             tuple(
-                out if values_defined or out.get("t") != "tensor" else {**out, "data": None}
+                out
+                if values_defined or out.get("t") != "tensor"
+                else {**out, "data": None, "fingerprint": None}
                 for out in line.get("outputs", [])
             ),
         )
@@ -89,10 +93,13 @@ def compare_call(
     candidate: Replay | None,
     control: Replay | None = None,
     why_not: str | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> CallComparison:
     """The verdict on one call from its replays (None: that replay is missing).
 
-    ``why_not`` is the recording's reason a call cannot be replayed at all.
+    ``why_not`` is the recording's reason a call cannot be replayed at all; ``recorded`` is
+    its recorded outcome, which the baseline replay must reproduce (None: not checked; empty:
+    none was recorded, so the replay cannot be trusted).
     """
     if why_not is not None:
         return CallComparison(CallVerdict.NOT_REPLAYABLE, why_not)
@@ -104,6 +111,10 @@ def compare_call(
     for role, replay in (("baseline", baseline), ("candidate", candidate)):
         if replay.status == _NOT_REPLAYABLE:
             return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
+    if recorded is not None:
+        strayed = unfaithful(recorded, baseline.status, baseline.exception, baseline.outputs)
+        if strayed is not None:
+            return CallComparison(CallVerdict.NOT_FAITHFUL, f"replay not faithful: {strayed}")
     base_words, cand_words = baseline.describe(), candidate.describe()
     # raising now is never put down to chance: a control that differs cannot excuse it
     if candidate.status in ("raised", "missing") and baseline.status == "returned":

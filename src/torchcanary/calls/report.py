@@ -19,6 +19,10 @@ _GROUPS = (
     (CallVerdict.DIFFERENT_RESULT, "Different result"),
     (CallVerdict.NEW_WARNING, "New warning"),
     (CallVerdict.NONDETERMINISTIC, "Nondeterministic (differs in the baseline's control)"),
+    (
+        CallVerdict.NOT_FAITHFUL,
+        "Replay not faithful (the baseline replay did not do what the call did)",
+    ),
     (CallVerdict.NOT_RUN, "Not run (the replay crashed, timed out or is missing)"),
     (CallVerdict.NOT_REPLAYABLE, "Not replayable"),
 )

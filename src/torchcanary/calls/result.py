@@ -29,7 +29,7 @@ class SummaryStatus(str, enum.Enum):
     CHANGES = "changes"
     NO_CHANGES = "no-changes"
     NOT_CHECKED = "not-checked"  # nothing recorded or replayed; ``reason`` says why
-    INCOMPLETE = "incomplete"  # some replays broke off (crashed, timed out): ``reason`` names them
+    INCOMPLETE = "incomplete"  # replays broke off or were not faithful: ``reason`` says which
 
     def __str__(self) -> str:
         return self.value

@@ -111,21 +111,33 @@ def call_set_summary(
     what: str, ran: str, recorded: int, counts: dict[str, int], not_replayable: dict[str, int]
 ) -> CallsSummary:
     """The call set's one verdict from its calls' (``counts``: verdict -> calls): a call
-    whose replay broke off (``not-run``) compared nothing, so the set is ``incomplete``,
+    whose replay broke off (``not-run``) or did not reproduce the recorded call
+    (``replay-not-faithful``) compared nothing of the user's, so the set is ``incomplete``,
     a unit not checked (``accounting.py``), whatever the other calls showed."""
     broke_off = counts.get(CallVerdict.NOT_RUN.value, 0)
+    strayed = counts.get(CallVerdict.NOT_FAITHFUL.value, 0)
     unchanged = (
         CallVerdict.SAME.value,
         CallVerdict.NOT_REPLAYABLE.value,
         CallVerdict.NOT_RUN.value,
+        CallVerdict.NOT_FAITHFUL.value,
     )
     changed = sum(n for verdict, n in counts.items() if verdict not in unchanged)
     status = SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES
-    reason = f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+    reasons = []
+    if broke_off:
+        reasons.append(
+            f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+        )
+    if strayed:
+        reasons.append(
+            f"{strayed} call(s) replayed in the baseline did not do what the recorded call did "
+            "(replay-not-faithful)"
+        )
     return CallsSummary(
-        SummaryStatus.INCOMPLETE if broke_off else status,
+        SummaryStatus.INCOMPLETE if reasons else status,
         what,
-        reason=reason if broke_off else None,
+        reason="; ".join(reasons) or None,
         recording_run=ran,
         recorded=recorded,
         replayed=recorded - counts.get(CallVerdict.NOT_REPLAYABLE.value, 0) - broke_off,
@@ -273,6 +285,7 @@ def _compare(
             replays["candidate"].get(call["id"]),
             control=replays["control"].get(call["id"]),
             why_not=None if call.get("replayable", True) else str(call.get("why_not")),
+            recorded=call.get("outcome") or {},
         )
         counts[found.verdict.value] = counts.get(found.verdict.value, 0) + 1
         if found.verdict is not CallVerdict.SAME:

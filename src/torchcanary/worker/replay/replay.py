@@ -25,8 +25,6 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-_MAX_MESSAGE = 2000
-
 
 def _resolve(name: str) -> Any:
     """The callable a recorded name spells, looked up from torch; None when it is gone."""
@@ -54,6 +52,7 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     import torch
 
     from torchcanary.worker.replay.encode import (
+        MAX_MESSAGE,
         NotReplayable,
         describe,
         output_tensor,
@@ -90,7 +89,7 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
             outcome = "raised"
             kind = type(exc)
             exception = {"type": f"{kind.__module__}.{kind.__qualname__}"}
-            exception["message"] = str(exc)[:_MAX_MESSAGE]
+            exception["message"] = str(exc)[:MAX_MESSAGE]
     seconds = time.perf_counter() - started
     outputs: list[Any] = []
     if outcome == "returned":
@@ -98,7 +97,7 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
         keep = lambda tensor: output_tensor(tensor, inputs)  # noqa: E731
         outputs = [describe(item, keep, []) for item in items]
     said = [
-        {"category": w.category.__name__, "message": str(w.message)[:_MAX_MESSAGE]} for w in caught
+        {"category": w.category.__name__, "message": str(w.message)[:MAX_MESSAGE]} for w in caught
     ]
     return _result(
         call["id"],
