@@ -172,3 +172,20 @@ def test_a_call_without_a_recorded_outcome_is_not_faithful() -> None:
     found = compare_call(_returned([1.0]), _returned([1.0]), recorded={})
     assert found.verdict is CallVerdict.NOT_FAITHFUL
     assert found.detail == "replay not faithful: no outcome was recorded for this call"
+
+
+def _mutating(values: list[float] | None) -> Replay:
+    """An in-place op: returns nothing; its argument 0 changed to ``values`` (None: not)."""
+    changed = [] if values is None else [{"arg": "0", **_float_tensor(values)}]
+    line = {"status": "returned", "outputs": [{"t": "none"}], "mutated": changed}
+    return Replay.from_json(line)
+
+
+def test_an_in_place_op_that_updates_its_argument_otherwise_is_a_different_result() -> None:
+    found = compare_call(_mutating([2.0]), _mutating([3.0]), control=_mutating([2.0]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail.startswith("argument 0 after the call: max relative difference 0.5")
+    stopped = compare_call(_mutating([2.0]), _mutating(None), control=_mutating([2.0]))
+    assert stopped.verdict is CallVerdict.DIFFERENT_RESULT
+    assert stopped.detail == "changes argument(s) 0, then none"
+    assert compare_call(_mutating([2.0]), _mutating([2.0])).verdict is CallVerdict.SAME

@@ -36,6 +36,8 @@ noise = torch.rand(3, generator=g)
 weight = torch.nn.Parameter(torch.ones(3))
 with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with grad on, it raises
     weight.add_(1.0)
+buffers = [torch.zeros(2), torch.ones(2)]
+torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
 """
 
 
@@ -127,6 +129,9 @@ def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> 
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "api"
     }
     by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
+    by_name["(aten)"] = {
+        entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "aten"
+    }
     return by_name
 
 
@@ -169,6 +174,14 @@ def baseline_replay(
 def test_baseline_control_replay_gives_the_same_outcomes(baseline_replay: dict) -> None:
     _check_user_calls(baseline_replay)
     assert set(baseline_replay["(counts)"]) == {"returned", "raised", "not-replayable"}
+
+
+def test_a_replay_keeps_each_tensor_argument_the_call_changed(baseline_replay: dict) -> None:
+    foreach = baseline_replay["(aten)"]["torch.ops.aten._foreach_add_.Scalar"]
+    assert foreach["status"] == "returned"
+    assert [m["arg"] for m in foreach["mutated"]] == ["0.0", "0.1"]
+    assert all(m["data"]["b64"] for m in foreach["mutated"])
+    assert baseline_replay["torch.nn.functional.relu"]["mutated"] == []
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

@@ -50,22 +50,25 @@ class Replay:
     exception: tuple[str, str] | None = None
     warnings: tuple[tuple[str, str], ...] = ()
     outputs: tuple[Mapping[str, Any], ...] = ()
+    mutated: tuple[Mapping[str, Any], ...] = ()  # tensor arguments the call changed
 
     @classmethod
     def from_json(cls, line: Mapping[str, Any], values_defined: bool = True) -> Replay:
         """``values_defined`` False (``torch.empty`` and kin: uninitialised memory): its
         output tensors are compared by metadata only."""
         raised = line.get("exception")
+
+        def kept(out: Mapping[str, Any]) -> Mapping[str, Any]:
+            if values_defined or out.get("t") != "tensor":
+                return out
+            return {**out, "data": None, "fingerprint": None}
+
         return cls(
             str(line["status"]),
             (str(raised["type"]), str(raised.get("message", ""))) if raised else None,
             tuple((str(w["category"]), str(w["message"])) for w in line.get("warnings", [])),
-            tuple(
-                out
-                if values_defined or out.get("t") != "tensor"
-                else {**out, "data": None, "fingerprint": None}
-                for out in line.get("outputs", [])
-            ),
+            tuple(kept(out) for out in line.get("outputs", [])),
+            tuple(kept(out) for out in line.get("mutated", [])),
         )
 
     def describe(self) -> str:
@@ -183,6 +186,16 @@ def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | 
         if found is not None:
             words, rel = found
             return f"output {index}: {words}", rel
+    changed_before = [str(m["arg"]) for m in reference.mutated]
+    changed_now = [str(m["arg"]) for m in other.mutated]
+    if changed_before != changed_now:
+        said = [", ".join(places) or "none" for places in (changed_before, changed_now)]
+        return f"changes argument(s) {said[0]}, then {said[1]}", None
+    for before, now in zip(reference.mutated, other.mutated, strict=True):
+        found = _output_difference(before, now)
+        if found is not None:
+            words, rel = found
+            return f"argument {before['arg']} after the call: {words}", rel
     return None
 
 

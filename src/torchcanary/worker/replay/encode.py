@@ -58,8 +58,9 @@ class NotReplayable(Exception):
     """An encoded value that cannot be rebuilt; ``str()`` says why."""
 
 
-def _tensor_bytes(tensor: torch.Tensor) -> bytes:
-    """The elements' bytes, contiguous; read through ctypes so numpy is not needed."""
+def tensor_bytes(tensor: torch.Tensor) -> bytes:
+    """The elements' bytes, contiguous; read through ctypes so numpy is not needed (bytes,
+    not values, so a NaN left in place is unchanged)."""
     flat = tensor.detach().to("cpu").contiguous()
     size = flat.numel() * flat.element_size()
     return ctypes.string_at(flat.data_ptr(), size) if size else b""
@@ -170,7 +171,7 @@ class ValueStore:
         encoded = tensor_meta(tensor)
         reason = _readable(tensor)
         if reason is None:
-            raw = _tensor_bytes(tensor)
+            raw = tensor_bytes(tensor)
             if self.used + len(raw) > self.budget:
                 reason = f"values budget of {self.budget} bytes spent"
             else:
@@ -214,7 +215,7 @@ def output_tensor(tensor: torch.Tensor, inputs: dict[int, int]) -> dict[str, Any
     positional argument's storage it shares (``inputs``: storage address -> index)."""
     encoded = outcome_tensor(tensor)
     if _readable(tensor) is None:
-        encoded["data"] = {"b64": base64.b64encode(_tensor_bytes(tensor)).decode("ascii")}
+        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(tensor)).decode("ascii")}
     try:
         address = tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
