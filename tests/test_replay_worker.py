@@ -38,6 +38,7 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
     weight.add_(1.0)
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
+steps = torch.arange(5000.0)  # too many values to keep: compared by metadata only
 """
 
 
@@ -182,6 +183,14 @@ def test_a_replay_keeps_each_tensor_argument_the_call_changed(baseline_replay: d
     assert [m["arg"] for m in foreach["mutated"]] == ["0.0", "0.1"]
     assert all(m["data"]["b64"] for m in foreach["mutated"])
     assert baseline_replay["torch.nn.functional.relu"]["mutated"] == []
+
+
+def test_a_replayed_output_too_large_to_keep_says_why_and_keeps_a_fingerprint(
+    baseline_replay: dict,
+) -> None:
+    (steps,) = baseline_replay["torch.arange"]["outputs"]
+    assert steps["data"] is None and steps["why_no_data"] == "an output of more than 4096 elements"
+    assert steps["fingerprint"] == {"sum": 4999 * 5000 / 2, "abs": 4999 * 5000 / 2, "nonfinite": 0}
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

@@ -24,6 +24,7 @@ from torchcanary.stack import numerics_diff
 _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
 _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
+_UNINITIALISED = "uninitialised memory (torch.empty and kin)"
 
 
 class CallVerdict(str, enum.Enum):
@@ -61,7 +62,7 @@ class Replay:
         def kept(out: Mapping[str, Any]) -> Mapping[str, Any]:
             if values_defined or out.get("t") != "tensor":
                 return out
-            return {**out, "data": None, "fingerprint": None}
+            return {**out, "data": None, "fingerprint": None, "why_no_data": _UNINITIALISED}
 
         return cls(
             str(line["status"]),
@@ -89,6 +90,9 @@ class CallComparison:
     new_warnings: list[str] = field(default_factory=list)
     gone_warnings: list[str] = field(default_factory=list)
     max_rel_err: float | None = None
+    # why its values were not compared, only its metadata (None: compared by value, or not
+    # a verdict that compares values)
+    metadata_only: str | None = None
 
 
 def compare_call(
@@ -140,13 +144,33 @@ def compare_call(
     if result is not None:
         detail, rel = result
         return CallComparison(CallVerdict.DIFFERENT_RESULT, detail, max_rel_err=rel)
+    unvalued = _metadata_only(baseline) or _metadata_only(candidate)
     base_warn, cand_warn = set(baseline.warnings), set(candidate.warnings)
     new = [f"{c}: {m}" for c, m in sorted(cand_warn - base_warn)]
     gone = [f"{c}: {m}" for c, m in sorted(base_warn - cand_warn)]
     if new:
-        return CallComparison(CallVerdict.NEW_WARNING, f"new warning {new[0]}", new, gone)
+        words = f"new warning {new[0]}"
+        return CallComparison(CallVerdict.NEW_WARNING, words, new, gone, metadata_only=unvalued)
     detail = f"same; warning gone: {gone[0]}" if gone else "same"
-    return CallComparison(CallVerdict.SAME, detail, [], gone)
+    return CallComparison(CallVerdict.SAME, detail, [], gone, metadata_only=unvalued)
+
+
+def _metadata_only(replay: Replay) -> str | None:
+    """Why some tensor this replay gave (returned or changed) was kept without its values."""
+    for output in (*replay.outputs, *replay.mutated):
+        reason = _unvalued(output)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _unvalued(output: Mapping[str, Any]) -> str | None:
+    if output.get("t") == "seq":
+        reasons = (_unvalued(item) for item in output.get("items", []))
+        return next((reason for reason in reasons if reason is not None), None)
+    if output.get("t") == "tensor" and not output.get("data"):
+        return str(output.get("why_no_data") or "values not kept")
+    return None
 
 
 def _within_control(baseline: Replay, candidate: Replay, control: Replay) -> bool:

@@ -35,7 +35,8 @@ A replay result line (``replay-<role>.jsonl``) carries its outputs in the same e
 ``data`` inline as ``{"b64": ...}`` and a tensor output's ``alias_of`` (the index of the
 positional argument whose storage it shares, or null). Output tensors, recorded or replayed,
 carry ``fingerprint``: ``{"sum", "abs", "nonfinite"}`` over all their values (float64), or
-null where the values cannot be read or were a random draw.
+null where the values cannot be read or were a random draw; a replayed tensor without
+``data`` says why in ``why_no_data``.
 """
 
 from __future__ import annotations
@@ -214,8 +215,12 @@ def output_tensor(tensor: torch.Tensor, inputs: dict[int, int]) -> dict[str, Any
     """A replay's output tensor: its description, its values inline when small, and which
     positional argument's storage it shares (``inputs``: storage address -> index)."""
     encoded = outcome_tensor(tensor)
-    if _readable(tensor) is None:
+    unread = _readable(tensor)
+    if unread is None:
         encoded["data"] = {"b64": base64.b64encode(tensor_bytes(tensor)).decode("ascii")}
+    else:  # its values are then compared by metadata only; the reason, counted, is a kind
+        too_large = f"an output of more than {MAX_ELEMENTS} elements"
+        encoded["why_no_data"] = _unreadable(tensor) or too_large
     try:
         address = tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
