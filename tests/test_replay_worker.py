@@ -39,6 +39,9 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
 steps = torch.arange(5000.0)  # too many values to keep: compared by metadata only
+for cast in (False, True):  # one line, two calls: the modes are part of what a call is
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
+        product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
 """
 
 
@@ -130,6 +133,7 @@ def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> 
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "api"
     }
     by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
+    by_name["(by id)"] = results
     by_name["(aten)"] = {
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "aten"
     }
@@ -203,21 +207,49 @@ def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
     assert all(e["outcome"] for e in _calls(recording))
 
 
-def test_a_replay_that_does_not_do_what_the_call_did_is_not_faithful_never_same(
+def _verdict(entry: dict, replayed: dict) -> CallVerdict:
+    """The verdict on a call whose three replays did alike, checked against its record."""
+    replay = Replay.from_json(replayed)
+    return compare_call(replay, replay, replay, recorded=entry["outcome"]).verdict
+
+
+def test_each_call_is_replayed_under_the_modes_it_ran_under(
     recording: Path, baseline_replay: dict
 ) -> None:
-    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+    entries = _calls(recording)
+    line = 1 + SCRIPT.splitlines().index(
+        "        product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))"
+    )
+    at_line = [e for e in entries if e["level"] == "api" and e["site"]["line"] == line]
+    products = [e for e in at_line if e["callable"] != "torch.ones"]  # torch.mm's name varies
+    assert [e["context"]["autocast"] for e in products] == [{}, {"cpu": "torch.bfloat16"}]
+    replayed = baseline_replay["(by id)"]
+    dtypes = [replayed[e["id"]]["outputs"][0]["dtype"] for e in products]
+    assert dtypes == ["torch.float32", "torch.bfloat16"]
+    # recorded under no_grad, the in-place update of a parameter replays under no_grad
+    add = next(e for e in entries if e["callable"] == "torch.Tensor.add_")
+    assert add["context"]["grad"] is False
+    assert _verdict(add, replayed[add["id"]]) is CallVerdict.SAME
 
-    def verdict(name: str) -> CallVerdict:
-        replay = Replay.from_json(baseline_replay[name])
-        recorded = entries[name]["outcome"]
-        return compare_call(replay, replay, replay, recorded=recorded).verdict
 
-    # recorded under no_grad it returned; replayed, the leaf that needs grad raises (in all
-    # three roles alike, which compared as "same" before)
-    assert verdict("torch.Tensor.add_") is CallVerdict.NOT_FAITHFUL
+def test_a_replay_that_does_not_do_what_the_call_did_is_not_faithful_never_same(
+    recording: Path, baseline_env: Environment, import_root: Path, tmp_path: Path
+) -> None:
+    """The in-place update of a parameter recorded under no_grad, its modes left out (as
+    before they were kept): rebuilt as a leaf that needs grad and replayed with grad on, it
+    raises in all three roles alike, which compared as "same"."""
+    folder = tmp_path / "modeless"
+    folder.mkdir()
+    (folder / "values.bin").write_bytes((recording / "values.bin").read_bytes())
+    entries = [{**e, "context": None} for e in _calls(recording)]
+    (folder / "calls.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    by_name = _replay(baseline_env, import_root, folder, tmp_path / "replay-baseline.jsonl")
+    named = {e["callable"]: e for e in entries if e["level"] == "api"}
+    assert _verdict(named["torch.Tensor.add_"], by_name["torch.Tensor.add_"]) is (
+        CallVerdict.NOT_FAITHFUL
+    )
     for faithful in ("torch.nn.functional.relu", "torch.Tensor.matmul", "torch.tensor"):
-        assert verdict(faithful) is not CallVerdict.NOT_FAITHFUL, faithful
+        assert _verdict(named[faithful], by_name[faithful]) is not CallVerdict.NOT_FAITHFUL
 
 
 COMPILED = """

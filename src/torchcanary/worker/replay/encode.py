@@ -5,12 +5,14 @@ A recording is a folder:
 - ``calls.jsonl``: one JSON line per distinct call, ``{"id", "level": "api"|"aten",
   "callable": qualified name, "site": {"file", "line", "function"}, "signature": str,
   "count": int, "args": [...], "kwargs": {...}, "replayable": bool, "why_not": str|null,
-  "outcome"}``; ``outcome`` is what the first of its kind did, which its baseline replay
+  "context", "outcome"}``; ``context`` is the modes it ran under (``context.py``), restored
+  at replay; ``outcome`` is what the first of its kind did, which its baseline replay
   must reproduce: ``{"status": "returned", "outputs": [...]}`` (tensors described with a
   ``fingerprint``, below) or ``{"status": "raised", "exception": {"type", "message"}}``.
   ``callable`` is what replay looks up from ``torch``: ``torch.add``,
   ``torch.nn.functional.relu``, ``torch.Tensor.add`` (api) or ``torch.ops.aten.add.Tensor``
-  (aten). Calls are distinct by (site, callable, signature); ``count`` says how often each ran.
+  (aten). Calls are distinct by (site, callable, signature, context); ``count`` says how
+  often each ran.
 - ``values.bin``: the bytes of small tensors (contiguous, native byte order), referenced by
   offset and length.
 - ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "not_replayable":

@@ -7,9 +7,10 @@
   call site.
 
 A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
-distinct by (site, callable, signature) and counted, so a training loop records each once;
-only the first of each keeps its small tensors' values and its outcome (what it returned,
-fingerprinted, or raised: the baseline replay must reproduce it; see ``encode`` for the format).
+distinct by (site, callable, signature, the modes they ran under: ``context``) and counted,
+so a training loop records each once; only the first of each keeps its small tensors'
+values and its outcome (what it returned, fingerprinted, or raised: the baseline replay
+must reproduce it; see ``encode`` for the format).
 Under ``torch.compile`` both modes step aside while Dynamo traces (a fullgraph compile must
 see no mode's code) and the ATen mode is pushed only for the duration of each call, as
 Dynamo refuses a frame while such a mode is on; a compiled graph's own calls are attributed
@@ -40,6 +41,7 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchcanary.worker.calls import CALLS_RECORD_VAR
+from torchcanary.worker.replay import context
 from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
     MAX_MESSAGE,
@@ -88,7 +90,7 @@ class Recording:
         self.folder = folder
         self._values_file = open(folder / "values.bin", "wb")  # noqa: SIM115 - closed in save
         self._values = ValueStore(self._values_file)
-        self._calls: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        self._calls: dict[tuple[str, int, str, str, str], dict[str, Any]] = {}
         self.total = 0
         self._lock = threading.Lock()
         self._saved = False
@@ -102,7 +104,8 @@ class Recording:
             [describe(a, tensor_meta, []) for a in args]
             + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
         )
-        key = (site["file"], site["line"], name, signature)
+        modes = context.capture()  # the same call under other modes is another call
+        key = (site["file"], site["line"], name, signature, json.dumps(modes, sort_keys=True))
         with self._lock:
             self.total += 1
             known = self._calls.get(key)
@@ -117,6 +120,7 @@ class Recording:
                 "callable": name,
                 "site": site,
                 "signature": signature,
+                "context": modes,
                 "count": 1,
                 "args": [describe(a, keep, why_not) for a in args],
                 "kwargs": {k: describe(v, keep, why_not) for k, v in kwargs.items()},

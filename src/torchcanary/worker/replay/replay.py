@@ -74,6 +74,7 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     """Replay one recorded call in this process: what it returned, raised and warned."""
     import torch
 
+    from torchcanary.worker.replay.context import restored
     from torchcanary.worker.replay.encode import (
         MAX_MESSAGE,
         NotReplayable,
@@ -108,7 +109,8 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            returned = function(*args, **kwargs)
+            with restored(call.get("context")):  # the modes it was recorded under
+                returned = function(*args, **kwargs)
             outcome, exception = "returned", None
         except Exception as exc:  # the user's call raising is a result, not our failure
             returned = None
