@@ -6,6 +6,8 @@ import base64
 import struct
 from typing import Any
 
+import pytest
+
 from torchcanary.calls.compare import CallVerdict, Replay, compare_call
 
 
@@ -189,3 +191,18 @@ def test_an_in_place_op_that_updates_its_argument_otherwise_is_a_different_resul
     assert stopped.verdict is CallVerdict.DIFFERENT_RESULT
     assert stopped.detail == "changes argument(s) 0, then none"
     assert compare_call(_mutating([2.0]), _mutating([2.0])).verdict is CallVerdict.SAME
+
+
+def _complex(parts: list[float]) -> Replay:
+    """A complex64 output of len(parts) / 2 values (real, imaginary, ...)."""
+    tensor = {**_float_tensor(parts), "dtype": "torch.complex64", "shape": [len(parts) // 2]}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_complex_outputs_are_compared_with_their_parts_tolerance_not_byte_for_byte() -> None:
+    one_ulp = struct.unpack("=f", struct.pack("=I", 0x3F800001))[0]  # 1.0 and one ULP
+    same = compare_call(_complex([1.0, 2.0]), _complex([one_ulp, 2.0]))
+    assert same.verdict is CallVerdict.SAME
+    moved = compare_call(_complex([1.0, 2.0]), _complex([1.0, 2.02]))
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert moved.max_rel_err == pytest.approx(0.01)

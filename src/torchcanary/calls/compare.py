@@ -25,6 +25,9 @@ _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
 _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
 _UNINITIALISED = "uninitialised memory (torch.empty and kin)"
+# A complex tensor's bytes are its real and imaginary parts side by side: compared as those
+# parts, with their float type's tolerance, not byte for byte (a 1-ULP change is no change).
+_COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
 class CallVerdict(str, enum.Enum):
@@ -254,9 +257,11 @@ def _values_difference(
 ) -> tuple[str, float | None] | None:
     """Values compared by ``numerics_diff.compare``, the stack's comparator."""
     dtype = str(meta["dtype"]).removeprefix("torch.")
+    shape = tuple(int(n) for n in meta["shape"])
+    if dtype in _COMPLEX_PARTS:
+        dtype, shape = _COMPLEX_PARTS[dtype], (*shape, 2)
     if dtype not in numerics_diff.DEFAULT_TOLERANCES and dtype not in numerics_diff.INT_CODES:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
-    shape = tuple(int(n) for n in meta["shape"])
     reference, other = (
         numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, raw)
         for raw in (ref_bytes, out_bytes)
