@@ -189,20 +189,26 @@ class ValueStore:
 def fingerprint(tensor: torch.Tensor) -> dict[str, Any] | None:
     """A tensor's values in three numbers (float64 sum, sum of magnitudes, non-finite count):
     enough to see a replay compute something else than the recorded call, loose enough that
-    another summation order does not; None when its values cannot be read."""
+    another summation order does not; None when its values cannot be read. Sums accumulate
+    in float64 without a float64 copy, so a large output costs no more than its own size."""
     if _unreadable(tensor) is not None:
         return None
+    if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
+        return None  # reading values back would break the CUDA graph being captured
     try:
         values = tensor.detach()
         if values.is_complex():
             values = torch.view_as_real(values)
-        values = values.to(torch.float64)
+        if values.dtype == torch.bool:
+            values = values.to(torch.uint8)
         finite = torch.isfinite(values)
-        kept = torch.where(finite, values, torch.zeros_like(values))
+        nonfinite = finite.numel() - int(finite.sum())
+        if nonfinite:
+            values = torch.where(finite, values, torch.zeros_like(values))
         return {
-            "sum": float(kept.sum()),
-            "abs": float(kept.abs().sum()),
-            "nonfinite": int((~finite).sum()),
+            "sum": float(values.sum(dtype=torch.float64)),
+            "abs": float(values.abs().sum(dtype=torch.float64)),
+            "nonfinite": nonfinite,
         }
     except (RuntimeError, TypeError, NotImplementedError):
         return None

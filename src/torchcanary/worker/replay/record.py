@@ -105,7 +105,7 @@ class Recording:
             + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
         )
         modes = context.capture()  # the same call under other modes is another call
-        key = (site["file"], site["line"], name, signature, json.dumps(modes, sort_keys=True))
+        key = (site["file"], site["line"], name, signature, repr(modes))
         with self._lock:
             self.total += 1
             known = self._calls.get(key)
@@ -159,6 +159,15 @@ class Recording:
         return meta
 
 
+def _generator_states() -> list[torch.Tensor]:
+    """The default generators' states: the CPU's, and the current GPU's once CUDA is up
+    (not while a CUDA graph is captured, which reading it would break)."""
+    states = [torch.random.get_rng_state()]
+    if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
+        states.append(torch.cuda.get_rng_state())
+    return states
+
+
 class _OutcomeOf:
     """Around a newly recorded call: keeps what it returned (metadata and fingerprints) or
     raised in its entry, the outcome its baseline replay must reproduce. A call that drew
@@ -167,18 +176,21 @@ class _OutcomeOf:
 
     def __init__(self, entry: dict[str, Any] | None) -> None:
         self._entry = entry
-        self._generator: torch.Tensor | None = None
+        self._generators: list[torch.Tensor] = []
 
     def __enter__(self) -> _OutcomeOf:
         if self._entry is not None:
-            self._generator = torch.random.get_rng_state()
+            self._generators = _generator_states()
         return self
 
     def returned(self, value: Any) -> Any:
         """Keep ``value`` as the call's outcome; returns it."""
         if self._entry is None:
             return value
-        drew = not torch.equal(self._generator, torch.random.get_rng_state())
+        now = _generator_states()
+        drew = len(now) != len(self._generators) or not all(
+            torch.equal(before, after) for before, after in zip(self._generators, now, strict=True)
+        )
         keep = tensor_meta if drew else outcome_tensor
         items = value if isinstance(value, (tuple, list)) else [value]
         was_busy = getattr(_guard, "busy", False)
