@@ -6,6 +6,8 @@ import base64
 import struct
 from typing import Any
 
+import pytest
+
 from torchcanary.calls.compare import CallVerdict, Replay, compare_call
 
 
@@ -62,8 +64,25 @@ def test_changed_output_metadata_is_named() -> None:
 
 
 def test_a_call_whose_two_baseline_replays_differ_is_nondeterministic_not_a_change() -> None:
-    found = compare_call(_returned([1.0]), _returned([5.0]), control=_returned([3.0]))
+    found = compare_call(_returned([1.0]), _returned([2.0]), control=_returned([3.0]))
     assert found.verdict is CallVerdict.NONDETERMINISTIC
+
+
+def test_a_change_beyond_what_the_control_shows_is_a_different_result() -> None:
+    found = compare_call(_returned([1.0]), _returned([5.0]), control=_returned([1.5]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.max_rel_err == 4.0
+
+
+def test_a_call_that_raises_now_is_raises_now_even_when_the_control_differs() -> None:
+    raised = Replay.from_json(
+        {"status": "raised", "exception": {"type": "RuntimeError", "message": "gone"}}
+    )
+    found = compare_call(_returned([1.0]), raised, control=_returned([2.0]))
+    assert found.verdict is CallVerdict.RAISES_NOW
+    gone = Replay.from_json({"status": "missing"})
+    missing = compare_call(_returned([1.0]), gone, control=_returned([2.0]))
+    assert missing.verdict is CallVerdict.RAISES_NOW
 
 
 def test_new_and_gone_warnings_are_listed() -> None:
@@ -118,3 +137,72 @@ def test_the_values_of_uninitialised_outputs_are_not_compared() -> None:
     other = {"status": "returned", "outputs": [_float_tensor([9.0])]}
     found = compare_call(Replay.from_json(line, False), Replay.from_json(other, False))
     assert found.verdict is CallVerdict.SAME
+
+
+def _recorded(fingerprint: dict[str, Any] | None) -> dict[str, Any]:
+    meta = {k: v for k, v in _float_tensor([1.0]).items() if k not in ("data", "alias_of")}
+    return {"status": "returned", "outputs": [{**meta, "fingerprint": fingerprint}]}
+
+
+def _fingerprinted(value: float) -> Replay:
+    fingerprint = {"sum": value, "abs": abs(value), "nonfinite": 0}
+    return _returned([value], fingerprint=fingerprint)
+
+
+def test_a_baseline_replay_that_raises_where_the_call_returned_is_not_faithful_never_same() -> None:
+    raised = Replay.from_json(
+        {"status": "raised", "exception": {"type": "builtins.RuntimeError", "message": "leaf"}}
+    )
+    recorded = _recorded({"sum": 1.0, "abs": 1.0, "nonfinite": 0})
+    found = compare_call(raised, raised, raised, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == (
+        "replay not faithful: returned when recorded, raised RuntimeError in the baseline replay"
+    )
+
+
+def test_a_baseline_replay_with_other_values_than_recorded_is_not_faithful() -> None:
+    recorded = _recorded({"sum": 1.0, "abs": 1.0, "nonfinite": 0})
+    other = _fingerprinted(2.0)
+    found = compare_call(other, other, other, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    same = _fingerprinted(1.0 + 1e-7)  # another summation order: still the recorded call
+    assert compare_call(same, same, same, recorded=recorded).verdict is CallVerdict.SAME
+
+
+def test_a_call_without_a_recorded_outcome_is_not_faithful() -> None:
+    found = compare_call(_returned([1.0]), _returned([1.0]), recorded={})
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == "replay not faithful: no outcome was recorded for this call"
+
+
+def _mutating(values: list[float] | None) -> Replay:
+    """An in-place op: returns nothing; its argument 0 changed to ``values`` (None: not)."""
+    changed = [] if values is None else [{"arg": "0", **_float_tensor(values)}]
+    line = {"status": "returned", "outputs": [{"t": "none"}], "mutated": changed}
+    return Replay.from_json(line)
+
+
+def test_an_in_place_op_that_updates_its_argument_otherwise_is_a_different_result() -> None:
+    found = compare_call(_mutating([2.0]), _mutating([3.0]), control=_mutating([2.0]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail.startswith("argument 0 after the call: max relative difference 0.5")
+    stopped = compare_call(_mutating([2.0]), _mutating(None), control=_mutating([2.0]))
+    assert stopped.verdict is CallVerdict.DIFFERENT_RESULT
+    assert stopped.detail == "changes argument(s) 0, then none"
+    assert compare_call(_mutating([2.0]), _mutating([2.0])).verdict is CallVerdict.SAME
+
+
+def _complex(parts: list[float]) -> Replay:
+    """A complex64 output of len(parts) / 2 values (real, imaginary, ...)."""
+    tensor = {**_float_tensor(parts), "dtype": "torch.complex64", "shape": [len(parts) // 2]}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_complex_outputs_are_compared_with_their_parts_tolerance_not_byte_for_byte() -> None:
+    one_ulp = struct.unpack("=f", struct.pack("=I", 0x3F800001))[0]  # 1.0 and one ULP
+    same = compare_call(_complex([1.0, 2.0]), _complex([one_ulp, 2.0]))
+    assert same.verdict is CallVerdict.SAME
+    moved = compare_call(_complex([1.0, 2.0]), _complex([1.0, 2.02]))
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert moved.max_rel_err == pytest.approx(0.01)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.calls.compare import CallVerdict, Replay, compare_call
 from torchcanary.envs.cache import Environment
 from torchcanary.worker import calls
 
@@ -32,6 +33,15 @@ except RuntimeError:
 copied = torch.tensor(torch.ones(2))
 g = torch.Generator().manual_seed(0)
 noise = torch.rand(3, generator=g)
+weight = torch.nn.Parameter(torch.ones(3))
+with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with grad on, it raises
+    weight.add_(1.0)
+buffers = [torch.zeros(2), torch.ones(2)]
+torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
+steps = torch.arange(5000.0)  # too many values to keep: compared by metadata only
+for cast in (False, True):  # one line, two calls: the modes are part of what a call is
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
+        product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
 """
 
 
@@ -123,6 +133,10 @@ def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> 
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "api"
     }
     by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
+    by_name["(by id)"] = results
+    by_name["(aten)"] = {
+        entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "aten"
+    }
     return by_name
 
 
@@ -150,12 +164,92 @@ def test_candidate_replay_reports_each_call_and_survives_crash_and_hang(
     assert counts["crashed"] == 1 and counts["timeout"] == 1 and counts["missing"] == 1
 
 
-def test_baseline_control_replay_gives_the_same_outcomes(
+@pytest.fixture(scope="module")
+def baseline_replay(
+    recording: Path,
+    baseline_env: Environment,
+    import_root: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict:
+    """The recording replayed in the baseline, by callable (api)."""
+    output = tmp_path_factory.mktemp("baseline-replay") / "replay-baseline.jsonl"
+    return _replay(baseline_env, import_root, recording, output)
+
+
+def test_baseline_control_replay_gives_the_same_outcomes(baseline_replay: dict) -> None:
+    _check_user_calls(baseline_replay)
+    assert set(baseline_replay["(counts)"]) == {"returned", "raised", "not-replayable"}
+
+
+def test_a_replay_keeps_each_tensor_argument_the_call_changed(baseline_replay: dict) -> None:
+    foreach = baseline_replay["(aten)"]["torch.ops.aten._foreach_add_.Scalar"]
+    assert foreach["status"] == "returned"
+    assert [m["arg"] for m in foreach["mutated"]] == ["0.0", "0.1"]
+    assert all(m["data"]["b64"] for m in foreach["mutated"])
+    assert baseline_replay["torch.nn.functional.relu"]["mutated"] == []
+
+
+def test_a_replayed_output_too_large_to_keep_says_why_and_keeps_a_fingerprint(
+    baseline_replay: dict,
+) -> None:
+    (steps,) = baseline_replay["torch.arange"]["outputs"]
+    assert steps["data"] is None and steps["why_no_data"] == "an output of more than 4096 elements"
+    assert steps["fingerprint"] == {"sum": 4999 * 5000 / 2, "abs": 4999 * 5000 / 2, "nonfinite": 0}
+
+
+def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
+    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+    relu = entries["torch.nn.functional.relu"]["outcome"]
+    assert relu["status"] == "returned" and relu["outputs"][0]["shape"] == [2, 3]
+    assert relu["outputs"][0]["fingerprint"] == {"sum": 0.0, "abs": 0.0, "nonfinite": 0}
+    matmul = entries["torch.Tensor.matmul"]["outcome"]
+    assert matmul["status"] == "raised" and matmul["exception"]["type"] == "builtins.RuntimeError"
+    assert all(e["outcome"] for e in _calls(recording))
+
+
+def _verdict(entry: dict, replayed: dict) -> CallVerdict:
+    """The verdict on a call whose three replays did alike, checked against its record."""
+    replay = Replay.from_json(replayed)
+    return compare_call(replay, replay, replay, recorded=entry["outcome"]).verdict
+
+
+def test_each_call_is_replayed_under_the_modes_it_ran_under(
+    recording: Path, baseline_replay: dict
+) -> None:
+    entries = _calls(recording)
+    line = 1 + SCRIPT.splitlines().index(
+        "        product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))"
+    )
+    at_line = [e for e in entries if e["level"] == "api" and e["site"]["line"] == line]
+    products = [e for e in at_line if e["callable"] != "torch.ones"]  # torch.mm's name varies
+    assert [e["context"]["autocast"] for e in products] == [{}, {"cpu": "torch.bfloat16"}]
+    replayed = baseline_replay["(by id)"]
+    dtypes = [replayed[e["id"]]["outputs"][0]["dtype"] for e in products]
+    assert dtypes == ["torch.float32", "torch.bfloat16"]
+    # recorded under no_grad, the in-place update of a parameter replays under no_grad
+    add = next(e for e in entries if e["callable"] == "torch.Tensor.add_")
+    assert add["context"]["grad"] is False
+    assert _verdict(add, replayed[add["id"]]) is CallVerdict.SAME
+
+
+def test_a_replay_that_does_not_do_what_the_call_did_is_not_faithful_never_same(
     recording: Path, baseline_env: Environment, import_root: Path, tmp_path: Path
 ) -> None:
-    by_name = _replay(baseline_env, import_root, recording, tmp_path / "replay-baseline.jsonl")
-    _check_user_calls(by_name)
-    assert set(by_name["(counts)"]) == {"returned", "raised", "not-replayable"}
+    """The in-place update of a parameter recorded under no_grad, its modes left out (as
+    before they were kept): rebuilt as a leaf that needs grad and replayed with grad on, it
+    raises in all three roles alike, which compared as "same"."""
+    folder = tmp_path / "modeless"
+    folder.mkdir()
+    (folder / "values.bin").write_bytes((recording / "values.bin").read_bytes())
+    entries = [{**e, "context": None} for e in _calls(recording)]
+    (folder / "calls.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    by_name = _replay(baseline_env, import_root, folder, tmp_path / "replay-baseline.jsonl")
+    named = {e["callable"]: e for e in entries if e["level"] == "api"}
+    assert _verdict(named["torch.Tensor.add_"], by_name["torch.Tensor.add_"]) is (
+        CallVerdict.NOT_FAITHFUL
+    )
+    for faithful in ("torch.nn.functional.relu", "torch.Tensor.matmul", "torch.tensor"):
+        assert _verdict(named[faithful], by_name[faithful]) is not CallVerdict.NOT_FAITHFUL
 
 
 COMPILED = """

@@ -18,11 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchcanary.calls.faithful import unfaithful
 from torchcanary.stack import numerics_diff
 
 _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
 _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
+_UNINITIALISED = "uninitialised memory (torch.empty and kin)"
+# A complex tensor's bytes are its real and imaginary parts side by side: compared as those
+# parts, with their float type's tolerance, not byte for byte (a 1-ULP change is no change).
+_COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
 class CallVerdict(str, enum.Enum):
@@ -32,6 +37,7 @@ class CallVerdict(str, enum.Enum):
     DIFFERENT_RESULT = "different-result"
     NEW_WARNING = "new-warning"
     NOT_REPLAYABLE = "not-replayable"
+    NOT_FAITHFUL = "replay-not-faithful"  # the baseline replay did not do what the call did
     NOT_RUN = "not-run"  # its replay crashed, timed out or is missing: it says nothing
     NONDETERMINISTIC = "nondeterministic"
     SAME = "same"
@@ -48,20 +54,25 @@ class Replay:
     exception: tuple[str, str] | None = None
     warnings: tuple[tuple[str, str], ...] = ()
     outputs: tuple[Mapping[str, Any], ...] = ()
+    mutated: tuple[Mapping[str, Any], ...] = ()  # tensor arguments the call changed
 
     @classmethod
     def from_json(cls, line: Mapping[str, Any], values_defined: bool = True) -> Replay:
         """``values_defined`` False (``torch.empty`` and kin: uninitialised memory): its
         output tensors are compared by metadata only."""
         raised = line.get("exception")
+
+        def kept(out: Mapping[str, Any]) -> Mapping[str, Any]:
+            if values_defined or out.get("t") != "tensor":
+                return out
+            return {**out, "data": None, "fingerprint": None, "why_no_data": _UNINITIALISED}
+
         return cls(
             str(line["status"]),
             (str(raised["type"]), str(raised.get("message", ""))) if raised else None,
             tuple((str(w["category"]), str(w["message"])) for w in line.get("warnings", [])),
-            tuple(
-                out if values_defined or out.get("t") != "tensor" else {**out, "data": None}
-                for out in line.get("outputs", [])
-            ),
+            tuple(kept(out) for out in line.get("outputs", [])),
+            tuple(kept(out) for out in line.get("mutated", [])),
         )
 
     def describe(self) -> str:
@@ -82,6 +93,9 @@ class CallComparison:
     new_warnings: list[str] = field(default_factory=list)
     gone_warnings: list[str] = field(default_factory=list)
     max_rel_err: float | None = None
+    # why its values were not compared, only its metadata (None: compared by value, or not
+    # a verdict that compares values)
+    metadata_only: str | None = None
 
 
 def compare_call(
@@ -89,10 +103,13 @@ def compare_call(
     candidate: Replay | None,
     control: Replay | None = None,
     why_not: str | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> CallComparison:
     """The verdict on one call from its replays (None: that replay is missing).
 
-    ``why_not`` is the recording's reason a call cannot be replayed at all.
+    ``why_not`` is the recording's reason a call cannot be replayed at all; ``recorded`` is
+    its recorded outcome, which the baseline replay must reproduce (None: not checked; empty:
+    none was recorded, so the replay cannot be trusted).
     """
     if why_not is not None:
         return CallComparison(CallVerdict.NOT_REPLAYABLE, why_not)
@@ -104,14 +121,20 @@ def compare_call(
     for role, replay in (("baseline", baseline), ("candidate", candidate)):
         if replay.status == _NOT_REPLAYABLE:
             return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
-    if control is not None and _difference(baseline, control) is not None:
-        return CallComparison(
-            CallVerdict.NONDETERMINISTIC, "differs between two replays in the baseline"
-        )
+    if recorded is not None:
+        strayed = unfaithful(recorded, baseline.status, baseline.exception, baseline.outputs)
+        if strayed is not None:
+            return CallComparison(CallVerdict.NOT_FAITHFUL, f"replay not faithful: {strayed}")
     base_words, cand_words = baseline.describe(), candidate.describe()
+    # raising now is never put down to chance: a control that differs cannot excuse it
     if candidate.status in ("raised", "missing") and baseline.status == "returned":
         return CallComparison(
             CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
+        )
+    if control is not None and _within_control(baseline, candidate, control):
+        return CallComparison(
+            CallVerdict.NONDETERMINISTIC,
+            "differs between two replays in the baseline, and the candidate no more",
         )
     if baseline.status != candidate.status or baseline.exception != candidate.exception:
         detail = f"{base_words} in the baseline, {cand_words} in the candidate"
@@ -124,13 +147,48 @@ def compare_call(
     if result is not None:
         detail, rel = result
         return CallComparison(CallVerdict.DIFFERENT_RESULT, detail, max_rel_err=rel)
+    unvalued = _metadata_only(baseline) or _metadata_only(candidate)
     base_warn, cand_warn = set(baseline.warnings), set(candidate.warnings)
     new = [f"{c}: {m}" for c, m in sorted(cand_warn - base_warn)]
     gone = [f"{c}: {m}" for c, m in sorted(base_warn - cand_warn)]
     if new:
-        return CallComparison(CallVerdict.NEW_WARNING, f"new warning {new[0]}", new, gone)
+        words = f"new warning {new[0]}"
+        return CallComparison(CallVerdict.NEW_WARNING, words, new, gone, metadata_only=unvalued)
     detail = f"same; warning gone: {gone[0]}" if gone else "same"
-    return CallComparison(CallVerdict.SAME, detail, [], gone)
+    return CallComparison(CallVerdict.SAME, detail, [], gone, metadata_only=unvalued)
+
+
+def _metadata_only(replay: Replay) -> str | None:
+    """Why some tensor this replay gave (returned or changed) was kept without its values."""
+    for output in (*replay.outputs, *replay.mutated):
+        reason = _unvalued(output)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _unvalued(output: Mapping[str, Any]) -> str | None:
+    if output.get("t") == "seq":
+        reasons = (_unvalued(item) for item in output.get("items", []))
+        return next((reason for reason in reasons if reason is not None), None)
+    if output.get("t") == "tensor" and not output.get("data"):
+        return str(output.get("why_no_data") or "values not kept")
+    return None
+
+
+def _within_control(baseline: Replay, candidate: Replay, control: Replay) -> bool:
+    """Whether the baseline's own two replays disagree and the candidate strays from the
+    baseline no further than the control does (then its change says nothing): it agrees
+    with the control, or its values' relative difference is at most the control's."""
+    shown = _difference(baseline, control)
+    if shown is None:
+        return False
+    if _difference(control, candidate) is None:
+        return True
+    changed = _difference(baseline, candidate)
+    if changed is None:
+        return True
+    return shown[1] is not None and changed[1] is not None and changed[1] <= shown[1]
 
 
 def _first_line(text: str, limit: int = 160) -> str:
@@ -155,6 +213,16 @@ def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | 
         if found is not None:
             words, rel = found
             return f"output {index}: {words}", rel
+    changed_before = [str(m["arg"]) for m in reference.mutated]
+    changed_now = [str(m["arg"]) for m in other.mutated]
+    if changed_before != changed_now:
+        said = [", ".join(places) or "none" for places in (changed_before, changed_now)]
+        return f"changes argument(s) {said[0]}, then {said[1]}", None
+    for before, now in zip(reference.mutated, other.mutated, strict=True):
+        found = _output_difference(before, now)
+        if found is not None:
+            words, rel = found
+            return f"argument {before['arg']} after the call: {words}", rel
     return None
 
 
@@ -189,9 +257,11 @@ def _values_difference(
 ) -> tuple[str, float | None] | None:
     """Values compared by ``numerics_diff.compare``, the stack's comparator."""
     dtype = str(meta["dtype"]).removeprefix("torch.")
+    shape = tuple(int(n) for n in meta["shape"])
+    if dtype in _COMPLEX_PARTS:
+        dtype, shape = _COMPLEX_PARTS[dtype], (*shape, 2)
     if dtype not in numerics_diff.DEFAULT_TOLERANCES and dtype not in numerics_diff.INT_CODES:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
-    shape = tuple(int(n) for n in meta["shape"])
     reference, other = (
         numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, raw)
         for raw in (ref_bytes, out_bytes)

@@ -19,6 +19,10 @@ _GROUPS = (
     (CallVerdict.DIFFERENT_RESULT, "Different result"),
     (CallVerdict.NEW_WARNING, "New warning"),
     (CallVerdict.NONDETERMINISTIC, "Nondeterministic (differs in the baseline's control)"),
+    (
+        CallVerdict.NOT_FAITHFUL,
+        "Replay not faithful (the baseline replay did not do what the call did)",
+    ),
     (CallVerdict.NOT_RUN, "Not run (the replay crashed, timed out or is missing)"),
     (CallVerdict.NOT_REPLAYABLE, "Not replayable"),
 )
@@ -58,7 +62,15 @@ def _headline(summary: CallsSummary) -> str:
     if summary.verdict is SummaryStatus.NOT_CHECKED:
         return f"not checked: {summary.reason}"
     counts = ", ".join(f"{n} {v}" for v, n in sorted(summary.counts.items()))
-    return (
+    share = summary.compared_share()
+    unvalued = "; ".join(f"{n} {why}" for why, n in sorted(summary.metadata_only.items()))
+    compared = (
+        f"{share:.0%} of recorded calls compared by value ({summary.compared_by_value}"
+        f" of {summary.recorded}; by metadata only: {unvalued or 'none'}); "
+        if share is not None
+        else ""
+    )
+    return compared + (
         f"{summary.recorded} distinct call(s) recorded under the baseline, "
         f"{summary.replayed} replayed in both versions, "
         f"{summary.recorded - summary.replayed} not replayable ({counts}); "

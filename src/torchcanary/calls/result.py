@@ -2,7 +2,8 @@
 
 - :class:`CallsSummary` (key ``__summary__``, env_role ``both``): whether the calls were
   recorded and replayed (:class:`SummaryStatus`), with the counts the report shows:
-  recorded, replayed, not replayable (and why), per verdict;
+  recorded, replayed, not replayable (and why), per verdict, compared by value, compared
+  by metadata only (and why);
 - :class:`CallChange` (key ``<file>:<line> <callable>#<id>``, env_role ``both``): one
   recorded call that behaves differently, or could not be replayed
   (``compare.CallVerdict``); calls judged ``same`` are counted, not stored.
@@ -29,7 +30,7 @@ class SummaryStatus(str, enum.Enum):
     CHANGES = "changes"
     NO_CHANGES = "no-changes"
     NOT_CHECKED = "not-checked"  # nothing recorded or replayed; ``reason`` says why
-    INCOMPLETE = "incomplete"  # some replays broke off (crashed, timed out): ``reason`` names them
+    INCOMPLETE = "incomplete"  # replays broke off or were not faithful: ``reason`` says which
 
     def __str__(self) -> str:
         return self.value
@@ -47,10 +48,16 @@ class CallsSummary:
     replayed: int = 0
     not_replayable: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    compared_by_value: int = 0  # calls whose every output and changed argument was compared
+    metadata_only: dict[str, int] = field(default_factory=dict)  # why -> calls
     key: str = SUMMARY_KEY
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def compared_share(self) -> float | None:
+        """The share of the recorded calls compared by value (None: nothing recorded)."""
+        return self.compared_by_value / self.recorded if self.recorded else None
 
     def to_json(self) -> dict[str, Any]:
         return record_row(self)

@@ -14,6 +14,9 @@ counts, and one row per call whose verdict is not ``same``.
 
 Policy keys (defaults):
   calls_block_on = ["raises-now"]   the verdicts that make the run a no-go
+  calls_min_compared = 0.9          the share of recorded calls that must be compared by
+                                    value (their outputs and changed arguments); less is
+                                    not a go
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from torchcanary.context import RunContext
 from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.cache import Environment
 from torchcanary.plan import RunPlan
-from torchcanary.section_types import PlannedUnit
+from torchcanary.section_types import PlannedUnit, PolicyBounds
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.session import run_command
@@ -58,7 +61,16 @@ BENCH = "bench"  # the section whose workloads are recorded too, when this run h
 DIFF = "diff"  # when this run has it: its release text (claims pack, notes) names calls
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
 _PROGRESS_EVERY_S = 5.0  # how often a replay's progress is read from its output
-POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"]}
+POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"], "calls_min_compared": 0.9}
+POLICY_BOUNDS = {"calls_min_compared": PolicyBounds(0.0, 1.0, "a share: 0.9 is 90 %")}
+# The verdicts reached by comparing a call's replays (by value, unless metadata_only says)
+_COMPARED = (
+    CallVerdict.RAISES_NOW.value,
+    CallVerdict.DIFFERENT_RESULT.value,
+    CallVerdict.NEW_WARNING.value,
+    CallVerdict.NONDETERMINISTIC.value,
+    CallVerdict.SAME.value,
+)
 # The call set is checked when it was recorded and every call replayed in both versions;
 # nothing recorded (``not-checked``) or replays that broke off (``incomplete``) is not.
 CHECKED_VERDICTS = frozenset((SummaryStatus.CHANGES.value, SummaryStatus.NO_CHANGES.value))
@@ -92,45 +104,67 @@ def run(ctx: RunContext) -> None:
         return
     counts: dict[str, int] = {}
     not_replayable: dict[str, int] = {}
+    metadata_only: dict[str, int] = {}
     recorded = 0
     notes = _release_text(ctx)
     _replay_all(ctx, settings, written)
     for recording in written:
-        calls = _compare(ctx, settings, recording, counts, notes)
+        calls = _compare(ctx, settings, recording, counts, metadata_only, notes)
         recorded += len(calls)
         for call in calls:
             if not call.get("replayable", True):
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
-    summary = call_set_summary(what, ran, recorded, counts, not_replayable)
+    summary = call_set_summary(what, ran, recorded, counts, not_replayable, metadata_only)
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 
 
 def call_set_summary(
-    what: str, ran: str, recorded: int, counts: dict[str, int], not_replayable: dict[str, int]
+    what: str,
+    ran: str,
+    recorded: int,
+    counts: dict[str, int],
+    not_replayable: dict[str, int],
+    metadata_only: dict[str, int] | None = None,
 ) -> CallsSummary:
     """The call set's one verdict from its calls' (``counts``: verdict -> calls): a call
-    whose replay broke off (``not-run``) compared nothing, so the set is ``incomplete``,
-    a unit not checked (``accounting.py``), whatever the other calls showed."""
+    whose replay broke off (``not-run``) or did not reproduce the recorded call
+    (``replay-not-faithful``) compared nothing of the user's, so the set is ``incomplete``,
+    a unit not checked (``accounting.py``), whatever the other calls showed.
+    ``metadata_only``: why -> calls whose values went uncompared (none when not given)."""
+    metadata_only = metadata_only or {}
     broke_off = counts.get(CallVerdict.NOT_RUN.value, 0)
+    strayed = counts.get(CallVerdict.NOT_FAITHFUL.value, 0)
     unchanged = (
         CallVerdict.SAME.value,
         CallVerdict.NOT_REPLAYABLE.value,
         CallVerdict.NOT_RUN.value,
+        CallVerdict.NOT_FAITHFUL.value,
     )
     changed = sum(n for verdict, n in counts.items() if verdict not in unchanged)
     status = SummaryStatus.CHANGES if changed else SummaryStatus.NO_CHANGES
-    reason = f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+    reasons = []
+    if broke_off:
+        reasons.append(
+            f"{broke_off} call(s) were not replayed to the end in both versions (not-run)"
+        )
+    if strayed:
+        reasons.append(
+            f"{strayed} call(s) replayed in the baseline did not do what the recorded call did "
+            "(replay-not-faithful)"
+        )
     return CallsSummary(
-        SummaryStatus.INCOMPLETE if broke_off else status,
+        SummaryStatus.INCOMPLETE if reasons else status,
         what,
-        reason=reason if broke_off else None,
+        reason="; ".join(reasons) or None,
         recording_run=ran,
         recorded=recorded,
         replayed=recorded - counts.get(CallVerdict.NOT_REPLAYABLE.value, 0) - broke_off,
         not_replayable=not_replayable,
         counts=counts,
+        compared_by_value=sum(counts.get(v, 0) for v in _COMPARED) - sum(metadata_only.values()),
+        metadata_only=metadata_only,
     )
 
 
@@ -256,10 +290,11 @@ def _compare(
     settings: CallsSettings,
     recording: _Recording,
     counts: dict[str, int],
+    metadata_only: dict[str, int],
     notes: ReleaseText | None,
 ) -> list[dict[str, Any]]:
     """Judge each call of one replayed recording and store the changed ones; returns its
-    calls (``counts`` gains their verdicts)."""
+    calls (``counts`` gains their verdicts, ``metadata_only`` why values went uncompared)."""
     calls = _read_lines(recording.folder / "calls.jsonl")
     uninitialised = {
         c["id"] for c in calls if any("empty" in p for p in str(c["callable"]).split(".")[-2:])
@@ -273,8 +308,11 @@ def _compare(
             replays["candidate"].get(call["id"]),
             control=replays["control"].get(call["id"]),
             why_not=None if call.get("replayable", True) else str(call.get("why_not")),
+            recorded=call.get("outcome") or {},
         )
         counts[found.verdict.value] = counts.get(found.verdict.value, 0) + 1
+        if found.metadata_only is not None:
+            metadata_only[found.metadata_only] = metadata_only.get(found.metadata_only, 0) + 1
         if found.verdict is not CallVerdict.SAME:
             change = _change(call, found, Path(settings.stack.cwd), recording.tag)
             words = notes.naming(change.callable) if notes is not None else ()
@@ -354,9 +392,26 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     """Why the calls say no-go: calls whose verdict ``calls_block_on`` lists."""
     block_on = set(policy.get("calls_block_on", POLICY_DEFAULTS["calls_block_on"]))
     records = from_rows(view.sections.get(SECTION, []))
+    reasons = _too_few_compared(records, policy)
     blocked = [r for r in records if isinstance(r, CallChange) and r.verdict.value in block_on]
-    if not blocked:
+    if blocked:
+        named = "; ".join(r.sentence() for r in blocked[:3])
+        more = f" and {len(blocked) - 3} more" if len(blocked) > 3 else ""
+        reasons.append(f"calls: {len(blocked)} call(s) changed behaviour: {named}{more}")
+    return reasons
+
+
+def _too_few_compared(records: list[Any], policy: dict[str, Any]) -> list[str]:
+    """A checked call set compared by value below ``calls_min_compared`` says too little
+    for a go (one not checked is already held back by the core, ``accounting.py``)."""
+    minimum = float(policy.get("calls_min_compared", POLICY_DEFAULTS["calls_min_compared"]))
+    summary = next((r for r in records if isinstance(r, CallsSummary)), None)
+    if summary is None or summary.verdict.value not in CHECKED_VERDICTS:
         return []
-    named = "; ".join(r.sentence() for r in blocked[:3])
-    more = f" and {len(blocked) - 3} more" if len(blocked) > 3 else ""
-    return [f"calls: {len(blocked)} call(s) changed behaviour: {named}{more}"]
+    share = summary.compared_share()
+    if share is None or share >= minimum:
+        return []
+    return [
+        f"calls: only {share:.0%} of the {summary.recorded} recorded call(s) were compared by "
+        f"value ({summary.compared_by_value}), under calls_min_compared ({minimum:.0%})"
+    ]

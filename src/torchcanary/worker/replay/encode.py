@@ -4,10 +4,15 @@ A recording is a folder:
 
 - ``calls.jsonl``: one JSON line per distinct call, ``{"id", "level": "api"|"aten",
   "callable": qualified name, "site": {"file", "line", "function"}, "signature": str,
-  "count": int, "args": [...], "kwargs": {...}, "replayable": bool, "why_not": str|null}``.
+  "count": int, "args": [...], "kwargs": {...}, "replayable": bool, "why_not": str|null,
+  "context", "outcome"}``; ``context`` is the modes it ran under (``context.py``), restored
+  at replay; ``outcome`` is what the first of its kind did, which its baseline replay
+  must reproduce: ``{"status": "returned", "outputs": [...]}`` (tensors described with a
+  ``fingerprint``, below) or ``{"status": "raised", "exception": {"type", "message"}}``.
   ``callable`` is what replay looks up from ``torch``: ``torch.add``,
   ``torch.nn.functional.relu``, ``torch.Tensor.add`` (api) or ``torch.ops.aten.add.Tensor``
-  (aten). Calls are distinct by (site, callable, signature); ``count`` says how often each ran.
+  (aten). Calls are distinct by (site, callable, signature, context); ``count`` says how
+  often each ran.
 - ``values.bin``: the bytes of small tensors (contiguous, native byte order), referenced by
   offset and length.
 - ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "not_replayable":
@@ -30,7 +35,10 @@ Encoded values:
 
 A replay result line (``replay-<role>.jsonl``) carries its outputs in the same encoding, with
 ``data`` inline as ``{"b64": ...}`` and a tensor output's ``alias_of`` (the index of the
-positional argument whose storage it shares, or null).
+positional argument whose storage it shares, or null). Output tensors, recorded or replayed,
+carry ``fingerprint``: ``{"sum", "abs", "nonfinite"}`` over all their values (float64), or
+null where the values cannot be read or were a random draw; a replayed tensor without
+``data`` says why in ``why_no_data``.
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ from typing import Any, BinaryIO
 
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each call keeps its outcome
+MAX_MESSAGE = 2000  # characters of an exception's message kept
 MAX_ELEMENTS = 4096  # a tensor with more elements is described, not kept
 VALUES_BUDGET = 64 << 20  # bytes of values.bin in all; beyond it, data null
 _NAMED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout"}
@@ -52,8 +61,9 @@ class NotReplayable(Exception):
     """An encoded value that cannot be rebuilt; ``str()`` says why."""
 
 
-def _tensor_bytes(tensor: torch.Tensor) -> bytes:
-    """The elements' bytes, contiguous; read through ctypes so numpy is not needed."""
+def tensor_bytes(tensor: torch.Tensor) -> bytes:
+    """The elements' bytes, contiguous; read through ctypes so numpy is not needed (bytes,
+    not values, so a NaN left in place is unchanged)."""
     flat = tensor.detach().to("cpu").contiguous()
     size = flat.numel() * flat.element_size()
     return ctypes.string_at(flat.data_ptr(), size) if size else b""
@@ -61,6 +71,14 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
 
 def _readable(tensor: torch.Tensor) -> str | None:
     """Why a tensor's values cannot be kept, or None."""
+    reason = _unreadable(tensor)
+    if reason is None and tensor.numel() > MAX_ELEMENTS:
+        return f"tensor of {tensor.numel()} elements (more than {MAX_ELEMENTS} are not kept)"
+    return reason
+
+
+def _unreadable(tensor: torch.Tensor) -> str | None:
+    """Why a tensor's values cannot be read at all, whatever its size, or None."""
     if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
         return f"tensor subclass {type(tensor).__name__}"
     if tensor.layout != torch.strided:
@@ -69,8 +87,6 @@ def _readable(tensor: torch.Tensor) -> str | None:
         return "meta tensor"
     if tensor.is_quantized:
         return "quantized tensor"
-    if tensor.numel() > MAX_ELEMENTS:
-        return f"tensor of {tensor.numel()} elements (more than {MAX_ELEMENTS} are not kept)"
     return None
 
 
@@ -158,7 +174,7 @@ class ValueStore:
         encoded = tensor_meta(tensor)
         reason = _readable(tensor)
         if reason is None:
-            raw = _tensor_bytes(tensor)
+            raw = tensor_bytes(tensor)
             if self.used + len(raw) > self.budget:
                 reason = f"values budget of {self.budget} bytes spent"
             else:
@@ -170,12 +186,49 @@ class ValueStore:
         return encoded
 
 
+def fingerprint(tensor: torch.Tensor) -> dict[str, Any] | None:
+    """A tensor's values in three numbers (float64 sum, sum of magnitudes, non-finite count):
+    enough to see a replay compute something else than the recorded call, loose enough that
+    another summation order does not; None when its values cannot be read. Sums accumulate
+    in float64 without a float64 copy, so a large output costs no more than its own size."""
+    if _unreadable(tensor) is not None:
+        return None
+    if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
+        return None  # reading values back would break the CUDA graph being captured
+    try:
+        values = tensor.detach()
+        if values.is_complex():
+            values = torch.view_as_real(values)
+        if values.dtype == torch.bool:
+            values = values.to(torch.uint8)
+        finite = torch.isfinite(values)
+        nonfinite = finite.numel() - int(finite.sum())
+        if nonfinite:
+            values = torch.where(finite, values, torch.zeros_like(values))
+        return {
+            "sum": float(values.sum(dtype=torch.float64)),
+            "abs": float(values.abs().sum(dtype=torch.float64)),
+            "nonfinite": nonfinite,
+        }
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
+
+
+def outcome_tensor(tensor: torch.Tensor) -> dict[str, Any]:
+    """A recorded call's output tensor: its description and its values' fingerprint."""
+    return {**tensor_meta(tensor), "fingerprint": fingerprint(tensor)}
+
+
 def output_tensor(tensor: torch.Tensor, inputs: dict[int, int]) -> dict[str, Any]:
     """A replay's output tensor: its description, its values inline when small, and which
     positional argument's storage it shares (``inputs``: storage address -> index)."""
-    encoded = tensor_meta(tensor)
-    if _readable(tensor) is None:
-        encoded["data"] = {"b64": base64.b64encode(_tensor_bytes(tensor)).decode("ascii")}
+    encoded = outcome_tensor(tensor)
+    unread = _readable(tensor)
+    if unread is None:
+        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(tensor)).decode("ascii")}
+    else:  # its values are then compared by metadata only; the reason, counted, is a kind
+        too_large = f"an output of more than {MAX_ELEMENTS} elements"
+        encoded["why_no_data"] = _unreadable(tensor) or too_large
     try:
         address = tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):

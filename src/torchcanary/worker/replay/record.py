@@ -7,8 +7,10 @@
   call site.
 
 A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
-distinct by (site, callable, signature) and counted, so a training loop records each once;
-only the first of each keeps its small tensors' values (see ``encode`` for the format).
+distinct by (site, callable, signature, the modes they ran under: ``context``) and counted,
+so a training loop records each once; only the first of each keeps its small tensors'
+values and its outcome (what it returned, fingerprinted, or raised: the baseline replay
+must reproduce it; see ``encode`` for the format).
 Under ``torch.compile`` both modes step aside while Dynamo traces (a fullgraph compile must
 see no mode's code) and the ATen mode is pushed only for the duration of each call, as
 Dynamo refuses a frame while such a mode is on; a compiled graph's own calls are attributed
@@ -39,10 +41,13 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchcanary.worker.calls import CALLS_RECORD_VAR
+from torchcanary.worker.replay import context
 from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
+    MAX_MESSAGE,
     ValueStore,
     describe,
+    outcome_tensor,
     signature_of,
     tensor_meta,
 )
@@ -85,24 +90,28 @@ class Recording:
         self.folder = folder
         self._values_file = open(folder / "values.bin", "wb")  # noqa: SIM115 - closed in save
         self._values = ValueStore(self._values_file)
-        self._calls: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        self._calls: dict[tuple[str, int, str, str, str], dict[str, Any]] = {}
         self.total = 0
         self._lock = threading.Lock()
         self._saved = False
 
-    def note(self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any) -> None:
-        """Count one call; the first of its kind is encoded with its small tensors' values."""
+    def note(
+        self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
+    ) -> dict[str, Any] | None:
+        """Count one call; the first of its kind is encoded with its small tensors' values
+        and returned, for its outcome to be added once it ran (None: seen before)."""
         signature = signature_of(
             [describe(a, tensor_meta, []) for a in args]
             + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
         )
-        key = (site["file"], site["line"], name, signature)
+        modes = context.capture()  # the same call under other modes is another call
+        key = (site["file"], site["line"], name, signature, repr(modes))
         with self._lock:
             self.total += 1
             known = self._calls.get(key)
             if known is not None:
                 known["count"] += 1
-                return
+                return None
             why_not: list[str] = []
             keep = lambda tensor: self._values.keep(tensor, why_not)  # noqa: E731
             entry = {
@@ -111,16 +120,19 @@ class Recording:
                 "callable": name,
                 "site": site,
                 "signature": signature,
+                "context": modes,
                 "count": 1,
                 "args": [describe(a, keep, why_not) for a in args],
                 "kwargs": {k: describe(v, keep, why_not) for k, v in kwargs.items()},
                 "replayable": True,
                 "why_not": None,
+                "outcome": None,
             }
             if why_not:
                 entry["replayable"] = False
                 entry["why_not"] = "; ".join(dict.fromkeys(why_not))
             self._calls[key] = entry
+            return entry
 
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
@@ -147,6 +159,56 @@ class Recording:
         return meta
 
 
+def _generator_states() -> list[torch.Tensor]:
+    """The default generators' states: the CPU's, and the current GPU's once CUDA is up
+    (not while a CUDA graph is captured, which reading it would break)."""
+    states = [torch.random.get_rng_state()]
+    if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
+        states.append(torch.cuda.get_rng_state())
+    return states
+
+
+class _OutcomeOf:
+    """Around a newly recorded call: keeps what it returned (metadata and fingerprints) or
+    raised in its entry, the outcome its baseline replay must reproduce. A call that drew
+    from the random generator keeps no fingerprints: the replay reseeds, so its values are
+    another draw."""
+
+    def __init__(self, entry: dict[str, Any] | None) -> None:
+        self._entry = entry
+        self._generators: list[torch.Tensor] = []
+
+    def __enter__(self) -> _OutcomeOf:
+        if self._entry is not None:
+            self._generators = _generator_states()
+        return self
+
+    def returned(self, value: Any) -> Any:
+        """Keep ``value`` as the call's outcome; returns it."""
+        if self._entry is None:
+            return value
+        now = _generator_states()
+        drew = len(now) != len(self._generators) or not all(
+            torch.equal(before, after) for before, after in zip(self._generators, now, strict=True)
+        )
+        keep = tensor_meta if drew else outcome_tensor
+        items = value if isinstance(value, (tuple, list)) else [value]
+        was_busy = getattr(_guard, "busy", False)
+        _guard.busy = True  # the fingerprints' own torch calls are not the user's
+        try:
+            outputs = [describe(item, keep, []) for item in items]
+        finally:
+            _guard.busy = was_busy
+        self._entry["outcome"] = {"status": "returned", "outputs": outputs}
+        return value
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self._entry is not None and isinstance(error, Exception):
+            kind_name = f"{kind.__module__}.{kind.__qualname__}"
+            raised = {"type": kind_name, "message": str(error)[:MAX_MESSAGE]}
+            self._entry["outcome"] = {"status": "raised", "exception": raised}
+
+
 class _ApiMode(TorchFunctionMode):
     """Sees each public torch call; keeps those written in the user's own code."""
 
@@ -159,6 +221,7 @@ class _ApiMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # Dynamo traces this: step aside, in one branch
             return func(*args, **kwargs)
+        entry = None
         if not getattr(_guard, "busy", False):
             name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
             if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
@@ -166,13 +229,15 @@ class _ApiMode(TorchFunctionMode):
                 if site is not None and direct:
                     _guard.busy = True
                     try:
-                        self._recording.note("api", name, site, args, kwargs)
+                        entry = self._recording.note("api", name, site, args, kwargs)
                     finally:
                         _guard.busy = False
         # The ATen mode is on only inside a call: Dynamo refuses to trace a frame while a
         # dispatch mode of this kind is on the stack, so outside calls it must be off.
-        with self._aten:
-            return func(*args, **kwargs)
+        with _OutcomeOf(entry) as outcome:
+            with self._aten:
+                value = func(*args, **kwargs)
+            return outcome.returned(value)
 
 
 class _AtenMode(TorchDispatchMode):
@@ -190,9 +255,11 @@ class _AtenMode(TorchDispatchMode):
                 name = f"torch.ops.{func.namespace}.{func._opname}.{func._overloadname}"
                 _guard.busy = True
                 try:
-                    self._recording.note("aten", name, site, args, kwargs)
+                    entry = self._recording.note("aten", name, site, args, kwargs)
                 finally:
                     _guard.busy = False
+                with _OutcomeOf(entry) as outcome:
+                    return outcome.returned(func(*args, **kwargs))
         return func(*args, **kwargs)
 
 

@@ -5,9 +5,11 @@ replays the calls in order and reports each on a private pipe: a ``begin`` line,
 result. A child that dies mid-call (a crash) or stays in one call past the timeout (a hang,
 then killed) costs that call alone: it is written as ``crashed`` or ``timeout`` and a new
 child goes on from the next call. Each result is one line of ``replay-<role>.jsonl``:
-``{"id", "status", "exception", "warnings", "outputs", "seconds"}`` with status
+``{"id", "status", "exception", "warnings", "outputs", "mutated", "seconds"}`` with status
 ``returned``, ``raised``, ``missing`` (the callable no longer exists), ``not-replayable``,
-``crashed`` or ``timeout``.
+``crashed`` or ``timeout``. ``mutated`` holds each tensor argument the call changed (an
+in-place op, ``out=``, ``_foreach_*_``: what they do is there, not in what they return), as
+an output tensor with ``arg``, its place among the arguments ("0", "0.1", "out").
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-_MAX_MESSAGE = 2000
-
 
 def _resolve(name: str) -> Any:
     """The callable a recorded name spells, looked up from torch; None when it is gone."""
@@ -42,8 +42,29 @@ def _resolve(name: str) -> Any:
     return value if callable(value) else None
 
 
+def _tensor_arguments(args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each tensor among the arguments (lists and tuples walked), with its place."""
+    import torch
+
+    found: list[tuple[str, Any]] = []
+
+    def walk(place: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            found.append((place, value))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(f"{place}.{index}", item)
+
+    for index, arg in enumerate(args):
+        walk(str(index), arg)
+    for name, value in kwargs.items():
+        walk(name, value)
+    return found
+
+
 def _result(call_id: int, status: str, **fields: Any) -> dict[str, Any]:
     result = {"id": call_id, "status": status, "exception": None, "warnings": [], "outputs": []}
+    result["mutated"] = []
     result["seconds"] = 0.0
     result.update(fields)
     return result
@@ -53,11 +74,14 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     """Replay one recorded call in this process: what it returned, raised and warned."""
     import torch
 
+    from torchcanary.worker.replay.context import restored
     from torchcanary.worker.replay.encode import (
+        MAX_MESSAGE,
         NotReplayable,
         describe,
         output_tensor,
         rebuild,
+        tensor_bytes,
     )
     from torchcanary.worker.replay.record import SEED
 
@@ -74,6 +98,8 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
         return _result(call["id"], "not-replayable", why_not=str(exc))
     except (RuntimeError, ValueError, TypeError) as exc:  # an argument this torch cannot build
         return _result(call["id"], "not-replayable", why_not=f"arguments not rebuilt: {exc}")
+    watched = _tensor_arguments(args, kwargs)
+    before = {place: tensor_bytes(tensor) for place, tensor in watched}
     inputs: dict[int, int] = {}
     for index, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
@@ -83,22 +109,29 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            returned = function(*args, **kwargs)
+            with restored(call.get("context")):  # the modes it was recorded under
+                returned = function(*args, **kwargs)
             outcome, exception = "returned", None
         except Exception as exc:  # the user's call raising is a result, not our failure
             returned = None
             outcome = "raised"
             kind = type(exc)
             exception = {"type": f"{kind.__module__}.{kind.__qualname__}"}
-            exception["message"] = str(exc)[:_MAX_MESSAGE]
+            exception["message"] = str(exc)[:MAX_MESSAGE]
     seconds = time.perf_counter() - started
     outputs: list[Any] = []
+    mutated: list[dict[str, Any]] = []
     if outcome == "returned":
         items = returned if isinstance(returned, (tuple, list)) else [returned]
         keep = lambda tensor: output_tensor(tensor, inputs)  # noqa: E731
         outputs = [describe(item, keep, []) for item in items]
+        mutated = [
+            {"arg": place, **output_tensor(tensor, inputs)}
+            for place, tensor in watched
+            if tensor_bytes(tensor) != before[place]
+        ]
     said = [
-        {"category": w.category.__name__, "message": str(w.message)[:_MAX_MESSAGE]} for w in caught
+        {"category": w.category.__name__, "message": str(w.message)[:MAX_MESSAGE]} for w in caught
     ]
     return _result(
         call["id"],
@@ -106,6 +139,7 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
         exception=exception,
         warnings=said,
         outputs=outputs,
+        mutated=mutated,
         seconds=seconds,
     )
 

@@ -1,0 +1,90 @@
+"""Whether a call's baseline replay did what the recorded call did, without importing torch.
+
+The recorder keeps each call's outcome (``worker/replay/record.py``): what it returned
+(each output's metadata and a fingerprint of its values) or what it raised. A baseline
+replay that returns where the call raised, raises something else, or computes other values
+did not replay the user's call (an argument rebuilt otherwise, a mode not restored), so
+comparing it with the candidate says nothing about the user's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_COMPARED_METADATA = ("dtype", "shape", "device", "layout")
+# A fingerprint's sums may differ by summation order (threads, another kernel); beyond
+# this share of the values' magnitude the replay computed something else.
+_FINGERPRINT_RTOL = 1e-3
+
+
+def unfaithful(
+    recorded: Mapping[str, Any], status: str, exception: Any, outputs: Any
+) -> str | None:
+    """Why a baseline replay (its ``status``, ``exception`` (type, message) and encoded
+    ``outputs``) does not reproduce the ``recorded`` outcome; None when it does."""
+    if not recorded:
+        return "no outcome was recorded for this call"
+    if recorded.get("status") == "raised":
+        raised = recorded.get("exception") or {}
+        if status != "raised" or exception is None:
+            return _told(f"raised {_kind(raised.get('type'))}", _words(status))
+        if exception[0] != raised.get("type"):
+            return _told(f"raised {_kind(raised.get('type'))}", f"raised {_kind(exception[0])}")
+        return None
+    if status != "returned":
+        return _told("returned", _words(status, exception))
+    kept = list(recorded.get("outputs") or [])
+    if len(kept) != len(outputs):
+        return _told(f"{len(kept)} output(s)", f"{len(outputs)}")
+    for index, (before, now) in enumerate(zip(kept, outputs, strict=True)):
+        found = _output_unfaithful(before, now)
+        if found is not None:
+            return f"output {index}: {found}"
+    return None
+
+
+def _told(when_recorded: str, when_replayed: str) -> str:
+    return f"{when_recorded} when recorded, {when_replayed} in the baseline replay"
+
+
+def _kind(name: Any) -> str:
+    return str(name).removeprefix("builtins.")
+
+
+def _words(status: str, exception: Any = None) -> str:
+    if status == "raised" and exception is not None:
+        return f"raised {_kind(exception[0])}"
+    return {"returned": "returned", "missing": "missing"}.get(status, status)
+
+
+def _output_unfaithful(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    if before.get("t") != now.get("t"):
+        return _told(f"a {before.get('t')}", f"a {now.get('t')}")
+    if before.get("t") == "seq":
+        items_before, items_now = before.get("items", []), now.get("items", [])
+        if len(items_before) != len(items_now):
+            return _told(f"{len(items_before)} item(s)", f"{len(items_now)}")
+        for a, b in zip(items_before, items_now, strict=True):
+            found = _output_unfaithful(a, b)
+            if found is not None:
+                return found
+        return None
+    if before.get("t") != "tensor":
+        return None
+    for key in _COMPARED_METADATA:
+        if before.get(key) != now.get(key):
+            return _told(f"{key} {before.get(key)}", f"{now.get(key)}")
+    return _fingerprint_unfaithful(before.get("fingerprint"), now.get("fingerprint"))
+
+
+def _fingerprint_unfaithful(before: Any, now: Any) -> str | None:
+    if not before or not now:
+        return None  # values not fingerprinted (random draws, uninitialised memory)
+    if before["nonfinite"] != now["nonfinite"]:
+        return _told(f"{before['nonfinite']} non-finite value(s)", f"{now['nonfinite']}")
+    scale = max(abs(before["abs"]), abs(now["abs"]))
+    for key in ("sum", "abs"):
+        if abs(before[key] - now[key]) > _FINGERPRINT_RTOL * scale:
+            return _told(f"values sum to {before[key]:.6g}", f"{now[key]:.6g}")
+    return None

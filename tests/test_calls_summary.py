@@ -1,0 +1,55 @@
+"""The calls section's count of what it compared by value: the share on the section's first
+line, the calls compared by metadata only counted by why, and a call set compared too little
+held back from a go (``calls_min_compared``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from torchcanary.calls import report
+from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+from torchcanary.calls.section import SECTION, blocking_reasons, call_set_summary
+from torchcanary.store.rows import SectionResult
+
+TOO_LARGE = "an output of more than 4096 elements"
+
+
+def _large_output() -> Replay:
+    tensor = {"t": "tensor", "dtype": "torch.float32", "shape": [5000], "stride": [1]}
+    line = {"status": "returned", "outputs": [{**tensor, "data": None, "why_no_data": TOO_LARGE}]}
+    return Replay.from_json(line)
+
+
+def test_a_call_whose_output_values_were_not_kept_is_same_by_metadata_only_and_says_why() -> None:
+    found = compare_call(_large_output(), _large_output(), control=_large_output())
+    assert (found.verdict, found.metadata_only) == (CallVerdict.SAME, TOO_LARGE)
+    empty = Replay.from_json(
+        {"status": "returned", "outputs": [{"t": "tensor", "data": {"b64": "AAAAAA=="}}]},
+        values_defined=False,
+    )
+    uninitialised = compare_call(empty, empty).metadata_only
+    assert uninitialised == "uninitialised memory (torch.empty and kin)"
+
+
+def _view(metadata_only: dict[str, int]) -> Any:
+    counts = {"same": 9, "not-replayable": 1}
+    summary = call_set_summary("pytest -q", "passed", 10, counts, {"a Generator": 1}, metadata_only)
+    return SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
+
+
+def test_a_call_set_compared_by_value_below_the_minimum_is_not_a_go() -> None:
+    view = _view({TOO_LARGE: 3})
+    assert blocking_reasons(view, {}) == [
+        "calls: only 60% of the 10 recorded call(s) were compared by value (6), under "
+        "calls_min_compared (90%)"
+    ]
+    assert blocking_reasons(view, {"calls_min_compared": 0.5}) == []
+    assert blocking_reasons(_view({}), {}) == []  # 90 % compared: enough
+
+
+def test_the_share_compared_by_value_leads_the_sections_first_line() -> None:
+    first = report.markdown(_view({TOO_LARGE: 3})).splitlines()[2]
+    assert first.startswith(
+        "60% of recorded calls compared by value (6 of 10; by metadata only: 3 " + TOO_LARGE
+    )
