@@ -29,8 +29,10 @@ from torchcanary.progress import Progress
 from torchcanary.store.sqlite import SqliteStore
 
 # real_parts: a test that could not use PostgreSQL, Ray, namespaces or Chromium fails under
-# CI and is counted in the summary; pytester: the real inner pytest runs that test that.
-pytest_plugins = ("pytester", "real_parts")
+# CI and is counted in the summary; auto_marks: markers from the fixtures a test uses;
+# suite_time: the time per kind of real part and per module; pytester: the real inner
+# pytest runs that test real_parts.
+pytest_plugins = ("pytester", "real_parts", "auto_marks", "suite_time")
 
 # CI replays the same generated cases every time, so a red build names a change, not a draw;
 # HYPOTHESIS_PROFILE=explore draws fresh cases each run, for hunting new bugs.
