@@ -35,12 +35,29 @@ POSTGRES_PARAMS = {"store_location": "postgres"}
 
 def fixture_marks(item: pytest.Item) -> set[str]:
     """The markers ``item`` gets from the fixtures (and fixture parameters) it uses."""
-    names = getattr(item, "fixturenames", ())
+    names = set(getattr(item, "fixturenames", ())) - direct_parameters(item)
     marks = {FIXTURE_MARKS[name] for name in names if name in FIXTURE_MARKS}
     params = getattr(getattr(item, "callspec", None), "params", {})
     if any(params.get(name) == value for name, value in POSTGRES_PARAMS.items()):
         marks.add("postgres")
     return marks
+
+
+def direct_parameters(item: pytest.Item) -> set[str]:
+    """The names ``item`` is parametrized over that are plain values, not fixtures (a
+    parameter called ``fleet`` is not the Ray fleet)."""
+    direct: set[str] = set()
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [name.strip() for name in names.split(",") if name.strip()]
+        indirect = mark.kwargs.get("indirect", False)
+        direct |= {
+            name
+            for name in names
+            if not (indirect is True or (isinstance(indirect, list | tuple) and name in indirect))
+        }
+    return direct
 
 
 @pytest.hookimpl(tryfirst=True)
