@@ -181,6 +181,7 @@ def _token_only_in_authorization(api: FakeApi, outputs: list[str]) -> None:
     assert all(TOKEN not in text for text in outputs)
 
 
+@pytest.mark.torch_envs  # the job runs torchcanary on the real environments
 def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: Path, api: FakeApi):
     steps = _workflow(render(CiOptions("github", run_args=RUN_ARGS)))["jobs"]["qualify"]["steps"]
     event = tmp_path / "event.json"
@@ -252,6 +253,7 @@ def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: 
     assert edited.returncode == 1 and "policy: differs" in edited.stdout
 
 
+@pytest.mark.torch_envs  # the job runs torchcanary on the real environments
 def test_gitlab_job_runs_for_real_and_keeps_one_note_through_no_go_and_go(
     tmp_path: Path, api: FakeApi
 ):
