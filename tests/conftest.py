@@ -233,6 +233,31 @@ def fleet(request: pytest.FixtureRequest, ray_cluster):
         stop()
 
 
+# Slurm -------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def slurm_cluster(request: pytest.FixtureRequest, session_temp_dir: Path):
+    """One real Slurm cluster for the session (slurm_cluster.TEST_NODES), stopped after the
+    last test that uses it; clients (the CLI runs too) reach it through SLURM_CONF."""
+    from slurm_cluster import TEST_NODES, ClusterUnavailable, SlurmCluster
+
+    try:
+        cluster = SlurmCluster(TEST_NODES, parent=session_temp_dir / "servers")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"not checked: no Slurm cluster could be started here: {exc}")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SLURM_CONF", str(cluster.conf))
+
+    def stop() -> None:
+        patch.undo()
+        assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
+
+    stop = stop_after_last_use(request, stop)
+    try:
+        yield cluster
+    finally:
+        stop()
+
+
 # Drills ------------------------------------------------------------------------------------
 def _drill_processes(scope: str) -> tuple[dict[int, str], set[str]]:
     """Live drill processes of ``scope`` (pid -> command line), and other drills' tokens."""
