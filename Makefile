@@ -89,10 +89,14 @@ test: setup-dev browser postgres netns slurm lint
 	$(BIN)/python -m pytest -q -ra $(TEST_REPORTS)
 
 # The contributors' loop: every test that needs no real torch environment and no cluster
-# (markers set from the fixtures a test uses: tests/auto_marks.py), in a few minutes.
+# (markers set from the fixtures a test uses: tests/auto_marks.py), on two pytest-xdist
+# workers (these tests share nothing). `make test` stays serial: its clusters and timed
+# drills would meet half-way across workers, and xdist's --dist loadgroup, which would
+# keep them apart, has no effect under pytest 9.2 (it renames item._nodeid, which 9.2
+# no longer reads).
 FAST_TESTS = not torch_envs and not ray and not slurm and not netns
 test-fast: setup-dev
-	$(BIN)/python -m pytest -q -ra -m "$(FAST_TESTS)" --durations=15
+	$(BIN)/python -m pytest -q -ra -m "$(FAST_TESTS)" -n 2 --durations=15
 
 clean:
 	rm -rf $(VENV) canary-results test-results .pytest_cache .ruff_cache
