@@ -2,11 +2,11 @@
 
 A session fixture lives until the session ends: a Ray cluster started for the fleet modules
 would stay up, idle, through every module after them, taking memory and CPU from their
-tests. A fixture registers its stop with ``stop_after_last_use``; this plugin calls it in
-the teardown of the last collected test that uses the fixture (after that test's own
-fixtures are gone), and the fixture's own teardown then finds it done. Where that test
-does not run in this process (pytest-xdist hands it to another worker), the fixture stops
-at the session's end, as before.
+tests. A fixture registers its stop with ``stop_after_last_use``; this plugin calls it when
+the module of the last collected test that uses the fixture ends (after that module's own
+fixtures, which may hold it, are gone), and the fixture's own teardown then finds it
+done. Where that test does not run in this process (pytest-xdist hands it to another
+worker), the fixture stops at the session's end, as before.
 
 Registered by ``tests/conftest.py`` (``pytest_plugins``). PYTEST_DONT_REWRITE: it holds no
 assert, and the conftest imports it before pytest would register it.
@@ -59,12 +59,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, None, None]:
     yield  # the test's own fixtures (module ones too, when its module ends) first
     plan = item.config.stash.get(_plan_key, None)
-    if plan is None:
-        return
+    module = _module(item.nodeid)
+    if plan is None or (nextitem is not None and _module(nextitem.nodeid) == module):
+        return  # a module fixture may still hold the session fixture until its module ends
     # Newest first: a fixture started after another may use it (the fleet uses the cluster).
     for fixture in reversed(list(plan.stops)):
-        if plan.last_user.get(fixture) == item.nodeid:
+        if _module(plan.last_user.get(fixture, "")) == module:
             plan.stops[fixture]()
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]

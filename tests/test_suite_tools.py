@@ -14,7 +14,8 @@ PLUGINS = ("-p", "auto_marks", "-p", "suite_time", "-p", "early_stop")
 def test_a_session_fixture_stops_right_after_its_last_test_not_at_the_session_end(
     pytester: pytest.Pytester,
 ) -> None:
-    """Issue 39 item 2: a cluster the later modules do not use is not kept up through them."""
+    """Issue 39 item 2: a cluster the later modules do not use is not kept up through them;
+    it stops when the module of its last test ends, after that module's own fixtures."""
     pytester.makeconftest(
         """
         import pytest
@@ -32,16 +33,33 @@ def test_a_session_fixture_stops_right_after_its_last_test_not_at_the_session_en
         """
     )
     pytester.makepyfile(
-        test_a_uses="def test_one(cluster):\n    pass\n\ndef test_two(cluster):\n    pass\n",
+        test_a_uses="""
+        import pytest
+        from conftest import EVENTS
+
+        @pytest.fixture(scope="module")
+        def on_the_cluster(cluster):
+            yield
+            EVENTS.append("module fixture gone")
+
+        def test_one(on_the_cluster):
+            pass
+
+        def test_two(cluster):
+            pass
+
+        def test_three_in_the_same_module():
+            assert EVENTS == ["start"]
+        """,
         test_b_later="""
         from conftest import EVENTS
 
         def test_after():
-            assert EVENTS == ["start", "stop"]
+            assert EVENTS == ["start", "module fixture gone", "stop"]
         """,
     )
     result = pytester.runpytest(*PLUGINS)
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
 
 
 def test_markers_come_from_the_fixtures_a_test_uses_and_select_the_fast_tests(
