@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint setup setup-dev browser postgres netns slurm clean
+.PHONY: run test test-fast lint setup setup-dev browser postgres netns slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -80,8 +80,23 @@ lint: setup-dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src
 
+# Every test's time (--durations=0), the JUnit XML, and the seconds per kind of real part and
+# per module (tests/suite_time.py, also as JSON) land in test-results/.
+TEST_RESULTS := test-results
+TEST_REPORTS = --durations=0 --junitxml=$(TEST_RESULTS)/junit.xml --suite-times=$(TEST_RESULTS)/times.json
+
 test: setup-dev browser postgres netns slurm lint
-	$(BIN)/python -m pytest -q -ra --durations=30
+	$(BIN)/python -m pytest -q -ra $(TEST_REPORTS)
+
+# The contributors' loop: every test that needs no real torch environment and no cluster
+# (markers set from the fixtures a test uses: tests/auto_marks.py), on two pytest-xdist
+# workers (these tests share nothing). `make test` stays serial: its clusters and timed
+# drills would meet half-way across workers, and xdist's --dist loadgroup, which would
+# keep them apart, has no effect under pytest 9.2 (it renames item._nodeid, which 9.2
+# no longer reads).
+FAST_TESTS = not torch_envs and not ray and not slurm and not netns
+test-fast: setup-dev
+	$(BIN)/python -m pytest -q -ra -m "$(FAST_TESTS)" -n 2 --durations=15
 
 clean:
-	rm -rf $(VENV) canary-results .pytest_cache .ruff_cache
+	rm -rf $(VENV) canary-results test-results .pytest_cache .ruff_cache

@@ -13,11 +13,13 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from early_stop import stop_after_last_use
 from env_specs import BARE_BASELINE_SPEC, BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
 from torchcanary.drill.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
@@ -29,8 +31,11 @@ from torchcanary.progress import Progress
 from torchcanary.store.sqlite import SqliteStore
 
 # real_parts: a test that could not use PostgreSQL, Ray, namespaces or Chromium fails under
-# CI and is counted in the summary; pytester: the real inner pytest runs that test that.
-pytest_plugins = ("pytester", "real_parts")
+# CI and is counted in the summary; auto_marks: markers from the fixtures a test uses;
+# suite_time: the time per kind of real part and per module; early_stop: session fixtures
+# (the Ray cluster) stopped after their last test; pytester: the real inner pytest runs
+# that test real_parts.
+pytest_plugins = ("pytester", "real_parts", "auto_marks", "suite_time", "early_stop")
 
 # CI replays the same generated cases every time, so a red build names a change, not a draw;
 # HYPOTHESIS_PROFILE=explore draws fresh cases each run, for hunting new bugs.
@@ -187,7 +192,7 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
+def ray_cluster(request: pytest.FixtureRequest):
     """A real three-node Ray cluster on 127.0.0.1; at the end, every Ray process is gone.
 
     The head also serves Ray clients; ``cluster.client_address`` is its ``ray://`` address.
@@ -204,19 +209,53 @@ def ray_cluster():
         client_port = probe.getsockname()[1]
     cluster = start_local_cluster(FLEET_PROFILES, client_port=client_port)
     cluster.client_address = f"ray://127.0.0.1:{client_port}"
+
+    def stop() -> None:
+        assert stop_local_cluster(cluster) == [], "Ray processes left behind"
+
+    # Stopped after the last test that uses it, not kept up idle through later modules.
+    stop = stop_after_last_use(request, stop)
     try:
         yield cluster
     finally:
-        assert stop_local_cluster(cluster) == [], "Ray processes left behind"
+        stop()
 
 
 @pytest.fixture(scope="session")
-def fleet(ray_cluster):
-    """The Ray executor connected to the shared test cluster, closed at the end."""
+def fleet(request: pytest.FixtureRequest, ray_cluster):
+    """The Ray executor connected to the shared test cluster, closed after its last test."""
     from torchcanary.fleet.ray_connect import connect
 
-    with connect(ray_cluster.address, timeout_s=60) as executor:
+    with ExitStack() as stack:
+        executor = stack.enter_context(connect(ray_cluster.address, timeout_s=60))
+        stop = stop_after_last_use(request, stack.close)
         yield executor
+        stop()
+
+
+# Slurm -------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def slurm_cluster(request: pytest.FixtureRequest, session_temp_dir: Path):
+    """One real Slurm cluster for the session (slurm_cluster.TEST_NODES), stopped after the
+    last test that uses it; clients (the CLI runs too) reach it through SLURM_CONF."""
+    from slurm_cluster import TEST_NODES, ClusterUnavailable, SlurmCluster
+
+    try:
+        cluster = SlurmCluster(TEST_NODES, parent=session_temp_dir / "servers")
+    except ClusterUnavailable as exc:
+        pytest.skip(f"not checked: no Slurm cluster could be started here: {exc}")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SLURM_CONF", str(cluster.conf))
+
+    def stop() -> None:
+        patch.undo()
+        assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
+
+    stop = stop_after_last_use(request, stop)
+    try:
+        yield cluster
+    finally:
+        stop()
 
 
 # Drills ------------------------------------------------------------------------------------

@@ -360,3 +360,19 @@ def _wait_for(ready: object, timeout_s: float, why: str) -> None:
                 return
         time.sleep(0.3)
     raise ClusterUnavailable(why)
+
+
+# The session's test cluster (``slurm_cluster`` in conftest.py): ``gpu-box`` (two fake GPUs,
+# and the feature the ``canary_fleet`` probes look for) and ``plain-box`` stand for two
+# hardware profiles; ``plain-box-2``, of plain-box's profile, starts late, for --resume.
+TEST_NODES = (
+    SlurmNodeSpec(
+        "gpu-box",
+        gpus=2,
+        env=(("CANARY_TEST_FEATURE", "1"), ("CANARY_TEST_SLOW_S", "1")),
+    ),
+    SlurmNodeSpec("plain-box", env=(("CANARY_TEST_SLOW_S", "60"),)),
+    SlurmNodeSpec(
+        "plain-box-2", profile="plain-box", env=(("CANARY_TEST_SLOW_S", "1"),), start=False
+    ),
+)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from torchcanary.bench import report, section
 from torchcanary.bench.settings import parse_settings
 from torchcanary.bench.suite import expand
@@ -81,7 +81,7 @@ def test_bad_workload_tables_are_refused_with_the_key_and_fix(
 
 
 def test_workload_flag_with_a_bad_target_exits_2_naming_it(tmp_path: Path) -> None:
-    done = run_canary("bench", "--workload", "not a target", cwd=tmp_path, timeout=120)
+    done = run_canary_here("bench", "--workload", "not a target", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "workload target" in done.stderr and "module:function" in done.stderr
 

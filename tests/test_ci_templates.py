@@ -28,7 +28,7 @@ import jsonschema
 import pytest
 import yaml
 
-from cli_helpers import FIXTURES, run_canary
+from cli_helpers import FIXTURES, run_canary_here
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.ci.init import CiOptions, render
 
@@ -80,11 +80,11 @@ def test_templates_validate_against_the_platforms_schemas(options: CiOptions):
 
 
 def test_bad_flags_are_one_line_errors(tmp_path: Path):
-    bad = run_canary("ci", "init", "github", "--schedule", "nightly", cwd=tmp_path)
+    bad = run_canary_here("ci", "init", "github", "--schedule", "nightly", cwd=tmp_path)
     assert bad.returncode == 2 and "five-field cron" in bad.stderr
-    ok = run_canary("ci", "init", "gitlab", "--runner-label", "h100", cwd=tmp_path)
+    ok = run_canary_here("ci", "init", "gitlab", "--runner-label", "h100", cwd=tmp_path)
     assert ok.returncode == 0 and (tmp_path / ".gitlab-ci.yml").is_file()
-    again = run_canary("ci", "init", "gitlab", cwd=tmp_path)
+    again = run_canary_here("ci", "init", "gitlab", cwd=tmp_path)
     assert again.returncode == 2 and "--force" in again.stderr
 
 
@@ -181,6 +181,7 @@ def _token_only_in_authorization(api: FakeApi, outputs: list[str]) -> None:
     assert all(TOKEN not in text for text in outputs)
 
 
+@pytest.mark.torch_envs  # the job runs torchcanary on the real environments
 def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: Path, api: FakeApi):
     steps = _workflow(render(CiOptions("github", run_args=RUN_ARGS)))["jobs"]["qualify"]["steps"]
     event = tmp_path / "event.json"
@@ -243,15 +244,16 @@ def test_github_workflow_runs_for_real_posts_then_updates_one_comment(tmp_path: 
 
     # The evidence: kept in the store too, and a changed policy is named.
     store = str(project / "canary-results" / "canary.db")
-    checked = run_canary("verify", str(run_dir), "--store", store, cwd=project)
+    checked = run_canary_here("verify", str(run_dir), "--store", store, cwd=project)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     results = json.loads((run_dir / "results.json").read_text())
     results["run"]["plan"]["policy"]["block_on_not_run"] = False
     (tmp_path / "edited.json").write_text(json.dumps(results))
-    edited = run_canary("verify", str(tmp_path / "edited.json"), cwd=project)
+    edited = run_canary_here("verify", str(tmp_path / "edited.json"), cwd=project)
     assert edited.returncode == 1 and "policy: differs" in edited.stdout
 
 
+@pytest.mark.torch_envs  # the job runs torchcanary on the real environments
 def test_gitlab_job_runs_for_real_and_keeps_one_note_through_no_go_and_go(
     tmp_path: Path, api: FakeApi
 ):

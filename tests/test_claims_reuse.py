@@ -122,13 +122,17 @@ def test_an_unreadable_entry_is_ignored_with_one_warning(tmp_path, probe_module)
 
 @pytest.mark.torch_envs
 def test_a_second_run_reuses_every_verdict_and_fresh_claims_runs_them_again(tmp_path):
+    """Also issue 28 item 12 (once its own test in test_report_markdown.py, merged here: the
+    same two runs): the time line of summary.md and the terminal names the claim verdicts
+    kept, none in a first run, all of them in a rerun of the same environments."""
     argv = ["run", "--only", "claims", "--probes", "sanity.version-pin,sanity.gloo-init"]
 
     def run(*extra: str) -> dict:
         result = run_canary(*argv, *extra, cwd=tmp_path, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         data = json.loads((tmp_path / "canary-results" / "latest" / "results.json").read_text())
-        data["stderr"] = result.stderr
+        data["stderr"], data["stdout"] = result.stderr, result.stdout
+        data["summary"] = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
         return data
 
     def reused(data: dict) -> list:
@@ -140,7 +144,11 @@ def test_a_second_run_reuses_every_verdict_and_fresh_claims_runs_them_again(tmp_
 
     first = run()
     assert reused(first) == [None] * 4
+    assert "Time: environments" in first["summary"] and "Reused from" not in first["summary"]
+    assert "Time: environments" in first["stdout"] and "Reused from" not in first["stdout"]
     second = run()
+    kept = "Reused from earlier runs: 4 of 4 claim verdicts."
+    assert kept in second["summary"] and kept in second["stdout"].splitlines()
     origins = reused(second)
     assert all(o is not None and o["run_id"] == first["run"]["run_id"] for o in origins), origins
     verdicts = [
@@ -150,6 +158,5 @@ def test_a_second_run_reuses_every_verdict_and_fresh_claims_runs_them_again(tmp_
         [c[r]["outcome"]["verdict"] for r in ("baseline", "candidate")] for c in second["claims"]
     ]
     assert "4 verdicts reused from earlier runs" in " ".join(second["stderr"].split())
-    summary = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
-    assert "4 of 4 verdicts reused from earlier runs" in summary
+    assert "4 of 4 verdicts reused from earlier runs" in second["summary"]
     assert reused(run("--fresh-claims")) == [None] * 4

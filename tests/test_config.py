@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from torchcanary.cli import build_parser
 from torchcanary.commands.run import flags_from_args
 from torchcanary.config import load_settings
@@ -43,11 +43,11 @@ def test_policy_file_overrides_defaults_and_rejects_bad_types(tmp_path: Path):
 
 
 def test_help_teaches_the_commands_and_exit_codes(tmp_path: Path):
-    result = run_canary("--help", cwd=tmp_path)
+    result = run_canary_here("--help", cwd=tmp_path)
     assert result.returncode == 0
     for word in ("run", "probes", "report", "runs", "exit codes", "--baseline"):
         assert word in result.stdout
-    bare = run_canary(cwd=tmp_path)
+    bare = run_canary_here(cwd=tmp_path)
     assert bare.returncode == 2
 
 
@@ -72,7 +72,7 @@ def test_stack_flags_reach_the_stack_settings_and_win_over_the_config(
 
 
 def test_stack_env_flag_without_equals_is_a_usage_error(tmp_path: Path):
-    result = run_canary("stack", "pytest", "--env", "OMP_NUM_THREADS", cwd=tmp_path)
+    result = run_canary_here("stack", "pytest", "--env", "OMP_NUM_THREADS", cwd=tmp_path)
     assert result.returncode == 2
     assert "'OMP_NUM_THREADS' is not KEY=VALUE" in result.stderr
 
@@ -121,10 +121,10 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
         view = load_run_view(store, run_id)
         decision = decide(view, plan.policy, plan.sections, {})
         store.finish_run(run_id, decision.label, decision.to_json())
-    listed = run_canary("runs", *config_args, cwd=tmp_path, COLUMNS="200")
+    listed = run_canary_here("runs", *config_args, cwd=tmp_path, COLUMNS="200")
     assert listed.returncode == 0, listed.stderr
     assert run_id in listed.stdout
-    rendered = run_canary("report", "latest", *config_args, cwd=tmp_path)
+    rendered = run_canary_here("report", "latest", *config_args, cwd=tmp_path)
     assert rendered.returncode == 0, rendered.stderr
     assert (tmp_path / "elsewhere" / "reports").is_dir()
     assert not (tmp_path / "canary-results").exists()
@@ -133,7 +133,7 @@ def test_runs_and_report_read_the_store_and_output_of_the_config_file(tmp_path: 
 @pytest.mark.parametrize("command", ["bench", "drill", "stack", "diff"])
 def test_a_section_command_offers_only_flags_it_reads(command: str, tmp_path: Path) -> None:
     """Claims run only under ``run``; a section's own command must not offer probe flags."""
-    shown = run_canary(command, "--help", cwd=tmp_path).stdout
+    shown = run_canary_here(command, "--help", cwd=tmp_path).stdout
     for claims_flag in ("--probes", "--probe-module", "--probe-timeout", "--release"):
         assert claims_flag not in shown
     assert shown.split("\n\n")[1].strip(), f"{command} --help should say what it does"

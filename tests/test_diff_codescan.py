@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import FIXTURES, run_canary
+from cli_helpers import FIXTURES, run_canary_here
 from torchcanary.diff.codescan import ChangedNames, scan_code
 
 PROJECT = FIXTURES / "surface_project"
@@ -95,7 +95,7 @@ def test_symlink_loops_neither_hang_nor_stop_the_scan(tmp_path: Path):
 
 
 def test_missing_code_path_is_a_usage_error_in_one_line(tmp_path: Path):
-    result = run_canary("diff", "--code", "no/such/dir", cwd=tmp_path)
+    result = run_canary_here("diff", "--code", "no/such/dir", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
     assert len(lines) == 1 and "diff.code" in lines[0] and "does not exist" in lines[0]
@@ -104,5 +104,5 @@ def test_missing_code_path_is_a_usage_error_in_one_line(tmp_path: Path):
 
 def test_unknown_diff_config_key_is_a_usage_error(tmp_path: Path):
     (tmp_path / "canary.toml").write_text('sections = ["diff"]\n[diff]\ncodes = "."\n')
-    result = run_canary("run", cwd=tmp_path)
+    result = run_canary_here("run", cwd=tmp_path)
     assert result.returncode == 2 and "diff.codes" in result.stderr

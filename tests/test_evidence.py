@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from torchcanary.report.evidence import differences, evidence_of, evidence_parts
 from torchcanary.report.render import with_evidence
 
@@ -57,11 +57,11 @@ def test_a_changed_part_is_named_and_a_written_file_checks_against_itself(tmp_pa
     run_dir = tmp_path / "R1"
     run_dir.mkdir()
     (run_dir / "results.json").write_text(text)
-    ok = run_canary("verify", str(run_dir), cwd=tmp_path)
+    ok = run_canary_here("verify", str(run_dir), cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert f"match: run R1, digest {evidence.digest}" in ok.stdout
     (run_dir / "results.json").write_text(json.dumps(changed))
-    bad = run_canary("verify", str(run_dir), cwd=tmp_path)
+    bad = run_canary_here("verify", str(run_dir), cwd=tmp_path)
     assert bad.returncode == 1 and "results.bench: differs" in bad.stdout, bad.stdout
-    missing = run_canary("verify", str(tmp_path / "nowhere"), cwd=tmp_path)
+    missing = run_canary_here("verify", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert missing.returncode == 2 and "no results.json at" in missing.stderr

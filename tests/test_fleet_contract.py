@@ -1,42 +1,31 @@
 """What every fleet engine owes the driver (``fleet/executor.py``), checked on each engine.
 
-One test, run on a real one-node Ray cluster and a real one-node
-Slurm cluster (tests/slurm_cluster.py): a unit's pieces come back PARTIAL before its one
-end, a unit whose work raises ends FAILED with the error in one line (never lost, never
-missing), and a healthy unit beside it ends OK, each tagged with the node it ran on.
+One test, run on a real one-node Ray cluster and the session's real Slurm cluster
+(tests/slurm_cluster.py, shared with test_fleet_slurm.py): a unit's pieces come back PARTIAL
+before its one end, a unit whose work raises ends FAILED with the error in one line (never
+lost, never missing), and a healthy unit beside it ends OK, each tagged with the node it ran
+on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet_helpers import unit_ends
 from local_cluster import SMOKE
-from slurm_cluster import ClusterUnavailable, SlurmCluster, SlurmNodeSpec
 
 
 @pytest.fixture(scope="module")
-def slurm_executor(session_temp_dir: Path, tmp_path_factory) -> Iterator[Any]:
-    """The Slurm executor on a one-node cluster of this module's own."""
+def slurm_executor(slurm_cluster, tmp_path_factory) -> Iterator[Any]:
+    """The Slurm executor on the session's Slurm cluster (conftest.py)."""
     from torchcanary.fleet.connect import connect_fleet
 
-    try:
-        cluster = SlurmCluster([SlurmNodeSpec("contract-box")], parent=session_temp_dir / "servers")
-    except ClusterUnavailable as exc:
-        pytest.skip(f"not checked: no Slurm cluster could be started here: {exc}")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SLURM_CONF", str(cluster.conf))
-    try:
-        fleet_dir = tmp_path_factory.mktemp("contract-fleet")
-        with connect_fleet("slurm", fleet_dir=fleet_dir) as executor:
-            yield executor
-    finally:
-        patch.undo()
-        assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
+    fleet_dir = tmp_path_factory.mktemp("contract-fleet")
+    with connect_fleet("slurm", fleet_dir=fleet_dir) as executor:
+        yield executor
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +52,7 @@ def ray_executor() -> Iterator[Any]:
     ]
 )
 def executor(request: pytest.FixtureRequest) -> Any:
-    """Each engine's executor, on the session's Ray cluster or this module's Slurm one."""
+    """Each engine's executor, on this module's Ray cluster or the session's Slurm one."""
     return request.getfixturevalue(f"{request.param}_executor")
 
 

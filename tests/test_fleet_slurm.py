@@ -1,8 +1,9 @@
 """The Slurm fleet engine on a real Slurm cluster (tests/slurm_cluster.py): ``gpu-box`` (two
 fake GPUs, and the feature the ``canary_fleet`` probes look for) and ``plain-box`` stand for
 two hardware profiles; ``plain-box-2``, of plain-box's profile, starts late, for --resume.
-One cluster (one slurmctld, a slurmd per node, all on this host) serves the whole module;
-at its end no daemon or job process is left.
+One cluster (one slurmctld, a slurmd per node, all on this host: ``slurm_cluster`` in
+conftest.py, shared with the fleet contract's test) serves the whole module; after its last
+test no daemon or job process is left.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,38 +28,12 @@ from fleet_helpers import (
     stored_rows,
     unit_ends,
 )
-from slurm_cluster import ClusterUnavailable, SlurmCluster, SlurmNodeSpec
+from slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
-NODES = (
-    SlurmNodeSpec(
-        "gpu-box",
-        gpus=2,
-        env=(("CANARY_TEST_FEATURE", "1"), ("CANARY_TEST_SLOW_S", "1")),
-    ),
-    SlurmNodeSpec("plain-box", env=(("CANARY_TEST_SLOW_S", "60"),)),
-    SlurmNodeSpec(
-        "plain-box-2", profile="plain-box", env=(("CANARY_TEST_SLOW_S", "1"),), start=False
-    ),
-)
 SMOKE = "fleet_smoke:smoke"
 NOTICED = re.compile(r"noticed (\d+\.\d)s after its last heartbeat")
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster(session_temp_dir: Path) -> Iterator[SlurmCluster]:
-    try:
-        cluster = SlurmCluster(NODES, parent=session_temp_dir / "servers")
-    except ClusterUnavailable as exc:
-        pytest.skip(f"not checked: no Slurm cluster could be started here: {exc}")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SLURM_CONF", str(cluster.conf))  # the CLI runs below reach it too
-    try:
-        yield cluster
-    finally:
-        patch.undo()
-        assert cluster.destroy() == [], "Slurm daemons or job processes left behind"
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,10 @@ narrows a claim's or benchmark's history to one profile.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from cli_helpers import run_canary_here
 from store_helpers import fill_run
 from torchcanary.claims.history import history
 from torchcanary.claims.records import done_probe_keys, probe_results, save_probe_result
@@ -85,22 +83,14 @@ def test_history_profile_flag_on_the_command_line(tmp_path: Path) -> None:
     db = tmp_path / "canary.db"
     with open_store(str(db)) as store:
         _fleet_run(store)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torchcanary.cli",
-            "history",
-            "inductor.fusion",
-            "--store",
-            str(db),
-            "--profile",
-            "mi300-box",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_canary_here(
+        "history",
+        "inductor.fusion",
+        "--store",
+        str(db),
+        "--profile",
+        "mi300-box",
+        "--json",
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -173,14 +163,8 @@ def test_compare_sets_each_profile_against_the_same_profile_and_names_a_lone_one
         # mi300-box had, which a comparison across profiles would wrongly call unchanged).
         run_a = _profiled_run(store, {"h100-box": "confirmed", "mi300-box": "refuted"})
         run_b = _profiled_run(store, {"h100-box": "refuted", "rtx-box": "refuted"})
-    compare = [sys.executable, "-m", "torchcanary.cli", "compare", run_a, run_b, "--store", str(db)]
-    done = subprocess.run(
-        [*compare, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    compare = ["compare", run_a, run_b, "--store", str(db)]
+    done = run_canary_here(*compare, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     changes = {(c["profile"], c["section"]): c for c in json.loads(done.stdout)["changes"]}
     assert sorted(changes) == [
@@ -198,12 +182,5 @@ def test_compare_sets_each_profile_against_the_same_profile_and_names_a_lone_one
         "absent",
     )
     assert f"only run {run_b}" in changes[("rtx-box", "fleet")]["detail"]
-    table = subprocess.run(
-        compare,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    table = run_canary_here(*compare, cwd=tmp_path, COLUMNS="200")
     assert "profile" in table.stdout and "rtx-box" in table.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from site_helpers import T0, fill_qualification, fill_release_qualification
 from torchcanary.publish.site import MANIFEST, publish
 from torchcanary.sections import get_section, worse_verdicts
@@ -23,7 +23,7 @@ def published(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     db = workdir / "canary.db"
     with open_store(str(db)) as store:
         runs = fill_release_qualification(store)
-    done = run_canary("publish", "site", "--store", str(db), cwd=workdir, timeout=120)
+    done = run_canary_here("publish", "site", "--store", str(db), cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert "published 7 runs" in done.stdout and "1 open regression(s)" in done.stdout
     return db, workdir / "site", runs
@@ -62,7 +62,7 @@ def test_the_regressions_list_is_what_compare_says(published) -> None:
         runs["final mi300"],
         runs["rc1 mi300"],
     )
-    done = run_canary(
+    done = run_canary_here(
         "compare", entry["last_go"], entry["run"], "--json", "--store", str(db), cwd=db.parent
     )
     assert done.returncode == 0, done.stderr
@@ -82,7 +82,9 @@ def test_the_regressions_list_is_what_compare_says(published) -> None:
     ]
     assert entry["changes"] == worse
     assert [(c["section"], c["after"]) for c in entry["changes"]] == [("drill", "failed")]
-    table = run_canary("compare", entry["last_go"], entry["run"], "--store", str(db), cwd=db.parent)
+    table = run_canary_here(
+        "compare", entry["last_go"], entry["run"], "--store", str(db), cwd=db.parent
+    )
     assert f"{len(changes)} changed ({len(worse)} for the worse)" in table.stdout
     text = (site / "regressions.txt").read_text()
     assert text.startswith(f"NO-GO 2.14.1 +cu130 on mi300-8x: run {runs['final mi300']}")
@@ -142,7 +144,7 @@ def test_publish_reads_a_postgresql_store(postgres_url, tmp_path) -> None:
 
 
 def test_publish_without_a_store_says_so_in_one_line(tmp_path) -> None:
-    done = run_canary("publish", "site", "--store", str(tmp_path / "none.db"), cwd=tmp_path)
+    done = run_canary_here("publish", "site", "--store", str(tmp_path / "none.db"), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"torchcanary: error: no store at {tmp_path / 'none.db'}; pass --store PATH"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from torchcanary.bench.result import BenchMeasured, BenchSkipped
 from torchcanary.context import RunContext
 from torchcanary.diff.result import DiffChange, DiffSummary
@@ -54,7 +54,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run stored before the records, reported again by today's code (a copy of the store)."""
     work = tmp_path_factory.mktemp("records")
     shutil.copy(STORED / "before-records.db", work / "canary.db")
-    result = run_canary("report", RUN_ID, "--store", "canary.db", "--output", "out", cwd=work)
+    result = run_canary_here("report", RUN_ID, "--store", "canary.db", "--output", "out", cwd=work)
     assert result.returncode == 0, result.stderr
     return work / "out" / RUN_ID
 
@@ -158,7 +158,7 @@ def test_history_finds_an_id_in_any_registered_section(tmp_path: Path) -> None:
 
 def test_a_policy_word_a_key_does_not_allow_is_refused_before_the_run(tmp_path: Path) -> None:
     (tmp_path / "policy.toml").write_text('[policy]\nfail_on_claims = ["regressed", "typo"]\n')
-    result = run_canary("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
+    result = run_canary_here("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
     assert len(lines) == 1 and "Traceback" not in result.stderr
@@ -179,7 +179,9 @@ def drills_rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The drill run stored before the drill records, reported again by today's code."""
     work = tmp_path_factory.mktemp("drill-records")
     shutil.copy(STORED / "before-drill-records.db", work / "canary.db")
-    result = run_canary("report", DRILL_RUN_ID, "--store", "canary.db", "--output", "out", cwd=work)
+    result = run_canary_here(
+        "report", DRILL_RUN_ID, "--store", "canary.db", "--output", "out", cwd=work
+    )
     assert result.returncode == 0, result.stderr
     return work / "out" / DRILL_RUN_ID
 
@@ -299,7 +301,7 @@ REPORT_FILES = ("report.html", "results.json", "junit.xml", "summary.md")
 
 def _reported(work: Path, db: str, run_id: str) -> Path:
     shutil.copy(STORED / db, work / "canary.db")
-    result = run_canary("report", run_id, "--store", "canary.db", "--output", "out", cwd=work)
+    result = run_canary_here("report", run_id, "--store", "canary.db", "--output", "out", cwd=work)
     assert result.returncode == 0, result.stderr
     return work / "out" / run_id
 
@@ -360,7 +362,7 @@ def test_compare_and_history_of_stored_claims_runs_print_as_they_did(tmp_path: P
         (("compare", "--json", *runs), "compare.json"),
         (("history", "--json", "sanity.numerics-vs-float64"), "history.json"),
     ):
-        result = run_canary(*args, "--store", "canary.db", cwd=tmp_path, COLUMNS="80")
+        result = run_canary_here(*args, "--store", "canary.db", cwd=tmp_path, COLUMNS="80")
         assert result.returncode == 0, result.stderr
         assert result.stdout == (STORED / f"before-claims-view.{stored}").read_text(), args
 

@@ -1,0 +1,111 @@
+"""The suite's own tools: markers from fixtures, the time per kind and module, and session
+fixtures stopped after their last test. Each case is a real inner pytest run (pytester)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+PLUGINS = ("-p", "auto_marks", "-p", "suite_time", "-p", "early_stop")
+
+
+def test_a_session_fixture_stops_right_after_its_last_test_not_at_the_session_end(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 39 item 2: a cluster the later modules do not use is not kept up through them;
+    it stops when the module of its last test ends, after that module's own fixtures."""
+    pytester.makeconftest(
+        """
+        import pytest
+        from early_stop import stop_after_last_use
+
+        EVENTS = []
+
+        @pytest.fixture(scope="session")
+        def cluster(request):
+            EVENTS.append("start")
+            stop = stop_after_last_use(request, lambda: EVENTS.append("stop"))
+            yield "up"
+            stop()
+            EVENTS.append("session end")
+        """
+    )
+    pytester.makepyfile(
+        test_a_uses="""
+        import pytest
+        from conftest import EVENTS
+
+        @pytest.fixture(scope="module")
+        def on_the_cluster(cluster):
+            yield
+            EVENTS.append("module fixture gone")
+
+        def test_one(on_the_cluster):
+            pass
+
+        def test_two(cluster):
+            pass
+
+        def test_three_in_the_same_module():
+            assert EVENTS == ["start"]
+        """,
+        test_b_later="""
+        from conftest import EVENTS
+
+        def test_after():
+            assert EVENTS == ["start", "module fixture gone", "stop"]
+        """,
+    )
+    result = pytester.runpytest(*PLUGINS)
+    result.assert_outcomes(passed=4)
+
+
+def test_markers_come_from_the_fixtures_a_test_uses_and_select_the_fast_tests(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """Issue 39 item 5: a test that asks for a real environment (even through another
+    fixture) is marked torch_envs without its author saying so; the times name its kind."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture
+        def baseline_env():
+            return "env"
+
+        @pytest.fixture
+        def uses_env(baseline_env):
+            return baseline_env
+
+        @pytest.fixture
+        def ray_cluster():
+            return "ray"
+        """
+    )
+    pytester.makeini("[pytest]\nmarkers =\n    torch_envs: t\n    ray: r\n")
+    pytester.makepyfile(
+        test_kinds="""
+        def test_logic():
+            pass
+
+        def test_worker(uses_env):
+            pass
+
+        def test_fleet(ray_cluster, baseline_env):
+            pass
+        """
+    )
+    times = tmp_path / "times.json"
+    fast = pytester.runpytest(*PLUGINS, "-m", "not torch_envs and not ray")
+    fast.assert_outcomes(passed=1, deselected=2)
+    every = pytester.runpytest(*PLUGINS, f"--suite-times={times}")
+    every.assert_outcomes(passed=3)
+    every.stdout.fnmatch_lines(["*time per kind of real part and per module*", "*test_kinds.py"])
+    kinds = {t["nodeid"].split("::")[1]: t["kind"] for t in json.loads(times.read_text())["tests"]}
+    assert kinds == {
+        "test_logic": "pure logic",
+        "test_worker": "torch workers",
+        "test_fleet": "Ray",
+    }
