@@ -88,8 +88,14 @@ def test_fixture_suite_diff_names_each_change_and_its_determinism(
         assert not list(Path(env.path).glob("lib/python*/site-packages/*stackdemo*"))
         assert not list(Path(env.path).glob("lib/python*/site-packages/_pytest"))
     view = load_run_view(ctx.store, ctx.run_id)
-    (reason,) = blocking_reasons(view, {})
-    assert "test_cholesky_factor_reconstructs_the_matrix" in reason
+    # the newly failing test, and the coverage the candidate lost (a test that passed in
+    # the baseline and is skipped in the candidate: stack_block_on_lost_tests = "passed")
+    failing, lost = blocking_reasons(view, {})
+    assert "test_cholesky_factor_reconstructs_the_matrix" in failing
+    assert lost.startswith(
+        "stack: 1 test(s) that passed in the baseline did not run in the candidate"
+    )
+    assert "test_store_collectives_gather_one_rank" in lost
     assert "newly-failing" in report.html(view)
 
     started = time.monotonic()
@@ -148,7 +154,8 @@ def test_project_that_does_not_install_in_the_candidate_keeps_baseline_results(
     # Not the stack's objection but a command that did not run (the core rule, issue 28).
     view = load_run_view(ctx.store, ctx.run_id)
     assert blocking_reasons(view, {}) == []
-    unchecked = unchecked_units(get_section("stack"), ctx.plan, view)
+    stack = get_section("stack")
+    unchecked = unchecked_units(stack, stack.planned_units(ctx.plan), view)
     assert [(u.unit.env_role, u.verdict) for u in unchecked] == [
         ("candidate", "install-failed"),
         ("both", "not-compared"),
