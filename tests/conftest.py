@@ -211,6 +211,12 @@ def ray_cluster(request: pytest.FixtureRequest):
     cluster.client_address = f"ray://127.0.0.1:{client_port}"
 
     def stop() -> None:
+        import ray
+
+        # A test that ran the CLI in this process may leave its driver connected; Ray
+        # refuses to stop a cluster under a connected driver.
+        if ray.is_initialized():
+            ray.shutdown()
         assert stop_local_cluster(cluster) == [], "Ray processes left behind"
 
     # Stopped after the last test that uses it, not kept up idle through later modules.

@@ -91,6 +91,8 @@ def test_rank_hosts_hold_the_gpus_every_placed_node_has_or_the_number_asked() ->
         ConfigError, match=r"--nodes 3: only 2 live node\(s\) of the fleet have GPUs"
     ):
         gpus_across(live, 3, None)
+    # ... unless --fleet-mixed asked for nodes of any hardware: the ranks then hold none
+    assert gpus_across(live, 3, None, mixed=True) == 0
     assert gpus_across([node("x", 0), node("y", 0)], 2, None) == 0  # a fleet without GPUs
     assert gpus_across(live, 2, 1) == 1
     with pytest.raises(ConfigError, match="at least 1"):

@@ -94,7 +94,8 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         "--fleet-mixed",
         action="store_true",
         help="with --nodes: run across nodes of different hardware profiles, filed under "
-        "mixed:A,B (refused otherwise)",
+        "mixed:A,B (refused otherwise); with fewer GPU nodes than --nodes, the ranks run "
+        "without GPUs",
     )
     fleet.add_argument(
         "--fleet-dir",
@@ -254,7 +255,7 @@ def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | 
         # Before the store: an unusable address is exit 2.
         fleet = connect_fleet(address, fleet_dir=args.fleet_dir)
         try:
-            gpus = gpus_across(fleet.discover(), nodes, args.fleet_gpus)
+            gpus = gpus_across(fleet.discover(), nodes, args.fleet_gpus, args.fleet_mixed)
             fleet.require_nodes(nodes, gpus)
             shared_dir = getattr(args, "shared_dir", None)
             venue = across_nodes(

@@ -36,21 +36,25 @@ def check_across_nodes(address: str | None, nodes: int, section: str) -> str:
     return address
 
 
-def gpus_across(live: Sequence[FleetNode], nodes: int, asked: int | None) -> int:
+def gpus_across(
+    live: Sequence[FleetNode], nodes: int, asked: int | None, mixed: bool = False
+) -> int:
     """The GPUs each of ``nodes`` rank hosts holds: ``asked`` (``--fleet-gpus``), else the
     most that ``nodes`` live nodes all have (0 on a fleet without GPUs). A fleet with GPU
-    nodes, but fewer than ``nodes``, is a ConfigError: the ranks would quietly run on none."""
+    nodes, but fewer than ``nodes``, is a ConfigError (the ranks would quietly run on none),
+    unless ``mixed`` (``--fleet-mixed``) asked for nodes of any hardware: then they run on
+    none, filed under the mixed profile that says so."""
     if asked is not None:
         if asked < 1:
             raise ConfigError(f"--fleet-gpus {asked}: give a whole number of GPUs, at least 1")
         return asked
     counts = sorted((node.gpus for node in live), reverse=True)
     with_gpus = sum(1 for count in counts if count > 0)
-    if 0 < with_gpus < nodes:
+    if 0 < with_gpus < nodes and not mixed:
         raise ConfigError(
             f"--nodes {nodes}: only {with_gpus} live node(s) of the fleet have GPUs, so the "
-            f"ranks would run without any; ask --nodes {with_gpus} or fewer, or bring up "
-            "more GPU nodes"
+            f"ranks would run without any; ask --nodes {with_gpus} or fewer, bring up more "
+            "GPU nodes, or add --fleet-mixed to run the ranks without GPUs"
         )
     return counts[nodes - 1] if len(counts) >= nodes else 0
 
