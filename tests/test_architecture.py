@@ -413,33 +413,13 @@ def _called(node: ast.AST, functions: tuple[str, ...]) -> bool:
 
 
 def _reached_by_name() -> set[str]:
-    """The modules whose functions are called as attributes of a module object loaded by
-    name: a package section's parts (``<package>.section``, ``.report``, ...) and the
-    worker modules ``worker/calls.py`` names."""
-    named = {
+    """The worker modules ``worker/calls.py`` names: their functions are called as
+    attributes of a module object loaded by name."""
+    return {
         value
         for _line, value in _string_literals(modules()["torchcanary.worker.calls"])
         if value in modules()
     }
-    return named | _section_parts()
-
-
-def _section_parts() -> set[str]:
-    parts = {
-        str(node.args[0].value)
-        for node in ast.walk(tree("torchcanary.package_section"))
-        if _called(node, ("_module", "_optional_module")) and isinstance(node.args[0], ast.Constant)
-    }
-    packages = {
-        value.split(":")[0].rpartition(".")[0]
-        for value in re.findall(r'^\w+ = "([\w.:]+)"', _entry_points("torchcanary.sections"), re.M)
-    }
-    return {f"{package}.{part}" for package in packages for part in parts}
-
-
-def _entry_points(group: str) -> str:
-    text = (REPO / "pyproject.toml").read_text()
-    return text.split(f'[project.entry-points."{group}"]', 1)[1].split("\n[", 1)[0]
 
 
 def _definitions(module: str) -> Iterator[tuple[str, str | None, ast.AST]]:

@@ -27,13 +27,14 @@ from typing import Any
 import pytest
 
 from torchcanary.claims.records import save_probe_result
+from torchcanary.contract import Section
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide, resolve_policy
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.report.markdown import render_markdown
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import PlannedUnit
-from torchcanary.sections import Section, registered, stores_rows
+from torchcanary.sections import registered, stores_rows
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 

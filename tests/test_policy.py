@@ -5,27 +5,23 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from cli_helpers import run_canary
 from torchcanary.config import load_settings
+from torchcanary.contract import JUnitCase, PlannedUnit, RunContext, Section
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.policy import CORE_POLICY_DEFAULTS, decide, policy_defaults
 from torchcanary.report.junit import render_junit
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import PolicyBounds, RunView
-from torchcanary.sections import (
-    _CONTRACT_METHODS,
-    contract_gaps,
-    get_section,
-    policy_bounds,
-    section_names,
-)
+from torchcanary.sections import contract_gaps, get_section, section_names
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -35,7 +31,8 @@ DRILL = "hang:timeout"
 
 def _section_module(section: str) -> ModuleType:
     """A built-in section's ``section`` module, where its policy keys are documented."""
-    return importlib.import_module(get_section(section).package + ".section")
+    package = type(get_section(section)).__module__.rpartition(".")[0]
+    return importlib.import_module(package + ".section")
 
 
 def _documented_policy_keys(section: str) -> set[str]:
@@ -269,24 +266,47 @@ def test_a_policy_number_at_its_bounds_is_accepted(tmp_path: Path) -> None:
     assert (policy["bench_max_slowdown"], policy["drill_max_slowdown"]) == (1.0, 1.0)
 
 
+class _BoundedSection(Section):
+    """A section whose bounds are wrong twice: one excludes its own default, one is on a
+    key that is not a number."""
+
+    name = "x"
+    order = 1
+    help = None
+    policy_defaults = {"limit": 5, "strict": True}  # noqa: RUF012 (a contract value)
+    policy_bounds = {"limit": PolicyBounds(0, 1), "strict": PolicyBounds(0, 1)}  # noqa: RUF012
+    checked_verdicts = frozenset({"done"})
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
+        return []
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def run(self, ctx: RunContext) -> None:
+        return None
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def html(self, view: RunView) -> str:
+        return ""
+
+    def markdown(self, view: RunView) -> str:
+        return ""
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]:
+        return []
+
+
 def test_every_declared_bound_holds_its_keys_default_and_names_a_numeric_key() -> None:
     for name in ALL_SECTIONS:
         section = get_section(name)
-        for key, bounds in policy_bounds(section).items():
+        for key, bounds in section.policy_bounds.items():
             default = section.policy_defaults[key]
             assert isinstance(default, (int, float)) and not isinstance(default, bool), key
             assert bounds.admits(default), key
-    assert contract_gaps(
-        SimpleNamespace(
-            name="x",
-            order=1,
-            help=None,
-            policy_defaults={"limit": 5, "strict": True},
-            policy_bounds={"limit": PolicyBounds(0, 1), "strict": PolicyBounds(0, 1)},
-            checked_verdicts=frozenset({"done"}),
-            **{m: print for m in _CONTRACT_METHODS},
-        )
-    ) == [
+    assert contract_gaps(_BoundedSection()) == [
         "policy key 'limit' has a default 5 outside its bounds",
         "policy_bounds names 'strict', which is not one of its numeric policy keys",
     ]

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import run_canary_here
 from site_helpers import T0, fill_qualification, fill_release_qualification
 from torchcanary.publish.site import MANIFEST, publish
-from torchcanary.sections import get_section, worse_verdicts
+from torchcanary.sections import get_section
 from torchcanary.store.location import open_store
 
 
@@ -77,8 +77,8 @@ def test_the_regressions_list_is_what_compare_says(published) -> None:
     worse = [
         c
         for c in changes
-        if c["after"] in worse_verdicts(get_section(c["section"]))
-        and c["before"] not in worse_verdicts(get_section(c["section"]))
+        if c["after"] in get_section(c["section"]).worse_verdicts
+        and c["before"] not in get_section(c["section"]).worse_verdicts
     ]
     assert entry["changes"] == worse
     assert [(c["section"], c["after"]) for c in entry["changes"]] == [("drill", "failed")]

@@ -20,17 +20,15 @@ from torchcanary.claims.records import save_probe_result
 from torchcanary.cli import build_parser
 from torchcanary.config import load_settings
 from torchcanary.config_toml import tomllib
+from torchcanary.contract import Section
 from torchcanary.errors import ConfigError
 from torchcanary.policy import policy_defaults
 from torchcanary.sections import (
-    _CONTRACT_METHODS,
     ENTRY_POINT_GROUP,
-    Section,
     SectionDiscoveryError,
     contract_gaps,
     registered,
     section_names,
-    worse_verdicts,
 )
 
 THIRD_PARTY = Path(__file__).parent / "fixtures" / "third_party_section"
@@ -68,20 +66,50 @@ def test_builtin_sections_are_registered_only_through_the_entry_point_group() ->
     assert installed in ({}, declared), "reinstall (pip install -e .) to refresh the metadata"
 
 
-def test_a_section_missing_part_of_the_contract_is_refused_naming_the_plugin(
+def _install(folder: Path, module: str, source: str) -> None:
+    """A plugin distribution in ``folder``: its module, and the entry point naming it."""
+    (folder / f"{module}.py").write_text(source)
+    info = folder / f"{module}-0.1.dist-info"
+    info.mkdir()
+    dist = module.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    name = module.removesuffix("_section")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{name} = {module}:SECTION\n")
+
+
+# A complete section, bar what a test takes out or adds, for the refusals below.
+_WHOLE = """
+from torchcanary.contract import Section
+
+class Whole(Section):
+    name = "whole"
+    order = 5
+    help = None
+    policy_defaults = {}
+    checked_verdicts = frozenset({"done"})
+
+    def planned_units(self, plan): return []
+    def parse_settings(self, raw): return {}
+    def run(self, ctx): pass
+    def blocking_reasons(self, view, policy): return []
+    def html(self, view): return ""
+    def markdown(self, view): return ""
+    def junit_cases(self, view): return []
+"""
+
+
+def test_a_section_missing_a_required_part_is_refused_naming_the_plugin_and_the_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "half_section.py").write_text(
-        "class Half:\n    name = 'half'\n    order = 5\n    help = None\n"
-        "    policy_defaults = {}\n\nSECTION = Half()\n"
-    )
-    info = tmp_path / "half_section-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: half-section\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nhalf = half_section:SECTION\n")
+    source = _WHOLE.replace("    def run(self, ctx): pass\n", "") + "\nSECTION = Whole()\n"
+    _install(tmp_path, "whole_section", source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(SectionDiscoveryError, match=r"'half'.*run\(\) is missing"):
+    with pytest.raises(SectionDiscoveryError) as refused:
         registered()
+    assert str(refused.value) == (
+        "section plugin 'whole' (whole_section:SECTION, from whole-section) failed to load: "
+        "TypeError: Can't instantiate abstract class Whole with abstract method run"
+    )
 
 
 def test_a_section_that_declares_no_plan_is_refused_at_load_in_one_line_naming_it(
@@ -89,28 +117,45 @@ def test_a_section_that_declares_no_plan_is_refused_at_load_in_one_line_naming_i
 ) -> None:
     """Issue 38: without its planned units and checked verdicts nobody could tell what a
     section left undone, so such a section is not loaded at all."""
-    methods = "".join(
-        f"    def {method}(self, *args):\n        return None\n"
-        for method in _CONTRACT_METHODS
-        if method != "planned_units"
+    source = _WHOLE.replace("    def planned_units(self, plan): return []\n", "").replace(
+        '    checked_verdicts = frozenset({"done"})\n', ""
     )
-    (tmp_path / "planless_section.py").write_text(
-        "class Planless:\n    name = 'planless'\n    order = 5\n    help = None\n"
-        f"    policy_defaults = {{}}\n{methods}\nSECTION = Planless()\n"
+    _install(tmp_path, "whole_section", source + "\nSECTION = Whole()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SectionDiscoveryError) as refused:
+        registered()
+    assert str(refused.value).endswith(
+        "TypeError: Can't instantiate abstract class Whole with abstract methods "
+        "checked_verdicts, planned_units"
     )
-    info = tmp_path / "planless_section-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planless-section\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\nplanless = planless_section:SECTION\n"
+
+
+def test_an_object_that_is_not_a_contract_section_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install(tmp_path, "loose_section", "class Loose:\n    name = 'loose'\n\nSECTION = Loose()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SectionDiscoveryError, match=r"'loose'.*not a torchcanary.contract.Section"):
+        registered()
+
+
+def test_a_part_under_another_name_or_with_other_arguments_is_refused_not_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: ``input_elsewhere`` for ``fed_by`` would silently never be called, and a
+    ``findings`` that takes two arguments would fail only in the middle of a run."""
+    extra = (
+        "    def input_elsewhere(self, outputs): return True\n"
+        "    def findings(self, view, policy): return []\n"
     )
+    _install(tmp_path, "whole_section", _WHOLE + extra + "\nSECTION = Whole()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SectionDiscoveryError) as refused:
         registered()
     assert str(refused.value) == (
-        "section plugin 'planless' (planless_section:SECTION, from planless-section) breaks "
-        "the contract: planned_units() is missing; checked_verdicts cannot be read: "
-        "AttributeError: 'Planless' object has no attribute 'checked_verdicts'"
+        "section plugin 'whole' (whole_section:SECTION, from whole-section) breaks the contract: "
+        "input_elsewhere is not a part of the contract (torchcanary.contract.Section declares "
+        "each); findings() takes 2 arguments; the contract's takes 1"
     )
 
 
@@ -183,11 +228,11 @@ def test_each_compared_section_names_its_changes_for_the_worse_in_its_own_words(
     words = {"bench": BenchVerdict, "claims": ClaimComparison, "drill": DrillVerdict}
     sections = registered()
     for name, vocabulary in words.items():
-        worse = worse_verdicts(sections[name])
+        worse = sections[name].worse_verdicts
         assert worse and worse <= {verdict.value for verdict in vocabulary}, name
-    assert worse_verdicts(sections["bench"]) == {"slower"}  # faster is no regression
-    assert "new in candidate" not in worse_verdicts(sections["claims"])
-    assert worse_verdicts(sections["diff"]) == frozenset()  # not compared: declares none
+    assert sections["bench"].worse_verdicts == {"slower"}  # faster is no regression
+    assert "new in candidate" not in sections["claims"].worse_verdicts
+    assert sections["diff"].worse_verdicts == frozenset()  # not compared: declares none
 
 
 def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(

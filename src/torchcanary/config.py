@@ -15,7 +15,7 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS, RunPlan
 from torchcanary.policy import load_policy_file, resolve_policy
-from torchcanary.sections import check_plan, fed_by_others, get_section, section_names
+from torchcanary.sections import get_section, section_names
 from torchcanary.store.location import store_location
 
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
@@ -130,7 +130,7 @@ def _section_settings(
         section = get_section(name)
         parsed = section.parse_settings(dict(raw))
         missing = section.missing_input(parsed)
-        if missing and fed_by_others(section, raw_tables):
+        if missing and section.fed_by(raw_tables):
             missing = None
         if missing and name in named:
             raise ConfigError(missing[0])
@@ -206,6 +206,6 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         regression=tuple(str(r) for r in merged.get("regression", ())),
     )
     for name in sections:  # e.g. a bad claims pack: refused before anything is built
-        check_plan(get_section(name), plan)
+        get_section(name).check_plan(plan)
     store, output = _locations(merged, cwd)
     return Settings(plan, store, output, source, left_out)

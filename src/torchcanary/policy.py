@@ -26,12 +26,7 @@ from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView
-from torchcanary.sections import (
-    get_section,
-    policy_bounds,
-    policy_choices,
-    section_names,
-)
+from torchcanary.sections import get_section, section_names
 
 # The keys of the rules the core applies to every section.
 CORE_POLICY_DEFAULTS: dict[str, Any] = {"block_on_not_run": True}
@@ -92,14 +87,14 @@ def policy_defaults(sections: tuple[str, ...]) -> dict[str, Any]:
 def _choices(sections: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     choices: dict[str, tuple[str, ...]] = {}
     for section in sections:
-        choices.update(policy_choices(get_section(section)))
+        choices.update(get_section(section).policy_choices)
     return choices
 
 
 def _bounds(sections: tuple[str, ...]) -> dict[str, PolicyBounds]:
     bounds: dict[str, PolicyBounds] = {}
     for section in sections:
-        bounds.update(policy_bounds(get_section(section)))
+        bounds.update(get_section(section).policy_bounds)
     return bounds
 
 

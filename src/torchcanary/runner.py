@@ -36,7 +36,7 @@ from torchcanary.report.render import write_outputs
 from torchcanary.report.view import load_run_view
 from torchcanary.results import Manifest
 from torchcanary.section_types import PlannedUnit
-from torchcanary.sections import get_section, worker_packages
+from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
 from torchcanary.worker.calls import COLLECT_MANIFEST
 
@@ -121,7 +121,7 @@ def record_manifests(ctx: RunContext) -> None:
 def import_root(plan: RunPlan, work_dir: Path) -> Path:
     """torchcanary plus the top-level packages the plan's sections' workers import."""
     packages = {"torchcanary"}.union(
-        *(worker_packages(get_section(name), plan) for name in plan.sections)
+        *(get_section(name).worker_packages(plan) for name in plan.sections)
     )
     return import_root_for(tuple(sorted(packages)), work_dir / "import-root")
 

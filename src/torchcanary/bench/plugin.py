@@ -7,9 +7,27 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from torchcanary.package_section import PackageSection
+from torchcanary.contract import (
+    Finding,
+    JUnitCase,
+    PlannedUnit,
+    PolicyBounds,
+    RunContext,
+    RunPlan,
+    RunView,
+    Section,
+    SectionResult,
+    UnitOutcome,
+)
+
+if TYPE_CHECKING:
+    from torchcanary.results import SectionRecord
+    from torchcanary.store.base import ResultStore
+    from torchcanary.store.history import HistoryEntry
+    from torchcanary.store.rows import RunRow
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -77,11 +95,119 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
-SECTION = PackageSection(
-    name="bench",
-    package="torchcanary.bench",
-    order=20,
-    help="performance A/B only (interleaved, with CIs)",
-    flags=add_flags,
-    settings_from_flags=flag_settings,
-)
+class BenchSection(Section):
+    """The bench section: each part forwards to the module that does it, imported on
+    first use so ``torchcanary --help`` stays fast."""
+
+    name = "bench"
+    order = 20
+    help = "performance A/B only (interleaved, with CIs)"
+
+    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
+        add_flags(parser, own_command)
+
+    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        return flag_settings(args)
+
+    @property
+    def policy_defaults(self) -> Mapping[str, Any]:
+        from torchcanary.bench import section
+
+        return section.POLICY_DEFAULTS
+
+    @property
+    def checked_verdicts(self) -> frozenset[str]:
+        from torchcanary.bench import section
+
+        return section.CHECKED_VERDICTS
+
+    @property
+    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
+        from torchcanary.bench import section
+
+        return section.POLICY_BOUNDS
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.bench import section
+
+        return section.parse_settings(dict(raw))
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
+        from torchcanary.bench import section
+
+        return section.planned_units(plan)
+
+    @property
+    def across_nodes(self) -> Callable[..., Any] | None:
+        from torchcanary.bench import across_nodes
+
+        return across_nodes.venue
+
+    def run(self, ctx: RunContext) -> None:
+        from torchcanary.bench import section
+
+        section.run(ctx)
+
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
+        from torchcanary.bench import result
+
+        return result.from_json(dict(data))
+
+    def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
+        from torchcanary.bench import view
+
+        return view.load(store, run, rows)
+
+    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
+        from torchcanary.bench import section
+
+        return section.stored_units(view)
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
+        from torchcanary.bench import section
+
+        return section.blocking_reasons(view, dict(policy))
+
+    def findings(self, view: RunView) -> list[Finding]:
+        from torchcanary.bench import findings
+
+        return findings.findings(view)
+
+    def html(self, view: RunView) -> str:
+        from torchcanary.bench import report
+
+        return report.html(view)
+
+    def markdown(self, view: RunView) -> str:
+        from torchcanary.bench import report
+
+        return report.markdown(view)
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]:
+        from torchcanary.bench import report
+
+        return report.junit_cases(view)
+
+    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
+        from torchcanary.bench import report
+
+        return report.reused(view)
+
+    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
+        from torchcanary.bench import history
+
+        return history.compared(view)
+
+    @property
+    def worse_verdicts(self) -> frozenset[str]:
+        from torchcanary.bench import history
+
+        return history.WORSE_VERDICTS
+
+    def history_plot(self, item: str, entries: list[HistoryEntry]) -> str | None:
+        from torchcanary.bench import report
+
+        return report.history_plot(item, entries)
+
+
+SECTION = BenchSection()

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchcanary.package_section import PackageSection
+from torchcanary.contract import (
+    JUnitCase,
+    PlannedUnit,
+    PolicyBounds,
+    RunContext,
+    RunPlan,
+    RunView,
+    Section,
+)
+
+if TYPE_CHECKING:
+    from torchcanary.results import SectionRecord
 from torchcanary.stack import plugin as stack_plugin
 
 
@@ -68,15 +79,100 @@ def bench_workloads(tables: Mapping[str, Mapping[str, Any]]) -> bool:
     return bool(bench.get("workloads")) or has_spec
 
 
-SECTION = PackageSection(
-    name="calls",
-    package="torchcanary.calls",
-    order=45,
-    help="your suite's torch calls, recorded under the baseline and replayed in the candidate: "
-    "what now raises, returns something else or warns, while your tests still pass",
-    flags=add_flags,
-    settings_from_flags=flag_settings,
-    named_by_flags=named_by,
-    input_check=missing_input,
-    input_elsewhere=bench_workloads,
-)
+class CallsSection(Section):
+    """The calls section: each part forwards to the module that does it, imported on
+    first use so ``torchcanary --help`` stays fast."""
+
+    name = "calls"
+    order = 45
+    help = (
+        "your suite's torch calls, recorded under the baseline and replayed in the candidate: "
+        "what now raises, returns something else or warns, while your tests still pass"
+    )
+
+    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
+        add_flags(parser, own_command)
+
+    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        return flag_settings(args)
+
+    def named_by(self, args: argparse.Namespace) -> bool:
+        return named_by(args)
+
+    def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None:
+        return missing_input(settings)
+
+    def fed_by(self, outputs: Mapping[str, Any]) -> bool:
+        return bench_workloads(outputs)
+
+    @property
+    def policy_defaults(self) -> Mapping[str, Any]:
+        from torchcanary.calls import section
+
+        return section.POLICY_DEFAULTS
+
+    @property
+    def checked_verdicts(self) -> frozenset[str]:
+        from torchcanary.calls import section
+
+        return section.CHECKED_VERDICTS
+
+    @property
+    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
+        from torchcanary.calls import section
+
+        return section.POLICY_CHOICES
+
+    @property
+    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
+        from torchcanary.calls import section
+
+        return section.POLICY_BOUNDS
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.calls import section
+
+        return section.parse_settings(dict(raw))
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
+        from torchcanary.calls import section
+
+        return section.planned_units(plan)
+
+    def run(self, ctx: RunContext) -> None:
+        from torchcanary.calls import section
+
+        section.run(ctx)
+
+    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
+        from torchcanary.calls import result
+
+        return result.from_json(dict(data))
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
+        from torchcanary.calls import section
+
+        return section.blocking_reasons(view, dict(policy))
+
+    def html(self, view: RunView) -> str:
+        from torchcanary.calls import report
+
+        return report.html(view)
+
+    def markdown(self, view: RunView) -> str:
+        from torchcanary.calls import report
+
+        return report.markdown(view)
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]:
+        from torchcanary.calls import report
+
+        return report.junit_cases(view)
+
+    def json_parts(self, view: RunView) -> dict[str, Any]:
+        from torchcanary.calls import report
+
+        return report.json_parts(view)
+
+
+SECTION = CallsSection()

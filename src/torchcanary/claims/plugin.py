@@ -8,14 +8,27 @@ through ``claims/view.py``.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.claims.records import TABLE
-from torchcanary.package_section import PackageSection
+from torchcanary.contract import (
+    Finding,
+    FleetPart,
+    JUnitCase,
+    PlannedUnit,
+    RunContext,
+    RunPlan,
+    RunView,
+    Section,
+    SectionResult,
+    UnitOutcome,
+)
 
 if TYPE_CHECKING:
-    from torchcanary.section_types import RunView
+    from torchcanary.store.base import ResultStore
+    from torchcanary.store.history import HistoryEntry, HistoryFilter
+    from torchcanary.store.rows import RunRow
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
@@ -32,19 +45,156 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"reuse": False} if getattr(args, "fresh_claims", None) else {}
 
 
-@dataclass(frozen=True)
-class ClaimsSection(PackageSection):
+class ClaimsSection(Section):
+    """The claims section: each part forwards to the module that does it, imported on
+    first use so ``torchcanary --help`` stays fast."""
+
+    name = "claims"
+    order = 10
+    help = None
+    result_table = TABLE
+
+    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
+        add_flags(parser, own_command)
+
+    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        return flag_settings(args)
+
     def has_results(self, view: RunView) -> bool:
         from torchcanary.claims.view import claims_of
 
         return bool(claims_of(view).probe_results)
 
+    @property
+    def policy_defaults(self) -> Mapping[str, Any]:
+        from torchcanary.claims import section
 
-SECTION = ClaimsSection(
-    name="claims",
-    package="torchcanary.claims",
-    order=10,
-    result_table=TABLE,
-    flags=add_flags,
-    settings_from_flags=flag_settings,
-)
+        return section.POLICY_DEFAULTS
+
+    @property
+    def checked_verdicts(self) -> frozenset[str]:
+        from torchcanary.claims import section
+
+        return section.CHECKED_VERDICTS
+
+    @property
+    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
+        from torchcanary.claims import section
+
+        return section.POLICY_CHOICES
+
+    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.claims import section
+
+        return section.parse_settings(dict(raw))
+
+    def add_commands(self, commands: Any) -> dict[str, Any]:
+        from torchcanary.claims import commands as claims_commands
+
+        return claims_commands.register(commands)
+
+    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
+        from torchcanary.claims import section
+
+        return section.planned_units(plan)
+
+    def check_plan(self, plan: RunPlan) -> None:
+        from torchcanary.claims import section
+
+        section.check_plan(plan)
+
+    def worker_packages(self, plan: RunPlan) -> set[str]:
+        from torchcanary.claims import section
+
+        return section.worker_packages(plan)
+
+    def fit_plan(self, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
+        from torchcanary.claims import fit
+
+        return fit.fit_plan(plan, profile)
+
+    def run(self, ctx: RunContext) -> None:
+        from torchcanary.claims import section
+
+        section.run(ctx)
+
+    def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
+        from torchcanary.claims import view
+
+        return view.load(store, run, rows)
+
+    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
+        from torchcanary.claims import section
+
+        return section.stored_units(view)
+
+    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
+        from torchcanary.claims import section
+
+        return section.blocking_reasons(view, dict(policy))
+
+    def findings(self, view: RunView) -> list[Finding]:
+        from torchcanary.claims import findings
+
+        return findings.findings(view)
+
+    def html(self, view: RunView) -> str:
+        from torchcanary.claims import report
+
+        return report.html(view)
+
+    def markdown(self, view: RunView) -> str:
+        from torchcanary.claims import report
+
+        return report.markdown(view)
+
+    def junit_cases(self, view: RunView) -> list[JUnitCase]:
+        from torchcanary.claims import report
+
+        return report.junit_cases(view)
+
+    def terminal(self, view: RunView) -> list[Any] | None:
+        from torchcanary.claims import report
+
+        return report.terminal(view)
+
+    def json_parts(self, view: RunView) -> dict[str, Any]:
+        from torchcanary.claims import report
+
+        return report.json_parts(view)
+
+    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
+        from torchcanary.claims import report
+
+        return report.reused(view)
+
+    def fleet_part(self, view: RunView) -> FleetPart | None:
+        from torchcanary.claims import fleet
+
+        return fleet.fleet_part(view)
+
+    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
+        from torchcanary.claims import history
+
+        return history.compared(view)
+
+    @property
+    def worse_verdicts(self) -> frozenset[str]:
+        from torchcanary.claims import history
+
+        return history.WORSE_VERDICTS
+
+    def history(
+        self, store: ResultStore, item: str, run_filter: HistoryFilter
+    ) -> list[HistoryEntry] | None:
+        from torchcanary.claims import history
+
+        return history.history(store, item, run_filter)
+
+    def holds(self, store: ResultStore, item: str) -> bool | None:
+        from torchcanary.claims import history
+
+        return history.holds(store, item)
+
+
+SECTION = ClaimsSection()

@@ -14,7 +14,7 @@ from rich.markdown import Markdown
 from torchcanary.errors import EXIT_GO, EXIT_INTERNAL, EXIT_NO_GO
 from torchcanary.policy import headline
 from torchcanary.report.view import load_run_view
-from torchcanary.sections import registered, terminal_summary
+from torchcanary.sections import registered
 from torchcanary.store.base import ResultStore
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def print_summary(console: Console, store: ResultStore, run_id: str) -> None:
         section = registered().get(name)
         if section is None:
             continue  # a plugin since removed: `torchcanary report` still has its rows
-        parts = terminal_summary(section, view)
+        parts = section.terminal(view)
         for part in [Markdown(section.markdown(view))] if parts is None else parts:
             console.print(part)
     confounds = view.confounds()

@@ -31,7 +31,7 @@ from torchcanary.explain.settings import parse_settings as _parse
 from torchcanary.plan import RunPlan
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding, PlannedUnit, RunView
-from torchcanary.sections import findings, registered
+from torchcanary.sections import registered
 from torchcanary.store.rows import SectionResult
 
 POLICY_DEFAULTS: dict[str, Any] = {}
@@ -61,7 +61,7 @@ def run_findings(view: RunView) -> list[Finding]:
     found: list[Finding] = []
     for name, section in registered().items():
         if name != SECTION:  # a section without results of this run finds nothing
-            found += findings(section, view)
+            found += section.findings(view)
     return found
 
 

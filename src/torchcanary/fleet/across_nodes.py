@@ -1,5 +1,5 @@
 """A section with one rank on each of N nodes of the fleet (``--fleet ADDR --nodes N``): the venue
-the plan's section gives through its ``across_nodes`` part of the contract (``sections.py``).
+the plan's section gives through its ``across_nodes`` part of the contract (``contract.py``).
 
 The runner drives that venue like any other run. Each rank host holds its node's GPUs
 (``gpus_across``); ranks placed on nodes of different profiles are refused, or filed under
@@ -87,8 +87,8 @@ def across_nodes(
     holding ``gpus`` GPUs; ``mixed`` lets the nodes differ in profile."""
     registry = sections.registered()
     if len(plan.sections) == 1:
-        venue = sections.across_nodes(registry[plan.sections[0]])
+        venue = registry[plan.sections[0]].across_nodes
         if venue is not None:
             return venue(executor, address, nodes, shared_dir=shared_dir, gpus=gpus, mixed=mixed)
-    able = [name for name, section in registry.items() if sections.across_nodes(section)]
+    able = [name for name, section in registry.items() if section.across_nodes]
     raise ConfigError(f"--nodes runs one of {', '.join(able)} alone, not {plan.sections}")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.accounting import plan_units
+from torchcanary.contract import ROWS_TABLE
 from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet import connect
 from torchcanary.fleet.executor import Assignment, Executor
@@ -43,7 +44,7 @@ from torchcanary.progress import Progress
 from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, NOT_CHECKED, load_run_view
 from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
-from torchcanary.sections import ROWS_TABLE, fit_plan, get_section, result_table
+from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import PRIMARY_KEYS
@@ -218,7 +219,7 @@ def _fit(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, di
     per section the items left out with why."""
     node_plan, not_asked = plan, {}
     for section in plan.sections:
-        node_plan, left_out = fit_plan(get_section(section), node_plan, profile)
+        node_plan, left_out = get_section(section).fit_plan(node_plan, profile)
         if left_out:
             not_asked[section] = left_out
     return node_plan, not_asked
@@ -329,7 +330,7 @@ def _payload(
 def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[dict[str, Any]]]:
     """The keys of the rows ``section`` already stored in a table of its own (the claims'
     probe results), so the node skips them on ``--resume`` as a local run would."""
-    table = result_table(get_section(section))
+    table = get_section(section).result_table
     if table == ROWS_TABLE:
         return {}
     keys = [column for column in PRIMARY_KEYS[table] if column not in ("run_id", "profile")]

@@ -25,7 +25,7 @@ from typing import Any
 
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
-from torchcanary.sections import compared_items, registered, worse_verdicts
+from torchcanary.sections import registered
 from torchcanary.store.base import ResultStore
 
 
@@ -93,7 +93,7 @@ def _compare_views(
     changes: list[RunItemChange] = []
     unchanged = 0
     for name, section in registered().items():
-        results_a, results_b = compared_items(section, view_a), compared_items(section, view_b)
+        results_a, results_b = section.compared(view_a), section.compared(view_b)
         if results_a is None or results_b is None:
             continue  # a section that says nothing to compare
         for item in sorted(set(results_a) | set(results_b)):
@@ -109,7 +109,7 @@ def for_the_worse(change: RunItemChange) -> bool:
     """Whether ``change`` is a regression: to a verdict its section counts as worse, from
     one it does not."""
     section = registered().get(change.section)
-    worse = worse_verdicts(section) if section is not None else frozenset()
+    worse = section.worse_verdicts if section is not None else frozenset()
     return change.after in worse and change.before not in worse
 
 

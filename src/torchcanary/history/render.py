@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from torchcanary.report.svg import verdict_strip
-from torchcanary.sections import history_plot, registered
+from torchcanary.sections import registered
 from torchcanary.store.history import HistoryEntry
 
 
@@ -26,7 +26,8 @@ def ratio_text(entry: HistoryEntry) -> str:
 
 def plot(item: str, section: str, entries: list[HistoryEntry]) -> str:
     """The SVG for ``item``'s history: its section's own plot, else a strip of verdicts."""
-    drawn = history_plot(registered().get(section), item, entries)
+    own = registered().get(section)
+    drawn = own.history_plot(item, entries) if own is not None else None
     return drawn or verdict_strip(
         f"{item}: history", [(entry.label, entry.verdict) for entry in entries]
     )

@@ -17,7 +17,7 @@ from torchcanary import __version__
 from torchcanary.policy import headline
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
-from torchcanary.sections import compared_items, registered, stores_rows
+from torchcanary.sections import registered, stores_rows
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import RunRow
 
@@ -116,7 +116,7 @@ def _items(view: RunView) -> set[tuple[str, str]]:
     its ``compared`` gives)."""
     found: set[tuple[str, str]] = set()
     for name, section in registered().items():
-        compared = compared_items(section, view)
+        compared = section.compared(view)
         if compared is None:
             continue
         ids = [row.key for row in view.sections.get(name, [])] if stores_rows(section) else compared

@@ -18,12 +18,12 @@ from torchcanary.report.json_out import render_json
 from torchcanary.report.style import PAGE_CSS
 from torchcanary.report.view import LEDGER_SECTION, NOT_CHECKED
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
-from torchcanary.sections import fleet_part, get_section, registered
+from torchcanary.sections import get_section, registered
 
 
 def fleet_parts(view: RunView) -> dict[str, FleetPart]:
     """Each section's own fleet part, where it has one, in run order."""
-    parts = {name: fleet_part(section, view) for name, section in registered().items()}
+    parts = {name: section.fleet_part(view) for name, section in registered().items()}
     return {name: part for name, part in parts.items() if part is not None}
 
 

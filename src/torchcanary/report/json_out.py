@@ -9,7 +9,7 @@ from typing import Any
 from torchcanary.report.view import section_records
 from torchcanary.results import SCHEMA_VERSION
 from torchcanary.section_types import RunView
-from torchcanary.sections import json_parts, registered
+from torchcanary.sections import registered
 
 JSON_SCHEMA_VERSION = 1
 
@@ -60,7 +60,7 @@ def render_json(view: RunView) -> dict[str, Any]:
     }
     # A section's own top-level entries (the claims: ``claims``, ``coverage``, ``packs``).
     for section in registered().values():
-        data |= json_parts(section, view)
+        data |= section.json_parts(view)
     # Each row as its section's typed record writes it (docs/json-schema.md).
     data["sections"] = {
         name: [record.to_json() for record in section_records(view, name)] for name in view.sections

@@ -6,7 +6,7 @@ import re
 
 from torchcanary.policy import headline
 from torchcanary.section_types import RunView
-from torchcanary.sections import get_section, registered, reused
+from torchcanary.sections import get_section, registered
 
 _TAG_LIKE = re.compile(r"<[^<>\n]*>")
 
@@ -41,7 +41,7 @@ def reused_text(view: RunView) -> str | None:
         (kind, kept, of)
         for name in view.run.plan.get("sections", ())
         if name in registered()
-        for kind, (kept, of) in reused(registered()[name], view).items()
+        for kind, (kept, of) in registered()[name].reused(view).items()
     ]
     if not any(kept for _, kept, _ in counts):
         return None

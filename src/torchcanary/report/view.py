@@ -3,7 +3,7 @@
 Every renderer (HTML, Markdown, JSON, JUnit) and the policy read a RunView, never the
 store directly, so a report rendered again later shows exactly what the run stored. The
 view names no section: it holds each section's ``section_results`` rows, and what a
-section reads beside them (its ``load_view``, see ``sections.py``) under its name.
+section reads beside them (its ``load_view``, see ``contract.py``) under its name.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from torchcanary.accounting import PLANNED_ARTIFACT, declared_units
 from torchcanary.results import SectionRecord
 from torchcanary.section_types import RunView
-from torchcanary.sections import registered, section_names, section_view, stores_rows
+from torchcanary.sections import registered, section_names, stores_rows
 from torchcanary.store.base import ResultStore
 
 FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
@@ -29,14 +29,15 @@ def load_run_view(store: ResultStore, run_id: str) -> RunView:
     names = [*section_names(), *run.plan.get("sections", ())]
     if store.profile:
         names.append(LEDGER_SECTION)
-    sections = {
+    known = registered()
+    sections = {  # a section no longer installed (or the ledger) has plain rows
         name: store.section_results(run_id, name)
         for name in dict.fromkeys(names)
-        if stores_rows(registered().get(name))
+        if name not in known or stores_rows(known[name])
     }
     views = {
-        name: section_view(section, store, run, sections.get(name, []))
-        for name, section in registered().items()
+        name: section.load_view(store, run, sections.get(name, []))
+        for name, section in known.items()
     }
     return RunView(
         run,
