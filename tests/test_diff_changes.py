@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from torchcanary.diff.changes import ChangeKind, SurfaceChange, compare_surfaces, signature_delta
 from torchcanary.diff.notes import ReleaseText
-from torchcanary.diff.section import CHECKED_VERDICTS, SUMMARY_KEY, blocking_reasons, planned_units
+from torchcanary.diff.section import CHECKED_VERDICTS, blocking_reasons, planned_units
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import SUMMARY_KEY, SectionResult
 
 REQUIRED = ["x", "positional-or-keyword", None, False]
 

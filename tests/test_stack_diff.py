@@ -22,8 +22,8 @@ from torchcanary.stack.diff import (
     transition,
 )
 from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord, WarningRecord
-from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons, parse_settings
-from torchcanary.store.rows import SectionResult
+from torchcanary.stack.section import blocking_reasons, parse_settings
+from torchcanary.store.rows import SUMMARY_KEY, SectionResult
 
 
 def _run(role: str, tests: dict[str, TestRecord], status: str = "failed") -> EnvRun:

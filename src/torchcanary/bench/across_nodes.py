@@ -30,7 +30,7 @@ from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.node_collectives import NodeRanks, RankSchedule
 from torchcanary.bench.payload import measured_payload, skipped_payload
-from torchcanary.bench.result import BOTH, BenchVerdict, bench_record, unmeasured_verdict
+from torchcanary.bench.result import BenchVerdict, bench_record, unmeasured_verdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
@@ -49,7 +49,7 @@ from torchcanary.report.view import load_run_view
 from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
 from torchcanary.store.base import ResultStore
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SectionResult
 from torchcanary.worker.bench.specs import benchmark_id
 
 if TYPE_CHECKING:

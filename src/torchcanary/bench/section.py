@@ -33,7 +33,6 @@ from torchcanary.bench.kept_facts import FactKind, KeptFacts
 from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
-    BOTH,
     BenchMeasured,
     BenchSkipped,
     BenchVerdict,
@@ -50,7 +49,7 @@ from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SectionResult
 
 SECTION = "bench"
 # Measured and judged, or an honest skip (no such device or feature here); ``not-run``

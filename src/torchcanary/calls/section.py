@@ -32,8 +32,6 @@ from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
 from torchcanary.calls.result import (
-    BOTH,
-    SUMMARY_KEY,
     CallChange,
     CallsSummary,
     SummaryStatus,
@@ -48,7 +46,7 @@ from torchcanary.section_types import PlannedUnit, PolicyBounds
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.session import run_command
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 from torchcanary.worker.calls import (
     CALLS_RECORD_PLUGIN,
     CALLS_RECORD_VAR,

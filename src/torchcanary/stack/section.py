@@ -37,6 +37,7 @@ from typing import Any
 
 from torchcanary.context import ROLES, RunContext
 from torchcanary.plan import RunPlan
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import PlannedUnit, PolicyBounds
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.command import UserCommand
@@ -44,7 +45,6 @@ from torchcanary.stack.compare import compare_runs
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.records import EnvRun
 from torchcanary.stack.result import (
-    ComparisonStatus,
     RunStatus,
     StackChange,
     StackRecord,
@@ -53,7 +53,7 @@ from torchcanary.stack.result import (
     from_rows,
 )
 from torchcanary.stack.settings import StackSettings
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 
 SECTION = "stack"
 # A suite checked in an environment ran its tests to the end (failures are findings); the
@@ -68,8 +68,6 @@ CHECKED_VERDICTS = frozenset(
         ComparisonStatus.NO_CHANGES,
     )
 )
-SUMMARY_KEY = "__summary__"
-BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
     "stack_max_new_failures": 0,
     "stack_block_on_flaky": False,
