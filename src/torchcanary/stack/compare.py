@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from torchcanary.numerics_diff import compare_directories
 from torchcanary.stack.diff import (
     ABSENT,
     COMMAND_KEY,
@@ -26,7 +27,6 @@ from torchcanary.stack.diff import (
     suite_end_change,
     timing_verdict,
 )
-from torchcanary.stack.numerics_diff import compare_directories
 from torchcanary.stack.records import PASSING, EnvRun, TestRecord
 from torchcanary.stack.settings import StackSettings
 

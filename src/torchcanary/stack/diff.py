@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.stack.numerics_diff import NumericComparison
+from torchcanary.numerics_diff import NumericComparison
 from torchcanary.stack.records import (
     BROKEN,
     FAILING,
