@@ -255,7 +255,7 @@ def _output_difference(
 def _values_difference(
     meta: Mapping[str, Any], ref_bytes: bytes, out_bytes: bytes
 ) -> tuple[str, float | None] | None:
-    """Values compared by ``numerics_diff.compare``, the stack's comparator (``numerics_diff.py``)."""
+    """Values compared by ``numerics_diff.compare``, the comparator the stack shares."""
     dtype = str(meta["dtype"]).removeprefix("torch.")
     shape = tuple(int(n) for n in meta["shape"])
     if dtype in _COMPLEX_PARTS:
