@@ -50,7 +50,7 @@ from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
 from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import BOTH, SectionResult
-from torchcanary.worker.bench.specs import benchmark_id
+from torchcanary.worker.bench.specs import COLLECTIVE, benchmark_id
 
 if TYPE_CHECKING:
     from torchcanary.fleet.executor import Executor
@@ -75,7 +75,7 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     for op in table["ops"]:
         for size in table["bytes"]:
             spec = {
-                "kind": "collective",
+                "kind": COLLECTIVE,
                 "op": op,
                 "bytes": size,
                 "world_size": nodes,

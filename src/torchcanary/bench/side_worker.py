@@ -18,6 +18,7 @@ from torchcanary.bench.samples import BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.worker.calls import BENCH_TIMING
 
 _START_TIMEOUT_S = 180.0
@@ -121,7 +122,7 @@ class GroupWorkers:
 def record_failure(samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:
     """Record a call that broke (raised, crashed or hung) as ``side``'s failure."""
     error = outcome.error.removeprefix("UserCodeFailed: ")
-    if samples.spec["kind"] == "workload" and outcome.status == "timeout":
+    if samples.spec["kind"] == WORKLOAD and outcome.status == "timeout":
         error += (
             " (the workload hung, or its setup, compile or calls took longer); "
             "fix the hang or raise its timeout_s"

@@ -47,6 +47,7 @@ from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
 from torchcanary.stack.session import run_command
 from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
+from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.worker.calls import (
     CALLS_RECORD_PLUGIN,
     CALLS_RECORD_VAR,
@@ -181,8 +182,8 @@ def _workloads(settings: CallsSettings, bench: Mapping[str, Any]) -> list[dict[s
     """The calls' own workloads and the bench's (its ``workloads`` and ``kind = "workload"``
     benchmarks) of this run, each once."""
     specs = list(settings.workloads)
-    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == "workload"]
-    specs += [{"kind": "workload", "target": t} for t in bench.get("workloads", ())]
+    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == WORKLOAD]
+    specs += [{"kind": WORKLOAD, "target": t} for t in bench.get("workloads", ())]
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:
         unique.setdefault(json.dumps([spec["target"], spec.get("params", {})]), spec)

@@ -1,6 +1,6 @@
 """The calls section's settings: the stack's own (command, --with, env, cwd, ...), read by
 ``stack/settings.py``, plus what only the calls need: the workloads to record (the bench's
-workload specs, read by ``bench/workload_spec.py``) and the replay's own keys."""
+workload specs, read by ``workload_spec.py``) and the replay's own keys."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary import settings_checks
-from torchcanary.bench.workload_spec import parse_workload
 from torchcanary.errors import ConfigError
 from torchcanary.stack import settings as stack_settings
 from torchcanary.stack.settings import StackSettings
+from torchcanary.worker.bench.specs import WORKLOAD
+from torchcanary.workload_spec import parse_workload
 
 _OWN = ("candidate_env", "replay_timeout_s", "workloads")
 
@@ -76,5 +77,6 @@ def workloads(mapping: Mapping[str, Any], cwd: str) -> tuple[dict[str, Any], ...
         table = {"target": item} if isinstance(item, str) else item
         if not isinstance(table, Mapping):
             raise ConfigError(f"calls.workloads: {item!r} is not a target or a workload table")
-        specs.append(parse_workload({"kind": "workload", **table}, cwd))
+        # Refused in the bench's words: the same spec as a bench workload's.
+        specs.append(parse_workload({"kind": WORKLOAD, **table}, cwd, section="bench"))
     return tuple(specs)
