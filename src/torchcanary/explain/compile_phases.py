@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchcanary.bench.side_worker import compile_env, thread_env
+from torchcanary.envs.worker_env import compile_env, thread_env
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.explain.ops import (
