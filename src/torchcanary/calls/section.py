@@ -39,9 +39,9 @@ from torchcanary.calls.result import (
 )
 from torchcanary.calls.settings import CallsSettings
 from torchcanary.context import RunContext
-from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.cache import Environment
 from torchcanary.plan import RunPlan
+from torchcanary.release_text import ReleaseText, release_text
 from torchcanary.section_types import PlannedUnit, PolicyBounds
 from torchcanary.stack.command import UserCommand
 from torchcanary.stack.execute import RoleRunner
@@ -236,11 +236,10 @@ def _release_text(ctx: RunContext) -> ReleaseText | None:
     or None when the run has no diff."""
     if DIFF not in ctx.plan.sections:
         return None
-    from torchcanary.diff.section import release_text
     from torchcanary.diff.settings import DiffSettings
 
     diff_settings = DiffSettings.from_json(ctx.plan.section_settings(DIFF))
-    return release_text(diff_settings, ctx.plan.probe_modules)
+    return release_text(diff_settings.notes, ctx.plan.probe_modules)
 
 
 def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:

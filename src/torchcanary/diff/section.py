@@ -50,13 +50,13 @@ from torchcanary.diff.assess import (
     in_use,
 )
 from torchcanary.diff.changes import SurfaceChange, counts_by_kind
-from torchcanary.diff.notes import ReleaseText, claims_pack_texts, read_notes
 from torchcanary.diff.result import DiffChange, DiffSummary, from_json, from_rows
 from torchcanary.diff.settings import DiffSettings
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.kept import KeptFolder, entry_key, fixed_environment, own_files_digest
 from torchcanary.plan import RunPlan
+from torchcanary.release_text import release_text
 from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import PlannedUnit
 from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
@@ -135,14 +135,6 @@ def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
     return {role: results[role] for role in ROLES}
 
 
-def release_text(settings: DiffSettings, extra_modules: tuple[str, ...] = ()) -> ReleaseText:
-    """The claims pack's words plus the notes files' words."""
-    from torchcanary.claims.catalog import select_probes
-
-    described = [probe.describe() for probe, _ in select_probes((), extra_modules).values()]
-    return ReleaseText.from_texts([*claims_pack_texts(described), *read_notes(settings.notes)])
-
-
 def code_root(ctx: RunContext, settings: DiffSettings) -> Path | None:
     """``diff.code``, else the stack's project when the stack has a command, else none."""
     if settings.code:
@@ -210,7 +202,7 @@ def run(ctx: RunContext) -> None:
     diff = assess(
         collections["baseline"],
         collections["candidate"],
-        release_text(settings, ctx.plan.probe_modules),
+        release_text(settings.notes, ctx.plan.probe_modules),
         code_root(ctx, settings),
     )
     for change in diff.changes:
