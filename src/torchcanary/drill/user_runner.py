@@ -39,7 +39,7 @@ from torchcanary.drill.user_job import (
     SCRATCH_VARIABLE,
     UserJob,
 )
-from torchcanary.stack.overlay import OverlayError, create_overlay, install
+from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
 from torchcanary.worker.drill.events import read_events
 from torchcanary.worker.drill.job_backward import BACKWARD_VARIABLE
