@@ -22,13 +22,14 @@ from torchcanary.envs.spec import parse_env_spec
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.runner import import_root
+from torchcanary.store.rows import SUMMARY_KEY
 from torchcanary.store.sqlite import SqliteStore
 
 SEED_NOTES = Path("/work/shared/seed/pytorch-2.14-release.txt")
 
 
 def _print_figures(rows: list, section_s: float) -> None:
-    summary = next(r for r in rows if r.key == section.SUMMARY_KEY)
+    summary = next(r for r in rows if r.key == SUMMARY_KEY)
     payload = summary.payload
     print(f"torch {payload['torch_versions']}; section wall time {section_s:.1f} s")
     for role, timings in payload["timings_s"].items():

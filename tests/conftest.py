@@ -22,11 +22,11 @@ from hypothesis import settings
 from early_stop import stop_after_last_use
 from env_specs import BARE_BASELINE_SPEC, BASELINE_SPEC, CANDIDATE_SPEC
 from torchcanary.context import RunContext
-from torchcanary.drill.procs import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.envs.cache import Environment, cache_root, ensure_environment
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
+from torchcanary.process_set import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.progress import Progress
 from torchcanary.store.sqlite import SqliteStore
 

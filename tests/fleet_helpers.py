@@ -85,8 +85,8 @@ def drill_processes_left(
     placed: dict[str, Any], nodes: range, role: str = "candidate"
 ) -> list[int]:
     """The ``role`` drill's processes still alive on ``nodes`` (should be none)."""
-    from torchcanary.drill.procs import processes_with_token
-    from torchcanary.drill.rank_host import node_token
+    from torchcanary.fleet.rank_host import node_token
+    from torchcanary.process_set import processes_with_token
 
     token = placed["placed"][role]["token"]
     return [pid for node in nodes for pid in processes_with_token(node_token(token, node))]

@@ -289,6 +289,73 @@ def test_the_core_names_no_section() -> None:
     assert named_here == {}, "reach the section through the contract (sections.py)"
 
 
+def _entry_points(group: str) -> str:
+    text = (REPO / "pyproject.toml").read_text()
+    return text.split(f'[project.entry-points."{group}"]', 1)[1].split("\n[", 1)[0]
+
+
+def _section_packages() -> tuple[str, ...]:
+    """Every section's package, as the ``torchcanary.sections`` entry points name them."""
+    values = re.findall(r'^\w+ = "([\w.:]+)"', _entry_points("torchcanary.sections"), re.M)
+    return tuple(sorted({value.split(":")[0].rpartition(".")[0] for value in values}))
+
+
+def _imports_with_lines(module: str) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import in ``module``, under ``TYPE_CHECKING`` and inside
+    functions too; ``from package import name`` also names ``package.name``."""
+    package = module if modules()[module].name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree(module)):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(max(node.level - 1, 0)):
+                base = base.rpartition(".")[0]
+            if node.level:
+                imported = f"{base}.{node.module}" if node.module else base
+            else:
+                imported = node.module or ""
+            yield node.lineno, imported
+            yield from ((node.lineno, f"{imported}.{alias.name}") for alias in node.names)
+
+
+# Imports of another section that wait for the contract to carry what they read (issue 40:
+# one section's input arrives as another's declared output). Each is still there; when it
+# goes, it goes from here too.
+AWAITING_THE_CONTRACT = {
+    ("torchcanary.calls.section", "torchcanary.diff.settings"): "the diff's notes files, "
+    "read from its settings by name, for the release text the calls quote",
+}
+
+
+def test_no_section_package_imports_another() -> None:
+    """Sections are siblings: each uses the shared layer and the contract, never another
+    section's package (a function-level or ``TYPE_CHECKING`` import counts too)."""
+    sections = _section_packages()
+    assert {"torchcanary.stack", "torchcanary.calls", "torchcanary.bench"} <= set(sections)
+    found: dict[tuple[str, str], str] = {}
+    for module in modules():
+        own = next((s for s in sections if module == s or module.startswith(f"{s}.")), None)
+        if own is None:
+            continue
+        for line, imported in _imports_with_lines(module):
+            other = next(
+                (s for s in sections if imported == s or imported.startswith(f"{s}.")), None
+            )
+            if other is not None and other != own:
+                found.setdefault((module, _own(imported) or imported), f"line {line}")
+    offending = {
+        f"{module} imports {imported} ({line})"
+        for (module, imported), line in found.items()
+        if (module, imported) not in AWAITING_THE_CONTRACT
+    }
+    assert offending == set(), (
+        "move what both need to the shared layer, or take it through the contract"
+    )
+    gone = set(AWAITING_THE_CONTRACT) - set(found)
+    assert gone == set(), "no longer imported: drop these from AWAITING_THE_CONTRACT"
+
+
 def test_packages_import_each_other_without_cycles() -> None:
     """Counting imports and modules named in strings (the way in to the worker side)."""
     edges: dict[str, set[str]] = {}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from torchcanary.bench import report
-from torchcanary.bench.side_worker import thread_env
 from torchcanary.envs.cache import Environment
+from torchcanary.envs.worker_env import thread_env
 from torchcanary.envs.worker_process import WorkerProcess
 from torchcanary.report.view import load_run_view
 from torchcanary.store.rows import SectionResult

@@ -24,8 +24,8 @@ import pytest
 from torchcanary.envs.cache import ensure_environment
 from torchcanary.envs.scripts import header, read_script, stale_scripts
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.stack.overlay import create_overlay
-from torchcanary.stack.session import run_command
+from torchcanary.user_command.overlay import create_overlay
+from torchcanary.user_command.session import run_command
 
 
 def _fake_torch_wheel(folder: Path) -> Path:

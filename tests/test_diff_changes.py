@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchcanary.diff.changes import ChangeKind, SurfaceChange, compare_surfaces, signature_delta
-from torchcanary.diff.notes import ReleaseText
-from torchcanary.diff.section import CHECKED_VERDICTS, SUMMARY_KEY, blocking_reasons, planned_units
+from torchcanary.diff.section import CHECKED_VERDICTS, blocking_reasons, planned_units
 from torchcanary.plan import RunPlan
+from torchcanary.release_text import ReleaseText
 from torchcanary.section_types import PlannedUnit
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import SUMMARY_KEY, SectionResult
 
 REQUIRED = ["x", "positional-or-keyword", None, False]
 
@@ -91,7 +91,7 @@ def test_notes_announce_what_they_name_in_code_like_words_only():
     unnamed = {"torch._inductor.config.nvgemm_max_profiling_configs", "torch.nn.functional.relu"}
     for symbol in named | unnamed:
         change = SurfaceChange(ChangeKind.DEFAULT_CHANGED, symbol)
-        assert bool(text.mentions(change)) == (symbol in named), symbol
+        assert bool(text.naming(change.symbol)) == (symbol in named), symbol
 
 
 @dataclass

@@ -19,8 +19,8 @@ from cli_helpers import FIXTURES, run_canary
 from torchcanary.diff import section
 from torchcanary.diff.assess import assess, in_use
 from torchcanary.diff.changes import ChangeKind
-from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.worker_process import WorkerProcess
+from torchcanary.release_text import ReleaseText
 from torchcanary.worker.calls import COLLECT_SURFACE
 
 pytestmark = pytest.mark.torch_envs

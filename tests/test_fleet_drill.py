@@ -22,7 +22,8 @@ from local_cluster import (
     start_local_cluster,
     stop_local_cluster,
 )
-from torchcanary.drill.rank_host import UNPRIVILEGED_VARIABLE, why_not_strikable
+from torchcanary.drill.drill_host import why_not_strikable
+from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view

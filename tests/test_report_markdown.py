@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from torchcanary.diff import report as diff_report
-from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary
+from torchcanary.diff.result import DiffChange, DiffSummary
 from torchcanary.report.markdown import literal_text, time_lines
 from torchcanary.report.view import load_run_view
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import RunView
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
@@ -21,7 +22,7 @@ ALIAS = "<alias of torch.compiler.config.compile_on_one_rank>"
 
 def _diff_view(store: SqliteStore) -> RunView:
     run_id = store.create_run({"sections": ["diff"]})
-    summary = DiffSummary(DiffStatus.CHANGES, total=1, announced=0, unannounced_altering=1)
+    summary = DiffSummary(ComparisonStatus.CHANGES, total=1, announced=0, unannounced_altering=1)
     change = DiffChange(
         key="default-changed:torch._inductor.config.compile_one_rank",
         verdict=diff_report.ChangeKind("default-changed"),

@@ -21,9 +21,9 @@ from torchcanary.stack.diff import (
     timing_verdict,
     transition,
 )
-from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord, WarningRecord
-from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons, parse_settings
-from torchcanary.store.rows import SectionResult
+from torchcanary.stack.section import blocking_reasons, parse_settings
+from torchcanary.store.rows import SUMMARY_KEY, SectionResult
+from torchcanary.user_command.records import EnvRun, InstallOutcome, TestRecord, WarningRecord
 
 
 def _run(role: str, tests: dict[str, TestRecord], status: str = "failed") -> EnvRun:

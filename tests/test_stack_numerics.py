@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchcanary.numerics import DIR_VAR, record_stem
-from torchcanary.stack.numerics_diff import (
+from torchcanary.numerics_diff import (
     compare_directories,
     decode,
     load_records,

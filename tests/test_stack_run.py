@@ -19,7 +19,8 @@ from torchcanary.accounting import unchecked_units
 from torchcanary.report.view import load_run_view
 from torchcanary.sections import get_section
 from torchcanary.stack import report, section
-from torchcanary.stack.section import SUMMARY_KEY, blocking_reasons
+from torchcanary.stack.section import blocking_reasons
+from torchcanary.store.rows import SUMMARY_KEY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.torch_envs

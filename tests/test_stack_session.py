@@ -8,7 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from torchcanary.stack.session import run_command
+from torchcanary.user_command.session import run_command
 
 
 def _run(tmp_path: Path, code: str, timeout_s: float = 30.0, **limits: int):

@@ -8,6 +8,7 @@ that form does.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -16,6 +17,18 @@ SCHEMA_VERSION = 1
 # The key under which a section's result record stores its payload version. A payload
 # without it was written before the records were versioned: that form is version 1.
 RECORD_SCHEMA_KEY = "schema"
+
+
+class ComparisonStatus(str, enum.Enum):
+    """Whether a section compared the baseline's side with the candidate's (two runs of a
+    command, two API surfaces), and whether anything changed: a summary row's verdict."""
+
+    CHANGES = "changes"
+    NO_CHANGES = "no-changes"
+    NOT_COMPARED = "not-compared"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class SectionRecord(Protocol):

@@ -30,7 +30,7 @@ from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Measurements
 from torchcanary.bench.node_collectives import NodeRanks, RankSchedule
 from torchcanary.bench.payload import measured_payload, skipped_payload
-from torchcanary.bench.result import BOTH, BenchVerdict, bench_record, unmeasured_verdict
+from torchcanary.bench.result import BenchVerdict, bench_record, unmeasured_verdict
 from torchcanary.bench.samples import BASELINE, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import (
     SECTION,
@@ -49,8 +49,8 @@ from torchcanary.report.view import load_run_view
 from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
 from torchcanary.store.base import ResultStore
-from torchcanary.store.rows import SectionResult
-from torchcanary.worker.bench.specs import benchmark_id
+from torchcanary.store.rows import BOTH, SectionResult
+from torchcanary.worker.bench.specs import COLLECTIVE, benchmark_id
 
 if TYPE_CHECKING:
     from torchcanary.fleet.executor import Executor
@@ -75,7 +75,7 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     for op in table["ops"]:
         for size in table["bytes"]:
             spec = {
-                "kind": "collective",
+                "kind": COLLECTIVE,
                 "op": op,
                 "bytes": size,
                 "world_size": nodes,

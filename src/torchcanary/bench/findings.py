@@ -7,7 +7,7 @@ from typing import Any
 
 from torchcanary.bench.result import BenchMeasured, BenchVerdict, from_rows
 from torchcanary.section_types import Finding, RunView
-from torchcanary.worker.bench.specs import STEADY_KINDS
+from torchcanary.worker.bench.specs import STARTUP, STEADY_KINDS, WORKLOAD
 from torchcanary.worker.calls import EXPLAIN_ONESHOT_STARTUP, EXPLAIN_STEADY
 
 SECTION = "bench"
@@ -18,10 +18,10 @@ _SAMPLES_PER_MEASUREMENT = 5
 def _remeasure(record: BenchMeasured) -> dict[str, Any] | None:
     """One more sample of this benchmark as a worker call (None: not re-runnable alone)."""
     threads = int(record.harness.get("threads") or 1)
-    if record.kind in STEADY_KINDS and record.kind != "workload":
+    if record.kind in STEADY_KINDS and record.kind != WORKLOAD:
         kwargs = {"spec": record.spec, "threads": threads, "count": _SAMPLES_PER_MEASUREMENT}
         return {"call": EXPLAIN_STEADY, "kwargs": kwargs}
-    if record.kind == "startup" and record.spec.get("device", "cpu") == "cpu":
+    if record.kind == STARTUP and record.spec.get("device", "cpu") == "cpu":
         kwargs = {"measure": record.spec["measure"], "threads": threads}
         return {"call": EXPLAIN_ONESHOT_STARTUP, "kwargs": kwargs}
     return None

@@ -12,6 +12,7 @@ from typing import Any
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.side_worker import GroupWorkers, refused
+from torchcanary.worker.bench.specs import STARTUP
 from torchcanary.worker.calls import BENCH_COLLECTIVES, BENCH_ONESHOT
 
 
@@ -63,7 +64,7 @@ def measure_oneshots(
     jobs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for spec in specs:
         if not benchmarks[spec["id"]].stopped:
-            key = ("startup", "") if spec["kind"] == "startup" else ("compile", spec["model"])
+            key = ("startup", "") if spec["kind"] == STARTUP else ("compile", spec["model"])
             jobs.setdefault(key, []).append(spec)
     for (kind, model), entries in jobs.items():
         func = BENCH_ONESHOT[kind]
@@ -72,7 +73,7 @@ def measure_oneshots(
             "threads": settings.threads,
             "timeout_s": settings.timeout_s * 0.9,
         }
-        if kind == "startup":
+        if kind == STARTUP:
             kwargs["measures"] = [s["measure"] for s in entries]
         else:
             kwargs.update(
@@ -91,7 +92,7 @@ def measure_oneshots(
                     value = outcome.value if outcome.ok else {}
                     if refused(samples, side.name, outcome, value):
                         continue
-                    key = spec["measure"] if kind == "startup" else spec["phase"]
+                    key = spec["measure"] if kind == STARTUP else spec["phase"]
                     samples.add(
                         side.name,
                         Batch(crew.group, round_index, slot, (float(value["seconds"][key]),)),

@@ -34,7 +34,14 @@ from torchcanary.bench.workload_checks import numerics_dir
 from torchcanary.context import RunContext
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.worker.bench.roofline import ROOFLINE_KINDS, probe_request
-from torchcanary.worker.bench.specs import DERIVED_KINDS, ONESHOT_KINDS, RANKED_KINDS, spec_for_side
+from torchcanary.worker.bench.specs import (
+    DERIVED_KINDS,
+    ONESHOT_KINDS,
+    RANKED_KINDS,
+    WORKLOAD,
+    WORKLOAD_COLD,
+    spec_for_side,
+)
 from torchcanary.worker.calls import BENCH_DISPATCH, BENCH_ROOFLINE
 
 
@@ -185,7 +192,7 @@ class Interleaver:
         specs = plan(device)
         for spec in specs:
             self.result.benchmarks[spec["id"]] = BenchmarkSamples(spec["id"], spec)
-            if spec["kind"] == "workload_cold":
+            if spec["kind"] == WORKLOAD_COLD:
                 self._cold_of[spec["step"]] = spec["id"]
         return specs
 
@@ -267,7 +274,7 @@ class Interleaver:
                 side.role: str(numerics_dir(self.ctx.work_dir, samples.bench_id, side.role))
                 for side in self.sides
             }
-            if samples.spec["kind"] == "workload" and crew.group == 0
+            if samples.spec["kind"] == WORKLOAD and crew.group == 0
             else {}
         )
         slots = prepare_sides(crew, samples, self.settings, recording)

@@ -31,6 +31,7 @@ from typing import Any
 from torchcanary.envs.cache import Environment
 from torchcanary.kept import KeptFolder, entry_key, fixed_environments, own_files_digest
 from torchcanary.results import Manifest
+from torchcanary.worker.bench.specs import WORKLOAD
 
 REUSED = "reused"  # the key a reused fact carries: {"run_id", "made_at"}
 
@@ -66,7 +67,7 @@ class KeptFacts:
 
     def _key(self, role: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         environment = self._environments.get(role)
-        if environment is None or request.get("kind") == "workload":
+        if environment is None or request.get("kind") == WORKLOAD:
             return None
         ingredients = {
             "environment": environment,

@@ -1,7 +1,7 @@
 """The bench's collective ranks across nodes: one rank per Ray node, fresh for each call.
 
 The ranks are the bench's own (``worker/bench/collectives.py:rank_main``, through
-``worker/rank_main``), started by a :class:`~torchcanary.drill.rank_host.RankHost` on each
+``worker/rank_main``), started by a :class:`~torchcanary.fleet.rank_host.RankHost` on each
 of N nodes of a STRICT_SPREAD placement group, the group's address at node 0. Each answer
 is what the local collectives return (batches of the slowest rank's seconds per op, or why
 an op skipped or failed), so ``bench --fleet --nodes`` (``bench/across_nodes.py``) judges
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
-from torchcanary.drill.rank_host import RankHost
+from torchcanary.fleet.rank_host import RankHost
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:

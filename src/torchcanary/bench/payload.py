@@ -16,6 +16,7 @@ from torchcanary.bench.samples import BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.workload_checks import compare_numerics, summarise_facts
 from torchcanary.worker.bench.roofline import collective_bandwidth, fraction
+from torchcanary.worker.bench.specs import WORKLOAD
 
 
 def _harness(
@@ -142,7 +143,7 @@ def _what_ran(samples: BenchmarkSamples, sides: list[Side], work_dir: Path) -> d
         facts["workload"] = {
             side.store_role: summarise_facts(samples.extras.get(side.name, [])) for side in sides
         }
-        if spec["kind"] == "workload":
+        if spec["kind"] == WORKLOAD:
             facts["numerics"] = compare_numerics(work_dir, samples.bench_id, spec)
     elif samples.extras:
         facts["oneshot"] = _oneshot_facts(samples, sides)

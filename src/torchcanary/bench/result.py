@@ -18,10 +18,9 @@ from enum import Enum
 from typing import Any
 
 from torchcanary.results import payload_version, record_arguments, record_row
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SectionResult
 
 SCHEMA_VERSION = 1
-BOTH = "both"
 
 
 class BenchVerdict(str, Enum):

@@ -33,7 +33,6 @@ from torchcanary.bench.kept_facts import FactKind, KeptFacts
 from torchcanary.bench.kept_rooflines import ROOFLINES
 from torchcanary.bench.payload import measured_payload, skipped_payload
 from torchcanary.bench.result import (
-    BOTH,
     BenchMeasured,
     BenchSkipped,
     BenchVerdict,
@@ -50,7 +49,8 @@ from torchcanary.context import RunContext
 from torchcanary.envs.cache import cache_root
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SectionResult
+from torchcanary.worker.bench.specs import WORKLOAD
 
 SECTION = "bench"
 # Measured and judged, or an honest skip (no such device or feature here); ``not-run``
@@ -95,7 +95,7 @@ def _worker_context(ctx: RunContext, settings: BenchSettings) -> tuple[RunContex
     workload needs it; where an install failed, the cached environments still run the
     built-in benchmarks and every workload is recorded with the reason."""
     has_workloads = bool(settings.workloads) or any(
-        spec["kind"] == "workload" for spec in settings.benchmarks
+        spec["kind"] == WORKLOAD for spec in settings.benchmarks
     )
     environments, install_failed = with_project(
         ctx.environments,

@@ -44,7 +44,7 @@ Top-level keys, defaults in brackets:
 - ``seed`` [0: fresh each run, recorded]; ``families``: which benchmark families run;
 - one table per family (``[tool.torchcanary.bench.linear]`` ...) and ``benchmarks``: extra
   specs, each a table with a ``kind`` and its fields (``kind = "workload"``: your own step
-  function, see :mod:`.workload_spec`);
+  function, see :mod:`torchcanary.workload_spec`);
 - ``workloads`` [[]]: targets timed as eager workloads with their defaults
   (``torchcanary bench --workload pkg.mod:fn``);
 - ``with`` [[]]: requirements installed for the workloads into a per-run overlay of each
@@ -59,11 +59,17 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary import settings_checks
-from torchcanary.bench.workload_spec import parse_target, parse_workload
 from torchcanary.errors import ConfigError
-from torchcanary.worker.bench.specs import ALL_KINDS, benchmark_id, canonical_dtype, with_defaults
+from torchcanary.worker.bench.specs import (
+    ALL_KINDS,
+    WORKLOAD,
+    benchmark_id,
+    canonical_dtype,
+    with_defaults,
+)
+from torchcanary.workload_spec import parse_target, parse_workload
 
-_TABLE = "bench"
+TABLE = "bench"  # the config table, named in its refusals
 
 FAMILIES = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "startup", "compile", "collectives")
 DEFAULT_FAMILIES = ("linear", "gemm", "sdpa", "startup", "collectives")
@@ -153,15 +159,14 @@ class BenchSettings:
 
 
 def _fail(key: str, problem: str, fix: str) -> ConfigError:
-    return settings_checks.refusal(_TABLE, key, problem, fix)
+    return settings_checks.refusal(TABLE, key, problem, fix)
 
 
 def _int_list(key: str, value: Any, low: int = 0, high: int = 1 << 40) -> list[int]:
     if not isinstance(value, list) or not value:
         raise _fail(key, f"{value!r} is not a non-empty list", "write e.g. [1, 8]")
     return [
-        settings_checks.number(_TABLE, key, item, integer=True, low=low, high=high)
-        for item in value
+        settings_checks.number(TABLE, key, item, integer=True, low=low, high=high) for item in value
     ]
 
 
@@ -222,7 +227,7 @@ def _sdpa_shapes(key: str, value: Any) -> list[dict[str, Any]]:
             )
         checked = {
             name: settings_checks.number(
-                _TABLE, f"{key}.{name}", shape[name], integer=True, low=0, high=1 << 30
+                TABLE, f"{key}.{name}", shape[name], integer=True, low=0, high=1 << 30
             )
             for name in SDPA_FIELDS
         }
@@ -284,8 +289,8 @@ def _extra_benchmarks(value: Any, cwd: str) -> tuple[dict[str, Any], ...]:
                 "benchmarks", f"{spec!r} has no known kind", f"set kind to one of {list(ALL_KINDS)}"
             )
         spec = dict(spec)
-        if spec["kind"] == "workload":
-            specs.append(parse_workload(spec, cwd))
+        if spec["kind"] == WORKLOAD:
+            specs.append(parse_workload(spec, cwd, section=TABLE))
             continue
         try:
             benchmark_id(with_defaults(spec, "cpu"))
@@ -337,10 +342,10 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         if key in _SCALARS:
             kind, low, high = _SCALARS[key]
             values[key] = settings_checks.number(
-                _TABLE, key, value, integer=kind is int, low=low, high=high
+                TABLE, key, value, integer=kind is int, low=low, high=high
             )
         elif key in ("aa", "aa_control", "sequential"):
-            values[key] = settings_checks.flag(_TABLE, key, value)
+            values[key] = settings_checks.flag(TABLE, key, value)
         elif key == "device":
             values[key] = _choices(key, [value], ("auto", "cpu", "cuda"))[0]
         elif key == "clock":
@@ -355,10 +360,12 @@ def parse_settings(mapping: dict[str, Any] | None) -> BenchSettings:
         elif key == "benchmarks":
             values[key] = _extra_benchmarks(value, values["cwd"])
         elif key == "workloads":
-            targets = settings_checks.strings(_TABLE, key, value, example='["pkg.bench:step"]')
-            values[key] = tuple(parse_target(target, values["cwd"]) for target in targets)
+            targets = settings_checks.strings(TABLE, key, value, example='["pkg.bench:step"]')
+            values[key] = tuple(
+                parse_target(target, values["cwd"], section=TABLE) for target in targets
+            )
         elif key == "with":
-            values["with_"] = settings_checks.strings(_TABLE, key, value, example='["-e ."]')
+            values["with_"] = settings_checks.strings(TABLE, key, value, example='["-e ."]')
     family_settings = dict(values.pop("family_settings", {}))
     for name in FAMILIES:
         if name in mapping:

@@ -17,29 +17,12 @@ from typing import Any
 from torchcanary.bench.samples import BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
+from torchcanary.envs.worker_env import compile_env, thread_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
+from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.worker.calls import BENCH_TIMING
 
 _START_TIMEOUT_S = 180.0
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """Pin the thread pools before torch starts them, not only after."""
-    value = str(threads)
-    return {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": value, "OPENBLAS_NUM_THREADS": value}
-
-
-def compile_env(scratch: str) -> dict[str, str]:
-    """Every compile in a worker is cold: Inductor's on-disk caches off, in a scratch dir.
-
-    Otherwise a workload's second group would load the first group's compiled code and
-    its "cold compile" would time a cache hit.
-    """
-    return {
-        "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-        "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor",
-        "TRITON_CACHE_DIR": f"{scratch}/triton",
-    }
 
 
 class SideWorker:
@@ -121,7 +104,7 @@ class GroupWorkers:
 def record_failure(samples: BenchmarkSamples, side: str, outcome: CallResult) -> None:
     """Record a call that broke (raised, crashed or hung) as ``side``'s failure."""
     error = outcome.error.removeprefix("UserCodeFailed: ")
-    if samples.spec["kind"] == "workload" and outcome.status == "timeout":
+    if samples.spec["kind"] == WORKLOAD and outcome.status == "timeout":
         error += (
             " (the workload hung, or its setup, compile or calls took longer); "
             "fix the hang or raise its timeout_s"

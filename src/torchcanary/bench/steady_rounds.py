@@ -15,7 +15,7 @@ from torchcanary.bench.samples import Batch, BenchmarkSamples, Side
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.bench.side_worker import GroupWorkers, at_once, record_failure
 from torchcanary.envs.worker_process import CallResult
-from torchcanary.worker.bench.specs import spec_for_side
+from torchcanary.worker.bench.specs import WORKLOAD, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING
 
 
@@ -51,7 +51,7 @@ def prepare_sides(
             f"{BENCH_TIMING}:prepare", kwargs, timeout_s
         )
 
-    if samples.number is None or samples.spec["kind"] == "workload":
+    if samples.number is None or samples.spec["kind"] == WORKLOAD:
         # The first preparation calibrates the inner loop on the clock, and a workload's
         # times its own cold compile: one at a time.
         for side in preparing:

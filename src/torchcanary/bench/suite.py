@@ -9,9 +9,17 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from torchcanary.bench.settings import BenchSettings
-from torchcanary.bench.workload_spec import parse_workload
-from torchcanary.worker.bench.specs import benchmark_id, with_defaults
+from torchcanary.bench.settings import TABLE, BenchSettings
+from torchcanary.worker.bench.specs import (
+    COLLECTIVE,
+    COMPILE,
+    STARTUP,
+    WORKLOAD,
+    WORKLOAD_COLD,
+    benchmark_id,
+    with_defaults,
+)
+from torchcanary.workload_spec import parse_workload
 
 
 def _with_id(spec: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +68,7 @@ def _copy(table: dict[str, Any], device: str) -> list[dict[str, Any]]:
 
 def _startup(table: dict[str, Any], device: str) -> list[dict[str, Any]]:
     return [
-        _with_id({"kind": "startup", "measure": measure, "device": device})
+        _with_id({"kind": STARTUP, "measure": measure, "device": device})
         for measure in table["measures"]
     ]
 
@@ -69,7 +77,7 @@ def _compile(table: dict[str, Any], device: str) -> list[dict[str, Any]]:
     return [
         _with_id(
             {
-                "kind": "compile",
+                "kind": COMPILE,
                 "model": model,
                 "phase": phase,
                 "backend": table["backend"],
@@ -88,7 +96,7 @@ def _collectives(table: dict[str, Any], device: str) -> list[dict[str, Any]]:
     return [
         _with_id(
             {
-                "kind": "collective",
+                "kind": COLLECTIVE,
                 "op": op,
                 "bytes": size,
                 "world_size": world,
@@ -119,12 +127,12 @@ def expand(settings: BenchSettings, device: str) -> list[dict[str, Any]]:
             specs += _compile(table, device)
         elif family == "collectives":
             specs += _collectives(table, device)
-    workloads = [parse_workload({"target": target}) for target in settings.workloads]
+    workloads = [parse_workload({"target": target}, section=TABLE) for target in settings.workloads]
     for extra in [*settings.benchmarks, *workloads]:
         spec = with_defaults(extra, device)
         specs.append(_with_id(spec) if "id" not in spec else spec)
-        if spec["kind"] == "workload" and spec.get("mode") == "compile":
-            specs.append(_with_id({**spec, "kind": "workload_cold", "step": specs[-1]["id"]}))
+        if spec["kind"] == WORKLOAD and spec.get("mode") == "compile":
+            specs.append(_with_id({**spec, "kind": WORKLOAD_COLD, "step": specs[-1]["id"]}))
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:
         unique.setdefault(spec["id"], spec)

@@ -3,7 +3,7 @@
 Orchestrator side (no torch): the worker leaves facts with each preparation and, in the
 first round group, records the first outputs of a seeded build in each environment; here
 the facts are summarised per side and the outputs compared with the user's tolerance
-(``stack.numerics_diff``, the same comparison the stack uses for recorded tensors).
+(``numerics_diff.py``, the same comparison the stack uses for recorded tensors).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from torchcanary.stack.numerics_diff import compare_directories
+from torchcanary.numerics_diff import compare_directories
 
 
 def numerics_dir(work_dir: Path, bench_id: str, role: str) -> Path:

@@ -1,9 +1,9 @@
 """The environments a run's workloads need: each cached torch environment plus the project.
 
-The user's package is installed the way the stack installs it (``stack.overlay``): a fresh
-per-run child venv on top of each cached environment, torch pinned to the cached one, so
-the cache itself never holds a project. When ``with`` is empty the cached environments are
-used as they are (a file target needs no install). Built once per run, before the first
+The user's package is installed as the stack installs it (``user_command/overlay.py``): a
+fresh per-run child venv on top of each cached environment, torch pinned to the cached one,
+so the cache itself never holds a project. When ``with`` is empty the cached environments
+are used as they are (a file target needs no install). Built once per run, before the first
 worker group, and used by every bench worker so all benchmarks see the same interpreter.
 """
 
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from torchcanary.envs.cache import Environment
-from torchcanary.stack.overlay import OverlayError, create_overlay, install
+from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 
 _INSTALL_TIMEOUT_S = 900.0
 

@@ -6,7 +6,7 @@ the baseline, and in the baseline again as the control (``replay-<role>.jsonl``,
 differently is a change, unless the baseline's own two replays already disagree (then the
 call is nondeterministic and nothing is claimed). Tensor values (inline, base64, native byte
 order) are compared with the comparator the stack and the workloads share
-(``stack/numerics_diff.py``), with the dtype's default tolerance.
+(``numerics_diff.py``), with the dtype's default tolerance.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchcanary import numerics_diff
 from torchcanary.calls.faithful import unfaithful
-from torchcanary.stack import numerics_diff
 
 _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
 _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
@@ -255,7 +255,7 @@ def _output_difference(
 def _values_difference(
     meta: Mapping[str, Any], ref_bytes: bytes, out_bytes: bytes
 ) -> tuple[str, float | None] | None:
-    """Values compared by ``numerics_diff.compare``, the stack's comparator."""
+    """Values compared by ``numerics_diff.compare``, the comparator the stack shares."""
     dtype = str(meta["dtype"]).removeprefix("torch.")
     shape = tuple(int(n) for n in meta["shape"])
     if dtype in _COMPLEX_PARTS:

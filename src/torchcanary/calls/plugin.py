@@ -24,12 +24,15 @@ from torchcanary.contract import (
 
 if TYPE_CHECKING:
     from torchcanary.results import SectionRecord
-from torchcanary.stack import plugin as stack_plugin
+from torchcanary.user_command import flags as user_flags
+
+# The user's command is given as the stack's (--stack on run, with the stack's options).
+_FLAG = "stack"
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
     if own_command:
-        stack_plugin.add_flags(parser, own_command)
+        user_flags.add_flags(parser, own_command, flag=_FLAG)
         parser.add_argument(
             "--replay-timeout",
             type=float,
@@ -42,7 +45,7 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own."""
-    settings = stack_plugin.flag_settings(args)
+    settings = user_flags.flag_settings(args, flag=_FLAG)
     if getattr(args, "bench_workloads", None):
         settings["workloads"] = list(args.bench_workloads)
     if getattr(args, "calls_replay_timeout_s", None) is not None:
@@ -54,7 +57,7 @@ def named_by(args: argparse.Namespace) -> bool:
     """``run --stack COMMAND`` or ``run --workload TARGET`` records and replays those calls
     too."""
     workloads = args.command == "run" and bool(getattr(args, "bench_workloads", None))
-    return stack_plugin.named_by(args) or workloads
+    return user_flags.command_given(args, flag=_FLAG) or workloads
 
 
 def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -17,11 +17,9 @@ from typing import Any
 
 from torchcanary.calls.compare import CallVerdict
 from torchcanary.results import payload_version, record_arguments, record_row
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 
 SCHEMA_VERSION = 1
-SUMMARY_KEY = "__summary__"
-BOTH = "both"
 
 
 class SummaryStatus(str, enum.Enum):

@@ -1,6 +1,6 @@
 """Section "calls": the torch calls your code makes, recorded and replayed in both versions.
 
-``run(ctx)``: the user's command (the stack's: same settings, same overlay machinery) runs
+``run(ctx)``: the user's command (as the stack runs it, through ``user_command/``) runs
 once in the baseline with the recording plugin on (``worker/replay``: every distinct torch
 call, its site and its small tensor arguments), and so does each workload given (its own
 ``--workload``, or the bench's of this run: built and stepped twice in a process of its
@@ -32,8 +32,6 @@ from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
 from torchcanary.calls.result import (
-    BOTH,
-    SUMMARY_KEY,
     CallChange,
     CallsSummary,
     SummaryStatus,
@@ -41,14 +39,15 @@ from torchcanary.calls.result import (
 )
 from torchcanary.calls.settings import CallsSettings
 from torchcanary.context import RunContext
-from torchcanary.diff.notes import ReleaseText
 from torchcanary.envs.cache import Environment
 from torchcanary.plan import RunPlan
+from torchcanary.release_text import ReleaseText, release_text
 from torchcanary.section_types import PlannedUnit, PolicyBounds
-from torchcanary.stack.command import UserCommand
-from torchcanary.stack.execute import RoleRunner
-from torchcanary.stack.session import run_command
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
+from torchcanary.user_command.command import UserCommand
+from torchcanary.user_command.execute import RoleRunner
+from torchcanary.user_command.session import run_command
+from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.worker.calls import (
     CALLS_RECORD_PLUGIN,
     CALLS_RECORD_VAR,
@@ -90,7 +89,7 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
 def run(ctx: RunContext) -> None:
     settings = CallsSettings.from_json(ctx.plan.section_settings(SECTION))
     workloads = _workloads(settings, ctx.plan.section_settings(BENCH))
-    if not settings.stack.command and not workloads:
+    if not settings.user_command.command and not workloads:
         _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, reason="no command given"))
         return
     root = ctx.work_dir / SECTION
@@ -183,8 +182,8 @@ def _workloads(settings: CallsSettings, bench: Mapping[str, Any]) -> list[dict[s
     """The calls' own workloads and the bench's (its ``workloads`` and ``kind = "workload"``
     benchmarks) of this run, each once."""
     specs = list(settings.workloads)
-    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == "workload"]
-    specs += [{"kind": "workload", "target": t} for t in bench.get("workloads", ())]
+    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == WORKLOAD]
+    specs += [{"kind": WORKLOAD, "target": t} for t in bench.get("workloads", ())]
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:
         unique.setdefault(json.dumps([spec["target"], spec.get("params", {})]), spec)
@@ -198,8 +197,8 @@ def _record_all(
     one overlay (installed once); each workload's run is its own process, apart from the
     bench's timed samples."""
     runs: list[tuple[str, str, str]] = []  # (label, command, tag)
-    if settings.stack.command:
-        runs.append((settings.stack.command, settings.stack.command, ""))
+    if settings.user_command.command:
+        runs.append((settings.user_command.command, settings.user_command.command, ""))
     for index, spec in enumerate(workloads, start=1):
         text = shlex.join(["python", "-m", CALLS_RECORD_WORKLOAD_MAIN, json.dumps(spec)])
         runs.append((f"workload {spec['target'].rsplit('/', 1)[-1]}", text, f"w{index}."))
@@ -209,13 +208,13 @@ def _record_all(
     for label, text, tag in runs:
         folder = root / ("recording" if not tag else f"recording-{tag.rstrip('.')}")
         folder.mkdir(parents=True, exist_ok=True)
-        env = {**settings.stack.env, CALLS_RECORD_VAR: str(folder)}
+        env = {**settings.user_command.env, CALLS_RECORD_VAR: str(folder)}
         if not tag:
             env["PYTEST_PLUGINS"] = CALLS_RECORD_PLUGIN
         runner = RoleRunner(
             "baseline",
             ctx.environments["baseline"],
-            dataclasses.replace(settings.stack, env=env),
+            dataclasses.replace(settings.user_command, env=env),
             UserCommand.parse(text),
             ctx.import_root,
             root / ("baseline" if first is None else f"baseline-{tag.rstrip('.') or 'cmd'}"),
@@ -237,11 +236,10 @@ def _release_text(ctx: RunContext) -> ReleaseText | None:
     or None when the run has no diff."""
     if DIFF not in ctx.plan.sections:
         return None
-    from torchcanary.diff.section import release_text
     from torchcanary.diff.settings import DiffSettings
 
     diff_settings = DiffSettings.from_json(ctx.plan.section_settings(DIFF))
-    return release_text(diff_settings, ctx.plan.probe_modules)
+    return release_text(diff_settings.notes, ctx.plan.probe_modules)
 
 
 def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:
@@ -314,7 +312,7 @@ def _compare(
         if found.metadata_only is not None:
             metadata_only[found.metadata_only] = metadata_only.get(found.metadata_only, 0) + 1
         if found.verdict is not CallVerdict.SAME:
-            change = _change(call, found, Path(settings.stack.cwd), recording.tag)
+            change = _change(call, found, Path(settings.user_command.cwd), recording.tag)
             words = notes.naming(change.callable) if notes is not None else ()
             if notes is not None and words:
                 announced = {"notes": ", ".join(words)}
@@ -341,9 +339,9 @@ def _replay(
     env = {"PYTHONPATH": str(import_root), "OMP_NUM_THREADS": "1", **extra}
     run_command(
         argv,
-        cwd=Path(settings.stack.cwd),
+        cwd=Path(settings.user_command.cwd),
         env=env,
-        timeout_s=settings.stack.timeout_s,
+        timeout_s=settings.user_command.timeout_s,
         log_path=recording / f"replay-{role}.log",
     )
 

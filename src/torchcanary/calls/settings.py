@@ -1,6 +1,7 @@
-"""The calls section's settings: the stack's own (command, --with, env, cwd, ...), read by
-``stack/settings.py``, plus what only the calls need: the workloads to record (the bench's
-workload specs, read by ``bench/workload_spec.py``) and the replay's own keys."""
+"""The calls section's settings: the user's command's (command, --with, env, cwd, ...), read
+by ``user_command/settings.py`` as the stack reads them, plus what only the calls need: the
+workloads to record (the bench's workload specs, read by ``workload_spec.py``) and the
+replay's own keys."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary import settings_checks
-from torchcanary.bench.workload_spec import parse_workload
 from torchcanary.errors import ConfigError
-from torchcanary.stack import settings as stack_settings
-from torchcanary.stack.settings import StackSettings
+from torchcanary.user_command import settings as command_settings
+from torchcanary.user_command.settings import CommandSettings
+from torchcanary.worker.bench.specs import WORKLOAD
+from torchcanary.workload_spec import parse_workload
 
 _OWN = ("candidate_env", "replay_timeout_s", "workloads")
+_COMMAND_TABLE = "stack"  # the table whose command keys these are, and the flags'
 
 
 @dataclass(frozen=True)
@@ -23,15 +26,18 @@ class CallsSettings:
     setting your deployment gives the new version); ``replay_timeout_s``: per call;
     ``workloads``: bench workload specs whose calls are recorded too (``--workload``)."""
 
-    stack: StackSettings
+    user_command: CommandSettings
     candidate_env: dict[str, str] = field(default_factory=dict)
     replay_timeout_s: float = 60.0
     workloads: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, mapping: Mapping[str, Any]) -> CallsSettings:
-        stack_part = {k: v for k, v in mapping.items() if k not in _OWN}
-        parsed = StackSettings.from_json(stack_settings.parse_settings(stack_part))
+        command_part = {k: v for k, v in mapping.items() if k not in _OWN}
+        # Refused in the stack's words, as the stack's keys always were.
+        parsed = CommandSettings.from_json(
+            command_settings.parse_settings(command_part, table=_COMMAND_TABLE)
+        )
         env = mapping.get("candidate_env", {})
         if not isinstance(env, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()
@@ -52,13 +58,13 @@ class CallsSettings:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.stack.to_json(), **self.own_json()}
+        return {**self.user_command.to_json(), **self.own_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CallsSettings:
-        stack_part = {k: v for k, v in data.items() if k not in _OWN}
+        command_part = {k: v for k, v in data.items() if k not in _OWN}
         return cls(
-            StackSettings.from_json(stack_part),
+            CommandSettings.from_json(command_part),
             dict(data.get("candidate_env", {})),
             float(data.get("replay_timeout_s", 60.0)),
             tuple(dict(spec) for spec in data.get("workloads", ())),
@@ -76,5 +82,6 @@ def workloads(mapping: Mapping[str, Any], cwd: str) -> tuple[dict[str, Any], ...
         table = {"target": item} if isinstance(item, str) else item
         if not isinstance(table, Mapping):
             raise ConfigError(f"calls.workloads: {item!r} is not a target or a workload table")
-        specs.append(parse_workload({"kind": "workload", **table}, cwd))
+        # Refused in the bench's words: the same spec as a bench workload's.
+        specs.append(parse_workload({"kind": WORKLOAD, **table}, cwd, section="bench"))
     return tuple(specs)

@@ -12,14 +12,21 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 from torchcanary.errors import ConfigError
-from torchcanary.packs.discovery import InstalledPack, discover_packs
+from torchcanary.packs.discovery import (
+    InstalledPack,
+    discover_packs,
+    installed_probes,
+    plugin_probes,
+)
 from torchcanary.packs.model import Pack, PackError
 from torchcanary.probe import Probe
-from torchcanary.probe_registry import ProbeDiscoveryError, ProbeSource, discover
+from torchcanary.probe_registry import ProbeSource
 
 PLUGINS_PACK = "plugins"
+_Chosen = TypeVar("_Chosen")  # what _narrow keeps for each probe id
 _TORCH_PIN = re.compile(r"(?:^|\s)torch==([0-9][0-9A-Za-z.+]*)")
 
 
@@ -93,22 +100,14 @@ def choose_packs(
 def _unpacked_probes(
     installed_ids: set[str], extra_modules: tuple[str, ...]
 ) -> dict[str, PlannedProbe]:
-    try:
-        found = discover(extra_modules)
-    except ProbeDiscoveryError as exc:
-        raise ConfigError(
-            f"{exc}; fix or uninstall that plugin, or leave it out of --probe-module"
-        ) from exc
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"probe module not found: {exc.name}; check --probe-module") from exc
     return {
         pid: PlannedProbe(PLUGINS_PACK, probe, source)
-        for pid, (probe, source) in found.items()
+        for pid, (probe, source) in plugin_probes(extra_modules).items()
         if pid not in installed_ids
     }
 
 
-def _narrow(probes: dict[str, PlannedProbe], patterns: tuple[str, ...]) -> dict[str, PlannedProbe]:
+def _narrow(probes: dict[str, _Chosen], patterns: tuple[str, ...]) -> dict[str, _Chosen]:
     if not patterns:
         return probes
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(pid, p) for pid in probes)]
@@ -144,10 +143,4 @@ def select_probes(
     patterns: tuple[str, ...], extra_modules: tuple[str, ...] = ()
 ) -> dict[str, tuple[Probe, ProbeSource]]:
     """Every probe installed (all packs, all plugins) matching any pattern, by id."""
-    probes: dict[str, PlannedProbe] = {}
-    for item in discover_packs():
-        for pid, (probe, source) in item.probes.items():
-            probes.setdefault(pid, PlannedProbe(item.pack.name, probe, source))
-    probes |= _unpacked_probes(set(probes), extra_modules)
-    chosen = _narrow(dict(sorted(probes.items())), patterns)
-    return {pid: (planned.probe, planned.source) for pid, planned in chosen.items()}
+    return _narrow(installed_probes(extra_modules), patterns)

@@ -12,7 +12,7 @@ from typing import Any
 
 from torchcanary.diff.changes import REMOVALS, ChangeKind, SurfaceChange, compare_surfaces
 from torchcanary.diff.codescan import ChangedNames, ScanResult, scan_code
-from torchcanary.diff.notes import ReleaseText
+from torchcanary.release_text import ReleaseText
 
 # How a change reaches the user's code, worst first; the policy blocks on the first three.
 IN_USE_REMOVED = "uses-removed"
@@ -90,7 +90,10 @@ def assess(
     release_text: ReleaseText,
     code_root: Path | None,
 ) -> SurfaceDiff:
-    changes = release_text.annotate(compare_surfaces(baseline, candidate))
+    changes = [
+        change.with_notes(release_text.naming(change.symbol))
+        for change in compare_surfaces(baseline, candidate)
+    ]
     if code_root is None:
         return SurfaceDiff(tuple(changes), None)
     scan = scan_code(code_root, changed_names(changes, [baseline, candidate]))

@@ -18,9 +18,10 @@ from torchcanary.diff.assess import (
     IN_USE_SIGNATURE,
 )
 from torchcanary.diff.changes import ChangeKind
-from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary, from_rows
+from torchcanary.diff.result import DiffChange, DiffSummary, from_rows
 from torchcanary.diff.section import SECTION
 from torchcanary.report.markdown import literal_text
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import JUnitCase
 
 _TITLE = "What changed that the notes don't say"
@@ -66,7 +67,7 @@ def _announced(changes: list[DiffChange]) -> list[DiffChange]:
 
 
 def _headline(summary: DiffSummary) -> str:
-    if summary.verdict is DiffStatus.NOT_COMPARED:
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
         return f"Not compared: {summary.reason or ''}"
     versions = summary.torch_versions or {}
     return (
@@ -132,7 +133,7 @@ def html(view: Any) -> str:
     if summary is None:
         return parts[0] + f"<p>{escape(_NOT_RUN)}</p></section>"
     parts.append(f"<p>{escape(_headline(summary))}</p>")
-    if summary.verdict is DiffStatus.NOT_COMPARED:
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
         return "".join(parts) + "</section>"
     parts.append(f"<p>{escape(_scan_line(summary))}</p>")
     used = _in_use(changes)
@@ -198,7 +199,7 @@ def _text_cell(text: str) -> str:
 def reused(view: Any) -> dict[str, tuple[int, int]]:
     """The two environments' surface collections kept from earlier runs, of the two."""
     summary, _ = _rows(view)
-    if summary is None or summary.verdict is DiffStatus.NOT_COMPARED:
+    if summary is None or summary.verdict is ComparisonStatus.NOT_COMPARED:
         return {}
     return {"diff surfaces": (len(summary.reused_made_at or {}), 2)}
 
@@ -209,7 +210,7 @@ def markdown(view: Any) -> str:
     if summary is None:
         return "\n".join([*out, _NOT_RUN, ""])
     out += [_headline(summary), ""]
-    if summary.verdict is DiffStatus.NOT_COMPARED:
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
         return "\n".join(out)
     out += [_scan_line(summary), ""]
     used = _in_use(changes)
@@ -254,7 +255,7 @@ def junit_cases(view: Any) -> list[JUnitCase]:
     if summary is None:
         return []
     suite = "torchcanary.diff"
-    if summary.verdict is DiffStatus.NOT_COMPARED:
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:
         return [
             JUnitCase(suite, "collect and compare surfaces", "error", message=_headline(summary))
         ]

@@ -1,7 +1,7 @@
 """The diff section's stored results: a summary row and one row per change, typed.
 
 - :class:`DiffSummary` (key ``__summary__``): whether the two builds' surfaces were
-  compared (:class:`DiffStatus`), with counts per kind, the scan of the user's code and
+  compared (:class:`ComparisonStatus`), with counts per kind, the scan of the user's code and
   how long it took; a diff that was not compared carries only ``reason``.
 - :class:`DiffChange` (key ``<kind>:<symbol>``): one changed name; its verdict is its
   kind (``changes.ChangeKind``), ``in_use`` how the user's code meets it (one of
@@ -13,35 +13,21 @@ unversioned payloads of older runs included.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.diff.changes import ChangeKind
-from torchcanary.results import payload_version, record_arguments, record_row
-from torchcanary.store.rows import SectionResult
+from torchcanary.results import ComparisonStatus, payload_version, record_arguments, record_row
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 
 SCHEMA_VERSION = 1
-SUMMARY_KEY = "__summary__"
-BOTH = "both"
-
-
-class DiffStatus(str, enum.Enum):
-    """Whether the surfaces were compared, and whether anything changed."""
-
-    CHANGES = "changes"
-    NO_CHANGES = "no-changes"
-    NOT_COMPARED = "not-compared"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
 class DiffSummary:
     """The comparison as a whole; every figure is None when it was not compared."""
 
-    verdict: DiffStatus
+    verdict: ComparisonStatus
     reason: str | None = None
     counts: dict[str, int] | None = None
     unannounced_counts: dict[str, int] | None = None
@@ -113,7 +99,7 @@ def from_json(data: dict[str, Any]) -> DiffRecord:
     key, role = str(data["key"]), str(data.get("env_role", BOTH))
     if key == SUMMARY_KEY:
         return DiffSummary(
-            verdict=DiffStatus(data["verdict"]),
+            verdict=ComparisonStatus(data["verdict"]),
             env_role=role,
             **record_arguments(DiffSummary, payload),
         )

@@ -50,24 +50,23 @@ from torchcanary.diff.assess import (
     in_use,
 )
 from torchcanary.diff.changes import SurfaceChange, counts_by_kind
-from torchcanary.diff.notes import ReleaseText, claims_pack_texts, read_notes
-from torchcanary.diff.result import DiffChange, DiffStatus, DiffSummary, from_json, from_rows
+from torchcanary.diff.result import DiffChange, DiffSummary, from_json, from_rows
 from torchcanary.diff.settings import DiffSettings
 from torchcanary.envs.cache import cache_root
 from torchcanary.envs.worker_process import CallResult
 from torchcanary.kept import KeptFolder, entry_key, fixed_environment, own_files_digest
 from torchcanary.plan import RunPlan
+from torchcanary.release_text import release_text
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import PlannedUnit
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 from torchcanary.worker.calls import COLLECT_SURFACE
 
 SECTION = "diff"
 _KEPT_SCHEMA = 1  # the format of the surfaces kept under <cache>/surfaces
 REUSED_KEY = "reused_made_at"  # in a collection kept from an earlier run: when it was made
-SUMMARY_KEY = "__summary__"
 # The comparison is checked when both surfaces were read and diffed; not-compared is not.
-CHECKED_VERDICTS = frozenset((DiffStatus.CHANGES.value, DiffStatus.NO_CHANGES.value))
-BOTH = "both"
+CHECKED_VERDICTS = frozenset((ComparisonStatus.CHANGES.value, ComparisonStatus.NO_CHANGES.value))
 POLICY_DEFAULTS: dict[str, Any] = {
     "diff_block_on_removed": True,
     "diff_block_on_relied_default": True,
@@ -136,14 +135,6 @@ def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
     return {role: results[role] for role in ROLES}
 
 
-def release_text(settings: DiffSettings, extra_modules: tuple[str, ...] = ()) -> ReleaseText:
-    """The claims pack's words plus the notes files' words."""
-    from torchcanary.claims.catalog import select_probes
-
-    described = [probe.describe() for probe, _ in select_probes((), extra_modules).values()]
-    return ReleaseText.from_texts([*claims_pack_texts(described), *read_notes(settings.notes)])
-
-
 def code_root(ctx: RunContext, settings: DiffSettings) -> Path | None:
     """``diff.code``, else the stack's project when the stack has a command, else none."""
     if settings.code:
@@ -197,7 +188,7 @@ def run(ctx: RunContext) -> None:
             reason = "; ".join(
                 f"{role}: {call.status}: {call.error}" for role, call in failed.items()
             )
-            _save(ctx, SUMMARY_KEY, DiffStatus.NOT_COMPARED.value, {"reason": reason})
+            _save(ctx, SUMMARY_KEY, ComparisonStatus.NOT_COMPARED.value, {"reason": reason})
             ctx.progress.note(f"diff: not compared: {reason}")
             return
         for role, call in calls.items():
@@ -211,13 +202,13 @@ def run(ctx: RunContext) -> None:
     diff = assess(
         collections["baseline"],
         collections["candidate"],
-        release_text(settings, ctx.plan.probe_modules),
+        release_text(settings.notes, ctx.plan.probe_modules),
         code_root(ctx, settings),
     )
     for change in diff.changes:
         _save(ctx, change.key, change.kind.value, change_payload(change))
     payload = summary_payload(diff, collections, time.monotonic() - started)
-    verdict = DiffStatus.CHANGES if diff.changes else DiffStatus.NO_CHANGES
+    verdict = ComparisonStatus.CHANGES if diff.changes else ComparisonStatus.NO_CHANGES
     _save(ctx, SUMMARY_KEY, verdict.value, payload)
     ctx.progress.note(
         f"diff: {payload['total']} change(s), {payload['total'] - payload['announced']} "
@@ -250,7 +241,7 @@ def blocking_reasons(view: Any, policy: dict[str, Any]) -> list[str]:
     summary = next((r for r in records if isinstance(r, DiffSummary)), None)
     if summary is None:
         return ["diff: the comparison did not finish; run again with --resume"]
-    if summary.verdict is DiffStatus.NOT_COMPARED:  # the core's rule (``accounting.py``)
+    if summary.verdict is ComparisonStatus.NOT_COMPARED:  # the core's rule (``accounting.py``)
         return []
     changes = [r for r in records if isinstance(r, DiffChange)]
     reasons = []

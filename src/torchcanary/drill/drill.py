@@ -42,9 +42,9 @@ from torchcanary.drill.launch import (
 )
 from torchcanary.drill.netns import NetworkUnavailable, RankNetwork, leftover_namespaces
 from torchcanary.drill.netns import why_unavailable as network_unavailable
-from torchcanary.drill.procs import ProcessSet
 from torchcanary.drill.result import DrillVerdict
 from torchcanary.kept import describe_age, own_files_digest
+from torchcanary.process_set import ProcessSet
 from torchcanary.worker.drill.events import read_events
 
 POLL_S = 0.05

@@ -1,6 +1,6 @@
 """How a drill starts its processes: torchrun, plain ranks, a store host, in namespaces.
 
-Orchestrator side. Three shapes, all through :class:`~torchcanary.drill.procs.ProcessSet`
+Orchestrator side. Three shapes, all through :class:`~torchcanary.process_set.ProcessSet`
 so every process carries the drill's token:
 - torchrun on one host (``--standalone``), the way most jobs start;
 - torchrun once per node with an explicit c10d rendezvous endpoint on a separate store
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchcanary.drill.catalog import UNSHARED_STORE, DrillSpec
 from torchcanary.drill.netns import RANK_IFNAME, RankNetwork
-from torchcanary.drill.procs import ProcessSet
+from torchcanary.process_set import ProcessSet
 from torchcanary.worker.calls import DRILL_JOB, DRILL_STORE_HOST
 
 FR_BUFFER_ENTRIES = "20000"

@@ -1,7 +1,7 @@
 """One drill across nodes: ranks on distinct Ray nodes, a fault struck on one, measured.
 
 The driver side of ``torchcanary drill --fleet ADDR --nodes N``. A STRICT_SPREAD placement
-group puts one :class:`~torchcanary.drill.rank_host.RankHost` on each of N nodes; node 0
+group puts one :class:`~torchcanary.drill.drill_host.DrillHost` on each of N nodes; node 0
 hosts the rendezvous store, every node runs one torchrun (one rank) that rendezvouses with
 the others over the network at the store's address, and the faults strike on the target
 node (``target_rank``, a node index here): its rank killed or stopped, the whole node
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.drill import timeline, trajectory
 from torchcanary.drill.catalog import RESTARTS, DrillSpec
 from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
+from torchcanary.drill.drill_host import DrillHost, why_not_strikable
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
-from torchcanary.drill.rank_host import RankHost, why_not_strikable
 from torchcanary.drill.result import DrillVerdict
 from torchcanary.fleet.across_nodes import placed_profile
 
@@ -102,7 +102,7 @@ class NodeDrills:
         self.shared_dir = shared_dir
         self.executor = executor
         self.token = secrets.token_hex(8)
-        self.group: HostGroup = executor.spread(RankHost, nodes, [self.token], gpus=gpus)
+        self.group: HostGroup = executor.spread(DrillHost, nodes, [self.token], gpus=gpus)
         try:
             keys = {node.node_id: node.profile.key for node in executor.discover()}
             found = [keys.get(place.node_id, "unknown") for place in self.group.places]

@@ -30,7 +30,6 @@ from torchcanary.drill.job_injectors import (
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
 from torchcanary.drill.netns import RankNetwork
-from torchcanary.drill.procs import ProcessSet
 from torchcanary.drill.result import DrillVerdict
 from torchcanary.drill.user_job import (
     CWD_VARIABLE,
@@ -39,7 +38,8 @@ from torchcanary.drill.user_job import (
     SCRATCH_VARIABLE,
     UserJob,
 )
-from torchcanary.stack.overlay import OverlayError, create_overlay, install
+from torchcanary.process_set import ProcessSet
+from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
 from torchcanary.worker.drill.events import read_events
 from torchcanary.worker.drill.job_backward import BACKWARD_VARIABLE

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.results import payload_version
+from torchcanary.store.rows import BOTH, SUMMARY_KEY
 
 SCHEMA_VERSION = 1
 SECTION = "explain"
@@ -102,7 +103,7 @@ class Explanation:
     unexplained_high: float | None = None
     seconds: float = 0.0
     not_checked: tuple[str, ...] = ()
-    env_role: str = "both"
+    env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -128,9 +129,6 @@ class Explanation:
         }
 
 
-SUMMARY_KEY = "__summary__"
-
-
 @dataclass(frozen=True)
 class ExplainSummary:
     """The explain section's run (key ``__summary__``): how, within what budget, at what cost."""
@@ -141,7 +139,7 @@ class ExplainSummary:
     budget_s: float = 0.0
     seconds: float = 0.0
     key: str = SUMMARY_KEY
-    env_role: str = "both"
+    env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -199,7 +197,7 @@ def from_json(data: dict[str, Any]) -> Explanation | ExplainSummary:
         unexplained_high=payload.get("unexplained_high"),
         seconds=float(payload.get("seconds") or 0.0),
         not_checked=tuple(payload.get("not_checked") or ()),
-        env_role=str(data.get("env_role", "both")),
+        env_role=str(data.get("env_role", BOTH)),
         extra={k: v for k, v in payload.items() if k not in _KNOWN},
     )
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchcanary.bench.side_worker import compile_env, thread_env
+from torchcanary.envs.worker_env import compile_env, thread_env
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.explain.ops import (
@@ -35,7 +35,7 @@ from torchcanary.explain.ops import (
     told_apart,
 )
 from torchcanary.section_types import Finding
-from torchcanary.worker.bench.specs import spec_for_side
+from torchcanary.worker.bench.specs import COMPILE, WORKLOAD_COLD, spec_for_side
 from torchcanary.worker.calls import EXPLAIN_COMPILE_PHASES
 
 # The phases, outermost first, as the worker names them (each without the ones inside it).
@@ -224,7 +224,7 @@ def _is_cold_compile(spec: dict[str, Any]) -> bool:
     """A cold compile the worker can redo: a user's workload's (``workload_cold``) or the
     bench's one-shot compile model's cold phase."""
     kind = spec.get("kind")
-    return kind == "workload_cold" or (kind == "compile" and spec.get("phase") == "cold")
+    return kind == WORKLOAD_COLD or (kind == COMPILE and spec.get("phase") == "cold")
 
 
 def contribution(diff: CompileDiff, repeats: int, reproduce: str) -> Contribution:

@@ -28,12 +28,13 @@ from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
+from torchcanary.worker.bench.specs import COMPILE, WORKLOAD
 from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
 _HELPS = 0.25  # a cause whose share's interval clears this joins the combination
 _MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
-_COMPILED = ("compile", "workload")  # the findings torch's config values can move
+_COMPILED = (COMPILE, WORKLOAD)  # the findings torch's config values can move
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from torchcanary.bench.side_worker import thread_env
+from torchcanary.envs.worker_env import thread_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause

@@ -18,7 +18,6 @@ from typing import Any
 from torchcanary.context import RunContext
 from torchcanary.explain.cause import (
     SECTION,
-    SUMMARY_KEY,
     Cause,
     ExplainStatus,
     ExplainSummary,
@@ -32,7 +31,7 @@ from torchcanary.plan import RunPlan
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding, PlannedUnit, RunView
 from torchcanary.sections import registered
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import SUMMARY_KEY, SectionResult
 
 POLICY_DEFAULTS: dict[str, Any] = {}
 # The section's one planned unit is its pass over the run's findings: checked when its

@@ -31,6 +31,7 @@ from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
+from torchcanary.worker.bench.specs import STARTUP
 from torchcanary.worker.calls import EXPLAIN_STARTUP
 
 _HASH = re.compile(r"-[0-9a-f]{8}(?=[.-])")
@@ -69,7 +70,7 @@ def load_order(paths: list[str]) -> list[str]:
 
 
 def applies(finding: Finding) -> bool:
-    return finding.facts.get("kind") == "startup" and finding.item.endswith("import_torch")
+    return finding.facts.get("kind") == STARTUP and finding.item.endswith("import_torch")
 
 
 def _call(job: ExplainJob, role: str, worker: Any, **kwargs: Any) -> dict[str, Any]:

@@ -17,17 +17,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-# The variables through which an engine hands a process its devices, by vendor.
-VISIBLE_VARIABLES = (
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "ONEAPI_DEVICE_SELECTOR",
-    "NEURON_RT_VISIBLE_CORES",
-    "TPU_VISIBLE_CHIPS",
-    "HABANA_VISIBLE_MODULES",
-    "ASCEND_RT_VISIBLE_DEVICES",
-)
+from torchcanary.worker.devices import VISIBLE_VARIABLES
+
 # The variable that counts GPUs for each vendor whose GPUs the engine calls "GPU".
 GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 # Variables that change what the engine does with those: Ray's NOSET_* (it leaves a

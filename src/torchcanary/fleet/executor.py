@@ -10,11 +10,12 @@ and ``--resume`` never learn which engine is underneath (``fleet/connect.py`` pi
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Protocol
 
 from torchcanary.fleet.profile import FleetNode
+from torchcanary.fleet.secrets import strip_data, strip_text
 from torchcanary.fleet.unit import UnitResult, WorkUnit
 
 
@@ -24,6 +25,18 @@ class Assignment:
 
     node: FleetNode
     unit: WorkUnit
+
+
+def tagged_result(result: UnitResult, node: FleetNode) -> UnitResult:
+    """A unit's result as every executor hands it back: with the node and profile it ran
+    on, and with no secret left in it."""
+    return replace(
+        result,
+        output=None if result.output is None else strip_data(dict(result.output)),
+        error=None if result.error is None else strip_text(result.error),
+        node_id=node.node_id,
+        profile_key=node.profile.key,
+    )
 
 
 @dataclass(frozen=True)

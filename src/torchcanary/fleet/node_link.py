@@ -1,6 +1,6 @@
 """Cutting or slowing one node's link to its drill peers, on that node, undone on its own.
 
-Runs on the node (inside its ``RankHost``): on a real cluster the driver has no access to a
+Runs on the node (inside its drill's ``DrillHost``): on a real cluster the driver has no access to a
 node's links, so the change must be made where the link is.
 
 - cut (``net-down``): a blackhole route to each peer's address. What the node sends to a

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import node_side
-from torchcanary.fleet.executor import Assignment, Executor
+from torchcanary.fleet.executor import Assignment, Executor, tagged_result
 from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.ray_spread import SpreadGroup, can_hold, spread_group
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
@@ -171,7 +171,7 @@ class RayExecutor:
         try:
             for ref in generator:
                 value = self._ray.get(ref, timeout=RESULT_READ_S)
-                result = self._tagged(UnitResult.from_json(value), assignment.node)
+                result = tagged_result(UnitResult.from_json(value), assignment.node)
                 if result.status is not UnitStatus.PARTIAL:
                     end = result
                     return
@@ -239,17 +239,6 @@ class RayExecutor:
         node = assignment.node
         return UnitResult(
             assignment.unit.unit_id, status, node.node_id, node.profile.key, error=why
-        )
-
-    @staticmethod
-    def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
-        """The result with its node and profile, and with no secret left in it."""
-        return replace(
-            result,
-            output=None if result.output is None else strip_data(dict(result.output)),
-            error=None if result.error is None else strip_text(result.error),
-            node_id=node.node_id,
-            profile_key=node.profile.key,
         )
 
     @staticmethod

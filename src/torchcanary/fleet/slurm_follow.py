@@ -13,14 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
-from torchcanary.fleet.executor import Assignment
-from torchcanary.fleet.profile import FleetNode
-from torchcanary.fleet.secrets import strip_data, strip_text
+from torchcanary.fleet.executor import Assignment, tagged_result
+from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus
 
@@ -121,7 +120,7 @@ class UnitFollower:
         whole = chunk[: chunk.rfind(b"\n") + 1]
         unit.read += len(whole)
         for line in whole.decode("utf-8").splitlines():
-            result = _tagged(UnitResult.from_json(line), unit.assignment.node)
+            result = tagged_result(UnitResult.from_json(line), unit.assignment.node)
             if result.status is UnitStatus.PARTIAL:
                 put(result)
                 continue
@@ -190,17 +189,6 @@ def ended(
         node.profile.key,
         error=strip_text(why),
         noticed_s=noticed_s,
-    )
-
-
-def _tagged(result: UnitResult, node: FleetNode) -> UnitResult:
-    """The result with its node and profile, and with no secret left in it."""
-    return replace(
-        result,
-        output=None if result.output is None else strip_data(dict(result.output)),
-        error=None if result.error is None else strip_text(result.error),
-        node_id=node.node_id,
-        profile_key=node.profile.key,
     )
 
 

@@ -2,7 +2,7 @@
 
 Slurm's ``HostGroup`` (``fleet/executor.py``): one batch job of ``N`` nodes, one task per
 node, whose script is ``srun --no-kill`` starting ``slurm_node host`` on every node. Each
-task makes the host (``host_class(index, *args)``, e.g. a drill's ``RankHost``, which then
+task makes the host (``host_class(index, *args)``, e.g. a drill's ``DrillHost``, which then
 starts that node's torchrun as on Ray) and listens on its node's Slurm address for this
 driver alone: a key written to the shared folder (mode 600) authenticates the driver, and
 requests and answers are JSON (no pickle). A replacement member is a one-node job on a

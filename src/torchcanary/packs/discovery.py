@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from torchcanary.errors import ConfigError
 from torchcanary.packs.model import PACK_FILE, Pack, PackError, load_pack_file
 from torchcanary.probe import Probe, probes_in_module
-from torchcanary.probe_registry import ProbeSource, walk_modules
+from torchcanary.probe_registry import ProbeDiscoveryError, ProbeSource, discover, walk_modules
 
 ENTRY_POINT_GROUP = "torchcanary.packs"
 # Found even from a source tree that was never installed (no entry points registered).
@@ -85,3 +86,28 @@ def discover_packs() -> list[InstalledPack]:
             )
         by_release[release] = item.pack.module
     return sorted(found, key=lambda item: (not item.pack.runs_first, item.pack.release))
+
+
+def plugin_probes(extra_modules: tuple[str, ...] = ()) -> dict[str, tuple[Probe, ProbeSource]]:
+    """The probes of the ``torchcanary.probes`` entry points and ``extra_modules``; a plugin
+    that cannot be loaded is the user's mistake, said in one line."""
+    try:
+        return discover(extra_modules)
+    except ProbeDiscoveryError as exc:
+        raise ConfigError(
+            f"{exc}; fix or uninstall that plugin, or leave it out of --probe-module"
+        ) from exc
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"probe module not found: {exc.name}; check --probe-module") from exc
+
+
+def installed_probes(extra_modules: tuple[str, ...] = ()) -> dict[str, tuple[Probe, ProbeSource]]:
+    """Every probe installed, by id: each pack's (the first pack to name an id has it), then
+    the plugins' probes no pack holds."""
+    probes: dict[str, tuple[Probe, ProbeSource]] = {}
+    for item in discover_packs():
+        for pid, found in item.probes.items():
+            probes.setdefault(pid, found)
+    for pid, found in plugin_probes(extra_modules).items():
+        probes.setdefault(pid, found)
+    return dict(sorted(probes.items()))

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from torchcanary.numerics_diff import compare_directories
 from torchcanary.stack.diff import (
     ABSENT,
-    COMMAND_KEY,
     BehaviourChange,
     Thresholds,
     diff_commands,
@@ -26,9 +26,8 @@ from torchcanary.stack.diff import (
     suite_end_change,
     timing_verdict,
 )
-from torchcanary.stack.numerics_diff import compare_directories
-from torchcanary.stack.records import PASSING, EnvRun, TestRecord
-from torchcanary.stack.settings import StackSettings
+from torchcanary.user_command.records import COMMAND_KEY, PASSING, EnvRun, TestRecord
+from torchcanary.user_command.settings import CommandSettings
 
 _RERUN_FLOOR_S = 60.0  # start-up and collection of a re-run, before any test runs
 _RERUN_FACTOR = 5.0
@@ -47,7 +46,7 @@ class StackComparison:
     summary: dict[str, Any]
 
 
-def thresholds_of(settings: StackSettings) -> Thresholds:
+def thresholds_of(settings: CommandSettings) -> Thresholds:
     return Thresholds(settings.slower_ratio, settings.timing_min_s, settings.warning_kinds)
 
 
@@ -64,7 +63,7 @@ def _log_ratio(baseline: EnvRun, candidate: EnvRun, key: str) -> float:
 
 
 def compare_runs(
-    baseline: EnvRun, candidate: EnvRun, runners: Mapping[str, Rerunner], settings: StackSettings
+    baseline: EnvRun, candidate: EnvRun, runners: Mapping[str, Rerunner], settings: CommandSettings
 ) -> StackComparison:
     """The changes between the two runs, re-run and settled, with a summary."""
     summary: dict[str, Any] = {
@@ -115,7 +114,7 @@ def compare_runs(
 
 
 def _first_changes(
-    baseline: EnvRun, candidate: EnvRun, settings: StackSettings, summary: dict[str, Any]
+    baseline: EnvRun, candidate: EnvRun, settings: CommandSettings, summary: dict[str, Any]
 ) -> tuple[list[BehaviourChange], list[str], list[str], int]:
     """What differs on the first run of each side, before any re-run: the changes, the
     new breaks and timing suspects to re-run, and how many tests did not change. A pytest
@@ -150,7 +149,7 @@ def _rerun_and_settle(
     baseline: EnvRun,
     candidate: EnvRun,
     runners: Mapping[str, Rerunner],
-    settings: StackSettings,
+    settings: CommandSettings,
     changes: list[BehaviourChange],
     breaks: list[str],
     suspects: list[str],

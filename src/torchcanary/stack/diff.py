@@ -17,9 +17,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.stack.numerics_diff import NumericComparison
-from torchcanary.stack.records import (
+from torchcanary.numerics_diff import NumericComparison
+from torchcanary.stack.result import ChangeVerdict
+from torchcanary.user_command.records import (
     BROKEN,
+    COMMAND_KEY,
     FAILING,
     NOT_A_TEST,
     PASSING,
@@ -29,11 +31,9 @@ from torchcanary.stack.records import (
     WarningRecord,
     normalise,
 )
-from torchcanary.stack.result import ChangeVerdict
 
 VERDICTS = tuple(verdict.value for verdict in ChangeVerdict)  # most serious first
 NEW_BREAKS = tuple(verdict.value for verdict in ChangeVerdict if verdict.is_new_break)
-COMMAND_KEY = "command"
 ABSENT = "absent"  # a test a run did not report: not collected, or not reached
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import JUnitCase
 from torchcanary.stack.diff import VERDICTS
 from torchcanary.stack.result import (
-    ComparisonStatus,
     StackChange,
     StackRun,
     StackSummary,

@@ -16,12 +16,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchcanary.results import payload_version, record_arguments, record_row
-from torchcanary.store.rows import SectionResult
+from torchcanary.results import ComparisonStatus, payload_version, record_arguments, record_row
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 
 SCHEMA_VERSION = 1
-SUMMARY_KEY = "__summary__"
-BOTH = "both"
 
 
 class ChangeVerdict(str, enum.Enum):
@@ -64,17 +62,6 @@ class RunStatus(str, enum.Enum):
     def ran(self) -> bool:
         """The command started (it may have failed): there is something to compare."""
         return self not in (RunStatus.INSTALL_FAILED, RunStatus.NOT_FOUND)
-
-
-class ComparisonStatus(str, enum.Enum):
-    """Whether the two runs were compared, and whether anything changed."""
-
-    CHANGES = "changes"
-    NO_CHANGES = "no-changes"
-    NOT_COMPARED = "not-compared"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

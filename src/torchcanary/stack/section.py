@@ -37,14 +37,10 @@ from typing import Any
 
 from torchcanary.context import ROLES, RunContext
 from torchcanary.plan import RunPlan
+from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import PlannedUnit, PolicyBounds
-from torchcanary.stack import settings as stack_settings
-from torchcanary.stack.command import UserCommand
 from torchcanary.stack.compare import compare_runs
-from torchcanary.stack.execute import RoleRunner
-from torchcanary.stack.records import EnvRun
 from torchcanary.stack.result import (
-    ComparisonStatus,
     RunStatus,
     StackChange,
     StackRecord,
@@ -52,8 +48,12 @@ from torchcanary.stack.result import (
     from_json,
     from_rows,
 )
-from torchcanary.stack.settings import StackSettings
-from torchcanary.store.rows import SectionResult
+from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
+from torchcanary.user_command import settings as command_settings
+from torchcanary.user_command.command import UserCommand
+from torchcanary.user_command.execute import RoleRunner
+from torchcanary.user_command.records import EnvRun
+from torchcanary.user_command.settings import CommandSettings
 
 SECTION = "stack"
 # A suite checked in an environment ran its tests to the end (failures are findings); the
@@ -68,8 +68,6 @@ CHECKED_VERDICTS = frozenset(
         ComparisonStatus.NO_CHANGES,
     )
 )
-SUMMARY_KEY = "__summary__"
-BOTH = "both"
 POLICY_DEFAULTS: dict[str, Any] = {
     "stack_max_new_failures": 0,
     "stack_block_on_flaky": False,
@@ -96,8 +94,8 @@ _OPTIONAL_BLOCKS = (
 
 
 def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``[tool.torchcanary.stack]`` (see ``stack.settings`` for the keys)."""
-    return stack_settings.parse_settings(mapping)
+    """Validate ``[tool.torchcanary.stack]`` (see ``user_command/settings.py`` for the keys)."""
+    return command_settings.parse_settings(mapping, table=SECTION)
 
 
 def _artifact_name(role: str) -> str:
@@ -112,7 +110,7 @@ def _stored_run(ctx: RunContext, role: str) -> EnvRun | None:
 
 
 def run(ctx: RunContext) -> None:
-    settings = StackSettings.from_json(ctx.plan.section_settings(SECTION))
+    settings = CommandSettings.from_json(ctx.plan.section_settings(SECTION))
     if not settings.command:
         ctx.progress.note("stack: no command given (e.g. --stack 'pytest tests/'); skipped")
         return

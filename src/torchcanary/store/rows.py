@@ -7,6 +7,11 @@ from typing import Any
 
 from torchcanary.results import Manifest, SectionRecord
 
+# The key of the row that sums up a section, and the env_role of a row about both
+# environments together (not one of them).
+SUMMARY_KEY = "__summary__"
+BOTH = "both"
+
 
 @dataclass(frozen=True)
 class RunRow:

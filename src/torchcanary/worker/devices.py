@@ -21,9 +21,10 @@ def available_devices() -> tuple[str, ...]:
     return tuple(found)
 
 
-# The variables through which an engine hands a process its devices (also in fleet/devices.py,
-# which the in-environment side may not import).
-_VISIBLE = (
+# The variables through which an engine hands a process its devices, by vendor (defined
+# here, on the in-environment side, which may import nothing of the orchestrator's;
+# ``fleet/devices.py`` reads them from here).
+VISIBLE_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
@@ -46,7 +47,7 @@ def device_view() -> dict[str, Any]:
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     view: dict[str, Any] = {
-        "variables": {name: os.environ[name] for name in _VISIBLE if name in os.environ},
+        "variables": {name: os.environ[name] for name in VISIBLE_VARIABLES if name in os.environ},
         "count": count,
         "names": [torch.cuda.get_device_name(index) for index in range(count)],
         "torch": torch.__version__,

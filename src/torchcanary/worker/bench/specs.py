@@ -46,10 +46,16 @@ SHORT_DTYPE = {
 # A user's ``workload`` is steady too; in compile mode its cold compile is a second
 # benchmark (``workload_cold``) whose one sample per group and side comes from the step's
 # own preparation, so it is derived, never scheduled on its own.
-STEADY_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "synthetic", "workload")
-ONESHOT_KINDS = ("startup", "compile")
-RANKED_KINDS = ("collective",)
-DERIVED_KINDS = ("workload_cold",)
+# The kinds other modules test for by name (the bench, the calls and the explainers).
+WORKLOAD = "workload"
+WORKLOAD_COLD = "workload_cold"
+STARTUP = "startup"
+COMPILE = "compile"
+COLLECTIVE = "collective"
+STEADY_KINDS = ("linear", "gemm", "scaled_gemm", "sdpa", "copy", "synthetic", WORKLOAD)
+ONESHOT_KINDS = (STARTUP, COMPILE)
+RANKED_KINDS = (COLLECTIVE,)
+DERIVED_KINDS = (WORKLOAD_COLD,)
 ALL_KINDS = STEADY_KINDS + ONESHOT_KINDS + RANKED_KINDS
 
 
@@ -130,7 +136,7 @@ def work_of(spec: dict[str, Any]) -> Work:
             return Work(float(iterations), 0.0, 0.0)
         if op == "sleep":
             return Work(float(spec.get("seconds", 0.0) > 0), 0.0, 0.0)
-    if kind == "collective":
+    if kind == COLLECTIVE:
         return Work(0.0, float(spec["bytes"]), float(spec["bytes"]) * 3)
     return Work(0.0, 0.0, 0.0)
 
@@ -180,13 +186,13 @@ def benchmark_id(spec: dict[str, Any]) -> str:
         }
         label = spec.get("label") or ",".join(f"{k}={v}" for k, v in extra.items())
         return f"synthetic/{spec['op']}/{label}"
-    if kind == "startup":
+    if kind == STARTUP:
         return f"startup/{spec['measure']}"
-    if kind == "compile":
+    if kind == COMPILE:
         return f"compile/{spec['model']}/{spec['phase']}/{device}"
-    if kind in ("workload", "workload_cold"):
+    if kind in (WORKLOAD, WORKLOAD_COLD):
         return workload_id(spec)
-    if kind == "collective":
+    if kind == COLLECTIVE:
         return (
             f"collective/{spec['op']}/{human_bytes(int(spec['bytes']))}/"
             f"{spec['backend']}x{spec['world_size']}"

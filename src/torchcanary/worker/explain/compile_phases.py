@@ -1,7 +1,7 @@
 """Compile phases timed, graphs and graph breaks counted, in a worker of its own per side.
 
 The orchestrator starts the worker for this explanation with Inductor's caches disabled and
-pointed at an empty folder (the bench's ``compile_env``), so every compile is cold. The
+pointed at an empty folder (``envs/worker_env.compile_env``), so every compile is cold. The
 first compile of a process also imports and initialises the compiler, so a one-op function
 is compiled first, untimed. Each repeat after ``torch._dynamo.reset()`` is a cold compile
 whose phases (Dynamo tracing, AOTAutograd, Inductor lowering, code generation and kernel

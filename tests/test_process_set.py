@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchcanary.drill.procs import SCOPE_VARIABLE, TOKEN_VARIABLE, ProcessSet
+from torchcanary.process_set import SCOPE_VARIABLE, TOKEN_VARIABLE, ProcessSet
 
 MAKES_A_TEMP_FOLDER = (
     "import tempfile, time\nprint(tempfile.mkdtemp(prefix='torchelastic_'), flush=True)\n"

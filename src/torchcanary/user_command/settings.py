@@ -1,6 +1,7 @@
-"""The ``[tool.torchcanary.stack]`` table (and ``torchcanary stack`` flags), validated.
+"""The user's command's table (``[tool.torchcanary.stack]``, and the calls' table, which takes
+the same keys), validated; its flags are ``flags.py``.
 
-Keys (defaults in ``StackSettings``):
+Keys (defaults in ``CommandSettings``):
   command           the command to run in both environments, e.g. "pytest tests/" (required
                     when the stack is asked for by name); ``pytest``/``python -m pytest``
                     gets per-test results, anything else is compared by exit code, time
@@ -32,12 +33,11 @@ from typing import Any
 from torchcanary import settings_checks
 from torchcanary.errors import ConfigError
 
-_SECTION = "stack"
 _WARNING_KINDS = ("deprecation", "user", "other")
 
 
 @dataclass(frozen=True)
-class StackSettings:
+class CommandSettings:
     command: str = ""
     with_: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()
@@ -65,7 +65,7 @@ class StackSettings:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StackSettings:
+    def from_json(cls, data: Mapping[str, Any]) -> CommandSettings:
         values = {("with_" if k == "with" else k): v for k, v in data.items()}
         for name in ("with_", "requirements", "warning_kinds"):
             if name in values:
@@ -92,36 +92,41 @@ _NUMBERS: dict[str, tuple[type, float | None]] = {
 }
 
 
-def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
-    """Validate the stack table; ``cwd`` becomes absolute (relative to ``base_dir``)."""
-    known = {f.name for f in dataclasses.fields(StackSettings)} - {"with_"} | {"with"}
+def parse_settings(
+    mapping: Mapping[str, Any], base_dir: Path | None = None, *, table: str
+) -> dict[str, Any]:
+    """Validate the command's keys; ``cwd`` becomes absolute (relative to ``base_dir``).
+    ``table``: the config table a refusal names."""
+    known = {f.name for f in dataclasses.fields(CommandSettings)} - {"with_"} | {"with"}
     unknown = sorted(set(mapping) - known)
     if unknown:
-        raise ConfigError(f"unknown key stack.{unknown[0]}; known keys: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"unknown key {table}.{unknown[0]}; known keys: {', '.join(sorted(known))}"
+        )
     values: dict[str, Any] = {}
     for key, value in mapping.items():
         if key == "command":
             if not isinstance(value, str):
-                raise ConfigError('stack.command must be a string such as "pytest tests/"')
+                raise ConfigError(f'{table}.command must be a string such as "pytest tests/"')
             try:
                 shlex.split(value)
             except ValueError as exc:
                 raise ConfigError(
-                    f"stack.command {value!r} cannot be split: {exc}; check its quotes"
+                    f"{table}.command {value!r} cannot be split: {exc}; check its quotes"
                 ) from exc
             values["command"] = value.strip()
         elif key in ("with", "requirements"):
             values["with_" if key == "with" else key] = settings_checks.strings(
-                _SECTION, key, value, example='["-e ."]', one_is_a_list=True
+                table, key, value, example='["-e ."]', one_is_a_list=True
             )
         elif key == "warning_kinds":
             kinds = settings_checks.strings(
-                _SECTION, key, value, example='["deprecation"]', one_is_a_list=True
+                table, key, value, example='["deprecation"]', one_is_a_list=True
             )
             bad = [k for k in kinds if k not in _WARNING_KINDS]
             if bad:
                 raise ConfigError(
-                    f"stack.warning_kinds: {bad[0]!r} is not one of {', '.join(_WARNING_KINDS)}"
+                    f"{table}.warning_kinds: {bad[0]!r} is not one of {', '.join(_WARNING_KINDS)}"
                 )
             values[key] = kinds
         elif key == "env":
@@ -129,34 +134,34 @@ def parse_settings(mapping: Mapping[str, Any], base_dir: Path | None = None) -> 
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()
             ):
                 raise ConfigError(
-                    "stack.env must be a table of strings, e.g. "
+                    f"{table}.env must be a table of strings, e.g. "
                     'env = { EINOPS_TEST_BACKENDS = "torch" }'
                 )
             values[key] = dict(value)
         elif key == "cwd":
             if not isinstance(value, str) or not value:
-                raise ConfigError("stack.cwd must be a directory path")
+                raise ConfigError(f"{table}.cwd must be a directory path")
             values[key] = value
         elif value is None and key.startswith("numerics_"):
             values[key] = None  # no override: the recorded tensor's own tolerance
         else:
             kind, smallest = _NUMBERS[key]
             values[key] = settings_checks.number(
-                _SECTION, key, value, integer=kind is int, low=smallest
+                table, key, value, integer=kind is int, low=smallest
             )
-    values["cwd"] = _project_dir(values, base_dir)
-    return StackSettings(**values).to_json()
+    values["cwd"] = _project_dir(values, base_dir, table)
+    return CommandSettings(**values).to_json()
 
 
-def _project_dir(values: dict[str, Any], base_dir: Path | None) -> str:
+def _project_dir(values: dict[str, Any], base_dir: Path | None, table: str) -> str:
     """``cwd`` made absolute, checked to be a directory holding the requirements files."""
     cwd = (Path(base_dir or Path.cwd()) / values.get("cwd", ".")).resolve()
     if not cwd.is_dir():
-        raise ConfigError(f"stack.cwd {cwd} is not a directory; give the project's directory")
+        raise ConfigError(f"{table}.cwd {cwd} is not a directory; give the project's directory")
     for requirement_file in values.get("requirements", ()):
         if not (cwd / requirement_file).is_file():
             raise ConfigError(
-                f"stack requirements file {cwd / requirement_file} does not "
-                "exist; give a path relative to stack.cwd"
+                f"{table} requirements file {cwd / requirement_file} does not "
+                f"exist; give a path relative to {table}.cwd"
             )
     return str(cwd)

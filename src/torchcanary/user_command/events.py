@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchcanary.stack.records import NOT_A_TEST, TestRecord, WarningRecord
-from torchcanary.stack.session import CommandOutcome
+from torchcanary.user_command.records import NOT_A_TEST, TestRecord, WarningRecord
+from torchcanary.user_command.session import CommandOutcome
 
 # The line Python's warnings module prints: "path:line: CategoryWarning: message".
 _WARNING_LINE = re.compile(r"^(?P<location>\S.*?:\d+): (?P<category>\w*Warning): (?P<message>.*)$")

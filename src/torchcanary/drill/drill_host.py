@@ -1,72 +1,35 @@
-"""One node's share of a multi-node drill: its environment, its torchrun, its faults.
+"""One node's share of a multi-node drill: its torchrun, its store, its faults.
 
-Runs on a fleet node inside a Ray actor that a STRICT_SPREAD placement group put there
-(``drill/node_drill.py`` drives it from the driver). It builds or reuses the plan's
-environment in the node's own cache, starts one torchrun for this node (one rank), hosts
-the rendezvous store when asked, hands its job events to the driver, and strikes the faults
-that must happen on this node: killing its rank, hanging it, killing the whole node, or
-cutting or slowing its link to the other nodes (``fleet/node_link.py``).
+The host the fleet places on each node (``fleet/rank_host.py``: the node's environments
+and cleanup), with what a drill adds (``drill/node_drill.py`` drives it from the driver):
+it starts one torchrun for this node (one rank), hosts the rendezvous store when asked,
+hands its job events to the driver, and strikes the faults that must happen on this node:
+killing its rank, hanging it, killing the whole node, or cutting or slowing its link to
+the other nodes (``fleet/node_link.py``).
 
 Every fault is checked before it is tried: one this node cannot strike comes back as a
-reason ("needs root", ...), never as a half-done fault. Every process started here carries
-the drill's token, and ``close`` kills them; a watchdog does the same if the driver stops
-polling, so a driver that dies leaves nothing running on the node.
+reason ("needs root", ...), never as a half-done fault.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.launch import Area, Launcher
-from torchcanary.drill.procs import ProcessSet
-from torchcanary.fleet.devices import unit_view
 from torchcanary.fleet.node_daemon import daemon_owner, node_daemon
-from torchcanary.fleet.node_link import (
-    HeldChange,
-    device_holding,
-    is_loopback,
-    network_identity,
-)
-from torchcanary.plan import RunPlan
-from torchcanary.progress import Progress
-from torchcanary.runner import import_root, prepare_environments
-from torchcanary.worker.calls import RANK_MAIN
+from torchcanary.fleet.node_link import HeldChange, device_holding, is_loopback
+from torchcanary.fleet.rank_host import RankHost
+from torchcanary.process_set import ProcessSet
 from torchcanary.worker.drill.events import read_events
-
-# A test (or an operator) can make a node act as if it had no privileges, to see the
-# "needs root" path on a machine where everything runs as root.
-UNPRIVILEGED_VARIABLE = "TORCHCANARY_NODE_UNPRIVILEGED"
-ORPHAN_AFTER_S = 120.0
-
-
-def node_privileges() -> dict[str, Any]:
-    """What this node lets a drill do: root, the tools the link faults use, and which
-    network stack it is in (nodes in the same one share every link)."""
-    pretend = os.environ.get(UNPRIVILEGED_VARIABLE) == "1"
-    return {
-        "root": os.geteuid() == 0 and not pretend,
-        "ip": shutil.which("ip") is not None,
-        "tc": shutil.which("tc") is not None,
-        "network": network_identity(),
-    }
-
-
-def node_token(token: str, index: int) -> str:
-    """The token that tags the drill's processes on node ``index``."""
-    return f"{token}-node{index}"
 
 
 def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_network: bool) -> str:
@@ -91,20 +54,12 @@ def why_not_strikable(fault: str, privileges: Mapping[str, Any], shared_network:
     return ""
 
 
-class RankHost:
+class DrillHost(RankHost):
     """The drill's processes on this node (made a Ray actor by ``ray_executor.spread``)."""
 
     def __init__(self, index: int, token: str) -> None:
-        self.index = index
-        self.root = Path(tempfile.mkdtemp(prefix=f"torchcanary-drill-{token}-{index}-"))
+        super().__init__(index, token)
         self.area = Area(self.root)
-        self.token = token
-        # Its own token per node: on a cluster on one machine, a node that dies must take
-        # only its own processes with it.
-        self.procs = ProcessSet(self.area.logs, token=node_token(token, index))
-        self.python = ""
-        self.pythons: dict[str, str] = {}  # every environment of the plan, by role
-        self.import_root = self.root
         self.torchrun: subprocess.Popen[bytes] | None = None
         self.store: subprocess.Popen[bytes] | None = None
         self.checkpoints = str(self.area.checkpoints)
@@ -113,27 +68,8 @@ class RankHost:
         self.net_rate = "20mbit"
         self.link_hold_s = 60.0
         self.link: HeldChange | None = None
-        self._last_poll = time.monotonic()
-        self._measuring = False  # a collective_rank call is running: the driver waits on it
-        self._closed = threading.Event()
-        threading.Thread(target=self._watchdog, daemon=True).start()
 
     # setting up ----------------------------------------------------------------------
-    def prepare(self, plan_json: Mapping[str, Any], role: str) -> dict[str, Any]:
-        """The role's environment here (built in this node's cache if missing); node facts."""
-        plan = RunPlan.from_json(dict(plan_json))
-        environments = prepare_environments(plan, Progress(quiet=True))
-        self.pythons = {name: environment.python for name, environment in environments.items()}
-        self.python = self.pythons[role]
-        self.import_root = import_root(plan, self.root)
-        return {
-            "index": self.index,
-            "host": socket.gethostname(),
-            "privileges": node_privileges(),
-            "raylet_pid": os.getppid(),
-            "devices": unit_view(),  # what the engine gave this host (its GPUs)
-        }
-
     def reset(self, area_name: str, checkpoints: str) -> None:
         """A fresh scratch folder for the next job; the previous one's processes are gone.
 
@@ -249,80 +185,12 @@ class RankHost:
         threading.Timer(0.2, _kill_all, ([*doomed, os.getpid()],)).start()
         return {"t": struck_t, "detail": detail}
 
-    # collectives across nodes ----------------------------------------------------------
-    def free_port(self) -> int:
-        """A port free on this node, for the group's rendezvous (node 0 hosts it)."""
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            return int(sock.getsockname()[1])
-
-    def collective_rank(
-        self,
-        rank: int,
-        world: int,
-        master: tuple[str, int],
-        call: Mapping[str, Any],
-        role: str,
-        address: str = "",
-    ) -> dict[str, Any]:
-        """One rank of a group spread over the nodes, in ``role``'s environment; its answer.
-
-        ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
-        ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
-        the group's address pointing at node 0 instead of loopback. ``address`` is this
-        node's as the others reach it: off loopback, gloo binds to its interface (as a
-        drill's ranks do) rather than to whatever the host name resolves to.
-        """
-        out = self.root / f"collective-rank{rank}.json"
-        out.unlink(missing_ok=True)
-        env = {
-            "PYTHONPATH": str(self.import_root),
-            "MASTER_ADDR": master[0],
-            "MASTER_PORT": str(master[1]),
-            "RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_RANK": "0",  # one rank per node
-            "TORCHCANARY_PARENT_PID": str(os.getpid()),
-        }
-        if address and not is_loopback(address) and "GLOO_SOCKET_IFNAME" not in os.environ:
-            env["GLOO_SOCKET_IFNAME"] = device_holding(address)
-        spec = json.dumps({**dict(call), "out": str(out)})
-        command = [self.pythons[role], "-m", RANK_MAIN, spec]
-        self._measuring = True
-        try:
-            return self._run_rank(rank, out, command, env, float(call["timeout_s"]))
-        finally:
-            self._measuring = False
-            self._last_poll = time.monotonic()
-
-    def _run_rank(
-        self, rank: int, out: Path, command: list[str], env: dict[str, str], timeout_s: float
-    ) -> dict[str, Any]:
-        proc = self.procs.start(f"collective-rank{rank}", command, env)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.procs.kill_all()
-            return {"failed": f"rank {rank} timed out after {timeout_s} s"}
-        if proc.returncode != 0 or not out.exists():
-            tail = self.procs.log_tail(f"collective-rank{rank}", 800)
-            return {"failed": f"rank {rank} exited {proc.returncode}: {tail}"}
-        return dict(json.loads(out.read_text())["value"])
-
     # cleaning up -----------------------------------------------------------------------
     def close(self) -> list[int]:
-        """Kill every process of the drill on this node; the pids that had to be killed."""
-        self._closed.set()
-        killed = self.procs.kill_all()
+        """Kill every process of the drill on this node, and lift a link fault still held;
+        the pids that had to be killed."""
         self._lift_link()
-        shutil.rmtree(self.root, ignore_errors=True)
-        return killed
-
-    def _watchdog(self) -> None:
-        while not self._closed.wait(5.0):
-            # A call in progress ends by its own timeout; the driver is counted gone after.
-            if not self._measuring and time.monotonic() - self._last_poll > ORPHAN_AFTER_S:
-                self.close()  # the driver is gone: leave nothing running
+        return super().close()
 
 
 def _kill_all(pids: list[int]) -> None:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchcanary.envs.scripts import console_scripts, header, write_atomically
-from torchcanary.stack.records import InstallOutcome
-from torchcanary.stack.session import run_command
+from torchcanary.user_command.records import InstallOutcome
+from torchcanary.user_command.session import run_command
 
 _SITE_PATHS = (
     "import json, sysconfig; "

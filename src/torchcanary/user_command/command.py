@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchcanary.numerics import DIR_VAR
-from torchcanary.stack.overlay import Overlay
+from torchcanary.user_command.overlay import Overlay
 from torchcanary.worker.calls import STACK_PYTEST_PLUGIN
 from torchcanary.worker.stack.pytest_plugin import EVENTS_VAR, SELECT_VAR, TEST_TIMEOUT_VAR
 

@@ -1,4 +1,4 @@
-"""Starting a drill's processes and making sure none outlives the drill.
+"""Starting a drill's (or a rank host's) processes and making sure none outlives it.
 
 torchrun starts each worker in a session of its own, and a replacement rank or a store host
 is started apart from any torchrun, so killing one process group is not enough. Every

@@ -10,13 +10,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchcanary.stack.session import CommandOutcome
+from torchcanary.user_command.session import CommandOutcome
 
 PASSING = frozenset({"passed", "xfailed", "xpassed"})
 FAILING = frozenset({"failed"})
 BROKEN = frozenset({"error", "crashed", "timeout"})
 SKIPPED = frozenset({"skipped"})
 NOT_A_TEST = "not-a-test"  # a key that only carries warnings (collection, session)
+COMMAND_KEY = "command"  # the one record of a command that is not pytest
 
 _VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]{4,}"), "0x…"),  # object addresses

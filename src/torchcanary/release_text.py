@@ -1,13 +1,15 @@
 """Announced or not: does the release's text name a change?
 
-The text is the claims pack (each probe's claim and the release-note sentence it checks,
-``Probe.release_claim``) plus any notes files the user gives. Only code-like words count as
-naming something: a dotted name (``torch.switch``, ``F.linear``), or an identifier with an
-underscore or a digit and at least five characters (``reorder_for_locality_in_training``,
-``nccl2``). A change is announced when such a word is its full name, its last two parts, or
-one of its parts, or is contained in its last part (``simple_overlap`` names
-``enable_simple_overlap``). Plain words ("Inductor", "NVGEMM") name features, not defaults,
-so they announce nothing; the matched words are kept with the change so a reader can judge.
+Read by the diff (each change of the API surface) and the calls (each callable whose
+behaviour changed). The text is the claims pack (each probe's claim and the release-note
+sentence it checks, ``Probe.release_claim``) plus any notes files the user gives. Only
+code-like words count as naming something: a dotted name (``torch.switch``, ``F.linear``),
+or an identifier with an underscore or a digit and at least five characters
+(``reorder_for_locality_in_training``, ``nccl2``). A change is announced when such a word is
+its full name, its last two parts, or one of its parts, or is contained in its last part
+(``simple_overlap`` names ``enable_simple_overlap``). Plain words ("Inductor", "NVGEMM")
+name features, not defaults, so they announce nothing; the matched words are kept with the
+change so a reader can judge.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchcanary.diff.changes import SurfaceChange
+from torchcanary.packs.discovery import installed_probes
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Short spellings the notes use for namespaces.
@@ -67,12 +69,8 @@ class ReleaseText:
                 return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "…"
         return None
 
-    def mentions(self, change: SurfaceChange) -> tuple[str, ...]:
-        """The words that name ``change`` (empty when it is unannounced)."""
-        return self.naming(change.symbol)
-
     def naming(self, name: str) -> tuple[str, ...]:
-        """The words that name the symbol ``name`` (also read by the calls section)."""
+        """The words that name the symbol ``name`` (empty when it is unannounced)."""
         symbol = name.lower().removesuffix("()")
         parts = symbol.split(".")
         names = {symbol, ".".join(parts[-2:])} | set(parts)
@@ -84,9 +82,6 @@ class ReleaseText:
         )
         return tuple(found)
 
-    def annotate(self, changes: Iterable[SurfaceChange]) -> list[SurfaceChange]:
-        return [change.with_notes(self.mentions(change)) for change in changes]
-
 
 def claims_pack_texts(probe_descriptions: Iterable[dict[str, str]]) -> list[str]:
     return [
@@ -96,3 +91,10 @@ def claims_pack_texts(probe_descriptions: Iterable[dict[str, str]]) -> list[str]
 
 def read_notes(paths: Iterable[str]) -> list[str]:
     return [Path(path).read_text(errors="replace") for path in paths]
+
+
+def release_text(notes: Iterable[str], extra_modules: tuple[str, ...] = ()) -> ReleaseText:
+    """The words of every installed probe's claim (the claims packs, the plugins' probes and
+    ``extra_modules``) plus those of the ``notes`` files."""
+    described = [probe.describe() for probe, _ in installed_probes(extra_modules).values()]
+    return ReleaseText.from_texts([*claims_pack_texts(described), *read_notes(notes)])

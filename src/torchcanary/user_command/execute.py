@@ -1,11 +1,12 @@
-"""One environment's side of a stack run: its overlay, the install, the main run, re-runs.
+"""One environment's side of a run of the user's command: its overlay, the install, the
+main run, re-runs.
 
-Everything for a role lives under ``<work_dir>/stack/<role>/``: the overlay venv, the
-install log, and per run (``main``, ``rerun-1``, and ``main-2``, ``rerun-1-2``, ... when a
-crashing or hung test stopped pytest and it was started again for the tests after it) the
-output log, the plugin's events and the numerics directory. The two roles never share a
-directory, only the project's working directory, and their runs happen one after the other
-so they do not compete for the machine.
+Everything for a role lives under the folder its section gives it (the stack's is
+``<work_dir>/stack/<role>/``): the overlay venv, the install log, and per run (``main``,
+``rerun-1``, and ``main-2``, ``rerun-1-2``, ... when a crashing or hung test stopped pytest
+and it was started again for the tests after it) the output log, the plugin's events and the
+numerics directory. The two roles never share a directory, only the project's working
+directory, and their runs happen one after the other so they do not compete for the machine.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchcanary.envs.cache import Environment
-from torchcanary.stack.command import UserCommand, command_env
-from torchcanary.stack.diff import COMMAND_KEY
-from torchcanary.stack.events import SuiteEvents, command_warnings, read_events
-from torchcanary.stack.overlay import Overlay, OverlayError, create_overlay, install
-from torchcanary.stack.records import EnvRun, InstallOutcome, TestRecord
-from torchcanary.stack.session import CommandOutcome, run_command
-from torchcanary.stack.settings import StackSettings
+from torchcanary.user_command.command import UserCommand, command_env
+from torchcanary.user_command.events import SuiteEvents, command_warnings, read_events
+from torchcanary.user_command.overlay import Overlay, OverlayError, create_overlay, install
+from torchcanary.user_command.records import COMMAND_KEY, EnvRun, InstallOutcome, TestRecord
+from torchcanary.user_command.session import CommandOutcome, run_command
+from torchcanary.user_command.settings import CommandSettings
 from torchcanary.worker.stack.pytest_plugin import SELECT_VAR, TEST_TIMEOUT_EXIT
 
 _PYTEST_ENDS = {0: "passed", 1: "failed", 5: "no-tests"}
@@ -39,7 +39,7 @@ class RoleRunner:
         self,
         role: str,
         environment: Environment,
-        settings: StackSettings,
+        settings: CommandSettings,
         command: UserCommand,
         import_root: Path,
         root: Path,
