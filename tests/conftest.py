@@ -7,6 +7,7 @@ its own (``TMPDIR``), and a test that leaves anything in it fails.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from torchcanary.envs.worker_process import import_root_for
 from torchcanary.plan import RunPlan
 from torchcanary.process_set import SCOPE_VARIABLE, TOKEN_VARIABLE
 from torchcanary.progress import Progress
+from torchcanary.report.view import run_so_far
 from torchcanary.store.sqlite import SqliteStore
 
 # real_parts: a test that could not use PostgreSQL, Ray, namespaces or Chromium fails under
@@ -146,6 +148,7 @@ def make_context(
             import_root=import_root,
             work_dir=tmp_path / "work",
             progress=Progress(quiet=True),
+            run_so_far=functools.partial(run_so_far, store, run_id),
         )
         context.work_dir.mkdir(exist_ok=True)
         contexts.append(context)

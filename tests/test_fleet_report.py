@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, load_run_view
+from torchcanary.report.view import FLEET_ARTIFACT, load_run_view
+from torchcanary.report_kit.ledger import LEDGER_SECTION
 from torchcanary.store.location import open_store
 from torchcanary.store.rows import SectionResult
 

@@ -10,8 +10,9 @@ from rich.markdown import Markdown
 
 from torchcanary.diff import report as diff_report
 from torchcanary.diff.result import DiffChange, DiffSummary
-from torchcanary.report.markdown import literal_text, time_lines
+from torchcanary.report.markdown import time_lines
 from torchcanary.report.view import load_run_view
+from torchcanary.report_kit.text import literal_text
 from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import RunView
 from torchcanary.store.rows import SectionResult

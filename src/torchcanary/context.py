@@ -7,6 +7,7 @@ at once so ``--resume`` can skip it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from torchcanary.envs.cache import Environment
 from torchcanary.envs.worker_process import WorkerProcess
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
+from torchcanary.section_types import Finding, RunView
 from torchcanary.store.base import ResultStore
 
 ROLES = ("baseline", "candidate")
@@ -32,6 +34,10 @@ class RunContext:
     # The hardware profile of the fleet node this runs on; "" on the user's machine. Kept
     # results are keyed by it, so one profile never answers for another.
     profile: str = ""
+    # The run so far as the core reads it: its view, and every section's findings in it
+    # (each through its part of the contract). What the explain section works from, so it
+    # never reads the registry or another section; None where nobody set it.
+    run_so_far: Callable[[], tuple[RunView, list[Finding]]] | None = None
     _workers: list[WorkerProcess] = field(default_factory=list)
 
     def new_worker(

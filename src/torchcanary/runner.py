@@ -10,6 +10,7 @@ section could not finish.
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,7 @@ from torchcanary.report.evidence import (
     recorded_evidence,
 )
 from torchcanary.report.render import write_outputs
-from torchcanary.report.view import load_run_view
+from torchcanary.report.view import load_run_view, run_so_far
 from torchcanary.results import Manifest
 from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import get_section
@@ -208,6 +209,7 @@ class OnThisMachine:
             work_dir=work_dir,
             progress=run.progress,
             resume=self.resume,
+            run_so_far=functools.partial(run_so_far, run.store, run_id),
         )
         clock = time.monotonic()
         record_manifests(ctx)

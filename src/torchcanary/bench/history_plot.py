@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from torchcanary.bench.plots import ForestRow, forest
-from torchcanary.report.svg import verdict_strip
+from torchcanary.report_kit.svg import verdict_strip
 from torchcanary.store.history import HistoryEntry
 
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from html import escape
 
-from torchcanary.report.svg import VERDICT_COLOURS
+from torchcanary.report_kit.svg import VERDICT_COLOURS
 
 SIDE_COLOURS = {"baseline": "#0969da", "baseline-aa": "#8250df", "candidate": "#cf222e"}
 

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from torchcanary.commands import Handler, Parser
 from torchcanary.errors import EXIT_GO, CanaryError
-from torchcanary.report.listing import Listing, add_format_flags, show
+from torchcanary.report_kit.listing import Listing, add_format_flags, show
 
 
 def register(commands: Any) -> dict[str, Handler]:

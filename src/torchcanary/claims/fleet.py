@@ -15,7 +15,7 @@ from rich.table import Table
 
 from torchcanary.claims.view import SECTION, ClaimRow, claims_of
 from torchcanary.probe_result import Verdict
-from torchcanary.report.fleet import not_asked, not_checked
+from torchcanary.report_kit.ledger import not_asked, not_checked
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
 
 _SAYS_NO = (Verdict.REFUTED, Verdict.ABSENT)

@@ -16,7 +16,7 @@ from torchcanary.claims.view import ClaimRow, claims_of
 from torchcanary.kept import describe_age
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
 from torchcanary.probe_result import ProbeResult, Verdict
-from torchcanary.report.svg import grouped_bars
+from torchcanary.report_kit.svg import grouped_bars
 from torchcanary.section_types import JUnitCase, RunView
 
 _CANDIDATE_STATUS = {

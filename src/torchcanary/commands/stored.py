@@ -12,7 +12,7 @@ from rich.console import Console
 
 from torchcanary.commands import Handler
 from torchcanary.errors import EXIT_GO, CanaryError
-from torchcanary.report.listing import Listing, add_format_flags, show
+from torchcanary.report_kit.listing import Listing, add_format_flags, show
 from torchcanary.store.location import is_postgres_url
 
 

@@ -20,7 +20,7 @@ from torchcanary.diff.assess import (
 from torchcanary.diff.changes import ChangeKind
 from torchcanary.diff.result import DiffChange, DiffSummary, from_rows
 from torchcanary.diff.section import SECTION
-from torchcanary.report.markdown import literal_text
+from torchcanary.report_kit.text import literal_text
 from torchcanary.results import ComparisonStatus
 from torchcanary.section_types import JUnitCase
 

@@ -28,9 +28,7 @@ from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
 from torchcanary.explain.settings import parse_settings as _parse
 from torchcanary.plan import RunPlan
-from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding, PlannedUnit, RunView
-from torchcanary.sections import registered
 from torchcanary.store.rows import SUMMARY_KEY, SectionResult
 
 POLICY_DEFAULTS: dict[str, Any] = {}
@@ -55,15 +53,6 @@ def blocking_reasons(view: RunView, policy: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def run_findings(view: RunView) -> list[Finding]:
-    """Every registered section's findings in ``view``, in run order."""
-    found: list[Finding] = []
-    for name, section in registered().items():
-        if name != SECTION:  # a section without results of this run finds nothing
-            found += section.findings(view)
-    return found
-
-
 def _budget_s(ctx: RunContext, fraction: float) -> float:
     """``fraction`` of the time this run has taken so far (its sections, its environments)."""
     run = ctx.store.run(ctx.run_id)
@@ -85,8 +74,9 @@ def run(ctx: RunContext) -> None:
     )
     if SUMMARY_KEY in done:
         return  # a resumed run that had explained everything already
-    view = load_run_view(ctx.store, ctx.run_id)
-    found = run_findings(view)
+    if ctx.run_so_far is None:
+        raise RuntimeError("the explain section was not handed the run so far (ctx.run_so_far)")
+    view, found = ctx.run_so_far()
     changes = [finding for finding in found if finding.kind == CHANGE]
     pending = [
         finding

@@ -41,7 +41,8 @@ from torchcanary.fleet.unit import UnitStatus, WorkUnit
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide, undone_work
 from torchcanary.progress import Progress
-from torchcanary.report.view import FLEET_ARTIFACT, LEDGER_SECTION, NOT_CHECKED, load_run_view
+from torchcanary.report.view import FLEET_ARTIFACT, load_run_view
+from torchcanary.report_kit.ledger import LEDGER_SECTION, NOT_CHECKED
 from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import get_section

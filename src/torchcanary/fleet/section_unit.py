@@ -15,6 +15,7 @@ answered on fewer GPUs than the profile has must not be filed as checked.
 
 from __future__ import annotations
 
+import functools
 import queue
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ from torchcanary.fleet.devices import shortfall
 from torchcanary.fleet.relay import Record, RelayStore
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
+from torchcanary.report.view import run_so_far
 from torchcanary.runner import SECTION_FAILURE_PREFIX, import_root, prepare_environments
 from torchcanary.runner import record_manifests as runner_record_manifests
 from torchcanary.sections import get_section
@@ -132,6 +134,7 @@ def _run_here(
         # is what makes --resume redo only what is missing.
         resume=True,
         profile=profile,
+        run_so_far=functools.partial(run_so_far, store, run_id),
     )
     try:
         if record_manifests:

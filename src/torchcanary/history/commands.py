@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from torchcanary.errors import EXIT_GO, CanaryError
-from torchcanary.report.listing import Listing, add_format_flags, show
+from torchcanary.report_kit.listing import Listing, add_format_flags, show
 from torchcanary.sections import get_section, holds_item, item_history, registered, section_names
 from torchcanary.store.base import ResultStore
 from torchcanary.store.location import open_store, store_location

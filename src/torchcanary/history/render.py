@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from torchcanary.report.svg import verdict_strip
+from torchcanary.report_kit.svg import verdict_strip
 from torchcanary.sections import registered
 from torchcanary.store.history import HistoryEntry
 

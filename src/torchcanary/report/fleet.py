@@ -16,7 +16,7 @@ from typing import Any
 from torchcanary.policy import headline
 from torchcanary.report.json_out import render_json
 from torchcanary.report.style import PAGE_CSS
-from torchcanary.report.view import LEDGER_SECTION, NOT_CHECKED
+from torchcanary.report_kit.ledger import LEDGER_SECTION, NOT_CHECKED, not_checked
 from torchcanary.section_types import FleetPart, JUnitCase, RunView
 from torchcanary.sections import get_section, registered
 
@@ -25,29 +25,6 @@ def fleet_parts(view: RunView) -> dict[str, FleetPart]:
     """Each section's own fleet part, where it has one, in run order."""
     parts = {name: section.fleet_part(view) for name, section in registered().items()}
     return {name: part for name, part in parts.items() if part is not None}
-
-
-def not_asked(view: RunView) -> dict[str, dict[str, str]]:
-    """Per profile, the claims its hardware could not answer (never sent), and why."""
-    return {
-        profile: {
-            str(pid): str(why)
-            for r in pview.sections.get(LEDGER_SECTION, [])
-            for pid, why in (r.payload.get("not_asked") or {}).items()
-        }
-        for profile, pview in view.profiles.items()
-    }
-
-
-def not_checked(view: RunView, section: str) -> dict[str, str]:
-    """Per profile whose unit of ``section`` ran nothing because it saw too few GPUs, why
-    (``not checked: the unit saw S of N GPUs (...)``)."""
-    return {
-        profile: str(r.payload.get("error") or "not checked")
-        for profile, pview in view.profiles.items()
-        for r in pview.sections.get(LEDGER_SECTION, [])
-        if r.key == section and r.verdict == NOT_CHECKED
-    }
 
 
 def _ledger(view: RunView) -> list[tuple[str, str, str, str, float | None]]:

@@ -11,15 +11,22 @@ from __future__ import annotations
 import json
 
 from torchcanary.accounting import PLANNED_ARTIFACT, declared_units
+from torchcanary.report_kit.ledger import LEDGER_SECTION
 from torchcanary.results import SectionRecord
-from torchcanary.section_types import RunView
+from torchcanary.section_types import Finding, RunView
 from torchcanary.sections import registered, section_names, stores_rows
 from torchcanary.store.base import ResultStore
 
 FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
-LEDGER_SECTION = "fleet"  # a fleet run's units, one row per profile and section: how each ended
-# A ledger row's verdict for a unit that ran nothing: it saw fewer GPUs than its profile has.
-NOT_CHECKED = "not checked"
+
+
+def run_so_far(store: ResultStore, run_id: str) -> tuple[RunView, list[Finding]]:
+    """``run_id``'s view as stored now, and every registered section's findings in it, in
+    run order: what a section that works on the others' results is handed."""
+    view = load_run_view(store, run_id)
+    return view, [
+        finding for section in registered().values() for finding in section.findings(view)
+    ]
 
 
 def load_run_view(store: ResultStore, run_id: str) -> RunView:
