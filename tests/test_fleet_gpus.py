@@ -103,7 +103,9 @@ def test_a_profile_whose_unit_saw_too_few_gpus_is_undone_work_though_another_ran
     store: SqliteStore,
 ) -> None:
     """Issue 38 item 2: it was a warning, and the run answered go when another profile ran."""
-    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("claims",), probes=(PROBE,))
+    plan = RunPlan(
+        "torch==2.13.0", "torch==2.14.1", ("claims",), settings={"claims": {"probes": [PROBE]}}
+    )
     run_id = store.create_run(plan.to_json())
     ran, short = store.scoped("node-a", "gpu-a"), store.scoped("node-b", "gpu-b")
     ran.save_section_result(run_id, SectionResult("fleet", "claims", "both", "ok", {}))

@@ -46,7 +46,7 @@ class PackageSection:
     ``<package>.fit`` ``fit_plan``, ``<package>.across_nodes`` ``venue`` (its
     ``across_nodes``), ``<package>.history`` any of ``history``, ``holds``,
     ``compared`` and ``WORSE_VERDICTS`` (its ``worse_verdicts``), and
-    ``<package>.commands`` ``register`` (its ``add_commands``);
+    ``<package>.commands`` ``add_commands``;
     ``section`` may provide ``stored_units`` (how its units ended, where its results are
     not ``section_results`` rows), ``check_plan`` and ``worker_packages``;
     ``report`` may provide ``history_plot`` (how the ``history`` command draws an item),
@@ -54,7 +54,8 @@ class PackageSection:
     ``reused`` (what the run took from earlier runs: the time line names it), and
     ``section`` may declare ``POLICY_CHOICES`` and ``POLICY_BOUNDS``.
     The flags hooks default to none; pass ``add_flags``/``flag_settings`` to give some;
-    ``input_elsewhere`` (its ``fed_by``) says the run's other tables give what its own lacks.
+    ``input_elsewhere`` (its ``fed_by``) says the other sections' outputs give what its own
+    settings lack; ``section`` may provide ``outputs`` (what it offers the others).
     """
 
     name: str
@@ -65,7 +66,7 @@ class PackageSection:
     settings_from_flags: Callable[[argparse.Namespace], dict[str, Any]] | None = None
     named_by_flags: Callable[[argparse.Namespace], bool] | None = None
     input_check: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
-    input_elsewhere: Callable[[Mapping[str, Mapping[str, Any]]], bool] | None = None
+    input_elsewhere: Callable[[Mapping[str, Any]], bool] | None = None
     result_table: str = ROWS_TABLE
     # Each part's module, or None for an optional part the package does not have (looked
     # for once: history and compare ask for every item).
@@ -119,8 +120,12 @@ class PackageSection:
     def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None:
         return self.input_check(settings) if self.input_check else None
 
-    def fed_by(self, tables: Mapping[str, Mapping[str, Any]]) -> bool:
-        return bool(self.input_elsewhere(tables)) if self.input_elsewhere else False
+    def fed_by(self, outputs: Mapping[str, Any]) -> bool:
+        return bool(self.input_elsewhere(outputs)) if self.input_elsewhere else False
+
+    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        offer = getattr(self._module("section"), "outputs", None)
+        return dict(offer(dict(settings))) if offer is not None else {}
 
     def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
         if self.flags:
@@ -194,7 +199,7 @@ class PackageSection:
 
     def add_commands(self, commands: Any) -> dict[str, Any]:
         module = self._optional_module("commands")
-        return dict(module.register(commands)) if module is not None else {}
+        return dict(module.add_commands(commands)) if module is not None else {}
 
     def fit_plan(self, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
         module = self._optional_module("fit")

@@ -6,40 +6,106 @@ run does exactly what the interrupted one meant to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from torchcanary.errors import ConfigError
 
 INSTALLERS = ("auto", "uv", "pip")  # what may fill a new environment
 # The embedded default (``make run``, a plain ``torchcanary run``): the one place it is set.
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
+SCHEMA = 2  # 2: the claims' own settings moved into their table; the sections' outputs
+# What schema 1 kept at the top of the plan and a section's table holds now (the claims').
+_MOVED_IN_SCHEMA_2 = ("probes", "probe_modules", "probe_timeout_s", "release", "regression")
 
 
 @dataclass(frozen=True)
 class RunPlan:
+    """``settings``: each section's validated settings, by section; ``outputs``: what the
+    sections offer one another, by name (``sections.section_outputs``), collected by
+    ``config.py``: a section reads another's input here, never its settings."""
+
     baseline: str
     candidate: str
     sections: tuple[str, ...] = ()  # in run order; config fills in every registered one
-    probes: tuple[str, ...] = ()  # glob patterns of probe ids; empty means all
-    probe_modules: tuple[str, ...] = ()  # extra probe modules beyond the entry points
     installer: str = "auto"  # uv where it is installed, else pip (envs/cache.py)
-    probe_timeout_s: float | None = None  # overrides each probe's own timeout when set
     policy: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per section
-    release: str | None = None  # the claims pack to qualify against; None follows the candidate
-    regression: tuple[str, ...] = ()  # older packs checked on purpose ("still true?")
+    outputs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["schema"] = 1
+        data["schema"] = SCHEMA
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunPlan:
+        if data.get("schema", 1) < 2:
+            data = _upgrade_schema_1(data)
         data = {k: v for k, v in data.items() if k != "schema"}
-        for key in ("sections", "probes", "probe_modules", "regression"):
-            data[key] = tuple(data.get(key, ()))
+        data["sections"] = tuple(data.get("sections", ()))
         return cls(**data)
 
     def section_settings(self, section: str) -> dict[str, Any]:
         return dict(self.settings.get(section, {}))
+
+
+def _upgrade_schema_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A plan stored before the claims' settings moved into their table: its top-level
+    ``probes``, ``probe_modules``, ``probe_timeout_s``, ``release`` and ``regression`` go
+    to the settings of the section whose table takes them now, and the outputs are what
+    its sections' settings offer (as ``config.py`` collects them for a new plan)."""
+    from torchcanary.sections import section_names
+
+    upgraded = {k: v for k, v in data.items() if k not in _MOVED_IN_SCHEMA_2}
+    settings = {name: dict(table) for name, table in data.get("settings", {}).items()}
+    offering = {name: dict(table) for name, table in settings.items()}
+    for key in _MOVED_IN_SCHEMA_2:
+        if key not in data:
+            continue
+        value = list(data[key]) if isinstance(data[key], list | tuple) else data[key]
+        for owner in settings_owners(key):
+            offering.setdefault(owner, {})[key] = value
+            if owner in data.get("sections", ()):
+                settings.setdefault(owner, {})[key] = value
+    upgraded["settings"] = settings
+    registered = set(section_names())  # a plugin uninstalled since offers nothing
+    upgraded["outputs"] = collect_outputs(
+        {name: table for name, table in offering.items() if name in registered}
+    )
+    return upgraded
+
+
+def collect_outputs(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the sections with these settings offer one another, by name
+    (``sections.section_outputs``); a name offered by two sections is a ConfigError."""
+    from torchcanary.sections import get_section, section_outputs  # the registry: lazily
+
+    outputs: dict[str, Any] = {}
+    offered_by: dict[str, str] = {}
+    for name, parsed in settings.items():
+        for key, value in section_outputs(get_section(name), parsed).items():
+            if key in offered_by:
+                raise ConfigError(
+                    f"sections {offered_by[key]!r} and {name!r} both offer the output {key!r}; "
+                    "uninstall one of them, or ask its author to rename it"
+                )
+            outputs[key], offered_by[key] = value, name
+    return outputs
+
+
+def settings_owners(key: str) -> list[str]:
+    """The sections whose tables take ``key`` (their default settings have it)."""
+    from torchcanary.sections import get_section, section_names
+
+    owners = []
+    for name in section_names():
+        try:
+            defaults = get_section(name).parse_settings({})
+        except ConfigError:
+            continue
+        if key in defaults:
+            owners.append(name)
+    return owners

@@ -66,9 +66,11 @@ class Section(Protocol):
       defaults filled in, as JSON-ready data stored in the plan; raises ConfigError.
     - ``missing_input(settings)``: ``(error, note)`` when the section cannot run as
       configured (the error if the user named it, the note if it was only a default).
-      Optionally ``fed_by(tables)``: whether the run's other sections' tables give it what
-      its own lacks (the calls: the bench's workloads), so it runs all the same (read
-      through :func:`fed_by_others`).
+      Optionally ``fed_by(outputs)``: whether the other sections' outputs give it what
+      its own settings lack (the calls: the bench's workloads), so it runs all the same
+      (read through :func:`fed_by_others`); ``outputs(settings)``: the named plain-JSON
+      values it offers the other sections, from its own settings (``plan.outputs``; read
+      through :func:`section_outputs`).
     - ``add_flags(parser, own_command)`` and ``flag_settings(args)``: its command-line
       flags (on its own subcommand when ``own_command``, else on ``run``) and what they
       set in its settings; ``named_by(args)`` says the flags ask for the section itself.
@@ -265,11 +267,11 @@ def _bounds_gaps(section: object, defaults: Mapping[str, Any]) -> list[str]:
     return gaps
 
 
-def fed_by_others(section: object, tables: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Whether the run's other sections' tables (raw, flags merged) give ``section`` its
-    input where its own table has none (a section without the part: never)."""
+def fed_by_others(section: object, outputs: Mapping[str, Any]) -> bool:
+    """Whether the other sections' outputs (``plan.outputs``) give ``section`` its input
+    where its own settings have none (a section without the part: never)."""
     fed_by = getattr(section, "fed_by", None)
-    return bool(fed_by(tables)) if callable(fed_by) else False
+    return bool(fed_by(outputs)) if callable(fed_by) else False
 
 
 def policy_choices(section: object) -> Mapping[str, tuple[str, ...]]:
@@ -524,3 +526,10 @@ def section_names() -> tuple[str, ...]:
 def get_section(name: str) -> Section:
     """The registered section called ``name``; KeyError when there is none."""
     return registered()[name]
+
+
+def section_outputs(section: object, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The named plain-JSON values ``section`` offers the other sections, from its parsed
+    ``settings`` (none declared: none); they reach the others as ``plan.outputs``."""
+    offer = getattr(section, "outputs", None)
+    return dict(offer(settings)) if callable(offer) else {}

@@ -73,6 +73,15 @@ def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     return _parse(mapping).to_json()
 
 
+def outputs(settings: dict[str, Any]) -> dict[str, Any]:
+    """What the bench offers the other sections: ``workloads``, the workload specs it times
+    (its ``kind = "workload"`` benchmarks, then its ``workloads`` targets), which the calls
+    record too."""
+    specs = [dict(s) for s in settings.get("benchmarks", ()) if s.get("kind") == "workload"]
+    specs += [{"kind": "workload", "target": target} for target in settings.get("workloads", ())]
+    return {"workloads": specs}
+
+
 def sides_for(settings: BenchSettings) -> tuple[list[Side], Side, Side | None]:
     """The measured sides, the side judged against the baseline, and the A/A control."""
     if settings.aa:

@@ -3,7 +3,7 @@
 Its own subcommand takes the stack's options (``torchcanary calls 'pytest tests/' --with
 '-e .'``); in ``run`` it adds no flags of its own and records the stack's command and the
 bench's workloads whenever one is given (``--stack``, read with the stack's other options;
-``--workload``, the bench's flag).
+``--workload``, the bench's flag, whose workloads the bench offers as its output).
 """
 
 from __future__ import annotations
@@ -30,20 +30,18 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own."""
+    """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own.
+    The bench's workloads (``--workload``) arrive as its output instead (:func:`fed_by`)."""
     settings = stack_plugin.flag_settings(args)
-    if getattr(args, "bench_workloads", None):
-        settings["workloads"] = list(args.bench_workloads)
     if getattr(args, "calls_replay_timeout_s", None) is not None:
         settings["replay_timeout_s"] = args.calls_replay_timeout_s
     return settings
 
 
 def named_by(args: argparse.Namespace) -> bool:
-    """``run --stack COMMAND`` or ``run --workload TARGET`` records and replays those calls
-    too."""
-    workloads = args.command == "run" and bool(getattr(args, "bench_workloads", None))
-    return stack_plugin.named_by(args) or workloads
+    """``run --stack COMMAND`` records and replays those calls too (``run --workload
+    TARGET`` does through the bench's output: :func:`fed_by`)."""
+    return stack_plugin.named_by(args)
 
 
 def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -57,15 +55,11 @@ def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
     )
 
 
-def bench_workloads(tables: Mapping[str, Mapping[str, Any]]) -> bool:
+def fed_by(outputs: Mapping[str, Any]) -> bool:
     """A run whose bench times workloads (``[bench] workloads``, a ``kind = "workload"``
-    benchmark, or ``--workload``) records their calls too, with no ``[calls]`` table."""
-    bench = tables.get("bench", {})
-    specs = bench.get("benchmarks", ())
-    has_spec = isinstance(specs, list) and any(
-        isinstance(spec, Mapping) and spec.get("kind") == "workload" for spec in specs
-    )
-    return bool(bench.get("workloads")) or has_spec
+    benchmark, or ``--workload``: the bench's output ``workloads``) records their calls
+    too, with no ``[calls]`` table."""
+    return bool(outputs.get("workloads"))
 
 
 SECTION = PackageSection(
@@ -78,5 +72,5 @@ SECTION = PackageSection(
     settings_from_flags=flag_settings,
     named_by_flags=named_by,
     input_check=missing_input,
-    input_elsewhere=bench_workloads,
+    input_elsewhere=fed_by,
 )

@@ -33,7 +33,6 @@ def register(commands: Any, epilog: str) -> dict[str, Handler]:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_flags(run)
-    _add_claims_flags(run)
     names = ", ".join(section_names())
     run.add_argument("--only", help=f"comma-separated sections to run ({names})")
     run.add_argument("--skip", help="comma-separated sections to leave out")
@@ -118,33 +117,6 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_claims_flags(parser: argparse.ArgumentParser) -> None:
-    """Which claims to probe: only ``run`` runs claims, so only ``run`` takes these."""
-    parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
-    parser.add_argument(
-        "--probe-module",
-        action="append",
-        dest="probe_modules",
-        help="extra module of probes to load (repeatable)",
-    )
-    parser.add_argument(
-        "--probe-timeout",
-        type=float,
-        dest="probe_timeout_s",
-        help="seconds per probe, overriding each probe's own timeout",
-    )
-    parser.add_argument(
-        "--release",
-        help="claims pack to qualify against, e.g. 2.14 (default: the candidate's release)",
-    )
-    parser.add_argument(
-        "--regression",
-        action="append",
-        metavar="RELEASE",
-        help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
-    )
-
-
 def _split(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
@@ -182,11 +154,6 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
-        "probes": _split(getattr(args, "probes", None)),
-        "probe_modules": getattr(args, "probe_modules", None),
-        "probe_timeout_s": getattr(args, "probe_timeout_s", None),
-        "release": getattr(args, "release", None),
-        "regression": getattr(args, "regression", None),
         "installer": args.installer,
         "policy_file": args.policy_file,
         "store": args.store,

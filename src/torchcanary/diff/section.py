@@ -81,6 +81,12 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return diff_settings.parse_settings(mapping)
 
 
+def outputs(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What the diff offers the other sections: ``release_notes``, the notes files whose
+    words (with the claims pack's) announce a change; the calls quote them too."""
+    return {"release_notes": list(settings.get("notes", ()))}
+
+
 def _artifact_name(role: str) -> str:
     return f"diff/{role}.json"
 
@@ -136,12 +142,13 @@ def _collect(ctx: RunContext, settings: DiffSettings) -> dict[str, CallResult]:
     return {role: results[role] for role in ROLES}
 
 
-def release_text(settings: DiffSettings, extra_modules: tuple[str, ...] = ()) -> ReleaseText:
-    """The claims pack's words plus the notes files' words."""
+def release_text(notes: tuple[str, ...], extra_modules: tuple[str, ...] = ()) -> ReleaseText:
+    """The claims pack's words (its probes', ``extra_modules``' too) plus the words of the
+    ``notes`` files."""
     from torchcanary.claims.catalog import select_probes
 
     described = [probe.describe() for probe, _ in select_probes((), extra_modules).values()]
-    return ReleaseText.from_texts([*claims_pack_texts(described), *read_notes(settings.notes)])
+    return ReleaseText.from_texts([*claims_pack_texts(described), *read_notes(notes)])
 
 
 def code_root(ctx: RunContext, settings: DiffSettings) -> Path | None:
@@ -211,7 +218,7 @@ def run(ctx: RunContext) -> None:
     diff = assess(
         collections["baseline"],
         collections["candidate"],
-        release_text(settings, ctx.plan.probe_modules),
+        release_text(settings.notes, tuple(ctx.plan.outputs.get("probe_modules", ()))),
         code_root(ctx, settings),
     )
     for change in diff.changes:
