@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from torchcanary.commands import Handler
+from torchcanary.commands import EPILOG, Handler
 from torchcanary.commands.summary import print_outcome, print_verdict
 from torchcanary.errors import CanaryError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from torchcanary.runner import Venue
 
 
-def register(commands: Any, epilog: str) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``run`` and every section's own command; their handler."""
     run = commands.add_parser(
         "run",
         help="qualify a candidate against a baseline (all sections)",
-        epilog=epilog,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_flags(run)
