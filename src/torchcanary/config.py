@@ -23,12 +23,7 @@ from torchcanary.plan import (
     settings_owners,
 )
 from torchcanary.policy import load_policy_file, resolve_policy
-from torchcanary.sections import (
-    check_plan,
-    fed_by_others,
-    get_section,
-    section_names,
-)
+from torchcanary.sections import check_plan, fed_by_others, get_section, section_names
 from torchcanary.store.location import store_location
 
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
@@ -140,7 +135,7 @@ def _parsed_tables(
 def _unknown_key(source: str, key: str, known_sections: tuple[str, ...]) -> ConfigError:
     """An unknown top-level key, with the fix: the table it belongs in, where a section's
     settings have it (``probes``, ``release``, ... moved under ``[claims]``)."""
-    owners = settings_owners(key)
+    owners = settings_owners([key])[key]
     if owners:
         tables = " or ".join(f"[{name}]" for name in owners)
         return ConfigError(
@@ -218,9 +213,8 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     raw_tables = {
         name: section_tables.get(name, {}) | overrides.get(name, {}) for name in known_sections
     }
-    parsed = _parsed_tables(
-        raw_tables, sections, {name for name, set_ in overrides.items() if set_}
-    )
+    flagged = {name for name, given in overrides.items() if given}
+    parsed = _parsed_tables(raw_tables, sections, flagged)
     outputs = collect_outputs(parsed)
     section_settings, left_out = _section_settings(parsed, sections, named, outputs)
     sections = tuple(section_settings)

@@ -6,7 +6,7 @@ run does exactly what the interrupted one meant to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,11 +62,9 @@ def _upgrade_schema_1(data: dict[str, Any]) -> dict[str, Any]:
     upgraded = {k: v for k, v in data.items() if k not in _MOVED_IN_SCHEMA_2}
     settings = {name: dict(table) for name, table in data.get("settings", {}).items()}
     offering = {name: dict(table) for name, table in settings.items()}
-    for key in _MOVED_IN_SCHEMA_2:
-        if key not in data:
-            continue
+    for key, owners in settings_owners(k for k in _MOVED_IN_SCHEMA_2 if k in data).items():
         value = list(data[key]) if isinstance(data[key], list | tuple) else data[key]
-        for owner in settings_owners(key):
+        for owner in owners:
             offering.setdefault(owner, {})[key] = value
             if owner in data.get("sections", ()):
                 settings.setdefault(owner, {})[key] = value
@@ -96,16 +94,18 @@ def collect_outputs(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     return outputs
 
 
-def settings_owners(key: str) -> list[str]:
-    """The sections whose tables take ``key`` (their default settings have it)."""
+def settings_owners(keys: Iterable[str]) -> dict[str, list[str]]:
+    """For each of ``keys``, the sections whose tables take it (their default settings
+    have it): where a key that is not the plan's own belongs."""
     from torchcanary.sections import get_section, section_names
 
-    owners = []
+    owners: dict[str, list[str]] = {key: [] for key in keys}
     for name in section_names():
         try:
             defaults = get_section(name).parse_settings({})
         except ConfigError:
             continue
-        if key in defaults:
-            owners.append(name)
+        for key, found in owners.items():
+            if key in defaults:
+                found.append(name)
     return owners
