@@ -21,7 +21,8 @@ _OWN = ("candidate_env", "replay_timeout_s", "workloads")
 class CallsSettings:
     """``candidate_env``: variables given to the candidate's replay only (to reproduce a
     setting your deployment gives the new version); ``replay_timeout_s``: per call;
-    ``workloads``: bench workload specs whose calls are recorded too (``--workload``)."""
+    ``workloads``: bench workload specs whose calls are recorded too (``[calls] workloads``;
+    the bench's own, ``--workload`` among them, arrive as its output ``workloads``)."""
 
     stack: StackSettings
     candidate_env: dict[str, str] = field(default_factory=dict)
