@@ -29,8 +29,11 @@ def test_unknown_config_key_names_the_key_and_the_known_ones(tmp_path):
 
 
 def test_config_key_of_wrong_type_is_refused(tmp_path):
-    (tmp_path / "pyproject.toml").write_text("[tool.torchcanary]\nprobes = 'c10d.*'\n")
-    assert "probes" in _one_line_error(run_canary_here("run", cwd=tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.torchcanary]\nsections = 'claims'\n")
+    assert "'sections' has the wrong type" in _one_line_error(run_canary_here("run", cwd=tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.torchcanary.claims]\nprobes = 'c10d.*'\n")
+    line = _one_line_error(run_canary_here("run", cwd=tmp_path))
+    assert "[tool.torchcanary.claims] probes: expected a list of strings" in line
 
 
 def test_an_unknown_installer_is_refused_with_the_choices(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.bench import section as bench_section
 from torchcanary.calls import plugin
 from torchcanary.calls.section import _workloads
 from torchcanary.calls.settings import CallsSettings
@@ -19,14 +20,18 @@ def test_a_workload_alone_is_enough_to_run_and_its_file_target_is_made_absolute(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "steps.py").write_text("def make_step():\n    return lambda: None\n")
-    args = argparse.Namespace(command="run", stack=None, bench_workloads=["steps.py:make_step"])
-    assert plugin.named_by(args)
-    raw = {**plugin.flag_settings(args), "cwd": str(tmp_path)}
-    settings = CallsSettings.parse(raw)
+    settings = CallsSettings.parse({"cwd": str(tmp_path), "workloads": ["steps.py:make_step"]})
     assert plugin.missing_input(settings.to_json()) is None
     assert settings.workloads[0]["target"] == f"{tmp_path / 'steps.py'}:make_step"
     assert CallsSettings.from_json(settings.to_json()) == settings
     assert plugin.missing_input(CallsSettings.parse({"cwd": str(tmp_path)}).to_json())
+
+
+def test_the_bench_s_workloads_feed_the_calls_through_its_output_not_its_flags() -> None:
+    args = argparse.Namespace(command="run", stack=None, bench_workloads=["steps.py:make_step"])
+    assert not plugin.named_by(args) and "workloads" not in plugin.flag_settings(args)
+    assert plugin.fed_by({"workloads": [{"kind": "workload", "target": "pkg.m:step"}]})
+    assert not plugin.fed_by({"workloads": []}) and not plugin.fed_by({})
 
 
 def test_the_bench_workloads_of_the_run_are_recorded_once_each(tmp_path: Path) -> None:
@@ -40,7 +45,8 @@ def test_the_bench_workloads_of_the_run_are_recorded_once_each(tmp_path: Path) -
             {"kind": "workload", "target": target, "params": {"n": 2}},
         ],
     }
-    found = [(s["target"], s.get("params", {})) for s in _workloads(settings, bench)]
+    offered = bench_section.outputs(bench)["workloads"]
+    found = [(s["target"], s.get("params", {})) for s in _workloads(settings, offered)]
     assert found == [(target, {}), (target, {"n": 2}), ("pkg.bench:step", {})]
 
 

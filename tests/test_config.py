@@ -15,13 +15,14 @@ from torchcanary.errors import ConfigError
 
 def test_pyproject_table_is_read_and_flags_win(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.torchcanary]\nbaseline = "torch==2.13.0"\nprobes = ["c10d.*"]\n'
+        '[tool.torchcanary]\nbaseline = "torch==2.13.0"\n'
         'sections = ["claims"]\nstore = "results/db.sqlite"\n'
+        '[tool.torchcanary.claims]\nprobes = ["c10d.*"]\n'
     )
-    settings = load_settings(None, {"candidate": "torch==2.14.1 numpy", "probes": None}, tmp_path)
+    settings = load_settings(None, {"candidate": "torch==2.14.1 numpy"}, tmp_path)
     assert settings.plan.baseline == "torch==2.13.0"
     assert settings.plan.candidate == "torch==2.14.1 numpy"
-    assert settings.plan.probes == ("c10d.*",)
+    assert settings.plan.section_settings("claims")["probes"] == ["c10d.*"]
     assert settings.store == tmp_path / "results" / "db.sqlite"
     assert settings.source.endswith("pyproject.toml")
 
@@ -137,3 +138,112 @@ def test_a_section_command_offers_only_flags_it_reads(command: str, tmp_path: Pa
     for claims_flag in ("--probes", "--probe-module", "--probe-timeout", "--release"):
         assert claims_flag not in shown
     assert shown.split("\n\n")[1].strip(), f"{command} --help should say what it does"
+
+
+def test_the_claims_flags_on_run_set_the_claims_table_and_win_over_it(tmp_path: Path) -> None:
+    (tmp_path / "canary.toml").write_text(
+        '[claims]\nprobes = ["c10d.*"]\nprobe_timeout_s = 10\nrelease = "2.14"\n'
+    )
+    argv = ["run", "--only", "claims", "--probes", "sanity.*, nccl2.*", "--probe-timeout", "30"]
+    argv += ["--regression", "2.13", "--probe-module", "ours.probes", "--fresh-claims"]
+    plan = load_settings(None, flags_from_args(build_parser().parse_args(argv)), tmp_path).plan
+    assert plan.section_settings("claims") == {
+        "probes": ["sanity.*", "nccl2.*"],
+        "probe_modules": ["ours.probes"],
+        "probe_timeout_s": 30.0,
+        "release": "2.14",
+        "regression": ["2.13"],
+        "reuse": False,
+    }
+    assert plan.outputs["probe_modules"] == ["ours.probes"]  # what the diff and calls read
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('probes = ["c10d.*"]', "probes"),
+        ('probe_modules = ["ours.probes"]', "probe_modules"),
+        ("probe_timeout_s = 30", "probe_timeout_s"),
+        ('release = "2.14"', "release"),
+        ('regression = ["2.13"]', "regression"),
+    ],
+)
+def test_an_old_top_level_claims_key_is_refused_with_where_it_moved(
+    tmp_path: Path, line: str, key: str
+) -> None:
+    (tmp_path / "canary.toml").write_text(line + "\n")
+    result = run_canary_here("run", "--only", "claims", cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"`{key}` is a claims setting: move it under [claims]" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_claims_setting_is_refused_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "canary.toml").write_text("[claims]\nprobe_timeout_s = 0\n")
+    with pytest.raises(ConfigError, match=r"\[tool.torchcanary.claims\] probe_timeout_s"):
+        load_settings(None, {"sections": ["claims"]}, tmp_path)
+
+
+def test_a_plan_of_schema_1_loads_with_its_claims_settings_in_the_claims_table() -> None:
+    """A plan stored before the claims' settings moved (``--resume``, reports) still loads."""
+    from torchcanary.plan import RunPlan
+    from torchcanary.sections import load_plan
+
+    stored = {
+        "baseline": "torch==2.13.0",
+        "candidate": "torch==2.14.1",
+        "sections": ["claims", "diff"],
+        "probes": ["c10d.*"],
+        "probe_modules": ["ours.probes"],
+        "installer": "auto",
+        "probe_timeout_s": 30.0,
+        "policy": {},
+        "settings": {"claims": {"reuse": False}, "diff": {"notes": ["NOTES.md"]}},
+        "release": "2.14",
+        "regression": ["2.13"],
+        "schema": 1,
+    }
+    with pytest.raises(ValueError, match=r"load it with sections\.load_plan"):
+        RunPlan.from_json(stored)  # the registry knows where those keys belong now
+    plan = load_plan(stored)
+    assert plan.sections == ("claims", "diff")
+    assert plan.section_settings("claims") == {
+        "reuse": False,
+        "probes": ["c10d.*"],
+        "probe_modules": ["ours.probes"],
+        "probe_timeout_s": 30.0,
+        "release": "2.14",
+        "regression": ["2.13"],
+    }
+    assert plan.outputs == {"probe_modules": ["ours.probes"], "release_notes": ["NOTES.md"]}
+    assert plan.to_json()["schema"] == 2
+    assert RunPlan.from_json(plan.to_json()) == plan
+
+
+def test_a_run_with_a_workload_records_its_calls_as_the_bench_offers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --workload``: the bench's flag; the calls record it (the bench's output) even
+    where the bench does not time it (``--only diff,calls``)."""
+    monkeypatch.chdir(tmp_path)  # a file target is relative to where the command is typed
+    (tmp_path / "steps.py").write_text("def make_step():\n    return lambda: None\n")
+    target = f"{tmp_path / 'steps.py'}:make_step"
+    for argv in (["run"], ["run", "--only", "diff,calls"]):
+        args = build_parser().parse_args([*argv, "--workload", "steps.py:make_step"])
+        settings = load_settings(None, flags_from_args(args), tmp_path)
+        assert "calls" in settings.plan.sections, argv
+        assert settings.plan.outputs["workloads"] == [{"kind": "workload", "target": target}]
+        assert settings.plan.section_settings("calls")["workloads"] == []  # not its own
+
+
+def test_an_output_offered_by_two_sections_is_refused_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary import sections
+
+    for name in ("claims", "diff"):
+        monkeypatch.setattr(
+            type(sections.get_section(name)), "outputs", lambda self, s: {"same": 1}
+        )
+    with pytest.raises(ConfigError, match="sections 'claims' and 'diff' both offer the output"):
+        load_settings(None, {"sections": ["claims", "diff"]}, tmp_path)

@@ -99,11 +99,33 @@ def test_rank_hosts_hold_the_gpus_every_placed_node_has_or_the_number_asked() ->
         gpus_across(live, 2, 0)
 
 
+def test_a_fleet_node_without_a_gpu_is_asked_only_the_claims_its_hardware_can_answer() -> None:
+    """The claims' fit narrows their own settings (``probes`` in the claims table)."""
+    from torchcanary.claims.fit import fit_plan
+    from torchcanary.fleet.profile import HardwareProfile
+    from torchcanary.plan import RunPlan
+
+    cpu_only = HardwareProfile(cpu_model="x", cpu_cores=4, arch="x86_64", os="Linux")
+    probes = ["sanity.version-pin", "nccl2.collective-contract"]
+    plan = RunPlan(
+        "torch==2.13.0", "torch==2.14.1", ("claims",), settings={"claims": {"probes": probes}}
+    )
+    fitted, left_out = fit_plan(plan, cpu_only)
+    assert fitted.section_settings("claims")["probes"] == ["sanity.version-pin"]
+    assert list(left_out) == ["nccl2.collective-contract"] and "needs cuda" in str(left_out)
+    gpu_only = RunPlan(
+        "torch==2.13.0", "torch==2.14.1", ("claims",), settings={"claims": {"probes": probes[1:]}}
+    )
+    assert fit_plan(gpu_only, cpu_only)[0].sections == ()
+
+
 def test_a_profile_whose_unit_saw_too_few_gpus_is_undone_work_though_another_ran(
     store: SqliteStore,
 ) -> None:
     """Issue 38 item 2: it was a warning, and the run answered go when another profile ran."""
-    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("claims",), probes=(PROBE,))
+    plan = RunPlan(
+        "torch==2.13.0", "torch==2.14.1", ("claims",), settings={"claims": {"probes": [PROBE]}}
+    )
     run_id = store.create_run(plan.to_json())
     ran, short = store.scoped("node-a", "gpu-a"), store.scoped("node-b", "gpu-b")
     ran.save_section_result(run_id, SectionResult("fleet", "claims", "both", "ok", {}))

@@ -39,13 +39,14 @@ from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
 THIRD_PARTY = Path(__file__).parent / "fixtures" / "third_party_section"
+PROBE = "sanity.version-pin"  # the claims' one planned claim here
 # What a section needs beyond its table's defaults to plan any unit (a command to run).
 TABLES: dict[str, dict[str, Any]] = {
     "stack": {"command": "pytest -q"},
     "calls": {"command": "pytest -q"},
     "bench": {"families": [], "benchmarks": [{"kind": "synthetic", "op": "add", "id": "add"}]},
+    "claims": {"probes": [PROBE]},
 }
-PROBE = "sanity.version-pin"  # the claims' one planned claim here
 # A failure as the core sees it: the injected unit's verdict word (None: no row at all),
 # and whether the section could not finish.
 FAILURES: dict[str, tuple[str | None, bool]] = {
@@ -73,9 +74,7 @@ def every_section(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Section
 
 def _plan(section: Section) -> RunPlan:
     settings = {section.name: section.parse_settings(TABLES.get(section.name, {}))}
-    return RunPlan(
-        "torch==2.13.0", "torch==2.14.1", (section.name,), probes=(PROBE,), settings=settings
-    )
+    return RunPlan("torch==2.13.0", "torch==2.14.1", (section.name,), settings=settings)
 
 
 def _as_stored(section: Section, verdict: str | None, unit: PlannedUnit) -> str | None:

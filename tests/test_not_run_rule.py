@@ -106,7 +106,9 @@ def test_honest_unknowns_are_shown_not_blocking(store: SqliteStore) -> None:
 @pytest.mark.parametrize("verdict", ["error", "crashed", "timeout"])
 def test_a_claim_the_candidate_could_not_check_blocks(store: SqliteStore, verdict: str) -> None:
     """Issue 28 item 1: a probe that broke in the candidate says nothing of the claim."""
-    plan = RunPlan("torch==2.13.0", "torch==2.14.1", ("claims",), probes=(PROBE,))
+    plan = RunPlan(
+        "torch==2.13.0", "torch==2.14.1", ("claims",), settings={"claims": {"probes": [PROBE]}}
+    )
     run_id = store.create_run(plan.to_json())
     for role, outcome in (
         ("baseline", Outcome(Verdict.REFUTED, "not in this version")),

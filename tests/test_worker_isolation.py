@@ -22,9 +22,8 @@ pytestmark = pytest.mark.torch_envs
 @pytest.fixture
 def faulty_context(make_context, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(FIXTURES))
-    context = make_context(
-        sections=("claims",), probes=("faulty.*",), probe_modules=("canary_faulty",)
-    )
+    claims = {"probes": ["faulty.*"], "probe_modules": ["canary_faulty"]}
+    context = make_context(sections=("claims",), settings={"claims": claims})
     context.import_root = import_root_for(("torchcanary", "canary_faulty"), tmp_path / "root")
     return context
 

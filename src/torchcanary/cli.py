@@ -1,5 +1,8 @@
-"""The command line: the top parser, and the routing to each command group's handler
-(``commands/``, and ``history/commands.py`` for the cross-run questions).
+"""The command line: the top parser, and the routing to each command group's handler.
+
+Commands come from the core's modules (``commands/``, ``history/commands.py``,
+``ci/commands.py``) and from each section (its ``add_commands``), all added the same way
+(:func:`command_adders`).
 
 Exit codes: 0 go, 1 no-go, 2 usage or configuration error, 3 internal error (a section
 could not finish, or a bug: the traceback is shown with --debug).
@@ -8,39 +11,20 @@ could not finish, or a bug: the traceback is shown with --debug).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rich.console import Console
 
 from torchcanary import __version__
 from torchcanary.ci import commands as ci_commands
-from torchcanary.commands import Handler, Parser, publish, run, stored, verify
+from torchcanary.commands import EPILOG, Handler, Parser, publish, run, stored, verify
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
 from torchcanary.sections import SectionDiscoveryError, registered, section_commands
 from torchcanary.store.redaction import redact
-
-EPILOG = """\
-examples:
-  torchcanary run --baseline torch==2.13.0 --candidate torch==2.14.1
-  torchcanary run --candidate "torch==2.14.1 numpy" --only claims --probes 'c10d.*'
-  torchcanary run --resume                   # carry on after an interruption
-  torchcanary probes                          # every claim probe and what it needs
-  torchcanary packs                           # the claims packs installed, one per release
-  torchcanary claims checklist NOTES.md --release 2.15   # draft a pack from the notes
-  torchcanary runs && torchcanary report RUN_ID
-  torchcanary publish site/                   # a static site of every stored run
-  torchcanary verify canary-results/latest     # results.json still matches its digest?
-  torchcanary ci init github --runner-label h100  # a workflow for a self-hosted GPU runner
-
-environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an
-interpreter ('python:/opt/venv/bin/python') or 'current'. Requirement sets are built once
-into a cache (TORCHCANARY_CACHE, default the user cache dir) and reused.
-configuration: [tool.torchcanary] in pyproject.toml or canary.toml; flags win.
-exit codes: 0 go, 1 no-go, 2 usage/configuration error, 3 internal error.
-"""
-
 
 HANDLERS: dict[str, Handler] = {}  # command -> its handler, filled as the parser is built
 
@@ -58,15 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"torchcanary {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    HANDLERS.update(run.register(commands, EPILOG))
-    for section in registered().values():  # a section's own commands (the claims: probes)
-        HANDLERS.update(section_commands(section, commands))
-    HANDLERS.update(stored.register(commands))
-    HANDLERS.update(publish.register(commands))
-    HANDLERS.update(verify.register(commands))  # a run's evidence digest
-    HANDLERS.update(history_commands.register(commands))  # history, compare, store
-    HANDLERS.update(ci_commands.register(commands))  # ci init, ci comment
+    for add_commands in command_adders():
+        HANDLERS.update(add_commands(commands))
     return parser
+
+
+def command_adders() -> list[Callable[[Any], Mapping[str, Handler]]]:
+    """Every place commands come from, in the order ``--help`` lists them, each as its
+    ``add_commands(commands)`` (its parsers added to the subparsers; its handlers by
+    command): ``run`` (with each section's own command: ``bench``, ``drill``, ...), each
+    registered section's other commands (the claims: ``probes``, ``packs``, ``claims``;
+    through the contract, so a plugin's failing hook names the plugin), then the core's
+    commands on stored runs."""
+    return [
+        run.add_commands,
+        *(functools.partial(section_commands, section) for section in registered().values()),
+        stored.add_commands,  # runs, report
+        publish.add_commands,
+        verify.add_commands,  # a run's evidence digest
+        history_commands.add_commands,  # history, compare, store
+        ci_commands.add_commands,  # ci init, ci comment
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ one ConfigError naming the file, the key and the fix. Flags win over files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,14 @@ from typing import Any
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
-from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS, RunPlan
+from torchcanary.plan import (
+    DEFAULT_BASELINE,
+    DEFAULT_CANDIDATE,
+    INSTALLERS,
+    RunPlan,
+)
 from torchcanary.policy import load_policy_file, resolve_policy
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import collect_outputs, get_section, section_names, settings_owners
 from torchcanary.store.location import store_location
 
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
@@ -26,16 +32,11 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "baseline": str,
     "candidate": str,
     "sections": list,
-    "probes": list,
-    "probe_modules": list,
     "installer": str,
-    "probe_timeout_s": (int, float),
     "store": str,
     "output": str,
     "policy": dict,
     "policy_file": str,
-    "release": str,
-    "regression": list,
 }
 
 
@@ -117,27 +118,58 @@ def _locations(merged: dict[str, Any], cwd: Path) -> tuple[Path | str, Path]:
     return store, output
 
 
+def _parsed_tables(
+    raw_tables: dict[str, dict[str, Any]], sections: tuple[str, ...], given: set[str]
+) -> dict[str, dict[str, Any]]:
+    """The settings of each section of the run, in run order, then of each other section
+    whose table or flags the user gives (``given``): they are meant for this project, so
+    the section offers its outputs even when it does not run itself (``run --only
+    diff,calls --workload X``: the bench's workload is recorded, not timed; ``torchcanary
+    diff`` with ``[claims] probe_modules``: the diff reads those probes' claims too). A bad
+    table is a ConfigError."""
+    wanted = [*sections, *(name for name in raw_tables if name in given and name not in sections)]
+    return {name: get_section(name).parse_settings(dict(raw_tables[name])) for name in wanted}
+
+
+def _unknown_key(source: str, key: str, known_sections: tuple[str, ...]) -> ConfigError:
+    """An unknown top-level key, with the fix: the table it belongs in, where a section's
+    settings have it (``probes``, ``release``, ... moved under ``[claims]``)."""
+    owners = settings_owners([key])[key]
+    if owners:
+        tables = " or ".join(f"[{name}]" for name in owners)
+        return ConfigError(
+            f"{source}: `{key}` is a {', '.join(owners)} setting: move it under {tables}"
+        )
+    return ConfigError(
+        f"{source}: unknown key {key!r}; known keys: "
+        f"{', '.join(sorted([*_TOP_LEVEL_TYPES, *known_sections]))}"
+    )
+
+
 def _section_settings(
-    raw_tables: dict[str, dict[str, Any]], named: set[str]
+    parsed: dict[str, dict[str, Any]],
+    sections: tuple[str, ...],
+    named: set[str],
+    outputs: Mapping[str, Any],
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Each section's validated settings, in run order, and the default sections left out.
 
-    A section that lacks what it needs is a usage error when the user named it, and is
-    left out with a note when it was only a default; a plan with nothing left is refused.
+    A section that lacks what it needs (and is not fed by the others' ``outputs``) is a
+    usage error when the user named it, and is left out with a note when it was only a
+    default; a plan with nothing left is refused.
     """
     settings, left_out = {}, {}
-    for name, raw in raw_tables.items():
+    for name in sections:
         section = get_section(name)
-        parsed = section.parse_settings(dict(raw))
-        missing = section.missing_input(parsed)
-        if missing and section.fed_by(raw_tables):
+        missing = section.missing_input(parsed[name])
+        if missing and section.fed_by(outputs):
             missing = None
         if missing and name in named:
             raise ConfigError(missing[0])
         if missing:
             left_out[name] = missing[1]
         else:
-            settings[name] = parsed
+            settings[name] = parsed[name]
     if not settings:
         why = "".join(f" ({name}: {note})" for name, note in left_out.items())
         raise ConfigError(
@@ -155,10 +187,7 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
                 raise ConfigError(f"{source}: [{key}] must be a table")
             continue
         if key not in _TOP_LEVEL_TYPES:
-            raise ConfigError(
-                f"{source}: unknown key {key!r}; known keys: "
-                f"{', '.join(sorted([*_TOP_LEVEL_TYPES, *known_sections]))}"
-            )
+            raise _unknown_key(source, key, known_sections)
         if not isinstance(value, _TOP_LEVEL_TYPES[key]):
             raise ConfigError(f"{source}: key {key!r} has the wrong type ({value!r})")
     merged = table | flags
@@ -179,31 +208,28 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     named = set(flags.get("named_sections", ()))
     if "sections" not in flags:
         named |= set(table.get("sections", ()))
+    overrides = flags.get("section_overrides", {})
     raw_tables = {
-        name: section_tables.get(name, {}) | flags.get("section_overrides", {}).get(name, {})
-        for name in sections
+        name: section_tables.get(name, {}) | overrides.get(name, {}) for name in known_sections
     }
-    section_settings, left_out = _section_settings(raw_tables, named)
+    given = {name for name, flags_given in overrides.items() if flags_given}
+    given |= {name for name in known_sections if name in table}
+    parsed = _parsed_tables(raw_tables, sections, given)
+    outputs = collect_outputs(parsed)
+    section_settings, left_out = _section_settings(parsed, sections, named, outputs)
     sections = tuple(section_settings)
     policy_overrides: dict[str, Any] = {}
     if "policy_file" in merged:
         policy_overrides |= load_policy_file((cwd / merged["policy_file"]).expanduser())
     policy_overrides |= dict(table.get("policy", {}))
-    timeout = merged.get("probe_timeout_s")
-    if timeout is not None and timeout <= 0:
-        raise ConfigError(f"probe_timeout_s must be positive, not {timeout}")
     plan = RunPlan(
         baseline=str(merged.get("baseline", DEFAULT_BASELINE)),
         candidate=str(merged.get("candidate", DEFAULT_CANDIDATE)),
         sections=sections,
-        probes=tuple(merged.get("probes", ())),
-        probe_modules=tuple(merged.get("probe_modules", ())),
         installer=installer,
-        probe_timeout_s=float(timeout) if timeout is not None else None,
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
-        release=str(merged["release"]) if merged.get("release") else None,
-        regression=tuple(str(r) for r in merged.get("regression", ())),
+        outputs=outputs,
     )
     for name in sections:  # e.g. a bad claims pack: refused before anything is built
         get_section(name).check_plan(plan)

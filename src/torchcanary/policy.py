@@ -26,7 +26,7 @@ from torchcanary.config_toml import tomllib
 from torchcanary.errors import ConfigError
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import get_section, load_plan, section_names
 
 # The keys of the rules the core applies to every section.
 CORE_POLICY_DEFAULTS: dict[str, Any] = {"block_on_not_run": True}
@@ -178,7 +178,7 @@ def decide(
     before it started, else read from ``plan`` (default: the run's stored plan; a fleet
     profile's is the plan fitted to its hardware)."""
     declared = planned if planned is not None else view.planned if plan is None else None
-    plan = plan or RunPlan.from_json(view.run.plan)
+    plan = plan or load_plan(view.run.plan)
     reasons: list[str] = []
     unchecked: list[str] = []
     count = 0

@@ -15,12 +15,15 @@ import argparse
 import contextlib
 import functools
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.contract import ROWS_TABLE, Section
+from torchcanary.errors import ConfigError
+from torchcanary.plan import MOVED_IN_SCHEMA_2, RunPlan
+from torchcanary.plan import SCHEMA as PLAN_SCHEMA
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
 
 if TYPE_CHECKING:
@@ -295,3 +298,61 @@ def section_names() -> tuple[str, ...]:
 def get_section(name: str) -> Section:
     """The registered section called ``name``; KeyError when there is none."""
     return registered()[name]
+
+
+def collect_outputs(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the sections with these parsed settings offer one another, by name (each
+    section's ``outputs``); a name offered by two sections is a ConfigError naming both."""
+    outputs: dict[str, Any] = {}
+    offered_by: dict[str, str] = {}
+    for name, parsed in settings.items():
+        for key, value in get_section(name).outputs(parsed).items():
+            if key in offered_by:
+                raise ConfigError(
+                    f"sections {offered_by[key]!r} and {name!r} both offer the output {key!r}; "
+                    "uninstall one of them, or ask its author to rename it"
+                )
+            outputs[key], offered_by[key] = value, name
+    return outputs
+
+
+def settings_owners(keys: Iterable[str]) -> dict[str, list[str]]:
+    """For each of ``keys``, the sections whose tables take it (their default settings
+    have it): where a key that is not the plan's own belongs."""
+    owners: dict[str, list[str]] = {key: [] for key in keys}
+    for name in section_names():
+        try:
+            defaults = get_section(name).parse_settings({})
+        except ConfigError:
+            continue
+        for key, found in owners.items():
+            if key in defaults:
+                found.append(name)
+    return owners
+
+
+def load_plan(data: Mapping[str, Any]) -> RunPlan:
+    """A stored plan, of any schema. Schema 1 kept the claims' settings at its top
+    (``probes``, ``probe_modules``, ``probe_timeout_s``, ``release``, ``regression``):
+    each goes to the settings of the sections whose tables take it now, and the outputs
+    are what the sections' settings offer, as for a new plan."""
+    data = dict(data)
+    moved = [key for key in MOVED_IN_SCHEMA_2 if key in data]
+    if data.get("schema", 1) >= PLAN_SCHEMA or not moved:
+        return RunPlan.from_json(data)
+    upgraded = {k: v for k, v in data.items() if k not in MOVED_IN_SCHEMA_2}
+    settings = {name: dict(table) for name, table in data.get("settings", {}).items()}
+    offering = {name: dict(table) for name, table in settings.items()}
+    for key, owners in settings_owners(moved).items():
+        value = list(data[key]) if isinstance(data[key], list | tuple) else data[key]
+        for owner in owners:
+            offering.setdefault(owner, {})[key] = value
+            if owner in data.get("sections", ()):
+                settings.setdefault(owner, {})[key] = value
+    upgraded["settings"] = settings
+    known = set(section_names())  # a plugin uninstalled since offers nothing
+    upgraded["outputs"] = collect_outputs(
+        {name: table for name, table in offering.items() if name in known}
+    )
+    upgraded["schema"] = PLAN_SCHEMA
+    return RunPlan.from_json(upgraded)

@@ -73,6 +73,15 @@ def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     return _parse(mapping).to_json()
 
 
+def outputs(settings: dict[str, Any]) -> dict[str, Any]:
+    """What the bench offers the other sections: ``workloads``, the workload specs it times
+    (its ``kind = "workload"`` benchmarks, then its ``workloads`` targets), which the calls
+    record too."""
+    specs = [dict(s) for s in settings.get("benchmarks", ()) if s.get("kind") == WORKLOAD]
+    specs += [{"kind": WORKLOAD, "target": target} for target in settings.get("workloads", ())]
+    return {"workloads": specs}
+
+
 def sides_for(settings: BenchSettings) -> tuple[list[Side], Side, Side | None]:
     """The measured sides, the side judged against the baseline, and the A/A control."""
     if settings.aa:
@@ -305,11 +314,10 @@ def policy_rules(policy: dict[str, Any] | None) -> dict[str, Any]:
     return {**POLICY_DEFAULTS, **(policy or {})}
 
 
-def _planned_ids(plan: RunPlan, device: str) -> dict[str, str]:
+def _planned_ids(settings: BenchSettings, device: str) -> dict[str, str]:
     """Each benchmark's id on ``device`` -> its id as the plan names it (with the device
     the plan asks for, ``auto`` included: the device is found when the workers start).
     The same settings expand to the same benchmarks, in the same order, on any device."""
-    settings = BenchSettings.from_json(plan.section_settings(SECTION))
     planned = [spec["id"] for spec in expand(settings, settings.device)]
     found = [spec["id"] for spec in expand(settings, device)]
     return dict(zip(found, planned, strict=True)) if len(found) == len(planned) else {}
@@ -324,13 +332,13 @@ def planned_units(plan: RunPlan) -> list[PlannedUnit]:
 def stored_units(view: RunView) -> list[UnitOutcome]:
     """How each planned benchmark ended, its stored id (on the device found) read back as
     the plan names it."""
-    plan = RunPlan.from_json(view.run.plan)
+    settings = BenchSettings.from_json(view.run.plan.get("settings", {}).get(SECTION, {}))
     by_device: dict[str, dict[str, str]] = {}
     outcomes = []
     for result in from_rows(view.sections.get(SECTION, [])):
         device = str(result.spec.get("device", ""))
         if device not in by_device:
-            by_device[device] = _planned_ids(plan, device) if device else {}
+            by_device[device] = _planned_ids(settings, device) if device else {}
         item = by_device[device].get(result.key, result.key)
         why = result.reason if isinstance(result, BenchSkipped) else ""
         outcomes.append(UnitOutcome(PlannedUnit(item, result.env_role), result.verdict.value, why))

@@ -3,7 +3,7 @@
 Its own subcommand takes the stack's options (``torchcanary calls 'pytest tests/' --with
 '-e .'``); in ``run`` it adds no flags of its own and records the stack's command and the
 bench's workloads whenever one is given (``--stack``, read with the stack's other options;
-``--workload``, the bench's flag).
+``--workload``, the bench's flag, whose workloads the bench offers as its output).
 """
 
 from __future__ import annotations
@@ -44,20 +44,18 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own."""
+    """The stack's options (on ``run``: ``--stack`` and the rest), plus the replay's own.
+    The bench's workloads (``--workload``) arrive as its output instead (:func:`fed_by`)."""
     settings = user_flags.flag_settings(args, flag=_FLAG)
-    if getattr(args, "bench_workloads", None):
-        settings["workloads"] = list(args.bench_workloads)
     if getattr(args, "calls_replay_timeout_s", None) is not None:
         settings["replay_timeout_s"] = args.calls_replay_timeout_s
     return settings
 
 
 def named_by(args: argparse.Namespace) -> bool:
-    """``run --stack COMMAND`` or ``run --workload TARGET`` records and replays those calls
-    too."""
-    workloads = args.command == "run" and bool(getattr(args, "bench_workloads", None))
-    return user_flags.command_given(args, flag=_FLAG) or workloads
+    """``run --stack COMMAND`` records and replays those calls too (``run --workload
+    TARGET`` does through the bench's output: :func:`fed_by`)."""
+    return user_flags.command_given(args, flag=_FLAG)
 
 
 def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -71,15 +69,11 @@ def missing_input(settings: Mapping[str, Any]) -> tuple[str, str] | None:
     )
 
 
-def bench_workloads(tables: Mapping[str, Mapping[str, Any]]) -> bool:
+def fed_by(outputs: Mapping[str, Any]) -> bool:
     """A run whose bench times workloads (``[bench] workloads``, a ``kind = "workload"``
-    benchmark, or ``--workload``) records their calls too, with no ``[calls]`` table."""
-    bench = tables.get("bench", {})
-    specs = bench.get("benchmarks", ())
-    has_spec = isinstance(specs, list) and any(
-        isinstance(spec, Mapping) and spec.get("kind") == "workload" for spec in specs
-    )
-    return bool(bench.get("workloads")) or has_spec
+    benchmark, or ``--workload``: the bench's output ``workloads``) records their calls
+    too, with no ``[calls]`` table."""
+    return bool(outputs.get("workloads"))
 
 
 class CallsSection(Section):
@@ -106,7 +100,7 @@ class CallsSection(Section):
         return missing_input(settings)
 
     def fed_by(self, outputs: Mapping[str, Any]) -> bool:
-        return bench_workloads(outputs)
+        return fed_by(outputs)
 
     @property
     def policy_defaults(self) -> Mapping[str, Any]:

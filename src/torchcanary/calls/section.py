@@ -47,7 +47,6 @@ from torchcanary.store.rows import BOTH, SUMMARY_KEY, SectionResult
 from torchcanary.user_command.command import UserCommand
 from torchcanary.user_command.execute import RoleRunner
 from torchcanary.user_command.session import run_command
-from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.worker.calls import (
     CALLS_RECORD_PLUGIN,
     CALLS_RECORD_VAR,
@@ -56,8 +55,12 @@ from torchcanary.worker.calls import (
 )
 
 SECTION = "calls"
-BENCH = "bench"  # the section whose workloads are recorded too, when this run has them
-DIFF = "diff"  # when this run has it: its release text (claims pack, notes) names calls
+# What the other sections offer (plan.outputs): workload specs recorded too (the bench's),
+# and the release's notes files and extra probe modules, whose words name calls (the diff's
+# and the claims').
+WORKLOADS = "workloads"
+RELEASE_NOTES = "release_notes"
+PROBE_MODULES = "probe_modules"
 REPLAYS = ("baseline", "control", "candidate")  # control: the baseline again
 _PROGRESS_EVERY_S = 5.0  # how often a replay's progress is read from its output
 POLICY_DEFAULTS: dict[str, Any] = {"calls_block_on": ["raises-now"], "calls_min_compared": 0.9}
@@ -88,7 +91,7 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 def run(ctx: RunContext) -> None:
     settings = CallsSettings.from_json(ctx.plan.section_settings(SECTION))
-    workloads = _workloads(settings, ctx.plan.section_settings(BENCH))
+    workloads = _workloads(settings, ctx.plan.outputs.get(WORKLOADS, []))
     if not settings.user_command.command and not workloads:
         _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, reason="no command given"))
         return
@@ -178,12 +181,10 @@ class _Recording:
     tag: str = ""
 
 
-def _workloads(settings: CallsSettings, bench: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The calls' own workloads and the bench's (its ``workloads`` and ``kind = "workload"``
-    benchmarks) of this run, each once."""
-    specs = list(settings.workloads)
-    specs += [s for s in bench.get("benchmarks", ()) if s.get("kind") == WORKLOAD]
-    specs += [{"kind": WORKLOAD, "target": t} for t in bench.get("workloads", ())]
+def _workloads(settings: CallsSettings, offered: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The calls' own workloads and those the run's other sections offer (the bench's: its
+    ``workloads`` and ``kind = "workload"`` benchmarks), each once."""
+    specs = [*settings.workloads, *(dict(spec) for spec in offered)]
     unique: dict[str, dict[str, Any]] = {}
     for spec in specs:
         unique.setdefault(json.dumps([spec["target"], spec.get("params", {})]), spec)
@@ -232,14 +233,13 @@ def _record_all(
 
 
 def _release_text(ctx: RunContext) -> ReleaseText | None:
-    """The words of the release this run's diff reads (its claims pack and notes files),
-    or None when the run has no diff."""
-    if DIFF not in ctx.plan.sections:
+    """The words of the release the run's diff reads (the claims pack, extra probe modules
+    included, and its notes files: the outputs ``release_notes`` and ``probe_modules``), or
+    None when no section offers release notes (the run has no diff)."""
+    notes = ctx.plan.outputs.get(RELEASE_NOTES)
+    if notes is None:
         return None
-    from torchcanary.diff.settings import DiffSettings
-
-    diff_settings = DiffSettings.from_json(ctx.plan.section_settings(DIFF))
-    return release_text(diff_settings.notes, ctx.plan.probe_modules)
+    return release_text(tuple(notes), tuple(ctx.plan.outputs.get(PROBE_MODULES, ())))
 
 
 def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:

@@ -24,7 +24,8 @@ _COMMAND_TABLE = "stack"  # the table whose command keys these are, and the flag
 class CallsSettings:
     """``candidate_env``: variables given to the candidate's replay only (to reproduce a
     setting your deployment gives the new version); ``replay_timeout_s``: per call;
-    ``workloads``: bench workload specs whose calls are recorded too (``--workload``)."""
+    ``workloads``: bench workload specs whose calls are recorded too (``[calls] workloads``;
+    the bench's own, ``--workload`` among them, arrive as its output ``workloads``)."""
 
     user_command: CommandSettings
     candidate_env: dict[str, str] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from torchcanary.commands import Handler, Parser
 from torchcanary.errors import EXIT_GO
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``ci`` with its two subcommands; its handler."""
     ci = commands.add_parser(
         "ci", help="run torchcanary in CI: write the workflow, post the comment"

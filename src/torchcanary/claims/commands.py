@@ -18,7 +18,7 @@ from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.report_kit.listing import Listing, add_format_flags, show
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``probes``, ``packs`` and ``claims``; their handlers."""
     probes = commands.add_parser("probes", help="list every claim probe and its requirements")
     probes.add_argument("--probe-module", action="append", dest="probe_modules")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from torchcanary.claims import settings as claims_settings
 from torchcanary.claims.catalog import requested_torch, select_claims
 from torchcanary.claims.view import SECTION
 from torchcanary.fleet.profile import HardwareProfile
@@ -37,11 +38,12 @@ def fit_plan(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str
     """
     if SECTION not in plan.sections:
         return plan, {}
+    settings = claims_settings.of(plan)
     selected = select_claims(
-        plan.probes,
-        plan.probe_modules,
-        plan.release,
-        plan.regression,
+        settings.probes,
+        settings.probe_modules,
+        settings.release,
+        settings.regression,
         requested_torch(plan.candidate),
     ).probes
     offered = profile_devices(profile)
@@ -55,4 +57,5 @@ def fit_plan(plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str
     asked = tuple(sorted(set(selected) - set(not_asked)))
     if not asked:  # nothing left to ask: the claims unit is not sent at all
         return replace(plan, sections=tuple(s for s in plan.sections if s != SECTION)), not_asked
-    return replace(plan, probes=asked), not_asked
+    narrowed = replace(settings, probes=asked).to_json()
+    return replace(plan, settings={**plan.settings, SECTION: narrowed}), not_asked

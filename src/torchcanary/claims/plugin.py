@@ -1,6 +1,7 @@
 """The claims section's entry in the section contract (registered in pyproject.toml).
 
-Claims has no subcommand of its own (``torchcanary run --only claims``); its results are
+Claims has no subcommand of its own (``torchcanary run --only claims``): its flags are
+``run``'s (``--probes``, ``--release``, ...; ``claims/settings.py``); its results are
 probe results, stored apart from the other sections' rows (``result_table``) and read
 through ``claims/view.py``.
 """
@@ -32,6 +33,30 @@ if TYPE_CHECKING:
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
+    """Which claims to probe, and how (on ``run``: the claims have no command of their own)."""
+    parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
+    parser.add_argument(
+        "--probe-module",
+        action="append",
+        dest="probe_modules",
+        help="extra module of probes to load (repeatable)",
+    )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        dest="probe_timeout_s",
+        help="seconds per probe, overriding each probe's own timeout",
+    )
+    parser.add_argument(
+        "--release",
+        help="claims pack to qualify against, e.g. 2.14 (default: the candidate's release)",
+    )
+    parser.add_argument(
+        "--regression",
+        action="append",
+        metavar="RELEASE",
+        help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
+    )
     parser.add_argument(
         "--fresh-claims",
         action="store_true",
@@ -42,7 +67,17 @@ def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"reuse": False} if getattr(args, "fresh_claims", None) else {}
+    """What the flags given set in the claims table (flags win over the file)."""
+    settings: dict[str, Any] = {}
+    probes = [p.strip() for p in (getattr(args, "probes", None) or "").split(",") if p.strip()]
+    if probes:
+        settings["probes"] = probes
+    for key in ("probe_modules", "probe_timeout_s", "release", "regression"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    if getattr(args, "fresh_claims", None):
+        settings["reuse"] = False
+    return settings
 
 
 class ClaimsSection(Section):
@@ -91,7 +126,7 @@ class ClaimsSection(Section):
     def add_commands(self, commands: Any) -> dict[str, Any]:
         from torchcanary.claims import commands as claims_commands
 
-        return claims_commands.register(commands)
+        return claims_commands.add_commands(commands)
 
     def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
         from torchcanary.claims import section

@@ -30,11 +30,9 @@ from torchcanary.claims.catalog import (
 )
 from torchcanary.claims.kept_verdicts import KeptVerdicts, ProbeKey
 from torchcanary.claims.records import done_probe_keys, save_probe_result
-from torchcanary.claims.settings import ClaimsSettings
 from torchcanary.claims.view import (
     CATALOG_ARTIFACT,
     PACKS_ARTIFACT,
-    SECTION,
     ClaimComparison,
     claims_of,
 )
@@ -68,11 +66,12 @@ CHECKED_VERDICTS = frozenset(
 def planned_units(plan: RunPlan) -> list[PlannedUnit]:
     """Each selected claim in each environment, chosen from the plan as ``run`` chooses
     (the release pack the candidate's pin names, when the plan names none)."""
+    settings = claims_settings.of(plan)
     selection = select_claims(
-        plan.probes,
-        plan.probe_modules,
-        plan.release,
-        plan.regression,
+        settings.probes,
+        settings.probe_modules,
+        settings.release,
+        settings.regression,
         requested_torch(plan.candidate),
     )
     return [PlannedUnit(probe_id, role) for probe_id in selection.probes for role in ROLES]
@@ -95,6 +94,11 @@ def parse_settings(mapping: dict[str, Any]) -> dict[str, Any]:
     return claims_settings.parse_settings(mapping)
 
 
+def outputs(settings: dict[str, Any]) -> dict[str, Any]:
+    """What the claims offer the other sections (``claims/settings.py``)."""
+    return claims_settings.outputs(settings)
+
+
 def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
     """A worker call's fate as a probe verdict: the worker's failure is the probe's."""
     if call.ok:
@@ -113,7 +117,8 @@ def outcome_of_call(call: CallResult, timeout_s: float) -> Outcome:
 def check_plan(plan: RunPlan) -> None:
     """Refuse a plan whose packs are broken or do not fit the pinned candidate (PackError),
     before any environment is built."""
-    choose_packs(plan.release, plan.regression, requested_torch(plan.candidate))
+    settings = claims_settings.of(plan)
+    choose_packs(settings.release, settings.regression, requested_torch(plan.candidate))
 
 
 def worker_packages(plan: RunPlan) -> set[str]:
@@ -122,7 +127,7 @@ def worker_packages(plan: RunPlan) -> set[str]:
     Workers run in other environments, where only what is linked into their import root
     exists; a pack installed next to torchcanary must travel with it.
     """
-    packages = {module.split(".")[0] for module in plan.probe_modules}
+    packages = {module.split(".")[0] for module in claims_settings.of(plan).probe_modules}
     for item in discover_packs():
         for module in (item.pack.module, *item.pack.probe_modules):
             packages.add(module.split(".")[0])
@@ -132,11 +137,12 @@ def worker_packages(plan: RunPlan) -> set[str]:
 
 
 def run(ctx: RunContext) -> None:
+    settings = claims_settings.of(ctx.plan)
     selection = select_claims(
-        ctx.plan.probes,
-        ctx.plan.probe_modules,
-        ctx.plan.release,
-        ctx.plan.regression,
+        settings.probes,
+        settings.probe_modules,
+        settings.release,
+        settings.regression,
         ctx.environments["candidate"].torch_version,
     )
     selected = selection.probes
@@ -150,7 +156,7 @@ def run(ctx: RunContext) -> None:
         ctx.environments,
         {role: row.manifest for role, row in ctx.store.environments(ctx.run_id).items()},
         ctx.profile,
-        fresh=not ClaimsSettings.from_json(ctx.plan.section_settings(SECTION)).reuse,
+        fresh=not settings.reuse,
         warn=ctx.progress.note,
     )
     # Only the verdicts of untimed probes are kept for later runs.
@@ -196,7 +202,7 @@ def _reuse_key(
     params: dict[str, dict[str, Any]],
 ) -> ProbeKey | None:
     """The key a probe's verdict in ``role``'s environment is kept under."""
-    timeout_s = ctx.plan.probe_timeout_s or planned.probe.timeout_s
+    timeout_s = claims_settings.of(ctx.plan).probe_timeout_s or planned.probe.timeout_s
     return reuse.key(role, probe_id, planned.source.module, params[role], timeout_s)
 
 
@@ -221,7 +227,7 @@ def _run_probe(
 ) -> ProbeResult:
     """One probe in one environment's worker; the worker's failure is the probe's."""
     probe, source = planned.probe, planned.source
-    timeout_s = ctx.plan.probe_timeout_s or probe.timeout_s
+    timeout_s = claims_settings.of(ctx.plan).probe_timeout_s or probe.timeout_s
     started = time.time()
     call = worker.call(
         RUN_PROBE,

@@ -34,7 +34,7 @@ examples:
   python -m http.server -d site/ 8000                        # or open site/index.html"""
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``publish``; its handler."""
     parser = commands.add_parser(
         "publish",

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from torchcanary.commands import Handler
+from torchcanary.commands import EPILOG, Handler
 from torchcanary.commands.summary import print_outcome, print_verdict
 from torchcanary.errors import CanaryError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
-from torchcanary.sections import registered, section_flags, section_names
+from torchcanary.sections import load_plan, registered, section_flags, section_names
 from torchcanary.store.base import ResultStore
 
 if TYPE_CHECKING:
@@ -24,16 +24,15 @@ if TYPE_CHECKING:
     from torchcanary.runner import Venue
 
 
-def register(commands: Any, epilog: str) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``run`` and every section's own command; their handler."""
     run = commands.add_parser(
         "run",
         help="qualify a candidate against a baseline (all sections)",
-        epilog=epilog,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_flags(run)
-    _add_claims_flags(run)
     names = ", ".join(section_names())
     run.add_argument("--only", help=f"comma-separated sections to run ({names})")
     run.add_argument("--skip", help="comma-separated sections to leave out")
@@ -118,33 +117,6 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_claims_flags(parser: argparse.ArgumentParser) -> None:
-    """Which claims to probe: only ``run`` runs claims, so only ``run`` takes these."""
-    parser.add_argument("--probes", help="comma-separated probe id patterns, e.g. 'c10d.*,nccl2.*'")
-    parser.add_argument(
-        "--probe-module",
-        action="append",
-        dest="probe_modules",
-        help="extra module of probes to load (repeatable)",
-    )
-    parser.add_argument(
-        "--probe-timeout",
-        type=float,
-        dest="probe_timeout_s",
-        help="seconds per probe, overriding each probe's own timeout",
-    )
-    parser.add_argument(
-        "--release",
-        help="claims pack to qualify against, e.g. 2.14 (default: the candidate's release)",
-    )
-    parser.add_argument(
-        "--regression",
-        action="append",
-        metavar="RELEASE",
-        help="also check an older release's pack, e.g. 2.13: do its claims still hold?",
-    )
-
-
 def _split(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
@@ -182,11 +154,6 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "baseline": args.baseline,
         "candidate": args.candidate,
-        "probes": _split(getattr(args, "probes", None)),
-        "probe_modules": getattr(args, "probe_modules", None),
-        "probe_timeout_s": getattr(args, "probe_timeout_s", None),
-        "release": getattr(args, "release", None),
-        "regression": getattr(args, "regression", None),
         "installer": args.installer,
         "policy_file": args.policy_file,
         "store": args.store,
@@ -207,7 +174,6 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     line and exit 2, with no run (or store) left half-made.
     """
     from torchcanary.config import load_settings
-    from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.runner import execute
     from torchcanary.store.location import open_store
@@ -223,7 +189,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             plan, resume_id = settings.plan, None
             if getattr(args, "resume", None):
                 previous = _run_to_resume(store, args.resume)
-                plan, resume_id = RunPlan.from_json(previous.plan), previous.run_id
+                plan, resume_id = load_plan(previous.plan), previous.run_id
                 if venue is None:
                     executor, venue = _stored_fleet(store, resume_id, args)
             outcome = execute(plan, store, settings.output, progress, venue, resume_id)

@@ -16,7 +16,7 @@ from torchcanary.report_kit.listing import Listing, add_format_flags, show
 from torchcanary.store.location import is_postgres_url
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``report`` and ``runs``; their handlers."""
     report = commands.add_parser("report", help="render a stored run's outputs again")
     report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")

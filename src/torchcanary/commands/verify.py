@@ -24,7 +24,7 @@ from torchcanary.report.evidence import (
 )
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``verify``; its handler."""
     verify = commands.add_parser(
         "verify",

@@ -80,6 +80,12 @@ def parse_settings(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return diff_settings.parse_settings(mapping)
 
 
+def outputs(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What the diff offers the other sections: ``release_notes``, the notes files whose
+    words (with the claims pack's) announce a change; the calls quote them too."""
+    return {"release_notes": list(settings.get("notes", ()))}
+
+
 def _artifact_name(role: str) -> str:
     return f"diff/{role}.json"
 
@@ -202,7 +208,7 @@ def run(ctx: RunContext) -> None:
     diff = assess(
         collections["baseline"],
         collections["candidate"],
-        release_text(settings.notes, ctx.plan.probe_modules),
+        release_text(settings.notes, tuple(ctx.plan.outputs.get("probe_modules", ()))),
         code_root(ctx, settings),
     )
     for change in diff.changes:

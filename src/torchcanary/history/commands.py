@@ -28,7 +28,7 @@ STORE_HELP += "canary-results/canary.db)"
 Handler = Callable[[argparse.Namespace, Console], int]
 
 
-def register(commands: Any) -> dict[str, Handler]:
+def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``history``, ``compare`` and ``store`` to the CLI's subparsers; their handlers."""
     names = section_names()
     history = commands.add_parser("history", help="one result id's verdicts across runs")
