@@ -319,15 +319,6 @@ def _imports_with_lines(module: str) -> Iterator[tuple[int, str]]:
             yield from ((node.lineno, f"{imported}.{alias.name}") for alias in node.names)
 
 
-# Imports of another section that wait for the contract to carry what they read (issue 40:
-# one section's input arrives as another's declared output). Each is still there; when it
-# goes, it goes from here too.
-AWAITING_THE_CONTRACT = {
-    ("torchcanary.calls.section", "torchcanary.diff.settings"): "the diff's notes files, "
-    "read from its settings by name, for the release text the calls quote",
-}
-
-
 def test_no_section_package_imports_another() -> None:
     """Sections are siblings: each uses the shared layer and the contract, never another
     section's package (a function-level or ``TYPE_CHECKING`` import counts too)."""
@@ -345,15 +336,11 @@ def test_no_section_package_imports_another() -> None:
             if other is not None and other != own:
                 found.setdefault((module, _own(imported) or imported), f"line {line}")
     offending = {
-        f"{module} imports {imported} ({line})"
-        for (module, imported), line in found.items()
-        if (module, imported) not in AWAITING_THE_CONTRACT
+        f"{module} imports {imported} ({line})" for (module, imported), line in found.items()
     }
     assert offending == set(), (
         "move what both need to the shared layer, or take it through the contract"
     )
-    gone = set(AWAITING_THE_CONTRACT) - set(found)
-    assert gone == set(), "no longer imported: drop these from AWAITING_THE_CONTRACT"
 
 
 def test_packages_import_each_other_without_cycles() -> None:

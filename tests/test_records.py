@@ -32,7 +32,7 @@ from torchcanary.policy import decide
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
 from torchcanary.results import RECORD_SCHEMA_KEY
-from torchcanary.sections import get_section, section_names
+from torchcanary.sections import get_section, load_plan, section_names
 from torchcanary.stack.result import StackChange, StackRun, StackSummary
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
@@ -391,7 +391,7 @@ def test_the_claims_decision_read_through_the_view_is_the_one_the_old_code_made(
     # held to the whole plan: cpu-b never ran the CUDA-graph claim, a unit left unchecked
     # (issue 38), shown as a warning here so the claims' own reasons stand alone.
     with SqliteStore(tmp_path / "before-claims-fleet.db") as store:
-        fleet_plan = RunPlan.from_json(store.run(CLAIMS_FLEET_RUN_ID).plan)
+        fleet_plan = load_plan(store.run(CLAIMS_FLEET_RUN_ID).plan)
         relaxed = {**fleet_plan.policy, "block_on_not_run": False}
         fleet_plan = dataclasses.replace(fleet_plan, policy=relaxed)
         fleet_decision = fleet_decide(store, CLAIMS_FLEET_RUN_ID, fleet_plan, {})

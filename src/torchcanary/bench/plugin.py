@@ -132,6 +132,11 @@ class BenchSection(Section):
 
         return section.parse_settings(dict(raw))
 
+    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.bench import section
+
+        return section.outputs(dict(settings))
+
     def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
         from torchcanary.bench import section
 

@@ -128,6 +128,11 @@ class ClaimsSection(Section):
 
         return claims_commands.add_commands(commands)
 
+    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.claims import section
+
+        return section.outputs(dict(settings))
+
     def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
         from torchcanary.claims import section
 

@@ -79,6 +79,11 @@ class DiffSection(Section):
 
         return section.parse_settings(dict(raw))
 
+    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        from torchcanary.diff import section
+
+        return section.outputs(dict(settings))
+
     def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
         from torchcanary.diff import section
 
