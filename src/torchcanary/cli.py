@@ -20,7 +20,8 @@ from rich.console import Console
 
 from torchcanary import __version__
 from torchcanary.ci import commands as ci_commands
-from torchcanary.commands import EPILOG, Handler, Parser, publish, run, stored, verify
+from torchcanary.command_line import Handler, Parser
+from torchcanary.commands import EPILOG, publish, run, stored, verify
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
 from torchcanary.sections import SectionDiscoveryError, registered, section_commands

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from torchcanary.ci.init import DEFAULT_PIN_FILE, DEFAULT_SCHEDULE, PLATFORMS, CiOptions
-from torchcanary.commands import Handler, Parser
+from torchcanary.command_line import Handler, Parser
 from torchcanary.errors import EXIT_GO
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from torchcanary.commands import Handler, Parser
+from torchcanary.command_line import Handler, Parser
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.report_kit.listing import Listing, add_format_flags, show
 

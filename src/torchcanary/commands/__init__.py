@@ -1,19 +1,10 @@
 """The command line's commands, one module per group: each adds its own parsers and flags
 (``add_commands``, as a section adds its own), turns ``args`` into keyword arguments at its
-own boundary, and hands back its handlers; ``cli.py`` only builds the top parser and routes.
+own boundary, and hands back its handlers (``command_line.py``: the shapes they share);
+``cli.py`` only builds the top parser and routes.
 """
 
 from __future__ import annotations
-
-import argparse
-import sys
-from collections.abc import Callable
-
-from rich.console import Console
-
-from torchcanary.errors import EXIT_USAGE
-
-Handler = Callable[[argparse.Namespace, Console], int]
 
 # The top parser's and ``run``'s closing text.
 EPILOG = """\
@@ -35,12 +26,3 @@ into a cache (TORCHCANARY_CACHE, default the user cache dir) and reused.
 configuration: [tool.torchcanary] in pyproject.toml or canary.toml; flags win.
 exit codes: 0 go, 1 no-go, 2 usage/configuration error, 3 internal error.
 """
-
-
-class Parser(argparse.ArgumentParser):
-    """Every usage mistake is one line and exit 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        print(f"torchcanary: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)

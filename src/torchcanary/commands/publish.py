@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from torchcanary.commands import Handler
+from torchcanary.command_line import Handler
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.store.location import is_postgres_url
 

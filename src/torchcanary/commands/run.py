@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from torchcanary.commands import EPILOG, Handler
+from torchcanary.command_line import Handler
+from torchcanary.commands import EPILOG
 from torchcanary.commands.summary import print_outcome, print_verdict
 from torchcanary.errors import CanaryError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS

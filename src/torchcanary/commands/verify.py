@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
-from torchcanary.commands import Handler
+from torchcanary.command_line import Handler
 from torchcanary.errors import EXIT_GO, EXIT_NO_GO, CanaryError
 from torchcanary.report.evidence import (
     EVIDENCE_ARTIFACT,

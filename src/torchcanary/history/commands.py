@@ -10,13 +10,13 @@ import argparse
 import calendar
 import re
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from torchcanary.command_line import Handler
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.report_kit.listing import Listing, add_format_flags, show
 from torchcanary.sections import get_section, holds_item, item_history, registered, section_names
@@ -25,7 +25,6 @@ from torchcanary.store.location import open_store, store_location
 
 STORE_HELP = "SQLite file or postgresql://USER@HOST/DB (default: the config's store, else "
 STORE_HELP += "canary-results/canary.db)"
-Handler = Callable[[argparse.Namespace, Console], int]
 
 
 def add_commands(commands: Any) -> dict[str, Handler]:
