@@ -265,3 +265,30 @@ def test_the_summary_after_a_run_prints_each_sections_own_terminal_part(
     assert printed.index("claims: 1") < printed.index("Fault drills")
     assert printed.index("Fault drills") < printed.index("footprint: 1 packages weighed")
     assert "Footprint" not in printed  # its Markdown is replaced by its own terminal part
+
+
+def test_every_part_a_builtin_section_imports_on_first_use_exists_with_the_parts_arguments() -> (
+    None
+):
+    """``FromModule`` parts are not resolved at load (that would import the sections' work
+    on ``--help``), so here each is: it names something that exists, and a method part
+    names a function taking the part's arguments."""
+    import inspect
+
+    from torchcanary.contract import FromModule
+    from torchcanary.sections import _positional
+
+    checked = 0
+    for name, section in registered().items():
+        for attr in dir(Section):
+            part = inspect.getattr_static(type(section), attr, None)
+            if not isinstance(part, FromModule):
+                continue
+            value = getattr(section, attr)  # imports the module: fails if the name is wrong
+            declared = inspect.getattr_static(Section, attr)
+            if inspect.isfunction(declared):
+                assert callable(value), f"{name}.{attr}"
+                want = _positional(declared)
+                assert _positional(value, takes_self=False) == want, f"{name}.{attr}"
+            checked += 1
+    assert checked >= 7 * 10  # every built-in section declares most of its parts so

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "Finding",
     "FleetPart",
+    "FromModule",
     "JUnitCase",
     "PlannedUnit",
     "PolicyBounds",
@@ -59,6 +61,21 @@ __all__ = [
 
 THIRD_PARTY_ORDER = 1000  # after every built-in section unless a plugin asks otherwise
 ROWS_TABLE = "section_results"  # where a section's results are stored unless it says otherwise
+
+
+class FromModule:
+    """A part done by a function or value of another module, named ``"package.module:name"``
+    and imported on first use, so loading a section (``torchcanary --help``) imports none
+    of its work: ``html = FromModule("my_section.report:html")``. The function is called
+    with the part's arguments (no ``self``); its signature is checked against the part's by
+    ``tests/test_sections_contract.py``, not at load, which would import it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.module, _, self.name = target.partition(":")
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
 
 
 class Section(abc.ABC):

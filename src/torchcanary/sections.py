@@ -20,7 +20,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchcanary.contract import ROWS_TABLE, Section
+from torchcanary.contract import ROWS_TABLE, FromModule, Section
 from torchcanary.errors import ConfigError
 from torchcanary.plan import MOVED_IN_SCHEMA_2, RunPlan
 from torchcanary.plan import SCHEMA as PLAN_SCHEMA
@@ -108,17 +108,23 @@ def _signature_gaps(section: Section) -> list[str]:
         provided = inspect.getattr_static(section, attr)
         if provided is declared or not inspect.isfunction(declared):
             continue
+        if isinstance(provided, FromModule):
+            continue  # checked by the tests: resolving it here would import the section's work
         if not callable(provided):
             gaps.append(f"{attr} must be a method")
             continue
         want = _positional(declared)
-        got = _positional(provided)
+        got = (
+            _positional(provided.__func__, takes_self=False)
+            if isinstance(provided, staticmethod)
+            else _positional(provided)
+        )
         if got is not None and want != got:
             gaps.append(f"{attr}() takes {got} arguments; the contract's takes {want}")
     return gaps
 
 
-def _positional(function: Any) -> int | None:
+def _positional(function: Any, takes_self: bool = True) -> int | None:
     """How many arguments a part takes besides ``self`` (None: any number)."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
@@ -126,7 +132,7 @@ def _positional(function: Any) -> int | None:
         return None
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return None
-    return len(parameters) - 1
+    return len(parameters) - takes_self
 
 
 def _accounting_gaps(section: Section) -> list[str]:

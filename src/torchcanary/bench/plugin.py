@@ -7,27 +7,9 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from torchcanary.contract import (
-    Finding,
-    JUnitCase,
-    PlannedUnit,
-    PolicyBounds,
-    RunContext,
-    RunPlan,
-    RunView,
-    Section,
-    SectionResult,
-    UnitOutcome,
-)
-
-if TYPE_CHECKING:
-    from torchcanary.results import SectionRecord
-    from torchcanary.store.base import ResultStore
-    from torchcanary.store.history import HistoryEntry
-    from torchcanary.store.rows import RunRow
+from torchcanary.contract import FromModule, Section
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -96,123 +78,35 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class BenchSection(Section):
-    """The bench section: each part forwards to the module that does it, imported on
-    first use so ``torchcanary --help`` stays fast."""
+    """The bench section: each part is done by a module of the package, imported on
+    first use (``FromModule``) so ``torchcanary --help`` stays fast."""
 
     name = "bench"
     order = 20
     help = "performance A/B only (interleaved, with CIs)"
 
-    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
-        add_flags(parser, own_command)
-
-    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return flag_settings(args)
-
-    @property
-    def policy_defaults(self) -> Mapping[str, Any]:
-        from torchcanary.bench import section
-
-        return section.POLICY_DEFAULTS
-
-    @property
-    def checked_verdicts(self) -> frozenset[str]:
-        from torchcanary.bench import section
-
-        return section.CHECKED_VERDICTS
-
-    @property
-    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
-        from torchcanary.bench import section
-
-        return section.POLICY_BOUNDS
-
-    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.bench import section
-
-        return section.parse_settings(dict(raw))
-
-    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.bench import section
-
-        return section.outputs(dict(settings))
-
-    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
-        from torchcanary.bench import section
-
-        return section.planned_units(plan)
-
-    @property
-    def across_nodes(self) -> Callable[..., Any] | None:
-        from torchcanary.bench import across_nodes
-
-        return across_nodes.venue
-
-    def run(self, ctx: RunContext) -> None:
-        from torchcanary.bench import section
-
-        section.run(ctx)
-
-    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
-        from torchcanary.bench import result
-
-        return result.from_json(dict(data))
-
-    def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
-        from torchcanary.bench import view
-
-        return view.load(store, run, rows)
-
-    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
-        from torchcanary.bench import section
-
-        return section.stored_units(view)
-
-    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
-        from torchcanary.bench import section
-
-        return section.blocking_reasons(view, dict(policy))
-
-    def findings(self, view: RunView) -> list[Finding]:
-        from torchcanary.bench import findings
-
-        return findings.findings(view)
-
-    def html(self, view: RunView) -> str:
-        from torchcanary.bench import report
-
-        return report.html(view)
-
-    def markdown(self, view: RunView) -> str:
-        from torchcanary.bench import report
-
-        return report.markdown(view)
-
-    def junit_cases(self, view: RunView) -> list[JUnitCase]:
-        from torchcanary.bench import report
-
-        return report.junit_cases(view)
-
-    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
-        from torchcanary.bench import report
-
-        return report.reused(view)
-
-    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
-        from torchcanary.bench import history
-
-        return history.compared(view)
-
-    @property
-    def worse_verdicts(self) -> frozenset[str]:
-        from torchcanary.bench import history
-
-        return history.WORSE_VERDICTS
-
-    def history_plot(self, item: str, entries: list[HistoryEntry]) -> str | None:
-        from torchcanary.bench import report
-
-        return report.history_plot(item, entries)
+    add_flags = staticmethod(add_flags)
+    flag_settings = staticmethod(flag_settings)
+    policy_defaults = FromModule("torchcanary.bench.section:POLICY_DEFAULTS")
+    checked_verdicts = FromModule("torchcanary.bench.section:CHECKED_VERDICTS")
+    outputs = FromModule("torchcanary.bench.section:outputs")
+    policy_bounds = FromModule("torchcanary.bench.section:POLICY_BOUNDS")
+    parse_settings = FromModule("torchcanary.bench.section:parse_settings")
+    planned_units = FromModule("torchcanary.bench.section:planned_units")
+    across_nodes = FromModule("torchcanary.bench.across_nodes:venue")
+    run = FromModule("torchcanary.bench.section:run")
+    record_from_json = FromModule("torchcanary.bench.result:from_json")
+    load_view = FromModule("torchcanary.bench.view:load")
+    stored_units = FromModule("torchcanary.bench.section:stored_units")
+    blocking_reasons = FromModule("torchcanary.bench.section:blocking_reasons")
+    findings = FromModule("torchcanary.bench.findings:findings")
+    html = FromModule("torchcanary.bench.report:html")
+    markdown = FromModule("torchcanary.bench.report:markdown")
+    junit_cases = FromModule("torchcanary.bench.report:junit_cases")
+    reused = FromModule("torchcanary.bench.report:reused")
+    compared = FromModule("torchcanary.bench.history:compared")
+    worse_verdicts = FromModule("torchcanary.bench.history:WORSE_VERDICTS")
+    history_plot = FromModule("torchcanary.bench.report:history_plot")
 
 
 SECTION = BenchSection()

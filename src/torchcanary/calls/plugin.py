@@ -10,20 +10,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from torchcanary.contract import (
-    JUnitCase,
-    PlannedUnit,
-    PolicyBounds,
-    RunContext,
-    RunPlan,
-    RunView,
-    Section,
-)
-
-if TYPE_CHECKING:
-    from torchcanary.results import SectionRecord
+from torchcanary.contract import FromModule, Section
 from torchcanary.user_command import flags as user_flags
 
 # The user's command is given as the stack's (--stack on run, with the stack's options).
@@ -77,8 +66,8 @@ def fed_by(outputs: Mapping[str, Any]) -> bool:
 
 
 class CallsSection(Section):
-    """The calls section: each part forwards to the module that does it, imported on
-    first use so ``torchcanary --help`` stays fast."""
+    """The calls section: each part is done by a module of the package, imported on
+    first use (``FromModule``) so ``torchcanary --help`` stays fast."""
 
     name = "calls"
     order = 45
@@ -87,89 +76,24 @@ class CallsSection(Section):
         "what now raises, returns something else or warns, while your tests still pass"
     )
 
-    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
-        add_flags(parser, own_command)
-
-    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return flag_settings(args)
-
-    def named_by(self, args: argparse.Namespace) -> bool:
-        return named_by(args)
-
-    def missing_input(self, settings: Mapping[str, Any]) -> tuple[str, str] | None:
-        return missing_input(settings)
-
-    def fed_by(self, outputs: Mapping[str, Any]) -> bool:
-        return fed_by(outputs)
-
-    @property
-    def policy_defaults(self) -> Mapping[str, Any]:
-        from torchcanary.calls import section
-
-        return section.POLICY_DEFAULTS
-
-    @property
-    def checked_verdicts(self) -> frozenset[str]:
-        from torchcanary.calls import section
-
-        return section.CHECKED_VERDICTS
-
-    @property
-    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
-        from torchcanary.calls import section
-
-        return section.POLICY_CHOICES
-
-    @property
-    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
-        from torchcanary.calls import section
-
-        return section.POLICY_BOUNDS
-
-    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.calls import section
-
-        return section.parse_settings(dict(raw))
-
-    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
-        from torchcanary.calls import section
-
-        return section.planned_units(plan)
-
-    def run(self, ctx: RunContext) -> None:
-        from torchcanary.calls import section
-
-        section.run(ctx)
-
-    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
-        from torchcanary.calls import result
-
-        return result.from_json(dict(data))
-
-    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
-        from torchcanary.calls import section
-
-        return section.blocking_reasons(view, dict(policy))
-
-    def html(self, view: RunView) -> str:
-        from torchcanary.calls import report
-
-        return report.html(view)
-
-    def markdown(self, view: RunView) -> str:
-        from torchcanary.calls import report
-
-        return report.markdown(view)
-
-    def junit_cases(self, view: RunView) -> list[JUnitCase]:
-        from torchcanary.calls import report
-
-        return report.junit_cases(view)
-
-    def json_parts(self, view: RunView) -> dict[str, Any]:
-        from torchcanary.calls import report
-
-        return report.json_parts(view)
+    add_flags = staticmethod(add_flags)
+    flag_settings = staticmethod(flag_settings)
+    named_by = staticmethod(named_by)
+    missing_input = staticmethod(missing_input)
+    fed_by = staticmethod(fed_by)
+    policy_defaults = FromModule("torchcanary.calls.section:POLICY_DEFAULTS")
+    checked_verdicts = FromModule("torchcanary.calls.section:CHECKED_VERDICTS")
+    policy_choices = FromModule("torchcanary.calls.section:POLICY_CHOICES")
+    policy_bounds = FromModule("torchcanary.calls.section:POLICY_BOUNDS")
+    parse_settings = FromModule("torchcanary.calls.section:parse_settings")
+    planned_units = FromModule("torchcanary.calls.section:planned_units")
+    run = FromModule("torchcanary.calls.section:run")
+    record_from_json = FromModule("torchcanary.calls.result:from_json")
+    blocking_reasons = FromModule("torchcanary.calls.section:blocking_reasons")
+    html = FromModule("torchcanary.calls.report:html")
+    markdown = FromModule("torchcanary.calls.report:markdown")
+    junit_cases = FromModule("torchcanary.calls.report:junit_cases")
+    json_parts = FromModule("torchcanary.calls.report:json_parts")
 
 
 SECTION = CallsSection()

@@ -9,27 +9,10 @@ through ``claims/view.py``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchcanary.claims.records import TABLE
-from torchcanary.contract import (
-    Finding,
-    FleetPart,
-    JUnitCase,
-    PlannedUnit,
-    RunContext,
-    RunPlan,
-    RunView,
-    Section,
-    SectionResult,
-    UnitOutcome,
-)
-
-if TYPE_CHECKING:
-    from torchcanary.store.base import ResultStore
-    from torchcanary.store.history import HistoryEntry, HistoryFilter
-    from torchcanary.store.rows import RunRow
+from torchcanary.contract import FromModule, RunView, Section
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
@@ -81,160 +64,47 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class ClaimsSection(Section):
-    """The claims section: each part forwards to the module that does it, imported on
-    first use so ``torchcanary --help`` stays fast."""
+    """The claims section: each part is done by a module of the package, imported on
+    first use (``FromModule``) so ``torchcanary --help`` stays fast."""
 
     name = "claims"
     order = 10
     help = None
     result_table = TABLE
 
-    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
-        add_flags(parser, own_command)
-
-    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return flag_settings(args)
+    add_flags = staticmethod(add_flags)
+    flag_settings = staticmethod(flag_settings)
+    policy_defaults = FromModule("torchcanary.claims.section:POLICY_DEFAULTS")
+    checked_verdicts = FromModule("torchcanary.claims.section:CHECKED_VERDICTS")
+    outputs = FromModule("torchcanary.claims.section:outputs")
+    policy_choices = FromModule("torchcanary.claims.section:POLICY_CHOICES")
+    parse_settings = FromModule("torchcanary.claims.section:parse_settings")
+    add_commands = FromModule("torchcanary.claims.commands:add_commands")
+    planned_units = FromModule("torchcanary.claims.section:planned_units")
+    check_plan = FromModule("torchcanary.claims.section:check_plan")
+    worker_packages = FromModule("torchcanary.claims.section:worker_packages")
+    fit_plan = FromModule("torchcanary.claims.fit:fit_plan")
+    run = FromModule("torchcanary.claims.section:run")
+    load_view = FromModule("torchcanary.claims.view:load")
+    stored_units = FromModule("torchcanary.claims.section:stored_units")
+    blocking_reasons = FromModule("torchcanary.claims.section:blocking_reasons")
+    findings = FromModule("torchcanary.claims.findings:findings")
+    html = FromModule("torchcanary.claims.report:html")
+    markdown = FromModule("torchcanary.claims.report:markdown")
+    junit_cases = FromModule("torchcanary.claims.report:junit_cases")
+    terminal = FromModule("torchcanary.claims.report:terminal")
+    json_parts = FromModule("torchcanary.claims.report:json_parts")
+    reused = FromModule("torchcanary.claims.report:reused")
+    fleet_part = FromModule("torchcanary.claims.fleet:fleet_part")
+    compared = FromModule("torchcanary.claims.history:compared")
+    worse_verdicts = FromModule("torchcanary.claims.history:WORSE_VERDICTS")
+    history = FromModule("torchcanary.claims.history:history")
+    holds = FromModule("torchcanary.claims.history:holds")
 
     def has_results(self, view: RunView) -> bool:
         from torchcanary.claims.view import claims_of
 
         return bool(claims_of(view).probe_results)
-
-    @property
-    def policy_defaults(self) -> Mapping[str, Any]:
-        from torchcanary.claims import section
-
-        return section.POLICY_DEFAULTS
-
-    @property
-    def checked_verdicts(self) -> frozenset[str]:
-        from torchcanary.claims import section
-
-        return section.CHECKED_VERDICTS
-
-    @property
-    def policy_choices(self) -> Mapping[str, tuple[str, ...]]:
-        from torchcanary.claims import section
-
-        return section.POLICY_CHOICES
-
-    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.claims import section
-
-        return section.parse_settings(dict(raw))
-
-    def add_commands(self, commands: Any) -> dict[str, Any]:
-        from torchcanary.claims import commands as claims_commands
-
-        return claims_commands.add_commands(commands)
-
-    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.claims import section
-
-        return section.outputs(dict(settings))
-
-    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
-        from torchcanary.claims import section
-
-        return section.planned_units(plan)
-
-    def check_plan(self, plan: RunPlan) -> None:
-        from torchcanary.claims import section
-
-        section.check_plan(plan)
-
-    def worker_packages(self, plan: RunPlan) -> set[str]:
-        from torchcanary.claims import section
-
-        return section.worker_packages(plan)
-
-    def fit_plan(self, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
-        from torchcanary.claims import fit
-
-        return fit.fit_plan(plan, profile)
-
-    def run(self, ctx: RunContext) -> None:
-        from torchcanary.claims import section
-
-        section.run(ctx)
-
-    def load_view(self, store: ResultStore, run: RunRow, rows: list[SectionResult]) -> Any:
-        from torchcanary.claims import view
-
-        return view.load(store, run, rows)
-
-    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
-        from torchcanary.claims import section
-
-        return section.stored_units(view)
-
-    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
-        from torchcanary.claims import section
-
-        return section.blocking_reasons(view, dict(policy))
-
-    def findings(self, view: RunView) -> list[Finding]:
-        from torchcanary.claims import findings
-
-        return findings.findings(view)
-
-    def html(self, view: RunView) -> str:
-        from torchcanary.claims import report
-
-        return report.html(view)
-
-    def markdown(self, view: RunView) -> str:
-        from torchcanary.claims import report
-
-        return report.markdown(view)
-
-    def junit_cases(self, view: RunView) -> list[JUnitCase]:
-        from torchcanary.claims import report
-
-        return report.junit_cases(view)
-
-    def terminal(self, view: RunView) -> list[Any] | None:
-        from torchcanary.claims import report
-
-        return report.terminal(view)
-
-    def json_parts(self, view: RunView) -> dict[str, Any]:
-        from torchcanary.claims import report
-
-        return report.json_parts(view)
-
-    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
-        from torchcanary.claims import report
-
-        return report.reused(view)
-
-    def fleet_part(self, view: RunView) -> FleetPart | None:
-        from torchcanary.claims import fleet
-
-        return fleet.fleet_part(view)
-
-    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
-        from torchcanary.claims import history
-
-        return history.compared(view)
-
-    @property
-    def worse_verdicts(self) -> frozenset[str]:
-        from torchcanary.claims import history
-
-        return history.WORSE_VERDICTS
-
-    def history(
-        self, store: ResultStore, item: str, run_filter: HistoryFilter
-    ) -> list[HistoryEntry] | None:
-        from torchcanary.claims import history
-
-        return history.history(store, item, run_filter)
-
-    def holds(self, store: ResultStore, item: str) -> bool | None:
-        from torchcanary.claims import history
-
-        return history.holds(store, item)
 
 
 SECTION = ClaimsSection()

@@ -6,21 +6,9 @@ The package is ``surface`` (what it compares); the section and its subcommand ar
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from torchcanary.contract import (
-    Finding,
-    JUnitCase,
-    PlannedUnit,
-    RunContext,
-    RunPlan,
-    RunView,
-    Section,
-)
-
-if TYPE_CHECKING:
-    from torchcanary.results import SectionRecord
+from torchcanary.contract import FromModule, Section
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
@@ -49,85 +37,28 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class DiffSection(Section):
-    """The diff section: each part forwards to the module that does it, imported on
-    first use so ``torchcanary --help`` stays fast."""
+    """The diff section: each part is done by a module of the package, imported on
+    first use (``FromModule``) so ``torchcanary --help`` stays fast."""
 
     name = "diff"
     order = 50
     help = "what changed in the build that the notes don't say, and where your code meets it"
 
-    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
-        add_flags(parser, own_command)
-
-    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return flag_settings(args)
-
-    @property
-    def policy_defaults(self) -> Mapping[str, Any]:
-        from torchcanary.diff import section
-
-        return section.POLICY_DEFAULTS
-
-    @property
-    def checked_verdicts(self) -> frozenset[str]:
-        from torchcanary.diff import section
-
-        return section.CHECKED_VERDICTS
-
-    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.diff import section
-
-        return section.parse_settings(dict(raw))
-
-    def outputs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.diff import section
-
-        return section.outputs(dict(settings))
-
-    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
-        from torchcanary.diff import section
-
-        return section.planned_units(plan)
-
-    def run(self, ctx: RunContext) -> None:
-        from torchcanary.diff import section
-
-        section.run(ctx)
-
-    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
-        from torchcanary.diff import result
-
-        return result.from_json(dict(data))
-
-    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
-        from torchcanary.diff import section
-
-        return section.blocking_reasons(view, dict(policy))
-
-    def findings(self, view: RunView) -> list[Finding]:
-        from torchcanary.diff import findings
-
-        return findings.findings(view)
-
-    def html(self, view: RunView) -> str:
-        from torchcanary.diff import report
-
-        return report.html(view)
-
-    def markdown(self, view: RunView) -> str:
-        from torchcanary.diff import report
-
-        return report.markdown(view)
-
-    def junit_cases(self, view: RunView) -> list[JUnitCase]:
-        from torchcanary.diff import report
-
-        return report.junit_cases(view)
-
-    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
-        from torchcanary.diff import report
-
-        return report.reused(view)
+    add_flags = staticmethod(add_flags)
+    flag_settings = staticmethod(flag_settings)
+    policy_defaults = FromModule("torchcanary.diff.section:POLICY_DEFAULTS")
+    checked_verdicts = FromModule("torchcanary.diff.section:CHECKED_VERDICTS")
+    outputs = FromModule("torchcanary.diff.section:outputs")
+    parse_settings = FromModule("torchcanary.diff.section:parse_settings")
+    planned_units = FromModule("torchcanary.diff.section:planned_units")
+    run = FromModule("torchcanary.diff.section:run")
+    record_from_json = FromModule("torchcanary.diff.result:from_json")
+    blocking_reasons = FromModule("torchcanary.diff.section:blocking_reasons")
+    findings = FromModule("torchcanary.diff.findings:findings")
+    html = FromModule("torchcanary.diff.report:html")
+    markdown = FromModule("torchcanary.diff.report:markdown")
+    junit_cases = FromModule("torchcanary.diff.report:junit_cases")
+    reused = FromModule("torchcanary.diff.report:reused")
 
 
 SECTION = DiffSection()

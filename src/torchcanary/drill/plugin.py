@@ -3,24 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from torchcanary.contract import (
-    Finding,
-    JUnitCase,
-    PlannedUnit,
-    PolicyBounds,
-    RunContext,
-    RunPlan,
-    RunView,
-    Section,
-    UnitOutcome,
-)
-
-if TYPE_CHECKING:
-    from torchcanary.results import SectionRecord
+from torchcanary.contract import FromModule, Section
 
 
 def add_flags(parser: argparse.ArgumentParser, own_command: bool) -> None:
@@ -95,108 +81,32 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class DrillSection(Section):
-    """The drill section: each part forwards to the module that does it, imported on
-    first use so ``torchcanary --help`` stays fast."""
+    """The drill section: each part is done by a module of the package, imported on
+    first use (``FromModule``) so ``torchcanary --help`` stays fast."""
 
     name = "drill"
     order = 30
     help = "fault drills on a distributed training job only"
 
-    def add_flags(self, parser: argparse.ArgumentParser, own_command: bool) -> None:
-        add_flags(parser, own_command)
-
-    def flag_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return flag_settings(args)
-
-    @property
-    def policy_defaults(self) -> Mapping[str, Any]:
-        from torchcanary.drill import section
-
-        return section.POLICY_DEFAULTS
-
-    @property
-    def checked_verdicts(self) -> frozenset[str]:
-        from torchcanary.drill import section
-
-        return section.CHECKED_VERDICTS
-
-    @property
-    def policy_bounds(self) -> Mapping[str, PolicyBounds]:
-        from torchcanary.drill import section
-
-        return section.POLICY_BOUNDS
-
-    def parse_settings(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from torchcanary.drill import section
-
-        return section.parse_settings(dict(raw))
-
-    def planned_units(self, plan: RunPlan) -> list[PlannedUnit]:
-        from torchcanary.drill import section
-
-        return section.planned_units(plan)
-
-    @property
-    def across_nodes(self) -> Callable[..., Any] | None:
-        from torchcanary.drill import across_nodes
-
-        return across_nodes.venue
-
-    def run(self, ctx: RunContext) -> None:
-        from torchcanary.drill import section
-
-        section.run(ctx)
-
-    def record_from_json(self, data: Mapping[str, Any]) -> SectionRecord:
-        from torchcanary.drill import result
-
-        return result.from_json(dict(data))
-
-    def stored_units(self, view: RunView) -> list[UnitOutcome] | None:
-        from torchcanary.drill import section
-
-        return section.stored_units(view)
-
-    def blocking_reasons(self, view: RunView, policy: Mapping[str, Any]) -> list[str]:
-        from torchcanary.drill import section
-
-        return section.blocking_reasons(view, dict(policy))
-
-    def findings(self, view: RunView) -> list[Finding]:
-        from torchcanary.drill import findings
-
-        return findings.findings(view)
-
-    def html(self, view: RunView) -> str:
-        from torchcanary.drill import report
-
-        return report.html(view)
-
-    def markdown(self, view: RunView) -> str:
-        from torchcanary.drill import report
-
-        return report.markdown(view)
-
-    def junit_cases(self, view: RunView) -> list[JUnitCase]:
-        from torchcanary.drill import report
-
-        return report.junit_cases(view)
-
-    def reused(self, view: RunView) -> dict[str, tuple[int, int]]:
-        from torchcanary.drill import report
-
-        return report.reused(view)
-
-    def compared(self, view: RunView) -> dict[str, dict[str, Any]] | None:
-        from torchcanary.drill import history
-
-        return history.compared(view)
-
-    @property
-    def worse_verdicts(self) -> frozenset[str]:
-        from torchcanary.drill import history
-
-        return history.WORSE_VERDICTS
+    add_flags = staticmethod(add_flags)
+    flag_settings = staticmethod(flag_settings)
+    policy_defaults = FromModule("torchcanary.drill.section:POLICY_DEFAULTS")
+    checked_verdicts = FromModule("torchcanary.drill.section:CHECKED_VERDICTS")
+    policy_bounds = FromModule("torchcanary.drill.section:POLICY_BOUNDS")
+    parse_settings = FromModule("torchcanary.drill.section:parse_settings")
+    planned_units = FromModule("torchcanary.drill.section:planned_units")
+    across_nodes = FromModule("torchcanary.drill.across_nodes:venue")
+    run = FromModule("torchcanary.drill.section:run")
+    record_from_json = FromModule("torchcanary.drill.result:from_json")
+    stored_units = FromModule("torchcanary.drill.section:stored_units")
+    blocking_reasons = FromModule("torchcanary.drill.section:blocking_reasons")
+    findings = FromModule("torchcanary.drill.findings:findings")
+    html = FromModule("torchcanary.drill.report:html")
+    markdown = FromModule("torchcanary.drill.report:markdown")
+    junit_cases = FromModule("torchcanary.drill.report:junit_cases")
+    reused = FromModule("torchcanary.drill.report:reused")
+    compared = FromModule("torchcanary.drill.history:compared")
+    worse_verdicts = FromModule("torchcanary.drill.history:WORSE_VERDICTS")
 
 
 SECTION = DrillSection()
