@@ -62,8 +62,10 @@ def test_discovery_makes_a_profile_of_each_feature_and_gres_group(slurm_fleet) -
         ("plain-box", "plain-box"),
     ]
     assert slurm_fleet.silent_nodes == [] and slurm_fleet.engine == "slurm"
-    # The GPUs Slurm counts come from the GRES (the facts find none: they are fake).
+    # The GPUs Slurm counts come from the GRES (the facts find none: they are fake); the
+    # discovery step asked for them, so it was given both and the profile can be checked.
     assert [node.gpus for node in nodes] == [2, 0]
+    assert [node.shortfall for node in nodes] == ["", ""]
     # The facts were read on the node itself.
     assert all(node.profile.cpu_cores >= 1 and node.profile.os for node in nodes)
 
@@ -348,6 +350,88 @@ def test_no_slurm_module_is_imported_without_fleet_slurm(tmp_path: Path) -> None
     assert done.stdout.split() == ["2", "[]"], done.stderr
 
 
+INHERITED = {
+    # What sbatch/salloc set in the driver's own job (a bogus job: no such allocation).
+    "SLURM_JOB_ID": "999999",
+    "SLURM_JOBID": "999999",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_NODELIST": "gpu-box",
+    "SLURM_NODELIST": "gpu-box",
+    "SLURM_NNODES": "1",
+    "SLURM_NTASKS": "1",
+    "SLURM_CPUS_ON_NODE": "1",
+    "SLURM_JOB_PARTITION": "debug",
+}
+
+
+def test_discovery_inside_an_allocation_runs_its_own_steps_not_steps_of_the_drivers_job(
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+
+    # With the driver's job variables, srun is a step of that job (here: one that does
+    # not exist), as it would be inside `sbatch --wrap "torchcanary run ..."`.
+    inside = {**slurm_cluster.env(), **INHERITED}
+    step = subprocess.run(
+        ["srun", "-N1", "-n1", "true"], env=inside, capture_output=True, text=True, timeout=60
+    )
+    assert step.returncode != 0 and "999999" in step.stderr, step.stderr
+    for name, value in INHERITED.items():
+        monkeypatch.setenv(name, value)
+    with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+        nodes = fleet.discover(timeout_s=120)
+    assert [node.node_id for node in nodes] == ["gpu-box", "plain-box"]
+    assert fleet.silent_nodes == []
+
+
+def test_placement_names_the_profile_feature_and_excludes_other_hardware_that_has_it() -> None:
+    """The command line only: what a unit asks of sbatch for one profile's nodes."""
+    from torchcanary.fleet.slurm_cli import SlurmNode
+    from torchcanary.fleet.slurm_placement import gres, placement
+
+    def node(name: str, *features: str) -> SlurmNode:
+        return SlurmNode(name, features, (), 64, 0, "idle", name)
+
+    h100 = [node("gpu01", "tcprofile_h100", "ib"), node("gpu02", "tcprofile_h100", "ib")]
+    a100 = [node("gpu03", "ib", "a100"), node("gpu04", "ib", "a100")]
+    bare = [node("cpu01"), node("cpu02")]
+    every = [*h100, *a100, *bare]
+    assert placement(h100, every) == ["--constraint=tcprofile_h100"]
+    # No profile feature: the features the group shares, and nothing else with them.
+    assert placement(a100, every) == ["--constraint=a100&ib"]
+    assert placement(a100[:1], every) == ["--constraint=a100&ib", "--exclude=gpu04"]
+    # No feature at all: every node of another group excluded.
+    assert placement(bare, every) == ["--exclude=gpu01,gpu02,gpu03,gpu04"]
+    assert gres(8) == ["--gres=gpu:8"] and gres(0) == []
+
+
+@pytest.mark.parametrize(
+    ("facts", "gres_gpus", "why"),
+    [
+        ({"visible": {"CUDA_VISIBLE_DEVICES": "0,1"}}, 2, ""),
+        ({"gpu_driver": "550.54", "gpu_count": 8}, 8, ""),
+        ({}, 0, ""),
+        (
+            {"gpu_driver": "550.54", "gpu_count": 7},
+            8,
+            "not checked: discovery saw 7 of the 8 GPUs its GRES names (by its GPU tool)",
+        ),
+        (
+            {"visible": {}},
+            2,
+            "not checked: discovery saw 0 of the 2 GPUs its GRES names "
+            "(in its visible-devices variable (no GPU tool))",
+        ),
+    ],
+)
+def test_a_group_whose_discovery_saw_fewer_gpus_than_its_gres_is_not_checked(
+    facts: dict[str, Any], gres_gpus: int, why: str
+) -> None:
+    from torchcanary.fleet.slurm_discovery import discovery_shortfall
+
+    assert discovery_shortfall(facts, gres_gpus) == why
+
+
 def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
     from torchcanary.fleet.slurm_cli import parse_slurmd_timeout
 
@@ -361,3 +445,43 @@ def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
     assert parse_slurmd_timeout(config.replace("300 sec", "10 sec")) == 10.0
     assert parse_slurmd_timeout("SlurmctldTimeout = 120 sec\n") is None
     assert parse_slurmd_timeout("SlurmdTimeout = (null)\n") is None
+
+
+def test_a_unit_whose_profile_node_is_busy_lands_on_its_idle_twin(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    # Both plain nodes up (plain-box-2 starts late; the runs above may have killed either).
+    states = slurm_cluster.node_states()
+    for name in ("plain-box", "plain-box-2"):
+        state = states.get(name, "down*")
+        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
+            slurm_cluster.start_node(name)
+    slurm_cluster.wait_idle(["plain-box", "plain-box-2"])
+    busy = slurm_cluster.run(
+        "sbatch", "--parsable", "-w", "plain-box", "-o", "/dev/null", "--wrap", "sleep 600"
+    ).strip()
+    try:
+        deadline = time.monotonic() + 60
+        while slurm_cluster.node_states().get("plain-box") != "allocated":
+            assert time.monotonic() < deadline, slurm_cluster.node_states()
+            time.sleep(0.3)
+        with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+            # Discovery reads the profile on whichever of its nodes is free.
+            nodes = {node.node_id: node for node in fleet.discover(timeout_s=120)}
+            assert {name: node.profile.key for name, node in nodes.items()} == {
+                "gpu-box": "gpu-box",
+                "plain-box": "plain-box",
+                "plain-box-2": "plain-box",
+            }
+            unit = WorkUnit("smoke@busy", SMOKE, {"env": ["SLURMD_NODENAME"]})
+            [(end, pieces)] = unit_ends(fleet, [Assignment(nodes["plain-box"], unit)])
+    finally:
+        slurm_cluster.run("scancel", busy)
+    assert end.status is UnitStatus.OK, end.error
+    # Asked by feature, not pinned: Slurm ran it on the twin while plain-box was held.
+    assert end.node_id == "plain-box-2"
+    assert dict(pieces[0]["env"]) == {"SLURMD_NODENAME": "plain-box-2"}

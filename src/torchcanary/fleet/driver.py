@@ -196,6 +196,12 @@ def _units(
             r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
         }
         todo = [section for section in node_plan.sections if section not in finished]
+        if node.shortfall:
+            # Discovery already saw it cannot be checked: nothing is sent, the ledger says why.
+            run.progress.note(f"{node.profile.key}: {node.shortfall}")
+            for section in todo:
+                _ledger(scoped, run_id, section, NOT_CHECKED, node.shortfall, 0.0)
+            continue
         for index, section in enumerate(todo):
             payload = _payload(
                 node_plan, run_id, created_at, section, node.profile.key, scoped, first=index == 0
@@ -245,7 +251,8 @@ def _collect(
     with progress.task("fleet units", total=len(assignments)) as task:
         for result in executor.dispatch_streaming(assignments):
             node, section = units[result.unit_id]
-            scoped = store.scoped(node.node_id, node.profile.key)
+            # The node it ran on: an engine may place a unit on any node of its profile.
+            scoped = store.scoped(result.node_id or node.node_id, node.profile.key)
             if result.status is UnitStatus.PARTIAL:
                 piece = dict(result.output or {})
                 if piece.get("op") == DEVICES_OP:

@@ -10,8 +10,10 @@ formats fixed by ``-o``; each failure is one FleetError line naming the command 
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from torchcanary.errors import FleetError
@@ -21,6 +23,11 @@ _TIMEOUT_S = 30.0
 _FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
 # sinfo's node states that take no new work, or whose slurmd does not answer ("*" suffix).
 _UNUSABLE = ("down", "drain", "fail", "maint", "unknown", "future", "inval", "reboot", "power")
+# What a client keeps of the environment it runs in: inside an allocation every other
+# SLURM_* variable is the driver's own job (SLURM_JOB_ID would make srun a step of it).
+_KEPT_SLURM = ("SLURM_CONF",)
+# How often a step that waits for a node says so.
+_WAITING_EVERY_S = 15.0
 # Slurm's own default SlurmdTimeout, for a cluster whose config cannot be read.
 DEFAULT_SLURMD_TIMEOUT_S = 300.0
 
@@ -68,10 +75,28 @@ def usable_state(state: str) -> bool:
     return bool(state) and not (state.endswith("*") or state.startswith(_UNUSABLE))
 
 
+def own_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (this process's) without the job variables a Slurm allocation sets, so
+    torchcanary run inside a job (``sbatch --wrap "torchcanary run ..."``) submits jobs
+    and steps of its own, not steps of its driver's job; ``SLURM_CONF`` is kept."""
+    names = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in names.items()
+        if not name.startswith("SLURM_") or name in _KEPT_SLURM
+    }
+
+
 def slurm(*command: str, timeout_s: float = _TIMEOUT_S) -> str:
     """A Slurm command's standard output; FleetError in one line when it cannot answer."""
     try:
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            list(command),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=own_environment(),
+        )
     except FileNotFoundError:
         raise FleetError(f"--fleet slurm needs Slurm's {command[0]}, not found; {_FIX}") from None
     except subprocess.TimeoutExpired:
@@ -176,12 +201,41 @@ def job_states(job_ids: Sequence[str]) -> dict[str, JobState]:
 def cancel(job_ids: Sequence[str]) -> None:
     """scancel; a job that already ended is no error."""
     if job_ids:
-        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=_TIMEOUT_S)
+        subprocess.run(
+            ["scancel", *job_ids], capture_output=True, timeout=_TIMEOUT_S, env=own_environment()
+        )
 
 
-def run_step(arguments: Sequence[str], timeout_s: float) -> str:
-    """``srun ARGUMENTS`` to its end: its standard output."""
-    return slurm("srun", *arguments, timeout_s=timeout_s)
+def run_step(arguments: Sequence[str], timeout_s: float, waiting: Callable[[float], None]) -> str:
+    """``srun ARGUMENTS`` to its end: its standard output. While it waits for a node (the
+    profile's nodes all busy), ``waiting(seconds)`` is told every 15 s; FleetError after
+    ``timeout_s``."""
+    try:
+        step = subprocess.Popen(
+            ["srun", *arguments],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=own_environment(),
+        )
+    except FileNotFoundError:
+        raise FleetError(f"--fleet slurm needs Slurm's srun, not found; {_FIX}") from None
+    started = time.monotonic()
+    while True:
+        try:
+            out, err = step.communicate(timeout=_WAITING_EVERY_S)
+            break
+        except subprocess.TimeoutExpired:
+            waited = time.monotonic() - started
+            if waited >= timeout_s:
+                step.kill()
+                step.communicate()
+                raise FleetError(f"Slurm's srun got no node within {timeout_s:.0f}s") from None
+            waiting(waited)
+    if step.returncode != 0:
+        said = " ".join((err or out).split())[-300:] or f"exit {step.returncode}"
+        raise FleetError(f"Slurm's srun failed: {strip_text(said)}")
+    return out
 
 
 def _listed(cell: str) -> tuple[str, ...]:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, tagged_result
+from torchcanary.fleet.profile import FleetNode
 from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus
@@ -47,19 +48,21 @@ class FollowedUnit:
     last_life: float = field(default_factory=time.monotonic)
     beat_mtime: float = 0.0
     pending_down_since: float | None = None
+    ran_on: str = ""  # the node Slurm chose, once a record or squeue names it
 
 
 class UnitFollower:
-    """Hands on each unit's records and its one end; told how to ask whether a node is
-    up, how to drop a job from the executor's list, and when the executor closed."""
+    """Hands on each unit's records and its one end; told how to ask whether some node a
+    unit may land on is up, how to drop a job from the executor's list, and when the
+    executor closed."""
 
     def __init__(
         self,
-        node_alive: Callable[[str], bool],
+        placeable: Callable[[Assignment], bool],
         forget: Callable[[str], None],
         stop: threading.Event,
     ) -> None:
-        self._node_alive = node_alive
+        self._placeable = placeable
         self._forget = forget
         self._stop = stop
 
@@ -120,7 +123,9 @@ class UnitFollower:
         whole = chunk[: chunk.rfind(b"\n") + 1]
         unit.read += len(whole)
         for line in whole.decode("utf-8").splitlines():
-            result = tagged_result(UnitResult.from_json(line), unit.assignment.node)
+            record = UnitResult.from_json(line)
+            unit.ran_on = record.node_id or unit.ran_on
+            result = tagged_result(record, _node(unit))
             if result.status is UnitStatus.PARTIAL:
                 put(result)
                 continue
@@ -136,6 +141,8 @@ class UnitFollower:
         put: Callable[[UnitResult], None],
     ) -> bool:
         """End ``unit`` if Slurm says its job ended (after a last read); True if ended."""
+        if state is not None and state.nodes and state.state != "PENDING":
+            unit.ran_on = unit.ran_on or state.nodes
         if state is None or state.state in (*LOST_STATES, *FAILED_STATES, "COMPLETED"):
             if self._read(unit, put):  # the end record may have landed since
                 return True
@@ -149,18 +156,22 @@ class UnitFollower:
             return True
         if state.state in FAILED_STATES:
             why = f"job {unit.job_id} {state.state}: {_tail(unit.log)}"
-            put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            put(
+                ended(
+                    replace(unit.assignment, node=_node(unit)), UnitStatus.FAILED, f"error: {why}"
+                )
+            )
             return True
         if state.state == "COMPLETED":
             why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
             put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
             return True
-        if state.state == "PENDING" and not self._node_alive(unit.assignment.node.node_id):
+        if state.state == "PENDING" and not self._placeable(unit.assignment):
             unit.pending_down_since = unit.pending_down_since or time.monotonic()
             if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
                 slurm_cli.cancel([unit.job_id])
                 self._forget(unit.job_id)
-                put(self._lost(unit, f"job {unit.job_id} waited on a node that is down"))
+                put(self._lost(unit, f"job {unit.job_id} waited while no node it may use was up"))
                 return True
         return False
 
@@ -168,14 +179,20 @@ class UnitFollower:
         """LOST, with how long after the unit's last sign of life (its heartbeat) it was
         noticed: the detection time, SlurmdTimeout included."""
         noticed = round(time.monotonic() - unit.last_life, 1)
-        node = unit.assignment.node.node_id
+        node = unit.ran_on or unit.assignment.node.node_id
         return ended(
-            unit.assignment,
+            replace(unit.assignment, node=_node(unit)),
             UnitStatus.LOST,
             f"node {node} went away before the unit finished: {why}; "
             f"noticed {noticed:.1f}s after its last heartbeat",
             noticed,
         )
+
+
+def _node(unit: FollowedUnit) -> FleetNode:
+    """The node the unit ran on (Slurm chose it among its profile's), else its assigned one."""
+    node = unit.assignment.node
+    return replace(node, node_id=unit.ran_on) if unit.ran_on else node
 
 
 def ended(

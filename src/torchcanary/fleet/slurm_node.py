@@ -17,11 +17,14 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from torchcanary.fleet.devices import visible_variables
 from torchcanary.fleet.node_side import collect_hardware_facts, stream_unit
+from torchcanary.fleet.unit import UnitResult
 
 BEAT_S = 1.0
 HOST_SPEC = "spec.json"
@@ -38,13 +41,24 @@ def host_file(folder: Path, index: int) -> Path:
     return folder / f"host-{index}.json"
 
 
+def node_facts() -> str:
+    """The node's hardware facts, with the visible-devices variables Slurm set for this
+    step (``visible``): what discovery compares with the GPUs the node's GRES names."""
+    facts = json.loads(collect_hardware_facts())
+    facts["visible"] = visible_variables(os.environ)
+    return json.dumps(facts, sort_keys=True)
+
+
 def run_unit(unit_path: Path, out: Path) -> None:
-    """Run the unit in ``unit_path``; each record is one synced line of ``out``."""
+    """Run the unit in ``unit_path``; each record is one synced line of ``out``, naming
+    the node it ran on (Slurm chose it among the profile's nodes)."""
+    node = os.environ.get("SLURMD_NODENAME", "")
     stop = threading.Event()
     threading.Thread(target=_beat, args=(beat_path(out), stop), daemon=True).start()
     try:
         with out.open("a", encoding="utf-8") as lines:
             for record in stream_unit(unit_path.read_text(encoding="utf-8")):
+                record = replace(UnitResult.from_json(record), node_id=node).to_json()
                 lines.write(record + "\n")
                 lines.flush()
                 os.fsync(lines.fileno())
@@ -106,7 +120,7 @@ def _close(host: Any) -> None:
 def main(argv: Sequence[str]) -> int:
     command, *rest = argv
     if command == "facts":
-        print(collect_hardware_facts())
+        print(node_facts())
     elif command == "run":
         run_unit(Path(rest[0]), Path(rest[1]))
     elif command == "host":
