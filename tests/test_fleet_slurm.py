@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import canary_command, canary_env, run_canary
+from cli_helpers import canary_command, canary_env, run_canary, run_canary_here
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import (
     drill_processes_left,
@@ -103,6 +103,85 @@ def test_units_stream_pieces_before_their_end_hold_their_gpus_and_get_no_secret(
     assert broken.status is UnitStatus.FAILED and broken.error == "RuntimeError: boom"
 
 
+def test_a_forged_result_line_is_refused_named_and_never_handed_on(
+    slurm_cluster: SlurmCluster, slurm_fleet
+) -> None:
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+    plain = next(node for node in slurm_fleet.discover() if node.node_id == "plain-box")
+    unit = WorkUnit("long@forged", SMOKE, {"pieces": 30, "gap_s": 1.0})
+    results = slurm_fleet.dispatch_streaming([Assignment(plain, unit)])
+    first = next(results)
+    assert first.status is UnitStatus.PARTIAL
+    [out] = slurm_fleet.fleet_dir.glob("units-*/*-long_forged.jsonl")
+    # Someone who can write the folder adds an end record that says the unit passed.
+    forged = UnitResult("long@forged", UnitStatus.OK, "plain-box", "").to_json()
+    with out.open("a", encoding="utf-8") as lines:
+        lines.write(f"{'0' * 64} {forged}\n")
+    rest = list(results)
+    end = rest[-1]
+    assert end.status is UnitStatus.FAILED
+    assert re.fullmatch(
+        rf"error: refused line \d+ of {re.escape(str(out))}: its MAC does not match the "
+        r"dispatch's key \(forged or edited\)",
+        end.error or "",
+    ), end.error
+    assert all(result.status is UnitStatus.PARTIAL for result in rest[:-1])
+    # Its job was cancelled with it: nothing of it is left running.
+    held = slurm_cluster.run(
+        "squeue", "-h", "-t", "running,pending", "-n", "torchcanary-long@forged"
+    )
+    assert held == ""
+
+
+def test_the_shared_folder_and_every_unit_file_are_the_users_alone(slurm_fleet) -> None:
+    import stat
+
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    gpu = next(node for node in slurm_fleet.discover() if node.node_id == "gpu-box")
+    [(end, _)] = unit_ends(slurm_fleet, [Assignment(gpu, WorkUnit("smoke@modes", SMOKE, {}))])
+    assert end.status is UnitStatus.OK, end.error
+    [batch] = [path.parent for path in slurm_fleet.fleet_dir.glob("units-*/*-smoke_modes.json")]
+    modes = {
+        str(path.relative_to(batch.parent)): stat.S_IMODE(path.stat().st_mode)
+        for path in [batch.parent, batch, *batch.iterdir()]
+    }
+    assert modes == {
+        ".": 0o700,  # --fleet-dir
+        batch.name: 0o700,
+        f"{batch.name}/key": 0o600,
+        f"{batch.name}/000-smoke_modes.json": 0o600,  # the unit, signed
+        f"{batch.name}/000-smoke_modes.jsonl": 0o600,  # its result lines, signed
+        f"{batch.name}/000-smoke_modes.beat": 0o600,
+        f"{batch.name}/000-smoke_modes.log": 0o600,  # the job log: sbatch handed it the umask
+    }
+
+
+def test_an_edited_unit_file_is_refused_on_the_node() -> None:
+    """The node side alone: a unit file changed after the driver signed it never runs."""
+    import tempfile
+
+    from torchcanary.fleet.signed_lines import new_key, sign, write_private
+    from torchcanary.fleet.slurm_node import run_unit
+    from torchcanary.fleet.unit import WorkUnit
+
+    with tempfile.TemporaryDirectory() as folder:
+        batch = Path(folder)
+        key = new_key(batch)
+        signed = sign(key, WorkUnit("u", SMOKE, {"echo": "driver"}).to_json())
+        write_private(batch / "u.json", signed.replace('"driver"', '"attacker"'))
+        with pytest.raises(SystemExit) as refused:
+            run_unit(batch / "u.json", batch / "u.jsonl")
+        assert str(refused.value) == (
+            f"slurm_node: unit file {batch / 'u.json'} refused: its MAC does not match the "
+            "dispatch's key (forged or edited)"
+        )
+        assert not (batch / "u.jsonl").exists()
+
+
 @pytest.mark.parametrize("strike", ["scancel", "down"])
 def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     slurm_cluster: SlurmCluster, slurm_fleet, strike: str
@@ -140,7 +219,15 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     db, output = work / "canary.db", work / "out"
     first = subprocess.Popen(
         canary_command(
-            *fleet_run_args(db, output, "--fleet", "slurm", "--fleet-dir", str(work / "f"))
+            *fleet_run_args(
+                db,
+                output,
+                "--fleet",
+                "slurm",
+                "--fleet-dir",
+                str(work / "f"),
+                "--slurm-args=--comment=canary-run",
+            )
         ),
         cwd=work,
         env=canary_env(),
@@ -210,6 +297,13 @@ def test_a_run_on_slurm_stores_each_profiles_results_in_the_claims_matrix(slurm_
     fleet = json.loads((run_dir / "results.json").read_text())["fleet"]
     assert fleet["split_claims"] == ["fleet.feature"]
     assert set(fleet["profiles"]) == {"gpu-box", "plain-box"}
+    # The site flags every job carried, in the report's fleet part.
+    assert fleet["slurm_site"] == {
+        "extra": ["--comment=canary-run"],
+        "flags": "--comment=canary-run",
+    }
+    summary = slurm_run["reports_before"]["summary.md"]
+    assert "Every Slurm job carried the site flags `--comment=canary-run`." in summary
 
 
 @pytest.mark.torch_envs
@@ -432,6 +526,103 @@ def test_a_group_whose_discovery_saw_fewer_gpus_than_its_gres_is_not_checked(
     assert discovery_shortfall(facts, gres_gpus) == why
 
 
+def test_site_flags_reach_every_unit_job_as_scontrol_shows_it(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.slurm_site import parse_site
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    # What this cluster accepts without accounting: a time limit, memory, a comment.
+    site = parse_site({"time": "5", "mem": "100M"}, "--comment=canary-site")
+    with connect_fleet("slurm", fleet_dir=tmp_path, slurm_site=site) as fleet:
+        plain = next(node for node in fleet.discover() if node.profile.key == "plain-box")
+        unit = WorkUnit("smoke@site-flags", SMOKE, {})
+        [(end, _)] = unit_ends(fleet, [Assignment(plain, unit)])
+    assert end.status is UnitStatus.OK, end.error
+    [job] = [
+        line
+        for line in slurm_cluster.run("scontrol", "-o", "show", "job").splitlines()
+        if "JobName=torchcanary-smoke@site-flags " in line
+    ]
+    assert "TimeLimit=00:05:00" in job and "MinMemoryNode=100M" in job
+    assert "Comment=canary-site" in job
+
+
+def test_site_flags_on_the_command_line_built_from_a_full_table() -> None:
+    """The command line only: account, QoS, reservation and --exclusive need a cluster
+    with accounting and a reservation, which the test cluster does not have."""
+    from torchcanary.fleet.slurm_site import parse_site
+
+    table = {
+        "time": "1-00:00:00",
+        "account": "ml-infra",
+        "qos": "high",
+        "reservation": "qa_window",
+        "mem": "0",
+        "exclusive": True,
+        "extra": "--comment='torch qual' --mail-type=END",
+    }
+    site = parse_site(table, "--signal=USR1@60")
+    assert site.flags() == [
+        "--time=1-00:00:00",
+        "--account=ml-infra",
+        "--qos=high",
+        "--reservation=qa_window",
+        "--mem=0",
+        "--exclusive",
+        "--comment=torch qual",
+        "--mail-type=END",
+        "--signal=USR1@60",
+    ]
+    assert site.to_json()["flags"].startswith("--time=1-00:00:00 --account=ml-infra")
+
+
+@pytest.mark.parametrize(
+    ("table", "slurm_args", "error"),
+    [
+        ({"tme": "5"}, "", "[fleet.slurm]: unknown key 'tme'; known keys: time, account, "),
+        ({"time": "soon"}, "", "[fleet.slurm]: time 'soon' is not a Slurm time; use MINUTES, "),
+        ({"mem": "lots"}, "", "[fleet.slurm]: mem 'lots' is not a size; use e.g. 64G or 500M"),
+        ({"exclusive": "yes"}, "", "[fleet.slurm]: exclusive must be true or false, not 'yes'"),
+        ({"account": "a b"}, "", "[fleet.slurm]: account 'a b' is not a Slurm name"),
+        ({}, "-w gpu01", "--slurm-args: -w is set by torchcanary on every job and cannot be "),
+        ({"extra": "--output=x"}, "", "[fleet.slurm]: extra: --output is set by torchcanary"),
+        ({}, "comment", "--slurm-args: 'comment' is not a flag; give sbatch flags (--time=60)"),
+        ({}, "--comment='x", '--slurm-args: cannot split "--comment=\'x" (No closing quotation)'),
+    ],
+)
+def test_bad_site_flags_are_one_line_config_errors(
+    table: dict[str, Any], slurm_args: str, error: str
+) -> None:
+    from torchcanary.errors import ConfigError
+    from torchcanary.fleet.slurm_site import parse_site
+
+    with pytest.raises(ConfigError) as raised:
+        parse_site(table, slurm_args)
+    assert str(raised.value).startswith(error) and "\n" not in str(raised.value)
+
+
+def test_a_bad_fleet_slurm_table_or_slurm_args_without_slurm_is_exit_2_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "canary.toml").write_text('[fleet.slurm]\ntime = "soon"\n')
+    done = run_canary_here("run", "--store", "c.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"torchcanary: error: {tmp_path / 'canary.toml'}: [fleet.slurm]: time 'soon' is not a "
+        "Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS"
+    ]
+    (tmp_path / "canary.toml").unlink()
+    done = run_canary_here("run", "--slurm-args=--comment=x", "--store", "c.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torchcanary: error: --slurm-args needs a Slurm fleet: add --fleet slurm[:PARTITION]"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
     from torchcanary.fleet.slurm_cli import parse_slurmd_timeout
 
@@ -485,3 +676,11 @@ def test_a_unit_whose_profile_node_is_busy_lands_on_its_idle_twin(
     # Asked by feature, not pinned: Slurm ran it on the twin while plain-box was held.
     assert end.node_id == "plain-box-2"
     assert dict(pieces[0]["env"]) == {"SLURMD_NODENAME": "plain-box-2"}
+
+
+def test_recorded_site_flags_come_back_the_same_for_a_resume() -> None:
+    """The command line only: what a run recorded is what its --resume submits with."""
+    from torchcanary.fleet.slurm_site import SlurmSite, parse_site
+
+    site = parse_site({"time": "90", "exclusive": True, "extra": "--comment='a b'"}, "--qos=x")
+    assert SlurmSite.from_json(site.to_json()) == site

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.accounting import plan_units
 from torchcanary.contract import ROWS_TABLE
@@ -50,6 +50,9 @@ from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import PRIMARY_KEYS
 
+if TYPE_CHECKING:
+    from torchcanary.fleet.slurm_site import SlurmSite
+
 FLEET_SCHEMA = 1
 # Per hardware profile, per section: the items its nodes were not asked about, with why.
 NotAsked = dict[str, dict[str, dict[str, str]]]
@@ -64,6 +67,7 @@ class FleetRequest:
     connect_timeout_s: float = 15.0
     fleet_dir: Path | None = None
     gpus: int | None = None  # --fleet-gpus: this many of each node's GPUs; None: all
+    slurm_site: SlurmSite | None = None  # [fleet.slurm] and --slurm-args, on Slurm
 
     def __post_init__(self) -> None:
         if self.gpus is not None and self.gpus < 1:
@@ -77,7 +81,10 @@ def connect_fleet(request: FleetRequest) -> Executor:
     """The executor for ``request.address`` (Ray or Slurm, ``fleet/connect.py``);
     FleetError or ConfigError (exit 2) when it cannot be used."""
     return connect.connect_fleet(
-        request.address, timeout_s=request.connect_timeout_s, fleet_dir=request.fleet_dir
+        request.address,
+        timeout_s=request.connect_timeout_s,
+        fleet_dir=request.fleet_dir,
+        slurm_site=request.slurm_site,
     )
 
 
@@ -354,6 +361,7 @@ def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> 
         "gpus": request.gpus,
         "every_node": request.selection.every_node,
         "filters": [list(pair) for pair in request.selection.filters],
+        "slurm_site": None if request.slurm_site is None else request.slurm_site.to_json(),
         "nodes": [
             {
                 "node_id": node.node_id,

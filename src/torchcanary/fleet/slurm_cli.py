@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.signed_lines import PRIVATE_UMASK
 
 _TIMEOUT_S = 30.0
 _FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
@@ -96,6 +97,7 @@ def slurm(*command: str, timeout_s: float = _TIMEOUT_S) -> str:
             text=True,
             timeout=timeout_s,
             env=own_environment(),
+            umask=PRIVATE_UMASK,  # sbatch hands it to the job: its log is this user's alone
         )
     except FileNotFoundError:
         raise FleetError(f"--fleet slurm needs Slurm's {command[0]}, not found; {_FIX}") from None

@@ -52,8 +52,11 @@ class GroupReader:
     """Reads each group's facts once per executor: a later look (a drill's, while its
     hosts hold the nodes) must not wait for a free CPU."""
 
-    def __init__(self, partition: str, say: Callable[[str], None] = print_waiting) -> None:
+    def __init__(
+        self, partition: str, site_flags: list[str], say: Callable[[str], None] = print_waiting
+    ) -> None:
         self._partition = partition
+        self._site_flags = site_flags
         self._say = say
         self._known: dict[GroupKey, GroupFacts] = {}
 
@@ -75,7 +78,8 @@ class GroupReader:
         members = [node for node in every_node if group_key(node) == key]
         flags = [*placement(members, every_node), *gres(members[0].gpus)]
         step = [
-            "-p", self._partition, "-N1", "-n1", *flags, f"--export={export_list()}",
+            "-p", self._partition, "-N1", "-n1", *flags, *self._site_flags,
+            f"--export={export_list()}",
             *shlex.split(node_command("facts")),
         ]  # fmt: skip
         names = ",".join(node.name for node in members)

@@ -38,10 +38,12 @@ from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, Executor, HostGroup
 from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env
+from torchcanary.fleet.signed_lines import new_key, sign, write_private
 from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key
 from torchcanary.fleet.slurm_follow import FollowedUnit, UnitFollower, ended
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
+from torchcanary.fleet.slurm_site import SlurmSite
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
 # How long discovery waits for a free node of a group (every one may be busy).
@@ -49,15 +51,17 @@ DISCOVERY_TIMEOUT_S = 600.0
 _LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
+def connect(partition: str, fleet_dir: Path | None, site: SlurmSite | None = None) -> SlurmExecutor:
     """The executor on ``partition`` (the default one when empty), results under
     ``fleet_dir`` (default ``canary-results/fleet`` here; it must be on storage every node
-    sees). FleetError in one line when Slurm, the partition or the folder cannot be used."""
+    sees), every job carrying the ``site`` flags. FleetError in one line when Slurm, the
+    partition or the folder cannot be used."""
     chosen = partition or slurm_cli.default_partition()
     slurm_cli.check_partition(chosen)
     folder = (fleet_dir or Path("canary-results") / "fleet").resolve()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)  # units, result lines and job logs: this user's alone
         probe = folder / f".writable-{secrets.token_hex(4)}"
         probe.write_text("")
         probe.unlink()
@@ -66,7 +70,7 @@ def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
             f"--fleet-dir {folder} cannot be written ({exc.strerror}); name a folder every "
             "Slurm node sees at the same path: --fleet-dir DIR"
         ) from None
-    return SlurmExecutor(chosen, folder)
+    return SlurmExecutor(chosen, folder, site or SlurmSite())
 
 
 class SlurmExecutor:
@@ -74,12 +78,13 @@ class SlurmExecutor:
 
     engine = "slurm"
 
-    def __init__(self, partition: str, fleet_dir: Path) -> None:
+    def __init__(self, partition: str, fleet_dir: Path, site: SlurmSite) -> None:
         self.partition = partition
         self.fleet_dir = fleet_dir
+        self.site = site
         self.silent_nodes: list[str] = []
         self._jobs: set[str] = set()  # every job submitted and not known ended
-        self._groups = GroupReader(partition)
+        self._groups = GroupReader(partition, site.flags())
         # Per profile, every node of the partition in its groups (any state), and the
         # partition's nodes, as the last discovery listed them: where its units may land.
         self._members: dict[str, list[slurm_cli.SlurmNode]] = {}
@@ -193,7 +198,8 @@ class SlurmExecutor:
         """
         arrived: queue.Queue[UnitResult] = queue.Queue()
         batch = self.fleet_dir / f"units-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        batch.mkdir(parents=True)
+        batch.mkdir(mode=0o700)
+        key = new_key(batch)
         units: list[FollowedUnit] = []
         last_on_node: dict[str, str] = {}
         nodes_of: dict[str, set[str]] = {}
@@ -202,10 +208,8 @@ class SlurmExecutor:
         pinned = {profile for profile, names in nodes_of.items() if len(names) > 1}
         for index, assignment in enumerate(assignments):
             name = f"{index:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', assignment.unit.unit_id)}"
-            unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log")
-            (batch / f"{name}.json").write_text(
-                _shippable(assignment.unit).to_json(), encoding="utf-8"
-            )
+            unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log", key)
+            write_private(batch / f"{name}.json", sign(key, _shippable(assignment.unit).to_json()))
             try:
                 where = self._where(assignment, pinned)
                 unit.job_id = self._submit(unit, batch / f"{name}.json", where, last_on_node)
@@ -250,6 +254,7 @@ class SlurmExecutor:
             f"--export={export_list()}",
             "-J", f"torchcanary-{assignment.unit.unit_id}",
             "-o", str(unit.log),
+            *self.site.flags(),
         ]  # fmt: skip
         arguments += gres(int(assignment.unit.num_gpus))
         if node in last_on_node:

@@ -21,6 +21,7 @@ from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, tagged_result
 from torchcanary.fleet.profile import FleetNode
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.signed_lines import Refused, verify
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus
 
@@ -43,12 +44,14 @@ class FollowedUnit:
     assignment: Assignment
     out: Path
     log: Path
+    key: bytes  # the dispatch's: each line of ``out`` must carry its MAC
     job_id: str = ""
     read: int = 0  # bytes of ``out`` already handed on
     last_life: float = field(default_factory=time.monotonic)
     beat_mtime: float = 0.0
     pending_down_since: float | None = None
     ran_on: str = ""  # the node Slurm chose, once a record or squeue names it
+    lines: int = 0  # whole lines of ``out`` accepted
 
 
 class UnitFollower:
@@ -122,8 +125,17 @@ class UnitFollower:
             return False
         whole = chunk[: chunk.rfind(b"\n") + 1]
         unit.read += len(whole)
-        for line in whole.decode("utf-8").splitlines():
-            record = UnitResult.from_json(line)
+        for number, line in enumerate(whole.decode("utf-8").splitlines(), unit.lines + 1):
+            try:
+                record = UnitResult.from_json(verify(unit.key, line))
+            except (Refused, ValueError, KeyError, TypeError) as exc:
+                # Never committed: the unit ends here, its job cancelled, the line named.
+                slurm_cli.cancel([unit.job_id])
+                self._forget(unit.job_id)
+                why = f"refused line {number} of {unit.out}: {exc}"
+                put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+                return True
+            unit.lines = number
             unit.ran_on = record.node_id or unit.ran_on
             result = tagged_result(record, _node(unit))
             if result.status is UnitStatus.PARTIAL:

@@ -24,6 +24,7 @@ from typing import Any
 
 from torchcanary.fleet.devices import visible_variables
 from torchcanary.fleet.node_side import collect_hardware_facts, stream_unit
+from torchcanary.fleet.signed_lines import PRIVATE_UMASK, Refused, read_key, sign, verify
 from torchcanary.fleet.unit import UnitResult
 
 BEAT_S = 1.0
@@ -50,16 +51,22 @@ def node_facts() -> str:
 
 
 def run_unit(unit_path: Path, out: Path) -> None:
-    """Run the unit in ``unit_path``; each record is one synced line of ``out``, naming
-    the node it ran on (Slurm chose it among the profile's nodes)."""
+    """Run the unit in ``unit_path`` if its MAC matches the dispatch's key; each record is
+    one signed, synced line of ``out``, naming the node it ran on (Slurm chose it among
+    the profile's nodes)."""
+    key = read_key(unit_path.parent)
+    try:
+        unit_json = verify(key, unit_path.read_text(encoding="utf-8").strip())
+    except Refused as exc:
+        raise SystemExit(f"slurm_node: unit file {unit_path} refused: {exc}") from None
     node = os.environ.get("SLURMD_NODENAME", "")
     stop = threading.Event()
     threading.Thread(target=_beat, args=(beat_path(out), stop), daemon=True).start()
     try:
         with out.open("a", encoding="utf-8") as lines:
-            for record in stream_unit(unit_path.read_text(encoding="utf-8")):
+            for record in stream_unit(unit_json):
                 record = replace(UnitResult.from_json(record), node_id=node).to_json()
-                lines.write(record + "\n")
+                lines.write(sign(key, record) + "\n")
                 lines.flush()
                 os.fsync(lines.fileno())
     finally:
@@ -122,6 +129,7 @@ def main(argv: Sequence[str]) -> int:
     if command == "facts":
         print(node_facts())
     elif command == "run":
+        os.umask(PRIVATE_UMASK)  # its lines and heartbeat: the user's alone
         run_unit(Path(rest[0]), Path(rest[1]))
     elif command == "host":
         index = int(rest[1]) if len(rest) > 1 else int(os.environ["SLURM_PROCID"])
