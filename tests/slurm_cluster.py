@@ -277,6 +277,24 @@ class SlurmCluster:
                 killed.append(pid)
         return killed
 
+    def freeze_node(self, name: str) -> list[int]:
+        """A node that hangs without dying: SIGSTOP its slurmd and every process of its
+        jobs (``thaw`` them after). Returns the pids stopped."""
+        jobs = self.run("squeue", "-h", "-w", name, "-o", "%i").split()
+        daemon = self.daemons.get(f"slurmd-{name}")
+        stopped = []
+        for pid in ([daemon.pid] if daemon is not None else []) + _job_processes(name, jobs):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        return stopped
+
+    def thaw(self, pids: Sequence[int]) -> None:
+        """SIGCONT what ``freeze_node`` stopped."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def down(self, name: str, reason: str = "test") -> None:
         """An administrator takes ``name`` down: its jobs end (drain would let them finish)."""
         self.run("scontrol", "update", f"NodeName={name}", "State=DOWN", f"Reason={reason}")

@@ -211,6 +211,85 @@ def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     assert noticed and float(noticed.group(1)) == end.noticed_s < 10, end.error
 
 
+def test_a_unit_whose_node_goes_silent_is_lost_within_the_heartbeat_bound(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.slurm_site import parse_site
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    site = parse_site({"lost_after_s": 4})
+    with connect_fleet("slurm", fleet_dir=tmp_path, slurm_site=site) as fleet:
+        plain = next(node for node in fleet.discover() if node.profile.key == "plain-box")
+        unit = WorkUnit("long@silent", SMOKE, {"pieces": 60, "gap_s": 1.0})
+        results = fleet.dispatch_streaming([Assignment(plain, unit)])
+        node = next(results).node_id  # the node Slurm chose for it
+        time.sleep(1.5)  # the reader has seen the job running
+        # Its slurmd and its job's processes stop answering, as a hung node's do.
+        frozen = slurm_cluster.freeze_node(node)
+        struck = time.monotonic()
+        try:
+            end = next(result for result in results if result.status is not UnitStatus.PARTIAL)
+            took = time.monotonic() - struck
+            state = slurm_cluster.node_states()[node]
+        finally:
+            slurm_cluster.thaw(frozen)
+    assert end.status is UnitStatus.LOST, end.error
+    assert f"RUNNING but no heartbeat (bound 4s); noticed {end.noticed_s:.1f}s" in (end.error or "")
+    assert 4 < (end.noticed_s or 0) < 7 and took < 7
+    # Before Slurm's own SlurmdTimeout (10 s here): slurmctld still counted the node up.
+    assert not state.endswith("*") and not state.startswith("down"), state
+    slurm_cluster.wait_idle([node])
+
+
+@pytest.mark.parametrize(
+    ("state", "usable"),
+    [
+        ("idle", True),
+        ("mixed", True),
+        ("allocated", True),
+        ("completing", True),
+        ("idle~", True),  # powered off to save power: Slurm boots it for a job
+        ("idle#", True),  # powering up
+        ("planned", True),
+        ("mixed-", True),
+        ("idle*", False),  # slurmd not answering
+        ("down*", False),
+        ("down", False),
+        ("drained", False),
+        ("draining", False),
+        ("drained*", False),
+        ("idle@", False),  # reboot pending
+        ("idle^", False),  # rebooting
+        ("idle%", False),  # powering down
+        ("idle!", False),  # to be powered down
+        ("idle$", False),  # maintenance reservation
+        ("maint", False),
+        ("fail", False),
+        ("failing", False),
+        ("unknown", False),
+        ("future", False),
+        ("inval", False),
+        ("reserved", False),  # an advanced reservation the run does not name
+        ("", False),
+    ],
+)
+def test_node_states_with_their_flags_are_parsed_from_sinfo(state: str, usable: bool) -> None:
+    """sinfo's %T text (the parsing only): which states take a unit."""
+    from torchcanary.fleet.slurm_cli import usable_state
+
+    assert usable_state(state) is usable
+
+
+def test_a_reserved_node_takes_work_when_the_run_names_a_reservation() -> None:
+    from torchcanary.fleet.slurm_cli import parse_state, usable_state
+
+    assert usable_state("reserved", reserved_ok=True)
+    assert not usable_state("reserved*", reserved_ok=True)
+    assert parse_state("DRAINED*") == ("drained", frozenset("*"))
+
+
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) -> dict[str, Any]:
     """`run --fleet slurm` on gpu-box and plain-box; plain-box loses power mid-run; then
@@ -301,6 +380,7 @@ def test_a_run_on_slurm_stores_each_profiles_results_in_the_claims_matrix(slurm_
     assert fleet["slurm_site"] == {
         "extra": ["--comment=canary-run"],
         "flags": "--comment=canary-run",
+        "lost_after_s": 60.0,
     }
     summary = slurm_run["reports_before"]["summary.md"]
     assert "Every Slurm job carried the site flags `--comment=canary-run`." in summary
@@ -474,7 +554,8 @@ def test_discovery_inside_an_allocation_runs_its_own_steps_not_steps_of_the_driv
         monkeypatch.setenv(name, value)
     with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
         nodes = fleet.discover(timeout_s=120)
-    assert [node.node_id for node in nodes] == ["gpu-box", "plain-box"]
+    # plain-box-2 is up too once the runs above have started it.
+    assert {node.profile.key for node in nodes} == {"gpu-box", "plain-box"}
     assert fleet.silent_nodes == []
 
 
@@ -684,3 +765,38 @@ def test_recorded_site_flags_come_back_the_same_for_a_resume() -> None:
 
     site = parse_site({"time": "90", "exclusive": True, "extra": "--comment='a b'"}, "--qos=x")
     assert SlurmSite.from_json(site.to_json()) == site
+
+
+def test_node_groups_with_the_same_hardware_become_one_profile_and_say_so() -> None:
+    """The note and the placement only: each group of the test cluster carries a
+    tcprofile_ feature of its own, so none merge there."""
+    from torchcanary.fleet.slurm_cli import SlurmNode
+    from torchcanary.fleet.slurm_discovery import group_key, merge_notes
+    from torchcanary.fleet.slurm_placement import placement
+
+    def node(name: str, features: tuple[str, ...], gres: tuple[str, ...] = ()) -> SlurmNode:
+        return SlurmNode(name, features, gres, 64, 0, "idle", name)
+
+    rack1, rack2 = node("gpu01", ("rack1",), ("gpu:8",)), node("gpu02", ("rack2",), ("gpu:8",))
+    small = node("gpu03", ("tcprofile_l4",), ("gpu:1",))
+    other = node("gpu04", ("tcprofile_l4", "nvme"), ("gpu:1",))
+    cpu = node("cpu01", ())
+    groups = {group_key(n): [n] for n in (rack1, rack2, small, other, cpu)}
+    profile_of = {
+        group_key(rack1): "8xh100-0a1b2c3d",
+        group_key(rack2): "8xh100-0a1b2c3d",
+        group_key(small): "l4",
+        group_key(other): "l4",
+        group_key(cpu): "cpu-x86_64",
+    }
+    assert merge_notes(groups, profile_of) == [
+        "profile 8xh100-0a1b2c3d: node groups [gpu01] (features rack1; GRES gpu:8; 64 CPUs) "
+        "and [gpu02] (features rack2; GRES gpu:8; 64 CPUs) are one profile: the same "
+        "hardware facts, and no tcprofile_ feature to tell them apart",
+        "profile l4: node groups [gpu03] (features tcprofile_l4; GRES gpu:1; 64 CPUs) and "
+        "[gpu04] (features nvme,tcprofile_l4; GRES gpu:1; 64 CPUs) are one profile: the "
+        "feature tcprofile_l4 names them one",
+    ]
+    # No node is dropped: a unit of the merged profile may land on either group's node.
+    every = [rack1, rack2, small, other, cpu]
+    assert placement([rack1, rack2], every) == ["--exclude=cpu01,gpu03,gpu04"]

@@ -111,10 +111,16 @@ class FleetRun:
             self.chosen, self.missing_profiles = _nodes_to_resume(run.store, resume_run_id, live)
         _check_gpus(self.request.gpus, self.chosen)
         run_id = start_run(run.store, run.plan, resume_run_id)
+        notes = list(self.executor.discovery_notes)
+        if self.executor.silent_nodes:
+            silent = ", ".join(self.executor.silent_nodes)
+            notes.append(f"left out: no answer from node(s) {silent} during discovery")
         if resume_run_id is None:
-            fleet = _fleet_json(self.request, self.executor.engine, self.chosen)
+            fleet = _fleet_json(self.request, self.executor.engine, self.chosen, notes)
             run.store.save_artifact(run_id, FLEET_ARTIFACT, "application/json", fleet)
         run.progress.note(f"run {run_id} -> {run.store.location}")
+        for note in notes:
+            run.progress.note(note)
         for node in self.chosen:
             run.progress.note(
                 f"profile {node.profile.key}: node {node.node_id[:12]} ({node.address})"
@@ -352,7 +358,9 @@ def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[
     return {table: [dict(zip(keys, row, strict=True)) for row in store.rows(table, run_id, keys)]}
 
 
-def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> bytes:
+def _fleet_json(
+    request: FleetRequest, engine: str, chosen: list[FleetNode], notes: list[str]
+) -> bytes:
     """What the run was made on; a ``fleet.json`` without ``engine`` was made on Ray."""
     fleet = {
         "schema": FLEET_SCHEMA,
@@ -362,6 +370,7 @@ def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> 
         "every_node": request.selection.every_node,
         "filters": [list(pair) for pair in request.selection.filters],
         "slurm_site": None if request.slurm_site is None else request.slurm_site.to_json(),
+        "discovery_notes": notes,
         "nodes": [
             {
                 "node_id": node.node_id,

@@ -22,8 +22,20 @@ from torchcanary.fleet.signed_lines import PRIVATE_UMASK
 
 _TIMEOUT_S = 30.0
 _FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
-# sinfo's node states that take no new work, or whose slurmd does not answer ("*" suffix).
-_UNUSABLE = ("down", "drain", "fail", "maint", "unknown", "future", "inval", "reboot", "power")
+# sinfo's ``%T``: a state, then flag characters (sinfo(1), NODE STATE CODES). The text is
+# parsed rather than ``sinfo --json``, whose node-state fields changed shape between data
+# parser versions (22.05's string and flag list, 23.02's list) and which needs the JSON
+# serializer plugin installed; ``%T`` reads the same on every version.
+# States that take work now or once Slurm has powered the node up (power saving).
+_TAKES_WORK = frozenset(
+    ("idle", "mixed", "allocated", "completing", "planned", "blocked", "powered_down",
+     "powering_up")
+)  # fmt: skip
+# Flags that keep a node from new work: "*" slurmd not answering, "!" and "%" powering
+# down, "$" in a maintenance reservation, "@" reboot pending, "^" rebooting. The others
+# take work: "~" powered off (Slurm boots it for a job), "#" powering up, "-" planned.
+_HELD_FLAGS = frozenset("*!%$@^")
+_FLAGS = "*~#!%$@^-"
 # What a client keeps of the environment it runs in: inside an allocation every other
 # SLURM_* variable is the driver's own job (SLURM_JOB_ID would make srun a step of it).
 _KEPT_SLURM = ("SLURM_CONF",)
@@ -71,9 +83,21 @@ class JobState:
     nodes: str
 
 
-def usable_state(state: str) -> bool:
-    """Whether a node in sinfo's ``state`` takes work now: up, answering, not drained."""
-    return bool(state) and not (state.endswith("*") or state.startswith(_UNUSABLE))
+def usable_state(state: str, reserved_ok: bool = False) -> bool:
+    """Whether a node in sinfo's ``%T`` ``state`` takes work: up, answering, not drained,
+    failing, in maintenance or rebooting; ``reserved`` (an advanced reservation) only
+    with ``reserved_ok`` (the run names a reservation)."""
+    base, flags = parse_state(state)
+    if flags & _HELD_FLAGS:
+        return False
+    return base in _TAKES_WORK or (base == "reserved" and reserved_ok)
+
+
+def parse_state(state: str) -> tuple[str, frozenset[str]]:
+    """``idle~`` as (``idle``, {``~``}); ``drained*`` as (``drained``, {``*``})."""
+    text = state.strip().lower()
+    base = text.rstrip(_FLAGS)
+    return base, frozenset(text[len(base) :])
 
 
 def own_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -24,7 +24,7 @@ from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.devices import GPU_VARIABLES, listed
 from torchcanary.fleet.slurm_cli import SlurmNode
 from torchcanary.fleet.slurm_job_line import export_list, node_command
-from torchcanary.fleet.slurm_placement import gres, placement
+from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
 
 GroupKey = tuple[tuple[str, ...], tuple[str, ...], int]
 
@@ -98,6 +98,42 @@ class GroupReader:
         found = GroupFacts(facts, discovery_shortfall(facts, members[0].gpus))
         self._known[key] = found
         return found
+
+
+def merge_notes(
+    groups: Mapping[GroupKey, list[SlurmNode]], profile_of: Mapping[GroupKey, str]
+) -> list[str]:
+    """A line for each profile made of several node groups: which groups, and why (one
+    ``tcprofile_`` feature names them, or their hardware facts are the same and no such
+    feature tells them apart). Their nodes all stay in the profile: a unit may land on
+    any of them."""
+    merged: dict[str, list[GroupKey]] = {}
+    for key in groups:
+        if key in profile_of:
+            merged.setdefault(profile_of[key], []).append(key)
+    return [
+        f"profile {profile}: node groups "
+        + " and ".join(_described(key, groups[key]) for key in keys)
+        + f" are one profile: {_why_merged(profile, keys)}"
+        for profile, keys in sorted(merged.items())
+        if len(keys) > 1
+    ]
+
+
+def _why_merged(profile: str, keys: list[GroupKey]) -> str:
+    named = f"{PROFILE_FEATURE}{profile}"
+    if all(named in features for features, _, _ in keys):
+        return f"the feature {named} names them one"
+    return f"the same hardware facts, and no {PROFILE_FEATURE} feature to tell them apart"
+
+
+def _described(key: GroupKey, nodes: list[SlurmNode]) -> str:
+    features, gres_items, cpus = key
+    names = ",".join(node.name for node in nodes)
+    return (
+        f"[{names}] (features {','.join(features) or 'none'}; GRES "
+        f"{','.join(gres_items) or 'none'}; {cpus} CPUs)"
+    )
 
 
 def discovery_shortfall(facts: Mapping[str, Any], gres_gpus: int) -> str:

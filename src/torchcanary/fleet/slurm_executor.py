@@ -1,10 +1,12 @@
 """The fleet executor on Slurm (``--fleet slurm`` or ``--fleet slurm:PARTITION``).
 
 Profiles come from what Slurm knows: nodes that share features, GRES and CPUs are alike,
-so one node of each such group reads its hardware facts (a one-task ``srun``), and a
-``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each unit
-is one batch job pinned to its node (``sbatch -w NODE --no-requeue``); a node's units are
-chained (``--dependency=afterany``), so one section holds a node at a time, as on Ray.
+so any free node of each such group reads its hardware facts (``slurm_discovery.py``), and
+a ``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each
+unit is one batch job that Slurm places on any idle node of its profile (``--constraint``
+and ``--gres``, ``slurm_placement.py``) with the site's flags (``slurm_site.py``); a
+node's units are chained (``--dependency=afterany``), so one section holds a node at a
+time, as on Ray. Unit files and result lines are signed (``signed_lines.py``).
 
 Results come home through a folder every node sees (``--fleet-dir``): the job appends each
 record of its unit as one synced JSON line (``slurm_node.py``) and a reader
@@ -39,7 +41,7 @@ from torchcanary.fleet.executor import Assignment, Executor, HostGroup
 from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env
 from torchcanary.fleet.signed_lines import new_key, sign, write_private
-from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key
+from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key, merge_notes
 from torchcanary.fleet.slurm_follow import FollowedUnit, UnitFollower, ended
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
@@ -83,6 +85,7 @@ class SlurmExecutor:
         self.fleet_dir = fleet_dir
         self.site = site
         self.silent_nodes: list[str] = []
+        self.discovery_notes: list[str] = []
         self._jobs: set[str] = set()  # every job submitted and not known ended
         self._groups = GroupReader(partition, site.flags())
         # Per profile, every node of the partition in its groups (any state), and the
@@ -109,7 +112,9 @@ class SlurmExecutor:
         (``slurm_discovery.py``): a group that got no node within ``timeout_s`` is left
         out and named in ``silent_nodes``."""
         every_node = slurm_cli.sinfo_nodes(self.partition)
-        usable = [node for node in every_node if node.usable]
+        # A node in an advanced reservation takes the work when the run names one.
+        reserved_ok = bool(self.site.reservation)
+        usable = [node for node in every_node if slurm_cli.usable_state(node.state, reserved_ok)]
         groups: dict[GroupKey, list[slurm_cli.SlurmNode]] = {}
         for node in usable:
             groups.setdefault(group_key(node), []).append(node)
@@ -136,6 +141,7 @@ class SlurmExecutor:
                         shortfall=read.shortfall,
                     )
                 )
+        self.discovery_notes = merge_notes(groups, profile_of)
         self._members = {}
         for node in every_node:
             if group_key(node) in profile_of:
@@ -218,7 +224,7 @@ class SlurmExecutor:
                 continue
             last_on_node[assignment.node.node_id] = unit.job_id
             units.append(unit)
-        follower = UnitFollower(self._placeable, self.forget, self._stop)
+        follower = UnitFollower(self._placeable, self.forget, self._stop, self.site.lost_after_s)
         threading.Thread(
             target=follower.follow, args=(units, arrived.put), name="torchcanary-slurm", daemon=True
         ).start()

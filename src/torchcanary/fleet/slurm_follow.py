@@ -48,24 +48,27 @@ class FollowedUnit:
     job_id: str = ""
     read: int = 0  # bytes of ``out`` already handed on
     last_life: float = field(default_factory=time.monotonic)
-    beat_mtime: float = 0.0
+    beat: str = ""  # what the heartbeat file said last
     pending_down_since: float | None = None
     ran_on: str = ""  # the node Slurm chose, once a record or squeue names it
     lines: int = 0  # whole lines of ``out`` accepted
+    running_since: float | None = None  # when squeue first said RUNNING
 
 
 class UnitFollower:
     """Hands on each unit's records and its one end; told how to ask whether some node a
-    unit may land on is up, how to drop a job from the executor's list, and when the
-    executor closed."""
+    unit may land on is up, how to drop a job from the executor's list, when the executor
+    closed, and how long a running unit's heartbeat may stay still before it is lost."""
 
     def __init__(
         self,
         placeable: Callable[[Assignment], bool],
         forget: Callable[[str], None],
         stop: threading.Event,
+        lost_after_s: float,
     ) -> None:
         self._placeable = placeable
+        self._lost_after_s = lost_after_s
         self._forget = forget
         self._stop = stop
 
@@ -110,13 +113,12 @@ class UnitFollower:
 
     def _read(self, unit: FollowedUnit, put: Callable[[UnitResult], None]) -> bool:
         """Hand on the whole lines added since the last read; True once the end is read."""
-        beat = beat_path(unit.out)
         try:
-            mtime = beat.stat().st_mtime
+            beat = beat_path(unit.out).read_text(encoding="utf-8")
         except OSError:
-            mtime = 0.0
-        if mtime != unit.beat_mtime:
-            unit.beat_mtime, unit.last_life = mtime, time.monotonic()
+            beat = ""
+        if beat != unit.beat:
+            unit.beat, unit.last_life = beat, time.monotonic()
         try:
             with unit.out.open("rb") as lines:
                 lines.seek(unit.read)
@@ -178,6 +180,8 @@ class UnitFollower:
             why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
             put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
             return True
+        if state.state == "RUNNING":
+            return self._silent(unit, put)
         if state.state == "PENDING" and not self._placeable(unit.assignment):
             unit.pending_down_since = unit.pending_down_since or time.monotonic()
             if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
@@ -186,6 +190,21 @@ class UnitFollower:
                 put(self._lost(unit, f"job {unit.job_id} waited while no node it may use was up"))
                 return True
         return False
+
+    def _silent(self, unit: FollowedUnit, put: Callable[[UnitResult], None]) -> bool:
+        """End a running unit LOST (its job cancelled) once its heartbeat has been still
+        for ``lost_after_s``; its clock starts when the job is first seen running."""
+        if unit.running_since is None:
+            unit.running_since = unit.last_life = time.monotonic()
+            return False
+        silent = time.monotonic() - unit.last_life
+        if silent <= self._lost_after_s:
+            return False
+        slurm_cli.cancel([unit.job_id])
+        self._forget(unit.job_id)
+        why = f"job {unit.job_id} RUNNING but no heartbeat (bound {self._lost_after_s:.0f}s)"
+        put(self._lost(unit, why))
+        return True
 
     def _lost(self, unit: FollowedUnit, why: str) -> UnitResult:
         """LOST, with how long after the unit's last sign of life (its heartbeat) it was

@@ -74,8 +74,12 @@ def run_unit(unit_path: Path, out: Path) -> None:
 
 
 def _beat(path: Path, stop: threading.Event) -> None:
+    """A count written each second: the driver reads what the file says, which a shared
+    filesystem revalidates on open, where a cached mtime may lag for a minute (NFS)."""
+    count = 0
     while True:
-        path.touch()
+        count += 1
+        path.write_text(str(count), encoding="utf-8")
         if stop.wait(BEAT_S):
             return
 

@@ -23,7 +23,10 @@ _TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFIN
 _MEM = re.compile(r"^\d+[KMGT]?$", re.I)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _TEXT_KEYS = ("time", "account", "qos", "reservation", "mem")
-_KEYS = (*_TEXT_KEYS, "exclusive", "extra")
+_KEYS = (*_TEXT_KEYS, "exclusive", "extra", "lost_after_s")
+# A running unit whose heartbeat stops for this long is lost (its node hung or lost power):
+# well under Slurm's SlurmdTimeout (300 s by default), after which Slurm would say so.
+LOST_AFTER_S = 60.0
 # Flags torchcanary sets on every job (where it runs, what it runs, what it inherits,
 # where its output goes): a site flag may not change them.
 _OWN_FLAGS = {
@@ -46,6 +49,7 @@ class SlurmSite:
     mem: str = ""
     exclusive: bool = False
     extra: tuple[str, ...] = ()
+    lost_after_s: float = LOST_AFTER_S  # not a flag: the driver's own bound
 
     def flags(self) -> list[str]:
         """The flags as sbatch and srun take them."""
@@ -61,7 +65,12 @@ class SlurmSite:
     def to_json(self) -> dict[str, Any]:
         """What the run's fleet record shows: each setting given, and the flags."""
         given = {key: getattr(self, key) for key in _KEYS if getattr(self, key)}
-        return {**given, "extra": list(self.extra), "flags": shlex.join(self.flags())}
+        return {
+            **given,
+            "extra": list(self.extra),
+            "lost_after_s": self.lost_after_s,
+            "flags": shlex.join(self.flags()),
+        }
 
 
 def parse_site(table: Mapping[str, Any], slurm_args: str = "", source: str = "") -> SlurmSite:
@@ -92,7 +101,12 @@ def parse_site(table: Mapping[str, Any], slurm_args: str = "", source: str = "")
         *_split(f"{where}: extra", extra),
         *_split("--slurm-args", slurm_args),
     )
-    return SlurmSite(**text, exclusive=exclusive, extra=flags)
+    lost_after_s = table.get("lost_after_s", LOST_AFTER_S)
+    if isinstance(lost_after_s, bool) or not isinstance(lost_after_s, int | float):
+        raise ConfigError(f"{where}: lost_after_s must be a number of seconds")
+    if lost_after_s <= 0:
+        raise ConfigError(f"{where}: lost_after_s must be above 0, not {lost_after_s}")
+    return SlurmSite(**text, exclusive=exclusive, extra=flags, lost_after_s=float(lost_after_s))
 
 
 def _text(where: str, key: str, value: Any) -> str:

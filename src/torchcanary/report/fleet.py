@@ -126,6 +126,7 @@ def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str
     data["fleet"] = {
         "nodes": view.fleet.get("nodes", []),
         "slurm_site": view.fleet.get("slurm_site"),
+        "discovery_notes": view.fleet.get("discovery_notes", []),
     }
     for part in parts.values():
         data["fleet"] |= part.json
@@ -165,6 +166,7 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     ]
     if site_flags(view):
         lines += [f"Every Slurm job carried the site flags `{site_flags(view)}`.", ""]
+    lines += [f"- discovery: {note}" for note in view.fleet.get("discovery_notes", [])]
     parts = fleet_parts(view)
     for part in parts.values():
         lines += part.lead_markdown
@@ -308,6 +310,9 @@ def _nodes_html(view: RunView) -> str:
         f"<p>Every Slurm job carried the site flags <code>{escape(site_flags(view))}</code>.</p>"
         if site_flags(view)
         else ""
+    )
+    site += "".join(
+        f"<p>discovery: {escape(note)}</p>" for note in view.fleet.get("discovery_notes", [])
     )
     return (
         f'<section id="fleet"><h2>Fleet</h2>{site}<table><tr><th>profile</th><th>node</th>'
