@@ -794,9 +794,40 @@ def test_node_groups_with_the_same_hardware_become_one_profile_and_say_so() -> N
         "and [gpu02] (features rack2; GRES gpu:8; 64 CPUs) are one profile: the same "
         "hardware facts, and no tcprofile_ feature to tell them apart",
         "profile l4: node groups [gpu03] (features tcprofile_l4; GRES gpu:1; 64 CPUs) and "
-        "[gpu04] (features nvme,tcprofile_l4; GRES gpu:1; 64 CPUs) are one profile: the "
+        "[gpu04] (features tcprofile_l4,nvme; GRES gpu:1; 64 CPUs) are one profile: the "
         "feature tcprofile_l4 names them one",
     ]
     # No node is dropped: a unit of the merged profile may land on either group's node.
     every = [rack1, rack2, small, other, cpu]
     assert placement([rack1, rack2], every) == ["--exclude=cpu01,gpu03,gpu04"]
+
+
+def test_discovery_waits_for_a_free_node_of_a_busy_profile_and_says_so(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from torchcanary.fleet.slurm_cli import sinfo_nodes
+    from torchcanary.fleet.slurm_discovery import GroupReader, group_key
+
+    names = ["plain-box", "plain-box-2"]
+    slurm_cluster.wait_idle(names)  # both up: the test above started them
+    for name in names:  # every node of the profile busy for a while
+        slurm_cluster.run("sbatch", "-w", name, "-o", "/dev/null", "--wrap", "sleep 18")
+    deadline = time.monotonic() + 60
+    while any(slurm_cluster.node_states().get(name) != "allocated" for name in names):
+        assert time.monotonic() < deadline, slurm_cluster.node_states()
+        time.sleep(0.3)
+    every = sinfo_nodes("debug")
+    plain = [node for node in every if node.name in names]
+    said: list[str] = []
+    started = time.monotonic()
+    [read] = GroupReader("debug", [], said.append).read_all(
+        {group_key(plain[0]): plain}, every, timeout_s=120
+    )
+    assert read is not None and read.facts["cpu_cores"] >= 1
+    assert time.monotonic() - started > 15
+    # Said every 15 s while it waits (a second more under load).
+    assert re.fullmatch(
+        r"discovery: waited 1[56]s for a free node of plain-box,plain-box-2 "
+        r"\(--constraint=tcprofile_plain-box\)",
+        said[0],
+    ), said
