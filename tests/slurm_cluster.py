@@ -160,9 +160,15 @@ class SlurmCluster:
             f"  {node.name}) {' '.join(f'echo export {k}={v};' for k, v in node.env)} ;;\n"
             for node in self.nodes.values()
         )
+        # A task started with TORCHCANARY_TEST_VISIBLE_GPUS (exported from the driver) sees
+        # only those of the GPUs Slurm gave it: a node whose GPU fell off the bus.
+        hide = (
+            '[ -n "$TORCHCANARY_TEST_VISIBLE_GPUS" ] && '
+            'echo export CUDA_VISIBLE_DEVICES="$TORCHCANARY_TEST_VISIBLE_GPUS"\n'
+        )
         prolog.write_text(
             f"#!/bin/sh\necho export PYTHONPATH={FIXTURES}\n"
-            f'case "$SLURMD_NODENAME" in\n{cases}esac\n',
+            f'case "$SLURMD_NODENAME" in\n{cases}esac\n{hide}',
             encoding="utf-8",
         )
         prolog.chmod(0o755)

@@ -580,6 +580,47 @@ def test_placement_names_the_profile_feature_and_excludes_other_hardware_that_ha
     assert gres(8) == ["--gres=gpu:8"] and gres(0) == []
 
 
+def test_a_gpu_group_whose_discovery_sees_fewer_gpus_than_its_gres_is_not_checked(
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+
+    # gpu-box's discovery step is given its two GPUs but sees one (the cluster's task
+    # prolog hides the other, as a GPU lost from the bus would be).
+    monkeypatch.setenv("TORCHCANARY_TEST_VISIBLE_GPUS", "0")
+    with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+        nodes = {node.node_id: node for node in fleet.discover(timeout_s=120)}
+    assert nodes["gpu-box"].shortfall == (
+        "not checked: discovery saw 1 of the 2 GPUs its GRES names "
+        "(in its visible-devices variable (no GPU tool))"
+    )
+    assert nodes["plain-box"].shortfall == ""
+
+
+def test_a_run_sends_nothing_to_a_profile_whose_discovery_saw_too_few_gpus(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    db, output = tmp_path / "canary.db", tmp_path / "out"
+    done = run_canary(
+        *fleet_run_args(db, output, "--fleet", "slurm", "--fleet-select", "key=gpu-box"),
+        cwd=tmp_path,
+        timeout=300,
+        TORCHCANARY_TEST_VISIBLE_GPUS="0",
+    )
+    why = (
+        "not checked: discovery saw 1 of the 2 GPUs its GRES names "
+        "(in its visible-devices variable (no GPU tool))"
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert f"gpu-box: {why}" in done.stderr
+    ledger = stored_rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    assert [(p, key, verdict, json.loads(js)["error"]) for p, key, verdict, js in ledger] == [
+        ("gpu-box", "claims", "not checked", why)
+    ]
+    assert probe_rows(db) == {}  # nothing ran: no unit was sent
+    assert list((tmp_path / "canary-results" / "fleet").glob("units-*/*.json")) == []
+
+
 @pytest.mark.parametrize(
     ("facts", "gres_gpus", "why"),
     [
