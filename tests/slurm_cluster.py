@@ -163,8 +163,8 @@ class SlurmCluster:
         # A task started with TORCHCANARY_TEST_VISIBLE_GPUS (exported from the driver) sees
         # only those of the GPUs Slurm gave it: a node whose GPU fell off the bus.
         hide = (
-            '[ -n "$TORCHCANARY_TEST_VISIBLE_GPUS" ] && '
-            'echo export CUDA_VISIBLE_DEVICES="$TORCHCANARY_TEST_VISIBLE_GPUS"\n'
+            'if [ -n "$TORCHCANARY_TEST_VISIBLE_GPUS" ]; then '
+            'echo export CUDA_VISIBLE_DEVICES="$TORCHCANARY_TEST_VISIBLE_GPUS"; fi\n'
         )
         prolog.write_text(
             f"#!/bin/sh\necho export PYTHONPATH={FIXTURES}\n"

@@ -36,9 +36,10 @@ _TAKES_WORK = frozenset(
 # take work: "~" powered off (Slurm boots it for a job), "#" powering up, "-" planned.
 _HELD_FLAGS = frozenset("*!%$@^")
 _FLAGS = "*~#!%$@^-"
-# What a client keeps of the environment it runs in: inside an allocation every other
-# SLURM_* variable is the driver's own job (SLURM_JOB_ID would make srun a step of it).
-_KEPT_SLURM = ("SLURM_CONF",)
+# What a client keeps of the environment it runs in: where the cluster's config is, and
+# which clusters a federated site talks to; inside an allocation every other SLURM_*
+# variable is the driver's own job (SLURM_JOB_ID would make srun a step of it).
+_KEPT_SLURM = ("SLURM_CONF", "SLURM_CLUSTERS")
 # How often a step that waits for a node says so.
 _WAITING_EVERY_S = 15.0
 # Slurm's own default SlurmdTimeout, for a cluster whose config cannot be read.
@@ -103,7 +104,8 @@ def parse_state(state: str) -> tuple[str, frozenset[str]]:
 def own_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environ`` (this process's) without the job variables a Slurm allocation sets, so
     torchcanary run inside a job (``sbatch --wrap "torchcanary run ..."``) submits jobs
-    and steps of its own, not steps of its driver's job; ``SLURM_CONF`` is kept."""
+    and steps of its own, not steps of its driver's job; ``SLURM_CONF`` and
+    ``SLURM_CLUSTERS`` are kept."""
     names = os.environ if environ is None else environ
     return {
         name: value
