@@ -3,9 +3,11 @@ as they land, its end decided by its own end record or else by Slurm's word on i
 
 A reader thread per dispatch reads every unit's output lines every ``READ_S`` and asks
 ``squeue`` for the jobs still out every ``POLL_S``. NODE_FAIL, CANCELLED, PREEMPTED,
-BOOT_FAIL (and a job Slurm forgot, or one pending on a node gone down) end a unit LOST,
-saying how long after its last heartbeat that was noticed; FAILED, TIMEOUT, OUT_OF_MEMORY,
-or a job that completed without an end record, end it FAILED with the job log's tail.
+BOOT_FAIL (and a job Slurm forgot, one pending while no node it may use is up, or one
+running whose heartbeat stayed still past the bound) end a unit LOST, saying how long
+after its last heartbeat that was noticed; FAILED, TIMEOUT, OUT_OF_MEMORY, a job that
+completed without an end record, or a line whose MAC fails (never handed on), end it
+FAILED with why.
 """
 
 from __future__ import annotations
