@@ -160,9 +160,15 @@ class SlurmCluster:
             f"  {node.name}) {' '.join(f'echo export {k}={v};' for k, v in node.env)} ;;\n"
             for node in self.nodes.values()
         )
+        # A task started with TORCHCANARY_TEST_VISIBLE_GPUS (exported from the driver) sees
+        # only those of the GPUs Slurm gave it: a node whose GPU fell off the bus.
+        hide = (
+            'if [ -n "$TORCHCANARY_TEST_VISIBLE_GPUS" ]; then '
+            'echo export CUDA_VISIBLE_DEVICES="$TORCHCANARY_TEST_VISIBLE_GPUS"; fi\n'
+        )
         prolog.write_text(
             f"#!/bin/sh\necho export PYTHONPATH={FIXTURES}\n"
-            f'case "$SLURMD_NODENAME" in\n{cases}esac\n',
+            f'case "$SLURMD_NODENAME" in\n{cases}esac\n{hide}',
             encoding="utf-8",
         )
         prolog.chmod(0o755)
@@ -276,6 +282,24 @@ class SlurmCluster:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
         return killed
+
+    def freeze_node(self, name: str) -> list[int]:
+        """A node that hangs without dying: SIGSTOP its slurmd and every process of its
+        jobs (``thaw`` them after). Returns the pids stopped."""
+        jobs = self.run("squeue", "-h", "-w", name, "-o", "%i").split()
+        daemon = self.daemons.get(f"slurmd-{name}")
+        stopped = []
+        for pid in ([daemon.pid] if daemon is not None else []) + _job_processes(name, jobs):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        return stopped
+
+    def thaw(self, pids: Sequence[int]) -> None:
+        """SIGCONT what ``freeze_node`` stopped."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def down(self, name: str, reason: str = "test") -> None:
         """An administrator takes ``name`` down: its jobs end (drain would let them finish)."""

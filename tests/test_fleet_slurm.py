@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import canary_command, canary_env, run_canary
+from cli_helpers import canary_command, canary_env, run_canary, run_canary_here
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import (
     drill_processes_left,
@@ -62,8 +62,10 @@ def test_discovery_makes_a_profile_of_each_feature_and_gres_group(slurm_fleet) -
         ("plain-box", "plain-box"),
     ]
     assert slurm_fleet.silent_nodes == [] and slurm_fleet.engine == "slurm"
-    # The GPUs Slurm counts come from the GRES (the facts find none: they are fake).
+    # The GPUs Slurm counts come from the GRES (the facts find none: they are fake); the
+    # discovery step asked for them, so it was given both and the profile can be checked.
     assert [node.gpus for node in nodes] == [2, 0]
+    assert [node.shortfall for node in nodes] == ["", ""]
     # The facts were read on the node itself.
     assert all(node.profile.cpu_cores >= 1 and node.profile.os for node in nodes)
 
@@ -101,6 +103,85 @@ def test_units_stream_pieces_before_their_end_hold_their_gpus_and_get_no_secret(
     assert broken.status is UnitStatus.FAILED and broken.error == "RuntimeError: boom"
 
 
+def test_a_forged_result_line_is_refused_named_and_never_handed_on(
+    slurm_cluster: SlurmCluster, slurm_fleet
+) -> None:
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+
+    plain = next(node for node in slurm_fleet.discover() if node.node_id == "plain-box")
+    unit = WorkUnit("long@forged", SMOKE, {"pieces": 30, "gap_s": 1.0})
+    results = slurm_fleet.dispatch_streaming([Assignment(plain, unit)])
+    first = next(results)
+    assert first.status is UnitStatus.PARTIAL
+    [out] = slurm_fleet.fleet_dir.glob("units-*/*-long_forged.jsonl")
+    # Someone who can write the folder adds an end record that says the unit passed.
+    forged = UnitResult("long@forged", UnitStatus.OK, "plain-box", "").to_json()
+    with out.open("a", encoding="utf-8") as lines:
+        lines.write(f"{'0' * 64} {forged}\n")
+    rest = list(results)
+    end = rest[-1]
+    assert end.status is UnitStatus.FAILED
+    assert re.fullmatch(
+        rf"error: refused line \d+ of {re.escape(str(out))}: its MAC does not match the "
+        r"dispatch's key \(forged or edited\)",
+        end.error or "",
+    ), end.error
+    assert all(result.status is UnitStatus.PARTIAL for result in rest[:-1])
+    # Its job was cancelled with it: nothing of it is left running.
+    held = slurm_cluster.run(
+        "squeue", "-h", "-t", "running,pending", "-n", "torchcanary-long@forged"
+    )
+    assert held == ""
+
+
+def test_the_shared_folder_and_every_unit_file_are_the_users_alone(slurm_fleet) -> None:
+    import stat
+
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    gpu = next(node for node in slurm_fleet.discover() if node.node_id == "gpu-box")
+    [(end, _)] = unit_ends(slurm_fleet, [Assignment(gpu, WorkUnit("smoke@modes", SMOKE, {}))])
+    assert end.status is UnitStatus.OK, end.error
+    [batch] = [path.parent for path in slurm_fleet.fleet_dir.glob("units-*/*-smoke_modes.json")]
+    modes = {
+        str(path.relative_to(batch.parent)): stat.S_IMODE(path.stat().st_mode)
+        for path in [batch.parent, batch, *batch.iterdir()]
+    }
+    assert modes == {
+        ".": 0o700,  # --fleet-dir
+        batch.name: 0o700,
+        f"{batch.name}/key": 0o600,
+        f"{batch.name}/000-smoke_modes.json": 0o600,  # the unit, signed
+        f"{batch.name}/000-smoke_modes.jsonl": 0o600,  # its result lines, signed
+        f"{batch.name}/000-smoke_modes.beat": 0o600,
+        f"{batch.name}/000-smoke_modes.log": 0o600,  # the job log: sbatch handed it the umask
+    }
+
+
+def test_an_edited_unit_file_is_refused_on_the_node() -> None:
+    """The node side alone: a unit file changed after the driver signed it never runs."""
+    import tempfile
+
+    from torchcanary.fleet.signed_lines import new_key, sign, write_private
+    from torchcanary.fleet.slurm_node import run_unit
+    from torchcanary.fleet.unit import WorkUnit
+
+    with tempfile.TemporaryDirectory() as folder:
+        batch = Path(folder)
+        key = new_key(batch)
+        signed = sign(key, WorkUnit("u", SMOKE, {"echo": "driver"}).to_json())
+        write_private(batch / "u.json", signed.replace('"driver"', '"attacker"'))
+        with pytest.raises(SystemExit) as refused:
+            run_unit(batch / "u.json", batch / "u.jsonl")
+        assert str(refused.value) == (
+            f"slurm_node: unit file {batch / 'u.json'} refused: its MAC does not match the "
+            "dispatch's key (forged or edited)"
+        )
+        assert not (batch / "u.jsonl").exists()
+
+
 @pytest.mark.parametrize("strike", ["scancel", "down"])
 def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     slurm_cluster: SlurmCluster, slurm_fleet, strike: str
@@ -130,6 +211,85 @@ def test_a_unit_whose_job_is_cancelled_or_whose_node_is_taken_down_ends_lost(
     assert noticed and float(noticed.group(1)) == end.noticed_s < 10, end.error
 
 
+def test_a_unit_whose_node_goes_silent_is_lost_within_the_heartbeat_bound(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.slurm_site import parse_site
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    site = parse_site({"lost_after_s": 4})
+    with connect_fleet("slurm", fleet_dir=tmp_path, slurm_site=site) as fleet:
+        plain = next(node for node in fleet.discover() if node.profile.key == "plain-box")
+        unit = WorkUnit("long@silent", SMOKE, {"pieces": 60, "gap_s": 1.0})
+        results = fleet.dispatch_streaming([Assignment(plain, unit)])
+        node = next(results).node_id  # the node Slurm chose for it
+        time.sleep(1.5)  # the reader has seen the job running
+        # Its slurmd and its job's processes stop answering, as a hung node's do.
+        frozen = slurm_cluster.freeze_node(node)
+        struck = time.monotonic()
+        try:
+            end = next(result for result in results if result.status is not UnitStatus.PARTIAL)
+            took = time.monotonic() - struck
+            state = slurm_cluster.node_states()[node]
+        finally:
+            slurm_cluster.thaw(frozen)
+    assert end.status is UnitStatus.LOST, end.error
+    assert f"RUNNING but no heartbeat (bound 4s); noticed {end.noticed_s:.1f}s" in (end.error or "")
+    assert 4 < (end.noticed_s or 0) < 7 and took < 7
+    # Before Slurm's own SlurmdTimeout (10 s here): slurmctld still counted the node up.
+    assert not state.endswith("*") and not state.startswith("down"), state
+    slurm_cluster.wait_idle([node])
+
+
+@pytest.mark.parametrize(
+    ("state", "usable"),
+    [
+        ("idle", True),
+        ("mixed", True),
+        ("allocated", True),
+        ("completing", True),
+        ("idle~", True),  # powered off to save power: Slurm boots it for a job
+        ("idle#", True),  # powering up
+        ("planned", True),
+        ("mixed-", True),
+        ("idle*", False),  # slurmd not answering
+        ("down*", False),
+        ("down", False),
+        ("drained", False),
+        ("draining", False),
+        ("drained*", False),
+        ("idle@", False),  # reboot pending
+        ("idle^", False),  # rebooting
+        ("idle%", False),  # powering down
+        ("idle!", False),  # to be powered down
+        ("idle$", False),  # maintenance reservation
+        ("maint", False),
+        ("fail", False),
+        ("failing", False),
+        ("unknown", False),
+        ("future", False),
+        ("inval", False),
+        ("reserved", False),  # an advanced reservation the run does not name
+        ("", False),
+    ],
+)
+def test_node_states_with_their_flags_are_parsed_from_sinfo(state: str, usable: bool) -> None:
+    """sinfo's %T text (the parsing only): which states take a unit."""
+    from torchcanary.fleet.slurm_cli import usable_state
+
+    assert usable_state(state) is usable
+
+
+def test_a_reserved_node_takes_work_when_the_run_names_a_reservation() -> None:
+    from torchcanary.fleet.slurm_cli import parse_state, usable_state
+
+    assert usable_state("reserved", reserved_ok=True)
+    assert not usable_state("reserved*", reserved_ok=True)
+    assert parse_state("DRAINED*") == ("drained", frozenset("*"))
+
+
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) -> dict[str, Any]:
     """`run --fleet slurm` on gpu-box and plain-box; plain-box loses power mid-run; then
@@ -138,7 +298,15 @@ def slurm_run(slurm_cluster: SlurmCluster, tmp_path_factory, real_torch_envs) ->
     db, output = work / "canary.db", work / "out"
     first = subprocess.Popen(
         canary_command(
-            *fleet_run_args(db, output, "--fleet", "slurm", "--fleet-dir", str(work / "f"))
+            *fleet_run_args(
+                db,
+                output,
+                "--fleet",
+                "slurm",
+                "--fleet-dir",
+                str(work / "f"),
+                "--slurm-args=--comment=canary-run",
+            )
         ),
         cwd=work,
         env=canary_env(),
@@ -208,6 +376,14 @@ def test_a_run_on_slurm_stores_each_profiles_results_in_the_claims_matrix(slurm_
     fleet = json.loads((run_dir / "results.json").read_text())["fleet"]
     assert fleet["split_claims"] == ["fleet.feature"]
     assert set(fleet["profiles"]) == {"gpu-box", "plain-box"}
+    # The site flags every job carried, in the report's fleet part.
+    assert fleet["slurm_site"] == {
+        "extra": ["--comment=canary-run"],
+        "flags": "--comment=canary-run",
+        "lost_after_s": 60.0,
+    }
+    summary = slurm_run["reports_before"]["summary.md"]
+    assert "Every Slurm job carried the site flags `--comment=canary-run`." in summary
 
 
 @pytest.mark.torch_envs
@@ -348,6 +524,227 @@ def test_no_slurm_module_is_imported_without_fleet_slurm(tmp_path: Path) -> None
     assert done.stdout.split() == ["2", "[]"], done.stderr
 
 
+INHERITED = {
+    # What sbatch/salloc set in the driver's own job (a bogus job: no such allocation).
+    "SLURM_JOB_ID": "999999",
+    "SLURM_JOBID": "999999",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_NODELIST": "gpu-box",
+    "SLURM_NODELIST": "gpu-box",
+    "SLURM_NNODES": "1",
+    "SLURM_NTASKS": "1",
+    "SLURM_CPUS_ON_NODE": "1",
+    "SLURM_JOB_PARTITION": "debug",
+}
+
+
+def test_discovery_inside_an_allocation_runs_its_own_steps_not_steps_of_the_drivers_job(
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+
+    # With the driver's job variables, srun is a step of that job (here: one that does
+    # not exist), as it would be inside `sbatch --wrap "torchcanary run ..."`.
+    inside = {**slurm_cluster.env(), **INHERITED}
+    step = subprocess.run(
+        ["srun", "-N1", "-n1", "true"], env=inside, capture_output=True, text=True, timeout=60
+    )
+    assert step.returncode != 0 and "999999" in step.stderr, step.stderr
+    for name, value in INHERITED.items():
+        monkeypatch.setenv(name, value)
+    with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+        nodes = fleet.discover(timeout_s=120)
+    # plain-box-2 is up too once the runs above have started it.
+    assert {node.profile.key for node in nodes} == {"gpu-box", "plain-box"}
+    assert fleet.silent_nodes == []
+
+
+def test_placement_names_the_profile_feature_and_excludes_other_hardware_that_has_it() -> None:
+    """The command line only: what a unit asks of sbatch for one profile's nodes."""
+    from torchcanary.fleet.slurm_cli import SlurmNode
+    from torchcanary.fleet.slurm_placement import gres, placement
+
+    def node(name: str, *features: str) -> SlurmNode:
+        return SlurmNode(name, features, (), 64, 0, "idle", name)
+
+    h100 = [node("gpu01", "tcprofile_h100", "ib"), node("gpu02", "tcprofile_h100", "ib")]
+    a100 = [node("gpu03", "ib", "a100"), node("gpu04", "ib", "a100")]
+    bare = [node("cpu01"), node("cpu02")]
+    every = [*h100, *a100, *bare]
+    assert placement(h100, every) == ["--constraint=tcprofile_h100"]
+    # No profile feature: the features the group shares, and nothing else with them.
+    assert placement(a100, every) == ["--constraint=a100&ib"]
+    assert placement(a100[:1], every) == ["--constraint=a100&ib", "--exclude=gpu04"]
+    # No feature at all: every node of another group excluded.
+    assert placement(bare, every) == ["--exclude=gpu01,gpu02,gpu03,gpu04"]
+    assert gres(8) == ["--gres=gpu:8"] and gres(0) == []
+
+
+def test_a_gpu_group_whose_discovery_sees_fewer_gpus_than_its_gres_is_not_checked(
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+
+    # gpu-box's discovery step is given its two GPUs but sees one (the cluster's task
+    # prolog hides the other, as a GPU lost from the bus would be).
+    monkeypatch.setenv("TORCHCANARY_TEST_VISIBLE_GPUS", "0")
+    with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+        nodes = {node.node_id: node for node in fleet.discover(timeout_s=120)}
+    assert nodes["gpu-box"].shortfall == (
+        "not checked: discovery saw 1 of the 2 GPUs its GRES names "
+        "(in its visible-devices variable (no GPU tool))"
+    )
+    assert nodes["plain-box"].shortfall == ""
+
+
+def test_a_run_sends_nothing_to_a_profile_whose_discovery_saw_too_few_gpus(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    db, output = tmp_path / "canary.db", tmp_path / "out"
+    done = run_canary(
+        *fleet_run_args(db, output, "--fleet", "slurm", "--fleet-select", "key=gpu-box"),
+        cwd=tmp_path,
+        timeout=300,
+        TORCHCANARY_TEST_VISIBLE_GPUS="0",
+    )
+    why = (
+        "not checked: discovery saw 1 of the 2 GPUs its GRES names "
+        "(in its visible-devices variable (no GPU tool))"
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert f"gpu-box: {why}" in done.stderr
+    ledger = stored_rows(db, "SELECT profile, key, verdict, payload_json FROM section_results")
+    assert [(p, key, verdict, json.loads(js)["error"]) for p, key, verdict, js in ledger] == [
+        ("gpu-box", "claims", "not checked", why)
+    ]
+    assert probe_rows(db) == {}  # nothing ran: no unit was sent
+    assert list((tmp_path / "canary-results" / "fleet").glob("units-*/*.json")) == []
+
+
+@pytest.mark.parametrize(
+    ("facts", "gres_gpus", "why"),
+    [
+        ({"visible": {"CUDA_VISIBLE_DEVICES": "0,1"}}, 2, ""),
+        ({"gpu_driver": "550.54", "gpu_count": 8}, 8, ""),
+        ({}, 0, ""),
+        (
+            {"gpu_driver": "550.54", "gpu_count": 7},
+            8,
+            "not checked: discovery saw 7 of the 8 GPUs its GRES names (by its GPU tool)",
+        ),
+        (
+            {"visible": {}},
+            2,
+            "not checked: discovery saw 0 of the 2 GPUs its GRES names "
+            "(in its visible-devices variable (no GPU tool))",
+        ),
+    ],
+)
+def test_a_group_whose_discovery_saw_fewer_gpus_than_its_gres_is_not_checked(
+    facts: dict[str, Any], gres_gpus: int, why: str
+) -> None:
+    from torchcanary.fleet.slurm_discovery import discovery_shortfall
+
+    assert discovery_shortfall(facts, gres_gpus) == why
+
+
+def test_site_flags_reach_every_unit_job_as_scontrol_shows_it(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.slurm_site import parse_site
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    # What this cluster accepts without accounting: a time limit, memory, a comment.
+    site = parse_site({"time": "5", "mem": "100M"}, "--comment=canary-site")
+    with connect_fleet("slurm", fleet_dir=tmp_path, slurm_site=site) as fleet:
+        plain = next(node for node in fleet.discover() if node.profile.key == "plain-box")
+        unit = WorkUnit("smoke@site-flags", SMOKE, {})
+        [(end, _)] = unit_ends(fleet, [Assignment(plain, unit)])
+    assert end.status is UnitStatus.OK, end.error
+    [job] = [
+        line
+        for line in slurm_cluster.run("scontrol", "-o", "show", "job").splitlines()
+        if "JobName=torchcanary-smoke@site-flags " in line
+    ]
+    assert "TimeLimit=00:05:00" in job and "MinMemoryNode=100M" in job
+    assert "Comment=canary-site" in job
+
+
+def test_site_flags_on_the_command_line_built_from_a_full_table() -> None:
+    """The command line only: account, QoS, reservation and --exclusive need a cluster
+    with accounting and a reservation, which the test cluster does not have."""
+    from torchcanary.fleet.slurm_site import parse_site
+
+    table = {
+        "time": "1-00:00:00",
+        "account": "ml-infra",
+        "qos": "high",
+        "reservation": "qa_window",
+        "mem": "0",
+        "exclusive": True,
+        "extra": "--comment='torch qual' --mail-type=END",
+    }
+    site = parse_site(table, "--signal=USR1@60")
+    assert site.flags() == [
+        "--time=1-00:00:00",
+        "--account=ml-infra",
+        "--qos=high",
+        "--reservation=qa_window",
+        "--mem=0",
+        "--exclusive",
+        "--comment=torch qual",
+        "--mail-type=END",
+        "--signal=USR1@60",
+    ]
+    assert site.to_json()["flags"].startswith("--time=1-00:00:00 --account=ml-infra")
+
+
+@pytest.mark.parametrize(
+    ("table", "slurm_args", "error"),
+    [
+        ({"tme": "5"}, "", "[fleet.slurm]: unknown key 'tme'; known keys: time, account, "),
+        ({"time": "soon"}, "", "[fleet.slurm]: time 'soon' is not a Slurm time; use MINUTES, "),
+        ({"mem": "lots"}, "", "[fleet.slurm]: mem 'lots' is not a size; use e.g. 64G or 500M"),
+        ({"exclusive": "yes"}, "", "[fleet.slurm]: exclusive must be true or false, not 'yes'"),
+        ({"account": "a b"}, "", "[fleet.slurm]: account 'a b' is not a Slurm name"),
+        ({}, "-w gpu01", "--slurm-args: -w is set by torchcanary on every job and cannot be "),
+        ({"extra": "--output=x"}, "", "[fleet.slurm]: extra: --output is set by torchcanary"),
+        ({}, "comment", "--slurm-args: 'comment' is not a flag; give sbatch flags (--time=60)"),
+        ({}, "--comment='x", '--slurm-args: cannot split "--comment=\'x" (No closing quotation)'),
+    ],
+)
+def test_bad_site_flags_are_one_line_config_errors(
+    table: dict[str, Any], slurm_args: str, error: str
+) -> None:
+    from torchcanary.errors import ConfigError
+    from torchcanary.fleet.slurm_site import parse_site
+
+    with pytest.raises(ConfigError) as raised:
+        parse_site(table, slurm_args)
+    assert str(raised.value).startswith(error) and "\n" not in str(raised.value)
+
+
+def test_a_bad_fleet_slurm_table_or_slurm_args_without_slurm_is_exit_2_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "canary.toml").write_text('[fleet.slurm]\ntime = "soon"\n')
+    done = run_canary_here("run", "--store", "c.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"torchcanary: error: {tmp_path / 'canary.toml'}: [fleet.slurm]: time 'soon' is not a "
+        "Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS"
+    ]
+    (tmp_path / "canary.toml").unlink()
+    done = run_canary_here("run", "--slurm-args=--comment=x", "--store", "c.db", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torchcanary: error: --slurm-args needs a Slurm fleet: add --fleet slurm[:PARTITION]"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
     from torchcanary.fleet.slurm_cli import parse_slurmd_timeout
 
@@ -361,3 +758,117 @@ def test_slurmd_timeout_is_read_from_scontrol_show_config() -> None:
     assert parse_slurmd_timeout(config.replace("300 sec", "10 sec")) == 10.0
     assert parse_slurmd_timeout("SlurmctldTimeout = 120 sec\n") is None
     assert parse_slurmd_timeout("SlurmdTimeout = (null)\n") is None
+
+
+def test_a_unit_whose_profile_node_is_busy_lands_on_its_idle_twin(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    # Both plain nodes up (plain-box-2 starts late; the runs above may have killed either).
+    states = slurm_cluster.node_states()
+    for name in ("plain-box", "plain-box-2"):
+        state = states.get(name, "down*")
+        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
+            slurm_cluster.start_node(name)
+    slurm_cluster.wait_idle(["plain-box", "plain-box-2"])
+    busy = slurm_cluster.run(
+        "sbatch", "--parsable", "-w", "plain-box", "-o", "/dev/null", "--wrap", "sleep 600"
+    ).strip()
+    try:
+        deadline = time.monotonic() + 60
+        while slurm_cluster.node_states().get("plain-box") != "allocated":
+            assert time.monotonic() < deadline, slurm_cluster.node_states()
+            time.sleep(0.3)
+        with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+            # Discovery reads the profile on whichever of its nodes is free.
+            nodes = {node.node_id: node for node in fleet.discover(timeout_s=120)}
+            assert {name: node.profile.key for name, node in nodes.items()} == {
+                "gpu-box": "gpu-box",
+                "plain-box": "plain-box",
+                "plain-box-2": "plain-box",
+            }
+            unit = WorkUnit("smoke@busy", SMOKE, {"env": ["SLURMD_NODENAME"]})
+            [(end, pieces)] = unit_ends(fleet, [Assignment(nodes["plain-box"], unit)])
+    finally:
+        slurm_cluster.run("scancel", busy)
+    assert end.status is UnitStatus.OK, end.error
+    # Asked by feature, not pinned: Slurm ran it on the twin while plain-box was held.
+    assert end.node_id == "plain-box-2"
+    assert dict(pieces[0]["env"]) == {"SLURMD_NODENAME": "plain-box-2"}
+
+
+def test_recorded_site_flags_come_back_the_same_for_a_resume() -> None:
+    """The command line only: what a run recorded is what its --resume submits with."""
+    from torchcanary.fleet.slurm_site import SlurmSite, parse_site
+
+    site = parse_site({"time": "90", "exclusive": True, "extra": "--comment='a b'"}, "--qos=x")
+    assert SlurmSite.from_json(site.to_json()) == site
+
+
+def test_node_groups_with_the_same_hardware_become_one_profile_and_say_so() -> None:
+    """The note and the placement only: each group of the test cluster carries a
+    tcprofile_ feature of its own, so none merge there."""
+    from torchcanary.fleet.slurm_cli import SlurmNode
+    from torchcanary.fleet.slurm_discovery import group_key, merge_notes
+    from torchcanary.fleet.slurm_placement import placement
+
+    def node(name: str, features: tuple[str, ...], gres: tuple[str, ...] = ()) -> SlurmNode:
+        return SlurmNode(name, features, gres, 64, 0, "idle", name)
+
+    rack1, rack2 = node("gpu01", ("rack1",), ("gpu:8",)), node("gpu02", ("rack2",), ("gpu:8",))
+    small = node("gpu03", ("tcprofile_l4",), ("gpu:1",))
+    other = node("gpu04", ("tcprofile_l4", "nvme"), ("gpu:1",))
+    cpu = node("cpu01", ())
+    groups = {group_key(n): [n] for n in (rack1, rack2, small, other, cpu)}
+    profile_of = {
+        group_key(rack1): "8xh100-0a1b2c3d",
+        group_key(rack2): "8xh100-0a1b2c3d",
+        group_key(small): "l4",
+        group_key(other): "l4",
+        group_key(cpu): "cpu-x86_64",
+    }
+    assert merge_notes(groups, profile_of) == [
+        "profile 8xh100-0a1b2c3d: node groups [gpu01] (features rack1; GRES gpu:8; 64 CPUs) "
+        "and [gpu02] (features rack2; GRES gpu:8; 64 CPUs) are one profile: the same "
+        "hardware facts, and no tcprofile_ feature to tell them apart",
+        "profile l4: node groups [gpu03] (features tcprofile_l4; GRES gpu:1; 64 CPUs) and "
+        "[gpu04] (features tcprofile_l4,nvme; GRES gpu:1; 64 CPUs) are one profile: the "
+        "feature tcprofile_l4 names them one",
+    ]
+    # No node is dropped: a unit of the merged profile may land on either group's node.
+    every = [rack1, rack2, small, other, cpu]
+    assert placement([rack1, rack2], every) == ["--exclude=cpu01,gpu03,gpu04"]
+
+
+def test_discovery_waits_for_a_free_node_of_a_busy_profile_and_says_so(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from torchcanary.fleet.slurm_cli import sinfo_nodes
+    from torchcanary.fleet.slurm_discovery import GroupReader, group_key
+
+    names = ["plain-box", "plain-box-2"]
+    slurm_cluster.wait_idle(names)  # both up: the test above started them
+    for name in names:  # every node of the profile busy for a while
+        slurm_cluster.run("sbatch", "-w", name, "-o", "/dev/null", "--wrap", "sleep 18")
+    deadline = time.monotonic() + 60
+    while any(slurm_cluster.node_states().get(name) != "allocated" for name in names):
+        assert time.monotonic() < deadline, slurm_cluster.node_states()
+        time.sleep(0.3)
+    every = sinfo_nodes("debug")
+    plain = [node for node in every if node.name in names]
+    said: list[str] = []
+    started = time.monotonic()
+    [read] = GroupReader("debug", [], said.append).read_all(
+        {group_key(plain[0]): plain}, every, timeout_s=120
+    )
+    assert read is not None and read.facts["cpu_cores"] >= 1
+    assert time.monotonic() - started > 15
+    # Said every 15 s while it waits (a second more under load).
+    assert re.fullmatch(
+        r"discovery: waited 1[56]s for a free node of plain-box,plain-box-2 "
+        r"\(--constraint=tcprofile_plain-box\)",
+        said[0],
+    ), said

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
@@ -24,6 +24,9 @@ from torchcanary.policy import load_policy_file, resolve_policy
 from torchcanary.sections import collect_outputs, get_section, section_names, settings_owners
 from torchcanary.store.location import store_location
 
+if TYPE_CHECKING:
+    from torchcanary.fleet.slurm_site import SlurmSite
+
 DEFAULTS_BY_ROLE = {"baseline": DEFAULT_BASELINE, "candidate": DEFAULT_CANDIDATE}
 DEFAULT_STORE = "canary-results/canary.db"
 DEFAULT_OUTPUT = "canary-results"
@@ -37,6 +40,7 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "output": str,
     "policy": dict,
     "policy_file": str,
+    "fleet": dict,
 }
 
 
@@ -53,6 +57,8 @@ class Settings:
     output: Path
     source: str = "defaults"
     left_out: dict[str, str] = field(default_factory=dict)
+    # The [fleet.slurm] table's site flags; None when the file has none.
+    slurm_site: SlurmSite | None = None
 
 
 def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -234,4 +240,20 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
     for name in sections:  # e.g. a bad claims pack: refused before anything is built
         get_section(name).check_plan(plan)
     store, output = _locations(merged, cwd)
-    return Settings(plan, store, output, source, left_out)
+    return Settings(plan, store, output, source, left_out, _slurm_site(table, source))
+
+
+def _slurm_site(table: Mapping[str, Any], source: str) -> SlurmSite | None:
+    """The ``[fleet.slurm]`` table's site flags, checked now; the Slurm module is imported
+    only when the file has the table."""
+    fleet = table.get("fleet", {})
+    unknown = sorted(set(fleet) - {"slurm"})
+    if unknown:
+        raise ConfigError(f"{source}: unknown table [fleet.{unknown[0]}]; known: [fleet.slurm]")
+    if "slurm" not in fleet:
+        return None
+    if not isinstance(fleet["slurm"], dict):
+        raise ConfigError(f"{source}: [fleet.slurm] must be a table")
+    from torchcanary.fleet.slurm_site import parse_site
+
+    return parse_site(fleet["slurm"], source=source)

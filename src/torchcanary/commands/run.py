@@ -13,15 +13,16 @@ from rich.console import Console
 from torchcanary.command_line import Handler
 from torchcanary.commands import EPILOG
 from torchcanary.commands.summary import print_outcome, print_verdict
-from torchcanary.errors import CanaryError
+from torchcanary.errors import CanaryError, ConfigError
 from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
 from torchcanary.sections import load_plan, registered, section_flags, section_names
 from torchcanary.store.base import ResultStore
 
 if TYPE_CHECKING:
+    from torchcanary.config import Settings
     from torchcanary.fleet.executor import Executor
     from torchcanary.fleet.profile import NodeSelection
-    from torchcanary.plan import RunPlan
+    from torchcanary.fleet.slurm_site import SlurmSite
     from torchcanary.runner import Venue
 
 
@@ -104,6 +105,11 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="a folder every node sees at the same path (Slurm keeps its units' files there)",
     )
     fleet.add_argument(
+        "--slurm-args",
+        metavar="FLAGS",
+        help='sbatch flags every Slurm job carries besides [fleet.slurm], e.g. "--comment=qa"',
+    )
+    fleet.add_argument(
         "--fleet-nodes",
         choices=("per-profile", "all"),
         default="per-profile",
@@ -180,7 +186,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.location import open_store
 
     settings = load_settings(args.config, flags_from_args(args), Path.cwd())
-    executor, venue = _venue(args, settings.plan)
+    executor, venue = _venue(args, settings)
     progress = Progress(quiet=args.quiet)
     if not getattr(args, "resume", None):  # a resumed run follows its stored plan instead
         for section, why in settings.left_out.items():
@@ -192,7 +198,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                 previous = _run_to_resume(store, args.resume)
                 plan, resume_id = load_plan(previous.plan), previous.run_id
                 if venue is None:
-                    executor, venue = _stored_fleet(store, resume_id, args)
+                    executor, venue = _stored_fleet(store, resume_id, args, settings)
             outcome = execute(plan, store, settings.output, progress, venue, resume_id)
             print_outcome(console, store, outcome.run_id)
     finally:
@@ -209,9 +215,34 @@ def _selection(args: argparse.Namespace) -> NodeSelection:
     return NodeSelection.parse("all" if args.fleet_nodes == "all" else "profile", args.fleet_select)
 
 
-def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | tuple[None, None]:
+def _slurm_site(
+    args: argparse.Namespace, settings: Settings, address: str | None
+) -> SlurmSite | None:
+    """The site flags for a Slurm fleet: ``[fleet.slurm]`` and then ``--slurm-args``;
+    None for another engine (where ``--slurm-args`` is a usage error)."""
+    from torchcanary.fleet.connect import SLURM, engine_of
+
+    given = getattr(args, "slurm_args", None)
+    if address is None or engine_of(address) != SLURM:
+        if given:
+            raise ConfigError("--slurm-args needs a Slurm fleet: add --fleet slurm[:PARTITION]")
+        return None
+    if not given:
+        return settings.slurm_site
+    from dataclasses import replace
+
+    from torchcanary.fleet.slurm_site import SlurmSite, parse_site
+
+    base = settings.slurm_site or SlurmSite()
+    return replace(base, extra=(*base.extra, *parse_site({}, given).extra))
+
+
+def _venue(
+    args: argparse.Namespace, settings: Settings
+) -> tuple[Executor, Venue] | tuple[None, None]:
     """Where the flags ask the run to be carried out, as (executor, venue); (None, None)
     for this machine. The fleet is connected to here, before any store is opened."""
+    plan = settings.plan
     selection = _selection(args)
     nodes = getattr(args, "nodes", None)
     if nodes is not None:
@@ -220,7 +251,8 @@ def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | 
 
         address = check_across_nodes(args.fleet, nodes, args.command)
         # Before the store: an unusable address is exit 2.
-        fleet = connect_fleet(address, fleet_dir=args.fleet_dir)
+        site = _slurm_site(args, settings, address)
+        fleet = connect_fleet(address, fleet_dir=args.fleet_dir, slurm_site=site)
         try:
             gpus = gpus_across(fleet.discover(), nodes, args.fleet_gpus, args.fleet_mixed)
             fleet.require_nodes(nodes, gpus)
@@ -236,15 +268,20 @@ def _venue(args: argparse.Namespace, plan: RunPlan) -> tuple[Executor, Venue] | 
         from torchcanary.fleet import driver
 
         request = driver.FleetRequest(
-            args.fleet, selection, fleet_dir=args.fleet_dir, gpus=args.fleet_gpus
+            args.fleet,
+            selection,
+            fleet_dir=args.fleet_dir,
+            gpus=args.fleet_gpus,
+            slurm_site=_slurm_site(args, settings, args.fleet),
         )
         executor = driver.connect_fleet(request)
         return executor, driver.FleetRun(executor, request)
+    _slurm_site(args, settings, None)  # --slurm-args without a fleet: one line, exit 2
     return None, None
 
 
 def _stored_fleet(
-    store: ResultStore, run_id: str, args: argparse.Namespace
+    store: ResultStore, run_id: str, args: argparse.Namespace, settings: Settings
 ) -> tuple[Executor, Venue] | tuple[None, None]:
     """The executor and venue to resume ``run_id`` on its fleet; (None, None) for a local run."""
     from torchcanary.fleet import driver
@@ -253,8 +290,14 @@ def _stored_fleet(
     if stored is None:
         return None, None
     gpus = args.fleet_gpus if args.fleet_gpus is not None else stored.get("gpus")
+    site = _slurm_site(args, settings, stored["address"])
+    if site is None and stored.get("slurm_site"):
+        # The flags the run's jobs carried: a resumed unit gets the same time limit.
+        from torchcanary.fleet.slurm_site import SlurmSite
+
+        site = SlurmSite.from_json(stored["slurm_site"])
     request = driver.FleetRequest(
-        stored["address"], _selection(args), fleet_dir=args.fleet_dir, gpus=gpus
+        stored["address"], _selection(args), fleet_dir=args.fleet_dir, gpus=gpus, slurm_site=site
     )
     executor = driver.connect_fleet(request)
     return executor, driver.FleetRun(executor, request)

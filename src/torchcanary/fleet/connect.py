@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchcanary.errors import ConfigError
 from torchcanary.fleet.executor import Executor
+
+if TYPE_CHECKING:
+    from torchcanary.fleet.slurm_site import SlurmSite
 
 SLURM = "slurm"
 # The Slurm executor's module, imported by name so that nothing imports it unasked.
@@ -29,12 +33,14 @@ def connect_fleet(
     *,
     timeout_s: float | None = None,
     fleet_dir: Path | None = None,
+    slurm_site: SlurmSite | None = None,
 ) -> Executor:
     """The executor for ``address``; FleetError or ConfigError (exit 2) when unusable.
 
     ``timeout_s`` bounds reaching the cluster (None: the engine's default). ``fleet_dir``
     is a folder every node sees (Slurm keeps each unit's files there; Ray ships results
-    over its own connection and needs none).
+    over its own connection and needs none). ``slurm_site`` holds the site flags every
+    Slurm job carries (``fleet/slurm_site.py``).
     """
     if engine_of(address) == SLURM:
         partition = address.partition(":")[2]
@@ -45,7 +51,7 @@ def connect_fleet(
                 f"--fleet {address}: this torchcanary has no Slurm executor ({exc}); "
                 "upgrade torchcanary or use a Ray address (ray://HEAD:10001)"
             ) from None
-        executor: Executor = slurm.connect(partition, fleet_dir)
+        executor: Executor = slurm.connect(partition, fleet_dir, slurm_site)
         return executor
     from torchcanary.fleet.ray_connect import connect
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchcanary.accounting import plan_units
 from torchcanary.contract import ROWS_TABLE
@@ -50,6 +50,9 @@ from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.schema import PRIMARY_KEYS
 
+if TYPE_CHECKING:
+    from torchcanary.fleet.slurm_site import SlurmSite
+
 FLEET_SCHEMA = 1
 # Per hardware profile, per section: the items its nodes were not asked about, with why.
 NotAsked = dict[str, dict[str, dict[str, str]]]
@@ -64,6 +67,7 @@ class FleetRequest:
     connect_timeout_s: float = 15.0
     fleet_dir: Path | None = None
     gpus: int | None = None  # --fleet-gpus: this many of each node's GPUs; None: all
+    slurm_site: SlurmSite | None = None  # [fleet.slurm] and --slurm-args, on Slurm
 
     def __post_init__(self) -> None:
         if self.gpus is not None and self.gpus < 1:
@@ -77,7 +81,10 @@ def connect_fleet(request: FleetRequest) -> Executor:
     """The executor for ``request.address`` (Ray or Slurm, ``fleet/connect.py``);
     FleetError or ConfigError (exit 2) when it cannot be used."""
     return connect.connect_fleet(
-        request.address, timeout_s=request.connect_timeout_s, fleet_dir=request.fleet_dir
+        request.address,
+        timeout_s=request.connect_timeout_s,
+        fleet_dir=request.fleet_dir,
+        slurm_site=request.slurm_site,
     )
 
 
@@ -104,10 +111,16 @@ class FleetRun:
             self.chosen, self.missing_profiles = _nodes_to_resume(run.store, resume_run_id, live)
         _check_gpus(self.request.gpus, self.chosen)
         run_id = start_run(run.store, run.plan, resume_run_id)
+        notes = list(self.executor.discovery_notes)
+        if self.executor.silent_nodes:
+            silent = ", ".join(self.executor.silent_nodes)
+            notes.append(f"left out: no answer from node(s) {silent} during discovery")
         if resume_run_id is None:
-            fleet = _fleet_json(self.request, self.executor.engine, self.chosen)
+            fleet = _fleet_json(self.request, self.executor.engine, self.chosen, notes)
             run.store.save_artifact(run_id, FLEET_ARTIFACT, "application/json", fleet)
         run.progress.note(f"run {run_id} -> {run.store.location}")
+        for note in notes:
+            run.progress.note(note)
         for node in self.chosen:
             run.progress.note(
                 f"profile {node.profile.key}: node {node.node_id[:12]} ({node.address})"
@@ -196,6 +209,12 @@ def _units(
             r.key for r in scoped.section_results(run_id, LEDGER_SECTION) if r.verdict == "ok"
         }
         todo = [section for section in node_plan.sections if section not in finished]
+        if node.shortfall:
+            # Discovery already saw it cannot be checked: nothing is sent, the ledger says why.
+            run.progress.note(f"{node.profile.key}: {node.shortfall}")
+            for section in todo:
+                _ledger(scoped, run_id, section, NOT_CHECKED, node.shortfall, 0.0)
+            continue
         for index, section in enumerate(todo):
             payload = _payload(
                 node_plan, run_id, created_at, section, node.profile.key, scoped, first=index == 0
@@ -245,7 +264,8 @@ def _collect(
     with progress.task("fleet units", total=len(assignments)) as task:
         for result in executor.dispatch_streaming(assignments):
             node, section = units[result.unit_id]
-            scoped = store.scoped(node.node_id, node.profile.key)
+            # The node it ran on: an engine may place a unit on any node of its profile.
+            scoped = store.scoped(result.node_id or node.node_id, node.profile.key)
             if result.status is UnitStatus.PARTIAL:
                 piece = dict(result.output or {})
                 if piece.get("op") == DEVICES_OP:
@@ -338,7 +358,9 @@ def _done_rows(store: ResultStore, run_id: str, section: str) -> dict[str, list[
     return {table: [dict(zip(keys, row, strict=True)) for row in store.rows(table, run_id, keys)]}
 
 
-def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> bytes:
+def _fleet_json(
+    request: FleetRequest, engine: str, chosen: list[FleetNode], notes: list[str]
+) -> bytes:
     """What the run was made on; a ``fleet.json`` without ``engine`` was made on Ray."""
     fleet = {
         "schema": FLEET_SCHEMA,
@@ -347,6 +369,8 @@ def _fleet_json(request: FleetRequest, engine: str, chosen: list[FleetNode]) -> 
         "gpus": request.gpus,
         "every_node": request.selection.every_node,
         "filters": [list(pair) for pair in request.selection.filters],
+        "slurm_site": None if request.slurm_site is None else request.slurm_site.to_json(),
+        "discovery_notes": notes,
         "nodes": [
             {
                 "node_id": node.node_id,

@@ -90,13 +90,15 @@ class Executor(Protocol):
     """A connection to a fleet; ``close`` releases it (use as a context manager).
 
     ``engine`` names what is underneath (``"ray"`` or ``"slurm"``, as ``fleet.json``
-    records it); ``silent_nodes`` are the nodes the last ``discover`` could not hear from.
+    records it); ``silent_nodes`` are the nodes the last ``discover`` could not hear from,
+    and ``discovery_notes`` what else it has to say of them (groups merged into a profile).
     """
 
     @property
     def engine(self) -> str: ...
 
     silent_nodes: list[str]
+    discovery_notes: list[str]
 
     def __enter__(self) -> Executor: ...
 

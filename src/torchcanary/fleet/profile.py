@@ -88,6 +88,9 @@ class FleetNode:
     # e.g. Ray's ``--num-gpus``), which may differ from what the hardware facts found.
     gpus: int = 0
     accelerators: tuple[tuple[str, float], ...] = ()
+    # Why its units cannot be checked, as discovery found ("" when they can): e.g. its
+    # discovery step saw fewer GPUs than the engine gives it. None are sent; the run says why.
+    shortfall: str = ""
 
 
 def group_by_profile(nodes: Iterable[FleetNode]) -> dict[str, list[FleetNode]]:

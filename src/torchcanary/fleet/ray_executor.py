@@ -60,6 +60,7 @@ class RayExecutor:
         self._collect = ray.remote(node_side.collect_hardware_facts)
         self._stream_unit = ray.remote(node_side.stream_unit)
         self.silent_nodes: list[str] = []
+        self.discovery_notes: list[str] = []  # each Ray node is its own: nothing to merge
 
     def __enter__(self) -> RayExecutor:
         return self

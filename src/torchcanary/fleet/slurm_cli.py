@@ -10,17 +10,38 @@ formats fixed by ``-o``; each failure is one FleetError line naming the command 
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.signed_lines import PRIVATE_UMASK
 
 _TIMEOUT_S = 30.0
 _FIX = "run torchcanary where Slurm's commands work (a login node of the cluster)"
-# sinfo's node states that take no new work, or whose slurmd does not answer ("*" suffix).
-_UNUSABLE = ("down", "drain", "fail", "maint", "unknown", "future", "inval", "reboot", "power")
+# sinfo's ``%T``: a state, then flag characters (sinfo(1), NODE STATE CODES). The text is
+# parsed rather than ``sinfo --json``, whose node-state fields changed shape between data
+# parser versions (22.05's string and flag list, 23.02's list) and which needs the JSON
+# serializer plugin installed; ``%T`` reads the same on every version.
+# States that take work now or once Slurm has powered the node up (power saving).
+_TAKES_WORK = frozenset(
+    ("idle", "mixed", "allocated", "completing", "planned", "blocked", "powered_down",
+     "powering_up")
+)  # fmt: skip
+# Flags that keep a node from new work: "*" slurmd not answering, "!" and "%" powering
+# down, "$" in a maintenance reservation, "@" reboot pending, "^" rebooting. The others
+# take work: "~" powered off (Slurm boots it for a job), "#" powering up, "-" planned.
+_HELD_FLAGS = frozenset("*!%$@^")
+_FLAGS = "*~#!%$@^-"
+# What a client keeps of the environment it runs in: where the cluster's config is, and
+# which clusters a federated site talks to; inside an allocation every other SLURM_*
+# variable is the driver's own job (SLURM_JOB_ID would make srun a step of it).
+_KEPT_SLURM = ("SLURM_CONF", "SLURM_CLUSTERS")
+# How often a step that waits for a node says so.
+_WAITING_EVERY_S = 15.0
 # Slurm's own default SlurmdTimeout, for a cluster whose config cannot be read.
 DEFAULT_SLURMD_TIMEOUT_S = 300.0
 
@@ -63,15 +84,47 @@ class JobState:
     nodes: str
 
 
-def usable_state(state: str) -> bool:
-    """Whether a node in sinfo's ``state`` takes work now: up, answering, not drained."""
-    return bool(state) and not (state.endswith("*") or state.startswith(_UNUSABLE))
+def usable_state(state: str, reserved_ok: bool = False) -> bool:
+    """Whether a node in sinfo's ``%T`` ``state`` takes work: up, answering, not drained,
+    failing, in maintenance or rebooting; ``reserved`` (an advanced reservation) only
+    with ``reserved_ok`` (the run names a reservation)."""
+    base, flags = parse_state(state)
+    if flags & _HELD_FLAGS:
+        return False
+    return base in _TAKES_WORK or (base == "reserved" and reserved_ok)
+
+
+def parse_state(state: str) -> tuple[str, frozenset[str]]:
+    """``idle~`` as (``idle``, {``~``}); ``drained*`` as (``drained``, {``*``})."""
+    text = state.strip().lower()
+    base = text.rstrip(_FLAGS)
+    return base, frozenset(text[len(base) :])
+
+
+def own_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (this process's) without the job variables a Slurm allocation sets, so
+    torchcanary run inside a job (``sbatch --wrap "torchcanary run ..."``) submits jobs
+    and steps of its own, not steps of its driver's job; ``SLURM_CONF`` and
+    ``SLURM_CLUSTERS`` are kept."""
+    names = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in names.items()
+        if not name.startswith("SLURM_") or name in _KEPT_SLURM
+    }
 
 
 def slurm(*command: str, timeout_s: float = _TIMEOUT_S) -> str:
     """A Slurm command's standard output; FleetError in one line when it cannot answer."""
     try:
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            list(command),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=own_environment(),
+            umask=PRIVATE_UMASK,  # sbatch hands it to the job: its log is this user's alone
+        )
     except FileNotFoundError:
         raise FleetError(f"--fleet slurm needs Slurm's {command[0]}, not found; {_FIX}") from None
     except subprocess.TimeoutExpired:
@@ -176,12 +229,41 @@ def job_states(job_ids: Sequence[str]) -> dict[str, JobState]:
 def cancel(job_ids: Sequence[str]) -> None:
     """scancel; a job that already ended is no error."""
     if job_ids:
-        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=_TIMEOUT_S)
+        subprocess.run(
+            ["scancel", *job_ids], capture_output=True, timeout=_TIMEOUT_S, env=own_environment()
+        )
 
 
-def run_step(arguments: Sequence[str], timeout_s: float) -> str:
-    """``srun ARGUMENTS`` to its end: its standard output."""
-    return slurm("srun", *arguments, timeout_s=timeout_s)
+def run_step(arguments: Sequence[str], timeout_s: float, waiting: Callable[[float], None]) -> str:
+    """``srun ARGUMENTS`` to its end: its standard output. While it waits for a node (the
+    profile's nodes all busy), ``waiting(seconds)`` is told every 15 s; FleetError after
+    ``timeout_s``."""
+    try:
+        step = subprocess.Popen(
+            ["srun", *arguments],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=own_environment(),
+        )
+    except FileNotFoundError:
+        raise FleetError(f"--fleet slurm needs Slurm's srun, not found; {_FIX}") from None
+    started = time.monotonic()
+    while True:
+        try:
+            out, err = step.communicate(timeout=_WAITING_EVERY_S)
+            break
+        except subprocess.TimeoutExpired:
+            waited = time.monotonic() - started
+            if waited >= timeout_s:
+                step.kill()
+                step.communicate()
+                raise FleetError(f"Slurm's srun got no node within {timeout_s:.0f}s") from None
+            waiting(waited)
+    if step.returncode != 0:
+        said = " ".join((err or out).split())[-300:] or f"exit {step.returncode}"
+        raise FleetError(f"Slurm's srun failed: {strip_text(said)}")
+    return out
 
 
 def _listed(cell: str) -> tuple[str, ...]:

@@ -1,10 +1,12 @@
 """The fleet executor on Slurm (``--fleet slurm`` or ``--fleet slurm:PARTITION``).
 
 Profiles come from what Slurm knows: nodes that share features, GRES and CPUs are alike,
-so one node of each such group reads its hardware facts (a one-task ``srun``), and a
-``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each unit
-is one batch job pinned to its node (``sbatch -w NODE --no-requeue``); a node's units are
-chained (``--dependency=afterany``), so one section holds a node at a time, as on Ray.
+so any free node of each such group reads its hardware facts (``slurm_discovery.py``), and
+a ``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each
+unit is one batch job that Slurm places on any idle node of its profile (``--constraint``
+and ``--gres``, ``slurm_placement.py``) with the site's flags (``slurm_site.py``); a
+node's units are chained (``--dependency=afterany``), so one section holds a node at a
+time, as on Ray. Unit files and result lines are signed (``signed_lines.py``).
 
 Results come home through a folder every node sees (``--fleet-dir``): the job appends each
 record of its unit as one synced JSON line (``slurm_node.py``) and a reader
@@ -22,15 +24,12 @@ without ``--fleet slurm`` (``fleet/connect.py`` imports it by name).
 
 from __future__ import annotations
 
-import json
 import queue
 import re
 import secrets
-import shlex
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -41,23 +40,30 @@ from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, Executor, HostGroup
 from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env
+from torchcanary.fleet.signed_lines import new_key, sign, write_private
+from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key, merge_notes
 from torchcanary.fleet.slurm_follow import FollowedUnit, UnitFollower, ended
 from torchcanary.fleet.slurm_job_line import export_list, node_command
+from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
+from torchcanary.fleet.slurm_site import SlurmSite
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 
-PROFILE_FEATURE = "tcprofile_"
+# How long discovery waits for a free node of a group (every one may be busy).
+DISCOVERY_TIMEOUT_S = 600.0
 _LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
+def connect(partition: str, fleet_dir: Path | None, site: SlurmSite | None = None) -> SlurmExecutor:
     """The executor on ``partition`` (the default one when empty), results under
     ``fleet_dir`` (default ``canary-results/fleet`` here; it must be on storage every node
-    sees). FleetError in one line when Slurm, the partition or the folder cannot be used."""
+    sees), every job carrying the ``site`` flags. FleetError in one line when Slurm, the
+    partition or the folder cannot be used."""
     chosen = partition or slurm_cli.default_partition()
     slurm_cli.check_partition(chosen)
     folder = (fleet_dir or Path("canary-results") / "fleet").resolve()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)  # units, result lines and job logs: this user's alone
         probe = folder / f".writable-{secrets.token_hex(4)}"
         probe.write_text("")
         probe.unlink()
@@ -66,7 +72,7 @@ def connect(partition: str, fleet_dir: Path | None) -> SlurmExecutor:
             f"--fleet-dir {folder} cannot be written ({exc.strerror}); name a folder every "
             "Slurm node sees at the same path: --fleet-dir DIR"
         ) from None
-    return SlurmExecutor(chosen, folder)
+    return SlurmExecutor(chosen, folder, site or SlurmSite())
 
 
 class SlurmExecutor:
@@ -74,12 +80,18 @@ class SlurmExecutor:
 
     engine = "slurm"
 
-    def __init__(self, partition: str, fleet_dir: Path) -> None:
+    def __init__(self, partition: str, fleet_dir: Path, site: SlurmSite) -> None:
         self.partition = partition
         self.fleet_dir = fleet_dir
+        self.site = site
         self.silent_nodes: list[str] = []
+        self.discovery_notes: list[str] = []
         self._jobs: set[str] = set()  # every job submitted and not known ended
-        self._known_facts: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._groups = GroupReader(partition, site.flags())
+        # Per profile, every node of the partition in its groups (any state), and the
+        # partition's nodes, as the last discovery listed them: where its units may land.
+        self._members: dict[str, list[slurm_cli.SlurmNode]] = {}
+        self._every_node: list[slurm_cli.SlurmNode] = []
         self._stop = threading.Event()
 
     def __enter__(self) -> SlurmExecutor:
@@ -95,56 +107,52 @@ class SlurmExecutor:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def discover(self, timeout_s: float = 60.0) -> list[FleetNode]:
-        """Every usable node of the partition with its profile, read on one node per group.
-
-        Nodes with the same features, GRES and CPUs are one group. A group whose node does
-        not answer within ``timeout_s`` is left out and named in ``silent_nodes``.
-        """
-        usable = [node for node in slurm_cli.sinfo_nodes(self.partition) if node.usable]
-        groups: dict[tuple[Any, ...], list[slurm_cli.SlurmNode]] = {}
+    def discover(self, timeout_s: float = DISCOVERY_TIMEOUT_S) -> list[FleetNode]:
+        """Every usable node of the partition with its profile, read on one node per group
+        (``slurm_discovery.py``): a group that got no node within ``timeout_s`` is left
+        out and named in ``silent_nodes``."""
+        every_node = slurm_cli.sinfo_nodes(self.partition)
+        # A node in an advanced reservation takes the work when the run names one.
+        reserved_ok = bool(self.site.reservation)
+        usable = [node for node in every_node if slurm_cli.usable_state(node.state, reserved_ok)]
+        groups: dict[GroupKey, list[slurm_cli.SlurmNode]] = {}
         for node in usable:
-            groups.setdefault((node.features, node.gres, node.cpus), []).append(node)
-        with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
-            answers = list(pool.map(lambda key: self._facts(key, groups[key], timeout_s), groups))
+            groups.setdefault(group_key(node), []).append(node)
+        answers = self._groups.read_all(groups, every_node, timeout_s)
         nodes: list[FleetNode] = []
         self.silent_nodes = []
-        for group, facts in zip(groups.values(), answers, strict=True):
-            if facts is None:
+        profile_of: dict[GroupKey, str] = {}
+        for key, group, read in zip(groups, groups.values(), answers, strict=True):
+            if read is None:
                 self.silent_nodes += [node.name for node in group]
                 continue
             for node in group:
-                profile = HardwareProfile.from_facts(facts, {PROFILE_LABEL: profile_label(node)})
+                profile = HardwareProfile.from_facts(
+                    read.facts, {PROFILE_LABEL: profile_label(node)}
+                )
+                profile_of[key] = profile.key
                 nodes.append(
                     FleetNode(
-                        node.name, node.address, profile, cpus=float(node.cpus), gpus=node.gpus
+                        node.name,
+                        node.address,
+                        profile,
+                        cpus=float(node.cpus),
+                        gpus=node.gpus,
+                        shortfall=read.shortfall,
                     )
                 )
+        self.discovery_notes = merge_notes(groups, profile_of)
+        self._members = {}
+        for node in every_node:
+            if group_key(node) in profile_of:
+                self._members.setdefault(profile_of[group_key(node)], []).append(node)
+        self._every_node = every_node
         if not nodes:
             raise FleetError(
                 f"no node of Slurm partition {self.partition} answered within {timeout_s:.0f}s"
                 f" (usable: {len(usable)}); check sinfo -p {self.partition}"
             )
         return sorted(nodes, key=lambda node: node.node_id)
-
-    def _facts(
-        self, key: tuple[Any, ...], group: list[slurm_cli.SlurmNode], timeout_s: float
-    ) -> dict[str, Any] | None:
-        """A group's hardware facts, read once per executor on its first node: a later
-        ``discover`` (a drill's, while its hosts hold the nodes) must not wait for a CPU."""
-        if key in self._known_facts:
-            return self._known_facts[key]
-        step = [
-            "-p", self.partition, "-w", group[0].name, "-N1", "-n1", f"--export={export_list()}",
-            *shlex.split(node_command("facts")),
-        ]  # fmt: skip
-        try:
-            said = slurm_cli.run_step(step, timeout_s)
-            facts: dict[str, Any] = json.loads(said.strip().splitlines()[-1])
-        except (FleetError, ValueError, IndexError):
-            return None
-        self._known_facts[key] = facts
-        return facts
 
     def node_alive(self, node_id: str) -> bool:
         """Whether Slurm counts ``node_id`` up, answering and not drained."""
@@ -196,41 +204,65 @@ class SlurmExecutor:
         """
         arrived: queue.Queue[UnitResult] = queue.Queue()
         batch = self.fleet_dir / f"units-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        batch.mkdir(parents=True)
+        batch.mkdir(mode=0o700)
+        key = new_key(batch)
         units: list[FollowedUnit] = []
         last_on_node: dict[str, str] = {}
+        nodes_of: dict[str, set[str]] = {}
+        for assignment in assignments:
+            nodes_of.setdefault(assignment.node.profile.key, set()).add(assignment.node.node_id)
+        pinned = {profile for profile, names in nodes_of.items() if len(names) > 1}
         for index, assignment in enumerate(assignments):
             name = f"{index:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', assignment.unit.unit_id)}"
-            unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log")
-            (batch / f"{name}.json").write_text(
-                _shippable(assignment.unit).to_json(), encoding="utf-8"
-            )
+            unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log", key)
+            write_private(batch / f"{name}.json", sign(key, _shippable(assignment.unit).to_json()))
             try:
-                unit.job_id = self._submit(unit, batch / f"{name}.json", last_on_node)
+                where = self._where(assignment, pinned)
+                unit.job_id = self._submit(unit, batch / f"{name}.json", where, last_on_node)
             except FleetError as exc:
                 arrived.put(ended(assignment, UnitStatus.FAILED, f"error: {exc}"))
                 continue
             last_on_node[assignment.node.node_id] = unit.job_id
             units.append(unit)
-        follower = UnitFollower(self.node_alive, self.forget, self._stop)
+        follower = UnitFollower(self._placeable, self.forget, self._stop, self.site.lost_after_s)
         threading.Thread(
             target=follower.follow, args=(units, arrived.put), name="torchcanary-slurm", daemon=True
         ).start()
         return _ends(arrived, len(assignments))
 
-    def _submit(self, unit: FollowedUnit, unit_file: Path, last_on_node: dict[str, str]) -> str:
+    def _where(self, assignment: Assignment, pinned: set[str]) -> list[str]:
+        """Placement flags: any node of the unit's profile (``slurm_placement.py``), or its
+        own node where the profile's nodes each run their units (``--fleet-nodes all``)
+        or discovery did not list the profile."""
+        profile = assignment.node.profile.key
+        if profile in pinned or profile not in self._members:
+            return ["-w", assignment.node.node_id]
+        return placement(self._members[profile], self._every_node)
+
+    def _placeable(self, assignment: Assignment) -> bool:
+        """Whether some node the unit may land on is usable now."""
+        profile = assignment.node.profile.key
+        names = [node.name for node in self._members.get(profile, [])]
+        return any(self.node_alive(name) for name in names or [assignment.node.node_id])
+
+    def _submit(
+        self,
+        unit: FollowedUnit,
+        unit_file: Path,
+        where: list[str],
+        last_on_node: dict[str, str],
+    ) -> str:
         assignment = unit.assignment
         node = assignment.node.node_id
         arguments = [
-            "--no-requeue", "-p", self.partition, "-w", node, "-N1", "-n1",
+            "--no-requeue", "-p", self.partition, *where, "-N1", "-n1",
             "-c", str(max(1, int(assignment.unit.num_cpus))),
             f"--export={export_list()}",
             "-J", f"torchcanary-{assignment.unit.unit_id}",
             "-o", str(unit.log),
+            *self.site.flags(),
         ]  # fmt: skip
-        if assignment.unit.num_gpus:
-            # Slurm then sets the job's CUDA_VISIBLE_DEVICES (and SLURM_JOB_GPUS) to them.
-            arguments.append(f"--gres=gpu:{assignment.unit.num_gpus}")
+        arguments += gres(int(assignment.unit.num_gpus))
         if node in last_on_node:
             arguments.append(f"--dependency=afterany:{last_on_node[node]}")
         arguments += ["--wrap", node_command("run", str(unit_file), str(unit.out))]

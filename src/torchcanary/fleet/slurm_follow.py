@@ -3,9 +3,11 @@ as they land, its end decided by its own end record or else by Slurm's word on i
 
 A reader thread per dispatch reads every unit's output lines every ``READ_S`` and asks
 ``squeue`` for the jobs still out every ``POLL_S``. NODE_FAIL, CANCELLED, PREEMPTED,
-BOOT_FAIL (and a job Slurm forgot, or one pending on a node gone down) end a unit LOST,
-saying how long after its last heartbeat that was noticed; FAILED, TIMEOUT, OUT_OF_MEMORY,
-or a job that completed without an end record, end it FAILED with the job log's tail.
+BOOT_FAIL (and a job Slurm forgot, one pending while no node it may use is up, or one
+running whose heartbeat stayed still past the bound) end a unit LOST, saying how long
+after its last heartbeat that was noticed; FAILED, TIMEOUT, OUT_OF_MEMORY, a job that
+completed without an end record, or a line whose MAC fails (never handed on), end it
+FAILED with why.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, tagged_result
+from torchcanary.fleet.profile import FleetNode
 from torchcanary.fleet.secrets import strip_text
+from torchcanary.fleet.signed_lines import Refused, verify
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus
 
@@ -42,24 +46,31 @@ class FollowedUnit:
     assignment: Assignment
     out: Path
     log: Path
+    key: bytes  # the dispatch's: each line of ``out`` must carry its MAC
     job_id: str = ""
     read: int = 0  # bytes of ``out`` already handed on
     last_life: float = field(default_factory=time.monotonic)
-    beat_mtime: float = 0.0
+    beat: str = ""  # what the heartbeat file said last
     pending_down_since: float | None = None
+    ran_on: str = ""  # the node Slurm chose, once a record or squeue names it
+    lines: int = 0  # whole lines of ``out`` accepted
+    running_since: float | None = None  # when squeue first said RUNNING
 
 
 class UnitFollower:
-    """Hands on each unit's records and its one end; told how to ask whether a node is
-    up, how to drop a job from the executor's list, and when the executor closed."""
+    """Hands on each unit's records and its one end; told how to ask whether some node a
+    unit may land on is up, how to drop a job from the executor's list, when the executor
+    closed, and how long a running unit's heartbeat may stay still before it is lost."""
 
     def __init__(
         self,
-        node_alive: Callable[[str], bool],
+        placeable: Callable[[Assignment], bool],
         forget: Callable[[str], None],
         stop: threading.Event,
+        lost_after_s: float,
     ) -> None:
-        self._node_alive = node_alive
+        self._placeable = placeable
+        self._lost_after_s = lost_after_s
         self._forget = forget
         self._stop = stop
 
@@ -104,13 +115,12 @@ class UnitFollower:
 
     def _read(self, unit: FollowedUnit, put: Callable[[UnitResult], None]) -> bool:
         """Hand on the whole lines added since the last read; True once the end is read."""
-        beat = beat_path(unit.out)
         try:
-            mtime = beat.stat().st_mtime
+            beat = beat_path(unit.out).read_text(encoding="utf-8")
         except OSError:
-            mtime = 0.0
-        if mtime != unit.beat_mtime:
-            unit.beat_mtime, unit.last_life = mtime, time.monotonic()
+            beat = ""
+        if beat != unit.beat:
+            unit.beat, unit.last_life = beat, time.monotonic()
         try:
             with unit.out.open("rb") as lines:
                 lines.seek(unit.read)
@@ -119,8 +129,19 @@ class UnitFollower:
             return False
         whole = chunk[: chunk.rfind(b"\n") + 1]
         unit.read += len(whole)
-        for line in whole.decode("utf-8").splitlines():
-            result = tagged_result(UnitResult.from_json(line), unit.assignment.node)
+        for number, line in enumerate(whole.decode("utf-8").splitlines(), unit.lines + 1):
+            try:
+                record = UnitResult.from_json(verify(unit.key, line))
+            except (Refused, ValueError, KeyError, TypeError) as exc:
+                # Never committed: the unit ends here, its job cancelled, the line named.
+                slurm_cli.cancel([unit.job_id])
+                self._forget(unit.job_id)
+                why = f"refused line {number} of {unit.out}: {exc}"
+                put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+                return True
+            unit.lines = number
+            unit.ran_on = record.node_id or unit.ran_on
+            result = tagged_result(record, _node(unit))
             if result.status is UnitStatus.PARTIAL:
                 put(result)
                 continue
@@ -136,6 +157,8 @@ class UnitFollower:
         put: Callable[[UnitResult], None],
     ) -> bool:
         """End ``unit`` if Slurm says its job ended (after a last read); True if ended."""
+        if state is not None and state.nodes and state.state != "PENDING":
+            unit.ran_on = unit.ran_on or state.nodes
         if state is None or state.state in (*LOST_STATES, *FAILED_STATES, "COMPLETED"):
             if self._read(unit, put):  # the end record may have landed since
                 return True
@@ -149,33 +172,60 @@ class UnitFollower:
             return True
         if state.state in FAILED_STATES:
             why = f"job {unit.job_id} {state.state}: {_tail(unit.log)}"
-            put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
+            put(
+                ended(
+                    replace(unit.assignment, node=_node(unit)), UnitStatus.FAILED, f"error: {why}"
+                )
+            )
             return True
         if state.state == "COMPLETED":
             why = f"job {unit.job_id} ended without a result: {_tail(unit.log)}"
             put(ended(unit.assignment, UnitStatus.FAILED, f"error: {why}"))
             return True
-        if state.state == "PENDING" and not self._node_alive(unit.assignment.node.node_id):
+        if state.state == "RUNNING":
+            return self._silent(unit, put)
+        if state.state == "PENDING" and not self._placeable(unit.assignment):
             unit.pending_down_since = unit.pending_down_since or time.monotonic()
             if time.monotonic() - unit.pending_down_since > PENDING_GRACE_S:
                 slurm_cli.cancel([unit.job_id])
                 self._forget(unit.job_id)
-                put(self._lost(unit, f"job {unit.job_id} waited on a node that is down"))
+                put(self._lost(unit, f"job {unit.job_id} waited while no node it may use was up"))
                 return True
         return False
+
+    def _silent(self, unit: FollowedUnit, put: Callable[[UnitResult], None]) -> bool:
+        """End a running unit LOST (its job cancelled) once its heartbeat has been still
+        for ``lost_after_s``; its clock starts when the job is first seen running."""
+        if unit.running_since is None:
+            unit.running_since = unit.last_life = time.monotonic()
+            return False
+        silent = time.monotonic() - unit.last_life
+        if silent <= self._lost_after_s:
+            return False
+        slurm_cli.cancel([unit.job_id])
+        self._forget(unit.job_id)
+        why = f"job {unit.job_id} RUNNING but no heartbeat (bound {self._lost_after_s:.0f}s)"
+        put(self._lost(unit, why))
+        return True
 
     def _lost(self, unit: FollowedUnit, why: str) -> UnitResult:
         """LOST, with how long after the unit's last sign of life (its heartbeat) it was
         noticed: the detection time, SlurmdTimeout included."""
         noticed = round(time.monotonic() - unit.last_life, 1)
-        node = unit.assignment.node.node_id
+        node = unit.ran_on or unit.assignment.node.node_id
         return ended(
-            unit.assignment,
+            replace(unit.assignment, node=_node(unit)),
             UnitStatus.LOST,
             f"node {node} went away before the unit finished: {why}; "
             f"noticed {noticed:.1f}s after its last heartbeat",
             noticed,
         )
+
+
+def _node(unit: FollowedUnit) -> FleetNode:
+    """The node the unit ran on (Slurm chose it among its profile's), else its assigned one."""
+    node = unit.assignment.node
+    return replace(node, node_id=unit.ran_on) if unit.ran_on else node
 
 
 def ended(

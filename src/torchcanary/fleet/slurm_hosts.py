@@ -28,6 +28,7 @@ from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import HostGroup, HostPlace
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_node import HOST_SPEC, STOP, host_file
+from torchcanary.fleet.slurm_site import SlurmSite
 
 
 class JobOwner(Protocol):
@@ -36,6 +37,7 @@ class JobOwner(Protocol):
 
     partition: str
     fleet_dir: Path
+    site: SlurmSite
 
     def track(self, job_id: str) -> None: ...
 
@@ -104,6 +106,7 @@ class SlurmHostGroup:
             "--no-requeue", "-p", self._executor.partition, *shape, "-c", "1",
             f"--export={export_list()}", "-J", "torchcanary-hosts",
             "-o", str(self._folder / f"job-{len(self._jobs)}.log"),
+            *self._executor.site.flags(),
         ]  # fmt: skip
         if self._gpus:
             arguments.append(f"--gres=gpu:{self._gpus}")

@@ -17,11 +17,15 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from torchcanary.fleet.devices import visible_variables
 from torchcanary.fleet.node_side import collect_hardware_facts, stream_unit
+from torchcanary.fleet.signed_lines import PRIVATE_UMASK, Refused, read_key, sign, verify
+from torchcanary.fleet.unit import UnitResult
 
 BEAT_S = 1.0
 HOST_SPEC = "spec.json"
@@ -38,14 +42,31 @@ def host_file(folder: Path, index: int) -> Path:
     return folder / f"host-{index}.json"
 
 
+def node_facts() -> str:
+    """The node's hardware facts, with the visible-devices variables Slurm set for this
+    step (``visible``): what discovery compares with the GPUs the node's GRES names."""
+    facts = json.loads(collect_hardware_facts())
+    facts["visible"] = visible_variables(os.environ)
+    return json.dumps(facts, sort_keys=True)
+
+
 def run_unit(unit_path: Path, out: Path) -> None:
-    """Run the unit in ``unit_path``; each record is one synced line of ``out``."""
+    """Run the unit in ``unit_path`` if its MAC matches the dispatch's key; each record is
+    one signed, synced line of ``out``, naming the node it ran on (Slurm chose it among
+    the profile's nodes)."""
+    key = read_key(unit_path.parent)
+    try:
+        unit_json = verify(key, unit_path.read_text(encoding="utf-8").strip())
+    except Refused as exc:
+        raise SystemExit(f"slurm_node: unit file {unit_path} refused: {exc}") from None
+    node = os.environ.get("SLURMD_NODENAME", "")
     stop = threading.Event()
     threading.Thread(target=_beat, args=(beat_path(out), stop), daemon=True).start()
     try:
         with out.open("a", encoding="utf-8") as lines:
-            for record in stream_unit(unit_path.read_text(encoding="utf-8")):
-                lines.write(record + "\n")
+            for record in stream_unit(unit_json):
+                record = replace(UnitResult.from_json(record), node_id=node).to_json()
+                lines.write(sign(key, record) + "\n")
                 lines.flush()
                 os.fsync(lines.fileno())
     finally:
@@ -53,8 +74,12 @@ def run_unit(unit_path: Path, out: Path) -> None:
 
 
 def _beat(path: Path, stop: threading.Event) -> None:
+    """A count written each second: the driver reads what the file says, which a shared
+    filesystem revalidates on open, where a cached mtime may lag for a minute (NFS)."""
+    count = 0
     while True:
-        path.touch()
+        count += 1
+        path.write_text(str(count), encoding="utf-8")
         if stop.wait(BEAT_S):
             return
 
@@ -106,8 +131,9 @@ def _close(host: Any) -> None:
 def main(argv: Sequence[str]) -> int:
     command, *rest = argv
     if command == "facts":
-        print(collect_hardware_facts())
+        print(node_facts())
     elif command == "run":
+        os.umask(PRIVATE_UMASK)  # its lines and heartbeat: the user's alone
         run_unit(Path(rest[0]), Path(rest[1]))
     elif command == "host":
         index = int(rest[1]) if len(rest) > 1 else int(os.environ["SLURM_PROCID"])

@@ -96,6 +96,13 @@ def _hardware(view: RunView, profile: str) -> str:
     return f"{gpus}; {cpu}; {facts.get('os', '?')}"
 
 
+def site_flags(view: RunView) -> str:
+    """The Slurm site flags every job of the run carried (``[fleet.slurm]``,
+    ``--slurm-args``); "" when none were given."""
+    site = view.fleet.get("slurm_site") or {}
+    return str(site.get("flags") or "")
+
+
 def section_matrix(view: RunView, section: str) -> list[tuple[str, dict[str, str]]]:
     """A section's results side by side: (key, {profile: verdict, with the ratio if any})."""
     rows: dict[str, dict[str, str]] = {}
@@ -116,7 +123,11 @@ def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str
     """The run's JSON, with ``fleet``: the nodes, the matrix, the units, each profile's run."""
     data = render_json(view)
     parts = fleet_parts(view)
-    data["fleet"] = {"nodes": view.fleet.get("nodes", [])}
+    data["fleet"] = {
+        "nodes": view.fleet.get("nodes", []),
+        "slurm_site": view.fleet.get("slurm_site"),
+        "discovery_notes": view.fleet.get("discovery_notes", []),
+    }
     for part in parts.values():
         data["fleet"] |= part.json
     data["fleet"] |= {
@@ -153,6 +164,9 @@ def render_fleet_markdown(view: RunView, sections: tuple[str, ...]) -> str:
         f" (run `{run.run_id}`), on: " + ", ".join(f"`{p}`" for p in profiles) + ".",
         "",
     ]
+    if site_flags(view):
+        lines += [f"Every Slurm job carried the site flags `{site_flags(view)}`.", ""]
+    lines += [f"- discovery: {note}" for note in view.fleet.get("discovery_notes", [])]
     parts = fleet_parts(view)
     for part in parts.values():
         lines += part.lead_markdown
@@ -292,7 +306,15 @@ def _nodes_html(view: RunView) -> str:
             + "</tr>"
         )
     devices_head = "<th>devices given</th>" if with_devices else ""
+    site = (
+        f"<p>Every Slurm job carried the site flags <code>{escape(site_flags(view))}</code>.</p>"
+        if site_flags(view)
+        else ""
+    )
+    site += "".join(
+        f"<p>discovery: {escape(note)}</p>" for note in view.fleet.get("discovery_notes", [])
+    )
     return (
-        '<section id="fleet"><h2>Fleet</h2><table><tr><th>profile</th><th>node</th>'
+        f'<section id="fleet"><h2>Fleet</h2>{site}<table><tr><th>profile</th><th>node</th>'
         f"<th>hardware</th><th>units</th>{devices_head}</tr>{rows}</table></section>"
     )
