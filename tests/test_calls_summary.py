@@ -12,7 +12,7 @@ from torchcanary.calls.compare import CallVerdict, Replay, compare_call
 from torchcanary.calls.section import SECTION, blocking_reasons, call_set_summary
 from torchcanary.store.rows import SectionResult
 
-TOO_LARGE = "an output of more than 4096 elements"
+TOO_LARGE = "values budget of 1073741824 bytes spent"
 
 
 def _large_output() -> Replay:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -38,7 +39,7 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
     weight.add_(1.0)
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
-steps = torch.arange(5000.0)  # too many values to keep: compared by metadata only
+steps = torch.arange(5000.0)  # too many values for its line: kept in the values file
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
         product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
@@ -134,6 +135,7 @@ def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> 
     }
     by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
     by_name["(by id)"] = results
+    by_name["(values file)"] = output.with_suffix(".values.bin")
     by_name["(aten)"] = {
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "aten"
     }
@@ -189,11 +191,14 @@ def test_a_replay_keeps_each_tensor_argument_the_call_changed(baseline_replay: d
     assert baseline_replay["torch.nn.functional.relu"]["mutated"] == []
 
 
-def test_a_replayed_output_too_large_to_keep_says_why_and_keeps_a_fingerprint(
+def test_a_replayed_output_of_any_size_keeps_every_value_in_the_values_file(
     baseline_replay: dict,
 ) -> None:
     (steps,) = baseline_replay["torch.arange"]["outputs"]
-    assert steps["data"] is None and steps["why_no_data"] == "an output of more than 4096 elements"
+    assert "why_no_data" not in steps and steps["data"]["length"] == 5000 * 4
+    kept = baseline_replay["(values file)"].read_bytes()
+    start = steps["data"]["offset"]
+    assert kept[start : start + 5000 * 4] == struct.pack("=5000f", *range(5000))
     assert steps["fingerprint"] == {"sum": 4999 * 5000 / 2, "abs": 4999 * 5000 / 2, "nonfinite": 0}
 
 

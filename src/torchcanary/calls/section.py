@@ -354,8 +354,9 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
 
 def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
     """Each call's replay; the values of ``torch.empty`` and kin are garbage, not compared."""
+    values = path.with_suffix(".values.bin")  # the large outputs' values (worker/replay)
     return {
-        line["id"]: Replay.from_json(line, line["id"] not in uninitialised)
+        line["id"]: Replay.from_json(line, line["id"] not in uninitialised, values)
         for line in _read_lines(path)
     }
 
