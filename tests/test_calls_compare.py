@@ -267,3 +267,17 @@ def test_float8_and_unsigned_outputs_are_compared_by_value_exactly_as_assert_clo
     moved = compare_call(big, bigger)
     assert moved.verdict is CallVerdict.DIFFERENT_RESULT
     assert "1 of 1 element(s) beyond atol=0 + rtol=0" in moved.detail
+
+
+def _sparse(values: list[float]) -> Replay:
+    """A sparse output: its values dense, as float32."""
+    tensor = {**_float_tensor(values), "layout": "torch.sparse_coo", "stride": None}
+    tensor["data"] = {**tensor["data"], "dtype": "torch.float32"}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_a_sparse_output_is_compared_by_its_values_not_its_metadata_alone() -> None:
+    found = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.5]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    same = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.0]))
+    assert (same.verdict, same.metadata_only) == (CallVerdict.SAME, None)

@@ -6,6 +6,7 @@ them whatever their cause."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import struct
@@ -40,6 +41,7 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
 steps = torch.arange(5000.0)  # too many values for its line: kept in the values file
+sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
         product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
@@ -200,6 +202,14 @@ def test_a_replayed_output_of_any_size_keeps_every_value_in_the_values_file(
     start = steps["data"]["offset"]
     assert kept[start : start + 5000 * 4] == struct.pack("=5000f", *range(5000))
     assert steps["fingerprint"] == {"sum": 4999 * 5000 / 2, "abs": 4999 * 5000 / 2, "nonfinite": 0}
+
+
+def test_a_replayed_sparse_output_keeps_its_values_dense(baseline_replay: dict) -> None:
+    (sparse,) = baseline_replay["torch.Tensor.to_sparse"]["outputs"]
+    assert sparse["layout"] == "torch.sparse_coo" and "why_no_data" not in sparse
+    assert sparse["data"]["dtype"] == "torch.float32"
+    eye = struct.pack("=9f", 1, 0, 0, 0, 1, 0, 0, 0, 1)
+    assert base64.b64decode(sparse["data"]["b64"]) == eye
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

@@ -265,7 +265,11 @@ def _output_difference(
     ref_bytes, out_bytes = _values(ref), _values(out)
     if ref_bytes == out_bytes:
         return None
-    return _values_difference(ref, ref_bytes, out_bytes)
+    # a sparse or quantized output's values are dense, or dequantized, in another dtype
+    dtype = ref["data"].get("dtype", ref["dtype"])
+    if dtype != out["data"].get("dtype", out["dtype"]):
+        return f"values in {dtype}, then {out['data'].get('dtype', out['dtype'])}", None
+    return _values_difference({**ref, "dtype": dtype}, ref_bytes, out_bytes)
 
 
 def _values(output: Mapping[str, Any]) -> bytes:

@@ -232,6 +232,19 @@ def outcome_tensor(tensor: torch.Tensor) -> dict[str, Any]:
     return {**tensor_meta(tensor), "fingerprint": fingerprint(tensor)}
 
 
+def _dense_values(tensor: torch.Tensor) -> torch.Tensor:
+    """The values of a sparse tensor (dense) or a quantized one (dequantized, as
+    ``assert_close`` compares them); any other tensor itself."""
+    try:
+        if tensor.is_quantized:
+            return tensor.dequantize()
+        if tensor.layout != torch.strided and type(tensor) is torch.Tensor:
+            return tensor.to_dense()
+    except (RuntimeError, NotImplementedError):
+        pass  # left unreadable: compared by metadata
+    return tensor
+
+
 def output_tensor(
     tensor: torch.Tensor, inputs: dict[int, int], store: ValueStore
 ) -> dict[str, Any]:
@@ -239,13 +252,16 @@ def output_tensor(
     ``store``'s file), and which positional argument's storage it shares (``inputs``:
     storage address -> index)."""
     encoded = outcome_tensor(tensor)
-    if _readable(tensor) is None:
-        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(tensor)).decode("ascii")}
+    values = _dense_values(tensor)
+    why_not: list[str] = []
+    if _readable(values) is None:
+        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(values)).decode("ascii")}
     else:
-        why_not: list[str] = []
-        encoded["data"] = store.keep(tensor, why_not)["data"]
-        if why_not:  # compared by its fingerprint only; the reason, counted, is a kind
-            encoded["why_no_data"] = why_not[0]
+        encoded["data"] = store.keep(values, why_not)["data"]
+    if why_not:  # compared by its fingerprint, or metadata, only; the reason is counted
+        encoded["why_no_data"] = why_not[0]
+    elif values is not tensor:  # the values are those of another dtype or layout
+        encoded["data"]["dtype"] = str(values.dtype)
     try:
         address = tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
