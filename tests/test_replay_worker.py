@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import struct
 import subprocess
@@ -41,6 +42,10 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
 steps = torch.arange(5000.0)  # too many values for its line: kept in the values file
+for strict in (False, True):  # one line, two calls: deterministic mode fills empty with NaN
+    torch.use_deterministic_algorithms(strict)
+    scratch = torch.empty(2)
+torch.use_deterministic_algorithms(False)
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
@@ -241,6 +246,10 @@ def test_each_call_is_replayed_under_the_modes_it_ran_under(
     replayed = baseline_replay["(by id)"]
     dtypes = [replayed[e["id"]]["outputs"][0]["dtype"] for e in products]
     assert dtypes == ["torch.float32", "torch.bfloat16"]
+    empties = [e for e in entries if e["callable"] == "torch.empty"]
+    assert [e["context"]["deterministic"] for e in empties] == [False, True]
+    strict = replayed[empties[1]["id"]]["outputs"][0]["data"]["b64"]
+    assert all(math.isnan(v) for v in struct.unpack("=2f", base64.b64decode(strict)))
     # recorded under no_grad, the in-place update of a parameter replays under no_grad
     add = next(e for e in entries if e["callable"] == "torch.Tensor.add_")
     assert add["context"]["grad"] is False

@@ -156,13 +156,14 @@ def _child(recording: Path, start: int, channel: IO[str], kept: BinaryIO) -> Non
     """Replay calls from index ``start`` on, writing ``begin`` and result lines to ``channel``
     and large output values to the end of ``kept``."""
     # torch is imported before the first call's clock starts (the parent allows for it)
-    from torchcanary.worker.replay import record  # noqa: F401
+    from torchcanary.worker.replay import context, record  # noqa: F401
     from torchcanary.worker.replay.encode import REPLAY_VALUES_BUDGET, ValueStore
 
     values = (recording / "values.bin").read_bytes()
     store = ValueStore(kept, REPLAY_VALUES_BUDGET, max_elements=None, used=kept.tell())
     with open(recording / "calls.jsonl", encoding="utf-8") as lines:
         calls = [json.loads(line) for line in lines if line.strip()]
+    context.prepare([call.get("context") for call in calls[start:]])
     for call in calls[start:]:
         channel.write(json.dumps({"begin": call["id"]}) + "\n")
         channel.flush()
