@@ -46,6 +46,9 @@ for strict in (False, True):  # one line, two calls: deterministic mode fills em
     torch.use_deterministic_algorithms(strict)
     scratch = torch.empty(2)
 torch.use_deterministic_algorithms(False)
+import tinylib, userproj
+doubled = tinylib.double(torch.ones(2))  # a dependency calls torch: this line is the site
+halved = userproj.halve(torch.ones(2))  # the user's project, installed: its own line
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
@@ -62,13 +65,33 @@ def _run(env: Environment, import_root: Path, args: list[str], **extra: str) -> 
     return done.stdout
 
 
+def _installed_packages(root: Path) -> Path:
+    """A site-packages folder holding a third-party-like package (``tinylib``) and the
+    user's project installed as a distribution (``userproj``), both calling torch."""
+    site = root / "lib" / "site-packages"
+    for name, body in (("tinylib", DEPENDENCY), ("userproj", PROJECT)):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(body)
+    info = site / "userproj-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: userproj\nVersion: 1.0\n")
+    (info / "RECORD").write_text("userproj/__init__.py,,\nuserproj-1.0.dist-info/METADATA,,\n")
+    return site
+
+
+DEPENDENCY = "import torch\n\n\ndef double(x):\n    return torch.mul(x, 2)\n"
+PROJECT = "import torch\n\n\ndef halve(x):\n    return torch.div(x, 2)\n"
+
+
 @pytest.fixture(scope="module")
 def recording(
     baseline_env: Environment, import_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """The script recorded through the plugin's way in (the variable), then edited."""
+    """The script recorded through the plugin's way in (the variable), then edited; the
+    user's code named as the section names it (the script's folder, ``userproj``)."""
     root = tmp_path_factory.mktemp("replay")
     (root / "user_script.py").write_text(SCRIPT)
+    site = _installed_packages(root)
     folder = root / "recording"
     runner = (
         "import runpy, sys\n"
@@ -76,7 +99,15 @@ def recording(
         "with start_from_environment():\n"
         f"    runpy.run_path({str(root / 'user_script.py')!r})\n"
     )
-    _run(baseline_env, import_root, ["-c", runner], **{calls.CALLS_RECORD_VAR: str(folder)})
+    named = {"paths": [str(root)], "names": ["userproj"]}
+    variables = {calls.CALLS_RECORD_VAR: str(folder), calls.CALLS_USER_CODE_VAR: json.dumps(named)}
+    _run(
+        baseline_env,
+        import_root,
+        ["-c", runner],
+        PYTHONPATH=f"{import_root}{os.pathsep}{site}",
+        **variables,
+    )
     return folder
 
 
@@ -215,6 +246,19 @@ def test_a_replayed_sparse_output_keeps_its_values_dense(baseline_replay: dict) 
     assert sparse["data"]["dtype"] == "torch.float32"
     eye = struct.pack("=9f", 1, 0, 0, 0, 1, 0, 0, 0, 1)
     assert base64.b64decode(sparse["data"]["b64"]) == eye
+
+
+def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_project_its_own(
+    recording: Path,
+) -> None:
+    entries = [e for e in _calls(recording) if e["level"] == "api"]
+    (mul,) = [e for e in entries if e["callable"] == "torch.mul"]
+    doubled = 1 + SCRIPT.splitlines().index(
+        "doubled = tinylib.double(torch.ones(2))  # a dependency calls torch: this line is the site"
+    )
+    assert mul["site"]["file"].endswith("user_script.py") and mul["site"]["line"] == doubled
+    (div,) = [e for e in entries if e["callable"] == "torch.div"]
+    assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

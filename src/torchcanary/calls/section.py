@@ -52,6 +52,7 @@ from torchcanary.worker.calls import (
     CALLS_RECORD_VAR,
     CALLS_RECORD_WORKLOAD_MAIN,
     CALLS_REPLAY_MAIN,
+    CALLS_USER_CODE_VAR,
 )
 
 SECTION = "calls"
@@ -210,6 +211,7 @@ def _record_all(
         folder = root / ("recording" if not tag else f"recording-{tag.rstrip('.')}")
         folder.mkdir(parents=True, exist_ok=True)
         env = {**settings.user_command.env, CALLS_RECORD_VAR: str(folder)}
+        env[CALLS_USER_CODE_VAR] = json.dumps(settings.user_code())
         if not tag:
             env["PYTEST_PLUGINS"] = CALLS_RECORD_PLUGIN
         runner = RoleRunner(

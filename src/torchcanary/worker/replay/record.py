@@ -6,7 +6,10 @@
 - aten: each ATen operator below, seen by a ``TorchDispatchMode``, attributed to the user's
   call site.
 
-A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
+A call's site is the nearest Python frame in the user's code (``user_code``: the suite's own
+files and the projects given with ``--with``), past torch, torchcanary and third-party
+dependencies (a torch call inside an installed package is the user's line that called it;
+the nearest frame outside torch when no frame is the user's). Calls are
 distinct by (site, callable, signature, the modes they ran under: ``context``) and counted,
 so a training loop records each once; only the first of each keeps its small tensors'
 values and its outcome (what it returned, fingerprinted, or raised: the baseline replay
@@ -51,6 +54,7 @@ from torchcanary.worker.replay.encode import (
     signature_of,
     tensor_meta,
 )
+from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -62,24 +66,31 @@ _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eag
 _guard = threading.local()
 
 
-def _user_site(frame: FrameType | None, called: str = "") -> tuple[dict[str, Any] | None, bool]:
-    """(the user's call site, whether the call was written there): walks out past torch and
-    torchcanary; the call is direct when every torch frame on the way is pass-through or the
-    called function itself."""
-    direct = True
+def _user_site(
+    frame: FrameType | None, user_code: UserCode, called: str = ""
+) -> tuple[dict[str, Any] | None, bool]:
+    """(the user's call site, whether the call was written in code outside torch): walks out
+    past torch, torchcanary and third-party dependencies to the nearest frame in the user's
+    code (else the nearest outside torch); the call is direct when every torch frame before
+    the first frame outside torch is pass-through or the called function itself."""
+    direct, written, nearest = True, False, None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(_OURS_DIR):
             frame = frame.f_back
             continue
         if filename.startswith(_TORCH_DIR) or filename.startswith(_GENERATED):
-            if not filename.endswith(_PASS_THROUGH) and frame.f_code.co_name != called:
-                direct = False
+            if not written and not filename.endswith(_PASS_THROUGH):
+                direct = direct and frame.f_code.co_name == called
             frame = frame.f_back
             continue
+        written = True
         site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
-        return site, direct
-    return None, False
+        if user_code.owns(filename):
+            return site, direct
+        nearest = nearest or site  # a dependency's: the site only when no user frame is found
+        frame = frame.f_back
+    return nearest, direct and nearest is not None
 
 
 class Recording:
@@ -94,6 +105,7 @@ class Recording:
         self.total = 0
         self._lock = threading.Lock()
         self._saved = False
+        self.user_code = UserCode.from_environment()  # where a call's site may lie
 
     def note(
         self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
@@ -225,7 +237,8 @@ class _ApiMode(TorchFunctionMode):
         if not getattr(_guard, "busy", False):
             name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
             if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
-                site, direct = _user_site(sys._getframe(1), getattr(func, "__name__", ""))
+                called = getattr(func, "__name__", "")
+                site, direct = _user_site(sys._getframe(1), self._recording.user_code, called)
                 if site is not None and direct:
                     _guard.busy = True
                     try:
@@ -250,7 +263,7 @@ class _AtenMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if not getattr(_guard, "busy", False):
-            site, _ = _user_site(sys._getframe(1))
+            site, _ = _user_site(sys._getframe(1), self._recording.user_code)
             if site is not None:
                 name = f"torch.ops.{func.namespace}.{func._opname}.{func._overloadname}"
                 _guard.busy = True
