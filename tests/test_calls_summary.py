@@ -4,6 +4,7 @@ held back from a go (``calls_min_compared``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+from torchcanary.calls.report import markdown
 from torchcanary.calls.section import SECTION, blocking_reasons, call_set_summary
 from torchcanary.commands.summary import print_summary
 from torchcanary.report.markdown import render_markdown
@@ -72,3 +74,14 @@ def test_the_share_compared_leads_the_calls_in_summary_md_and_the_terminal(
     assert first.startswith(expected)
     printed = [line.strip() for line in console.export_text().splitlines() if line.strip()]
     assert printed[1].startswith(expected)  # the line after the calls' heading
+
+
+def test_what_was_not_followed_while_recording_is_named_on_the_first_line() -> None:
+    summary = call_set_summary("pytest -q", "passed", 10, {"same": 10}, {}, {})
+    summary = dataclasses.replace(summary, not_followed={"forked process(es)": 2})
+    view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
+    first = markdown(view).splitlines()[2]
+    assert first.startswith(
+        "10 of 10 recorded calls compared (100%) by value; by metadata only: none; "
+        "not followed while recording: 2 forked process(es); "
+    )

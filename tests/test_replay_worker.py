@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+from torchcanary.calls.merge import merge_workers
 from torchcanary.envs.cache import Environment
+from torchcanary.envs.worker_process import import_root_for
 from torchcanary.worker import calls
 
 SCRIPT = """
@@ -49,6 +51,11 @@ torch.use_deterministic_algorithms(False)
 import tinylib, userproj
 doubled = tinylib.double(torch.ones(2))  # a dependency calls torch: this line is the site
 halved = userproj.halve(torch.ones(2))  # the user's project, installed: its own line
+import threading, multiprocessing
+helper = threading.Thread(target=lambda: torch.sigmoid(torch.ones(2)))  # another thread
+helper.start(), helper.join()
+forked = multiprocessing.get_context("fork").Process(target=torch.zeros, args=(1,))
+forked.start(), forked.join()  # a forked process: not followed, counted
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
@@ -259,6 +266,73 @@ def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_proj
     assert mul["site"]["file"].endswith("user_script.py") and mul["site"]["line"] == doubled
     (div,) = [e for e in entries if e["callable"] == "torch.div"]
     assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
+
+
+def test_a_call_in_another_thread_is_recorded_and_a_forked_process_is_counted(
+    recording: Path,
+) -> None:
+    (sigmoid,) = [e for e in _calls(recording) if e["callable"] == "torch.sigmoid"]
+    helper = 1 + SCRIPT.splitlines().index(
+        "helper = threading.Thread(target=lambda: torch.sigmoid(torch.ones(2)))  # another thread"
+    )
+    assert sigmoid["site"]["line"] == helper and sigmoid["outcome"]["status"] == "returned"
+    meta = json.loads((recording / "meta.json").read_text())
+    assert meta["not_followed"] == {"forked process(es)": 1}
+    zeros = [e["signature"] for e in _calls(recording) if e["callable"] == "torch.zeros"]
+    assert zeros == ["2"]  # the script's own; the forked process's torch.zeros(1) is not there
+
+
+SUITE = """
+import torch
+
+def add_one(x):
+    return torch.add(x, 1)  # one call site, whichever worker runs the test
+
+def test_one():
+    assert add_one(torch.ones(2)).sum() == 4
+
+def test_two():
+    assert torch.mul(torch.ones(3), 2).sum() == 6
+
+def test_three():
+    assert add_one(torch.ones(2)).sum() == 4
+"""
+
+
+def test_each_pytest_xdist_worker_records_its_own_and_the_recordings_merge(
+    baseline_env: Environment, tmp_path: Path
+) -> None:
+    """Under ``-n 2`` every worker opened the same values.bin with "wb" and the last to
+    save won; each now writes its own folder, merged as one process would have written."""
+    packages = ("torchcanary", "pytest", "_pytest", "pluggy", "iniconfig", "packaging")
+    packages += ("py", "pygments", "xdist", "execnet")
+    root = import_root_for(packages, tmp_path / "import-root")
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_calls.py").write_text(SUITE)
+    folder = tmp_path / "recording"
+    command = ["-m", "pytest", "-q", "-p", "xdist.plugin", "-n", "2", "-p", "no:cacheprovider"]
+    command.append(f"--basetemp={tmp_path / 'inner'}")
+    environ = {**os.environ, "PYTHONPATH": str(root), calls.CALLS_RECORD_VAR: str(folder)}
+    environ["PYTEST_PLUGINS"] = calls.CALLS_RECORD_PLUGIN
+    environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
+    done = subprocess.run(
+        [baseline_env.python, *command],
+        cwd=tmp_path / "suite",
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert merge_workers(folder) == 2
+    api = {e["callable"]: e for e in _calls(folder) if e["level"] == "api"}
+    assert api["torch.add"]["count"] == 2 and api["torch.mul"]["count"] == 1
+    assert [e["id"] for e in _calls(folder)] == list(range(len(_calls(folder))))
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["distinct"] == len(_calls(folder)) and meta["calls"] >= 3
+    by_name = _replay(baseline_env, root, folder, tmp_path / "replay-baseline.jsonl")
+    for name in ("torch.add", "torch.mul", "torch.ones"):  # values read from the merged file
+        assert _verdict(api[name], by_name[name]) is CallVerdict.SAME
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

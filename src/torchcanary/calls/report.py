@@ -70,6 +70,9 @@ def _headline(summary: CallsSummary) -> str:
         if share is not None
         else ""
     )
+    unfollowed = "; ".join(f"{n} {why}" for why, n in sorted(summary.not_followed.items()))
+    if unfollowed:
+        compared += f"not followed while recording: {unfollowed}; "
     return compared + (
         f"{summary.recorded} distinct call(s) recorded under the baseline, "
         f"{summary.replayed} replayed in both versions, "

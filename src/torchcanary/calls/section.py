@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
+from torchcanary.calls.merge import merge_workers
 from torchcanary.calls.result import (
     CallChange,
     CallsSummary,
@@ -100,6 +101,8 @@ def run(ctx: RunContext) -> None:
     recordings = _record_all(ctx, settings, workloads, root)
     ran = "; ".join(f"{r.label}: {r.ended}" for r in recordings)
     what = "; ".join(r.label for r in recordings)
+    for recording in recordings:
+        merge_workers(recording.folder)  # pytest-xdist's workers each wrote their own
     written = [r for r in recordings if (r.folder / "calls.jsonl").is_file()]
     if not written:
         reason = f"no recording was written ({ran}; see {root})"
@@ -108,17 +111,22 @@ def run(ctx: RunContext) -> None:
     counts: dict[str, int] = {}
     not_replayable: dict[str, int] = {}
     metadata_only: dict[str, int] = {}
+    not_followed: dict[str, int] = {}
     recorded = 0
     notes = _release_text(ctx)
     _replay_all(ctx, settings, written)
     for recording in written:
         calls = _compare(ctx, settings, recording, counts, metadata_only, notes)
         recorded += len(calls)
+        meta = json.loads((recording.folder / "meta.json").read_text())
+        for why, count in meta.get("not_followed", {}).items():
+            not_followed[why] = not_followed.get(why, 0) + count
         for call in calls:
             if not call.get("replayable", True):
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
     summary = call_set_summary(what, ran, recorded, counts, not_replayable, metadata_only)
+    summary = dataclasses.replace(summary, not_followed=not_followed)
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 

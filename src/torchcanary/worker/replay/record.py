@@ -43,7 +43,7 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchcanary.worker.calls import CALLS_RECORD_VAR
+from torchcanary.worker.calls import CALLS_RECORD_VAR, CALLS_WORKER_FOLDER
 from torchcanary.worker.replay import context
 from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
@@ -57,6 +57,7 @@ from torchcanary.worker.replay.encode import (
 from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
+FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -106,12 +107,26 @@ class Recording:
         self._lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
+        self.stopped = False  # saved, or in a forked child: notes nothing more
+        self.forked = 0
+        os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
+
+    def _count_fork(self) -> None:
+        if not self.stopped:
+            self.forked += 1
+
+    def _stop_in_child(self) -> None:
+        """A forked child shares the values file's position: it must not write to it."""
+        self.stopped = True
+        self._saved = True  # the parent saves; the child's copy of the file is not closed
 
     def note(
         self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
     ) -> dict[str, Any] | None:
         """Count one call; the first of its kind is encoded with its small tensors' values
         and returned, for its outcome to be added once it ran (None: seen before)."""
+        if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
+            return None
         signature = signature_of(
             [describe(a, tensor_meta, []) for a in args]
             + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
@@ -149,9 +164,12 @@ class Recording:
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
         with self._lock:
+            if self.stopped and self._saved:  # a forked child's copy: the parent saves
+                return {}
             if not self._saved:
                 self._values_file.close()
                 self._saved = True
+            self.stopped = True
             calls = list(self._calls.values())
         with open(self.folder / "calls.jsonl", "w", encoding="utf-8") as out:
             for entry in calls:
@@ -166,6 +184,7 @@ class Recording:
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
+            "not_followed": {FORKED: self.forked} if self.forked else {},
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
         return meta
@@ -276,24 +295,50 @@ class _AtenMode(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _follow_threads(recording: Recording) -> Any:
+    """Modes are per thread: each thread started from now on gets its own recording modes
+    on entry (a profile hook that steps aside once it ran; one set before is kept and
+    called). Returns the hook that was set before, to set back."""
+    before = threading.getprofile()
+
+    def on_entry(frame: FrameType, event: Any, arg: Any) -> None:
+        sys.setprofile(before)
+        if not recording.stopped:
+            _ApiMode(recording).__enter__()  # left on: it goes with the thread
+        if before is not None:
+            before(frame, event, arg)
+
+    threading.setprofile(on_entry)
+    return before
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
-    """Record every torch call made inside the block into ``folder``."""
+    """Record every torch call made inside the block into ``folder``: in this thread and in
+    every thread started inside it. A process forked inside it (a ``DataLoader`` worker) is
+    not followed: counted, and its calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
+    before = _follow_threads(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
+        threading.setprofile(before)
         recording.save()
 
 
 def start_from_environment() -> contextlib.ExitStack | None:
     """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
-    way in); the recording is also saved at exit, so a run that ends abruptly keeps it."""
+    way in); the recording is also saved at exit, so a run that ends abruptly keeps it.
+    A pytest-xdist worker records into a folder of its own inside it (``worker-gw0``), as
+    the workers run at once; the section merges them."""
     folder = os.environ.get(CALLS_RECORD_VAR)
     if not folder:
         return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        folder = os.path.join(folder, f"{CALLS_WORKER_FOLDER}{worker}")
     stack = contextlib.ExitStack()
     recording = stack.enter_context(record_calls(folder))
     atexit.register(recording.save)
