@@ -63,10 +63,12 @@ for cast in (False, True):  # one line, two calls: the modes are part of what a 
 """
 
 
-def _run(env: Environment, import_root: Path, args: list[str], **extra: str) -> str:
+def _run(
+    env: Environment, import_root: Path, args: list[str], cwd: Path | None = None, **extra: str
+) -> str:
     environ = {**os.environ, "PYTHONPATH": str(import_root), **extra}
     done = subprocess.run(
-        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120
+        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -168,10 +170,18 @@ def test_recording_counts_each_distinct_call_once_with_where_it_was_made(
     assert sum(meta["not_replayable"].values()) >= 2  # torch.rand and its aten operator
 
 
-def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> dict:
+def _replay(
+    env: Environment,
+    import_root: Path,
+    folder: Path,
+    output: Path,
+    cwd: Path | None = None,
+    timeout_s: int = 2,
+) -> dict:
     """Replay through the module's command line; returns the results by callable (api)."""
-    command = ["-m", calls.CALLS_REPLAY_MAIN, str(folder), str(output), "--timeout", "2"]
-    printed = _run(env, import_root, command)
+    command = ["-m", calls.CALLS_REPLAY_MAIN, str(folder), str(output)]
+    command += ["--timeout", str(timeout_s)]
+    printed = _run(env, import_root, command, cwd)
     results = {r["id"]: r for r in map(json.loads, output.read_text().splitlines())}
     entries = {e["id"]: e for e in _calls(folder)}
     assert set(results) == set(entries)  # one line per call, none dropped
@@ -333,6 +343,51 @@ def test_each_pytest_xdist_worker_records_its_own_and_the_recordings_merge(
     by_name = _replay(baseline_env, root, folder, tmp_path / "replay-baseline.jsonl")
     for name in ("torch.add", "torch.mul", "torch.ones"):  # values read from the merged file
         assert _verdict(api[name], by_name[name]) is CallVerdict.SAME
+
+
+OPS = """import torch
+
+
+@torch.library.custom_op("tc41::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+"""
+
+
+def test_an_operator_the_users_code_registers_is_replayed_where_it_exists_not_missing(
+    baseline_env: Environment,
+    candidate_env: Environment,
+    import_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 41 case 4: the replay child imported nothing of the user's, so an operator
+    the project registers (``torch.library``) was "missing" in every role."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    (tmp_path / "myops.py").write_text(OPS)
+    (tmp_path / "script.py").write_text("import torch\nimport myops\n\n")
+    with open(tmp_path / "script.py", "a") as script:
+        script.write("doubled = torch.ops.tc41.twice(torch.ones(2))\n")
+    runner = (
+        "import runpy\n"
+        "from torchcanary.worker.replay.record import start_from_environment\n"
+        "with start_from_environment():\n"
+        "    runpy.run_path('script.py')\n"
+    )
+    folder = tmp_path / "recording"
+    named = json.dumps({"paths": [str(tmp_path)], "names": []})
+    variables = {calls.CALLS_RECORD_VAR: str(folder), calls.CALLS_USER_CODE_VAR: named}
+    _run(baseline_env, import_root, ["-c", runner], tmp_path, **variables)
+    assert json.loads((folder / "meta.json").read_text())["imports"] == ["myops"]
+    (twice,) = [e for e in _calls(folder) if e["callable"] == "torch.ops.tc41.twice.default"]
+    replays = {}
+    for role, env in (("baseline", baseline_env), ("candidate", candidate_env)):
+        output = tmp_path / f"replay-{role}.jsonl"
+        # a custom operator's first call imports much of torch: seconds, not a hang
+        replays[role] = _replay(env, import_root, folder, output, tmp_path, 60)["(aten)"]
+    replayed = [Replay.from_json(replays[r]["torch.ops.tc41.twice.default"]) for r in replays]
+    found = compare_call(*replayed, control=replayed[0], recorded=twice["outcome"])
+    assert found.verdict is CallVerdict.SAME
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:

@@ -24,6 +24,7 @@ def merge_workers(folder: Path) -> int:
     merged: dict[str, dict[str, Any]] = {}
     values = bytearray()
     meta: dict[str, Any] = {"calls": 0, "not_followed": {}}
+    imports: list[str] = []  # the modules that register their operators, all workers'
     for source in [*sources, *workers]:
         base = len(values)
         values += (source / "values.bin").read_bytes()
@@ -36,6 +37,8 @@ def merge_workers(folder: Path) -> int:
             "calls": meta["calls"] + part.get("calls", 0),
             "not_followed": meta["not_followed"],
         }
+        meta["imports"] = sorted({*imports, *part.get("imports", ())})
+        imports = meta["imports"]
         for why, count in part.get("not_followed", {}).items():
             meta["not_followed"][why] = meta["not_followed"].get(why, 0) + count
     calls = list(merged.values())

@@ -54,6 +54,7 @@ from torchcanary.worker.replay.encode import (
     signature_of,
     tensor_meta,
 )
+from torchcanary.worker.replay.op_modules import registering_modules
 from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
@@ -185,6 +186,7 @@ class Recording:
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
             "not_followed": {FORKED: self.forked} if self.forked else {},
+            "imports": registering_modules(calls, self.user_code),
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
         return meta

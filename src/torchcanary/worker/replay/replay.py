@@ -158,7 +158,12 @@ def _child(recording: Path, start: int, channel: IO[str], kept: BinaryIO) -> Non
     # torch is imported before the first call's clock starts (the parent allows for it)
     from torchcanary.worker.replay import context, record  # noqa: F401
     from torchcanary.worker.replay.encode import REPLAY_VALUES_BUDGET, ValueStore
+    from torchcanary.worker.replay.op_modules import import_all
 
+    meta_path = recording / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    for failure in import_all(meta.get("imports", ())):  # what registers the user's ops
+        print(f"torchcanary: could not import {failure}", file=sys.stderr)
     values = (recording / "values.bin").read_bytes()
     store = ValueStore(kept, REPLAY_VALUES_BUDGET, max_elements=None, used=kept.tell())
     with open(recording / "calls.jsonl", encoding="utf-8") as lines:
