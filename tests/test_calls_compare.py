@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,77 @@ def test_complex_outputs_are_compared_with_their_parts_tolerance_not_byte_for_by
     moved = compare_call(_complex([1.0, 2.0]), _complex([1.0, 2.02]))
     assert moved.verdict is CallVerdict.DIFFERENT_RESULT
     assert moved.max_rel_err == pytest.approx(0.01)
+
+
+def _kept_in_file(path: Path, values: list[float]) -> Replay:
+    """A float32 output too large for its line: its values in the replay's values file."""
+    path.write_bytes(struct.pack(f"={len(values)}f", *values))
+    tensor = {**_float_tensor([0.0]), "shape": [len(values)]}
+    tensor["data"] = {"offset": 0, "length": path.stat().st_size}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]}, values_file=path)
+
+
+def test_a_large_output_that_differs_in_one_element_is_a_different_result_never_same(
+    tmp_path: Path,
+) -> None:
+    values = [float(n) for n in range(5000)]
+    changed = [*values[:4321], 4321.5, *values[4322:]]
+    baseline = _kept_in_file(tmp_path / "replay-baseline.values.bin", values)
+    candidate = _kept_in_file(tmp_path / "replay-candidate.values.bin", changed)
+    found = compare_call(baseline, candidate, control=baseline)
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert "1 of 5000 element(s) beyond" in found.detail
+    same = compare_call(baseline, baseline, control=baseline)
+    assert (same.verdict, same.metadata_only) == (CallVerdict.SAME, None)  # compared by value
+
+
+def _unkept(total: float, magnitude: float, nonfinite: int = 0) -> Replay:
+    """An output whose values were not kept (past the replay's budget): its fingerprint."""
+    tensor = {**_float_tensor([0.0]), "shape": [1000], "data": None, "why_no_data": "budget"}
+    tensor["fingerprint"] = {"sum": total, "abs": magnitude, "nonfinite": nonfinite}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_an_output_whose_values_were_not_kept_is_compared_by_its_fingerprint() -> None:
+    # 1000 float32 values summing to 500 in magnitude: within tolerance, the sums move by at
+    # most 1000 * 1e-5 + 1.3e-6 * 500 (about 0.0107)
+    moved = compare_call(_unkept(500.0, 500.0), _unkept(501.0, 501.0))
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert moved.detail.startswith("output 0: sum of values 500 -> 501, beyond what")
+    close = compare_call(_unkept(500.0, 500.0), _unkept(500.005, 500.005))
+    assert (close.verdict, close.metadata_only) == (CallVerdict.SAME, "budget")
+    nan = compare_call(_unkept(500.0, 500.0), _unkept(500.0, 500.0, nonfinite=1))
+    assert nan.detail == "output 0: 0 non-finite value(s), then 1"
+
+
+def _raw_output(dtype: str, raw: bytes) -> Replay:
+    tensor = {**_float_tensor([0.0]), "dtype": f"torch.{dtype}", "shape": [1]}
+    tensor["data"] = {"b64": base64.b64encode(raw).decode()}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_float8_and_unsigned_outputs_are_compared_by_value_exactly_as_assert_close_does() -> None:
+    one, one_and_an_eighth = _raw_output("float8_e4m3fn", b"\x38"), b"\x39"
+    found = compare_call(one, _raw_output("float8_e4m3fn", one_and_an_eighth))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT and found.max_rel_err == 0.125
+    zero, negative_zero = _raw_output("float8_e5m2", b"\x00"), _raw_output("float8_e5m2", b"\x80")
+    assert compare_call(zero, negative_zero).verdict is CallVerdict.SAME  # 0 == -0, as torch
+    big = _raw_output("uint32", struct.pack("=I", 4_000_000_000))
+    bigger = _raw_output("uint32", struct.pack("=I", 4_000_000_001))
+    moved = compare_call(big, bigger)
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert "1 of 1 element(s) beyond atol=0 + rtol=0" in moved.detail
+
+
+def _sparse(values: list[float]) -> Replay:
+    """A sparse output: its values dense, as float32."""
+    tensor = {**_float_tensor(values), "layout": "torch.sparse_coo", "stride": None}
+    tensor["data"] = {**tensor["data"], "dtype": "torch.float32"}
+    return Replay.from_json({"status": "returned", "outputs": [tensor]})
+
+
+def test_a_sparse_output_is_compared_by_its_values_not_its_metadata_alone() -> None:
+    found = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.5]))
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    same = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.0]))
+    assert (same.verdict, same.metadata_only) == (CallVerdict.SAME, None)

@@ -82,6 +82,15 @@ def test_calls_of_a_suite_and_a_workload_are_named_with_their_site_change_and_no
         r.startswith("calls:") and "torch.cholesky" in r
         for r in report["decision_detail"]["reasons"]
     )
+    # the project's own operator (torch.library), replayed where the project is installed
+    # and imported: the same in both, not missing
+    recording = next(project.glob("canary-results/work/*/calls/recording"))
+    recorded = [json.loads(line) for line in (recording / "calls.jsonl").read_text().splitlines()]
+    (twice,) = [c for c in recorded if c["callable"] == "torch.ops.calls_project.twice.default"]
+    replayed = (recording / "replay-candidate.jsonl").read_text().splitlines()
+    (candidate,) = [r for r in map(json.loads, replayed) if r["id"] == twice["id"]]
+    assert candidate["status"] == "returned"
+    assert not [c for c in report["calls"]["changes"] if "calls_project" in c["callable"]]
     junit = (out / "junit.xml").read_text()
     assert 'name="steps.py:22 torch.cholesky"' in junit
     assert '<section id="calls">' in (out / "report.html").read_text()

@@ -68,3 +68,17 @@ def test_a_config_whose_bench_times_a_workload_runs_the_calls_section_without_it
     settings = load_settings(tmp_path / "canary.toml", {}, tmp_path)
     assert "calls" not in settings.plan.sections
     assert "no command or workload" in settings.left_out["calls"]
+
+
+def test_the_users_code_is_the_suites_folder_and_what_with_names_paths_and_names_alike(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "vendored").mkdir()
+    given = ["-e .", "pytest", "mylib[extra]>=1.0", "../vendored", "--no-deps other_lib==2"]
+    given.append("git+https://example.org/repo.git")
+    settings = CallsSettings.parse({"cwd": str(tmp_path / "project"), "with": given})
+    assert settings.user_code() == {
+        "paths": [str(tmp_path / "project"), str(tmp_path / "vendored")],
+        "names": ["pytest", "mylib", "other_lib"],
+    }

@@ -4,15 +4,23 @@ held back from a go (``calls_min_compared``)."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from torchcanary.calls import report
-from torchcanary.calls.compare import CallVerdict, Replay, compare_call
-from torchcanary.calls.section import SECTION, blocking_reasons, call_set_summary
-from torchcanary.store.rows import SectionResult
+from rich.console import Console
 
-TOO_LARGE = "an output of more than 4096 elements"
+from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+from torchcanary.calls.report import markdown
+from torchcanary.calls.section import SECTION, blocking_reasons, call_set_summary
+from torchcanary.commands.summary import print_summary
+from torchcanary.report.markdown import render_markdown
+from torchcanary.report.view import load_run_view
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
+
+TOO_LARGE = "values budget of 1073741824 bytes spent"
 
 
 def _large_output() -> Replay:
@@ -48,8 +56,32 @@ def test_a_call_set_compared_by_value_below_the_minimum_is_not_a_go() -> None:
     assert blocking_reasons(_view({}), {}) == []  # 90 % compared: enough
 
 
-def test_the_share_compared_by_value_leads_the_sections_first_line() -> None:
-    first = report.markdown(_view({TOO_LARGE: 3})).splitlines()[2]
+def test_the_share_compared_leads_the_calls_in_summary_md_and_the_terminal(
+    tmp_path: Path,
+) -> None:
+    summary = call_set_summary(
+        "pytest -q", "passed", 10, {"same": 9, "not-replayable": 1}, {"a Generator": 1}, {}
+    )
+    with SqliteStore(tmp_path / "canary.db") as store:
+        run_id = store.create_run({"sections": [SECTION]})
+        store.save_section_result(run_id, SectionResult.of(SECTION, summary))
+        view = load_run_view(store, run_id)
+        console = Console(record=True, width=400)
+        print_summary(console, store, run_id)
+    written = render_markdown(view, (SECTION,)).splitlines()
+    first = written[written.index("## Your calls, replayed") + 2]
+    expected = "9 of 10 recorded calls compared (90%) by value; by metadata only: none; "
+    assert first.startswith(expected)
+    printed = [line.strip() for line in console.export_text().splitlines() if line.strip()]
+    assert printed[1].startswith(expected)  # the line after the calls' heading
+
+
+def test_what_was_not_followed_while_recording_is_named_on_the_first_line() -> None:
+    summary = call_set_summary("pytest -q", "passed", 10, {"same": 10}, {}, {})
+    summary = dataclasses.replace(summary, not_followed={"forked process(es)": 2})
+    view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
+    first = markdown(view).splitlines()[2]
     assert first.startswith(
-        "60% of recorded calls compared by value (6 of 10; by metadata only: 3 " + TOO_LARGE
+        "10 of 10 recorded calls compared (100%) by value; by metadata only: none; "
+        "not followed while recording: 2 forked process(es); "
     )

@@ -6,15 +6,20 @@ them whatever their cause."""
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import os
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from torchcanary.calls.compare import CallVerdict, Replay, compare_call
+from torchcanary.calls.merge import merge_workers
 from torchcanary.envs.cache import Environment
+from torchcanary.envs.worker_process import import_root_for
 from torchcanary.worker import calls
 
 SCRIPT = """
@@ -38,29 +43,64 @@ with torch.no_grad():  # rebuilt as a leaf that needs grad and replayed with gra
     weight.add_(1.0)
 buffers = [torch.zeros(2), torch.ones(2)]
 torch._foreach_add_(buffers, 1.0)  # returns nothing: what it did is in its arguments
-steps = torch.arange(5000.0)  # too many values to keep: compared by metadata only
+steps = torch.arange(5000.0)  # too many values for its line: kept in the values file
+for strict in (False, True):  # one line, two calls: deterministic mode fills empty with NaN
+    torch.use_deterministic_algorithms(strict)
+    scratch = torch.empty(2)
+torch.use_deterministic_algorithms(False)
+import tinylib, userproj
+doubled = tinylib.double(torch.ones(2))  # a dependency calls torch: this line is the site
+halved = userproj.halve(torch.ones(2))  # the user's project, installed: its own line
+import threading, multiprocessing
+helper = threading.Thread(target=lambda: torch.sigmoid(torch.ones(2)))  # another thread
+helper.start(), helper.join()
+forked = multiprocessing.get_context("fork").Process(target=torch.zeros, args=(1,))
+forked.start(), forked.join()  # a forked process: not followed, counted
+sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
         product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
 """
 
 
-def _run(env: Environment, import_root: Path, args: list[str], **extra: str) -> str:
+def _run(
+    env: Environment, import_root: Path, args: list[str], cwd: Path | None = None, **extra: str
+) -> str:
     environ = {**os.environ, "PYTHONPATH": str(import_root), **extra}
     done = subprocess.run(
-        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120
+        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def _installed_packages(root: Path) -> Path:
+    """A site-packages folder holding a third-party-like package (``tinylib``) and the
+    user's project installed as a distribution (``userproj``), both calling torch."""
+    site = root / "lib" / "site-packages"
+    for name, body in (("tinylib", DEPENDENCY), ("userproj", PROJECT)):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(body)
+    info = site / "userproj-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: userproj\nVersion: 1.0\n")
+    (info / "RECORD").write_text("userproj/__init__.py,,\nuserproj-1.0.dist-info/METADATA,,\n")
+    return site
+
+
+DEPENDENCY = "import torch\n\n\ndef double(x):\n    return torch.mul(x, 2)\n"
+PROJECT = "import torch\n\n\ndef halve(x):\n    return torch.div(x, 2)\n"
 
 
 @pytest.fixture(scope="module")
 def recording(
     baseline_env: Environment, import_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """The script recorded through the plugin's way in (the variable), then edited."""
+    """The script recorded through the plugin's way in (the variable), then edited; the
+    user's code named as the section names it (the script's folder, ``userproj``)."""
     root = tmp_path_factory.mktemp("replay")
     (root / "user_script.py").write_text(SCRIPT)
+    site = _installed_packages(root)
     folder = root / "recording"
     runner = (
         "import runpy, sys\n"
@@ -68,7 +108,15 @@ def recording(
         "with start_from_environment():\n"
         f"    runpy.run_path({str(root / 'user_script.py')!r})\n"
     )
-    _run(baseline_env, import_root, ["-c", runner], **{calls.CALLS_RECORD_VAR: str(folder)})
+    named = {"paths": [str(root)], "names": ["userproj"]}
+    variables = {calls.CALLS_RECORD_VAR: str(folder), calls.CALLS_USER_CODE_VAR: json.dumps(named)}
+    _run(
+        baseline_env,
+        import_root,
+        ["-c", runner],
+        PYTHONPATH=f"{import_root}{os.pathsep}{site}",
+        **variables,
+    )
     return folder
 
 
@@ -122,10 +170,18 @@ def test_recording_counts_each_distinct_call_once_with_where_it_was_made(
     assert sum(meta["not_replayable"].values()) >= 2  # torch.rand and its aten operator
 
 
-def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> dict:
+def _replay(
+    env: Environment,
+    import_root: Path,
+    folder: Path,
+    output: Path,
+    cwd: Path | None = None,
+    timeout_s: int = 2,
+) -> dict:
     """Replay through the module's command line; returns the results by callable (api)."""
-    command = ["-m", calls.CALLS_REPLAY_MAIN, str(folder), str(output), "--timeout", "2"]
-    printed = _run(env, import_root, command)
+    command = ["-m", calls.CALLS_REPLAY_MAIN, str(folder), str(output)]
+    command += ["--timeout", str(timeout_s)]
+    printed = _run(env, import_root, command, cwd)
     results = {r["id"]: r for r in map(json.loads, output.read_text().splitlines())}
     entries = {e["id"]: e for e in _calls(folder)}
     assert set(results) == set(entries)  # one line per call, none dropped
@@ -134,6 +190,7 @@ def _replay(env: Environment, import_root: Path, folder: Path, output: Path) -> 
     }
     by_name["(counts)"] = json.loads(printed.strip().splitlines()[-1])
     by_name["(by id)"] = results
+    by_name["(values file)"] = output.with_suffix(".values.bin")
     by_name["(aten)"] = {
         entries[i]["callable"]: r for i, r in results.items() if entries[i]["level"] == "aten"
     }
@@ -189,12 +246,148 @@ def test_a_replay_keeps_each_tensor_argument_the_call_changed(baseline_replay: d
     assert baseline_replay["torch.nn.functional.relu"]["mutated"] == []
 
 
-def test_a_replayed_output_too_large_to_keep_says_why_and_keeps_a_fingerprint(
+def test_a_replayed_output_of_any_size_keeps_every_value_in_the_values_file(
     baseline_replay: dict,
 ) -> None:
     (steps,) = baseline_replay["torch.arange"]["outputs"]
-    assert steps["data"] is None and steps["why_no_data"] == "an output of more than 4096 elements"
+    assert "why_no_data" not in steps and steps["data"]["length"] == 5000 * 4
+    kept = baseline_replay["(values file)"].read_bytes()
+    start = steps["data"]["offset"]
+    assert kept[start : start + 5000 * 4] == struct.pack("=5000f", *range(5000))
     assert steps["fingerprint"] == {"sum": 4999 * 5000 / 2, "abs": 4999 * 5000 / 2, "nonfinite": 0}
+
+
+def test_a_replayed_sparse_output_keeps_its_values_dense(baseline_replay: dict) -> None:
+    (sparse,) = baseline_replay["torch.Tensor.to_sparse"]["outputs"]
+    assert sparse["layout"] == "torch.sparse_coo" and "why_no_data" not in sparse
+    assert sparse["data"]["dtype"] == "torch.float32"
+    eye = struct.pack("=9f", 1, 0, 0, 0, 1, 0, 0, 0, 1)
+    assert base64.b64decode(sparse["data"]["b64"]) == eye
+
+
+def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_project_its_own(
+    recording: Path,
+) -> None:
+    entries = [e for e in _calls(recording) if e["level"] == "api"]
+    (mul,) = [e for e in entries if e["callable"] == "torch.mul"]
+    doubled = 1 + SCRIPT.splitlines().index(
+        "doubled = tinylib.double(torch.ones(2))  # a dependency calls torch: this line is the site"
+    )
+    assert mul["site"]["file"].endswith("user_script.py") and mul["site"]["line"] == doubled
+    (div,) = [e for e in entries if e["callable"] == "torch.div"]
+    assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
+
+
+def test_a_call_in_another_thread_is_recorded_and_a_forked_process_is_counted(
+    recording: Path,
+) -> None:
+    (sigmoid,) = [e for e in _calls(recording) if e["callable"] == "torch.sigmoid"]
+    helper = 1 + SCRIPT.splitlines().index(
+        "helper = threading.Thread(target=lambda: torch.sigmoid(torch.ones(2)))  # another thread"
+    )
+    assert sigmoid["site"]["line"] == helper and sigmoid["outcome"]["status"] == "returned"
+    meta = json.loads((recording / "meta.json").read_text())
+    assert meta["not_followed"] == {"forked process(es)": 1}
+    zeros = [e["signature"] for e in _calls(recording) if e["callable"] == "torch.zeros"]
+    assert zeros == ["2"]  # the script's own; the forked process's torch.zeros(1) is not there
+
+
+SUITE = """
+import torch
+
+def add_one(x):
+    return torch.add(x, 1)  # one call site, whichever worker runs the test
+
+def test_one():
+    assert add_one(torch.ones(2)).sum() == 4
+
+def test_two():
+    assert torch.mul(torch.ones(3), 2).sum() == 6
+
+def test_three():
+    assert add_one(torch.ones(2)).sum() == 4
+"""
+
+
+def test_each_pytest_xdist_worker_records_its_own_and_the_recordings_merge(
+    baseline_env: Environment, tmp_path: Path
+) -> None:
+    """Under ``-n 2`` every worker opened the same values.bin with "wb" and the last to
+    save won; each now writes its own folder, merged as one process would have written."""
+    packages = ("torchcanary", "pytest", "_pytest", "pluggy", "iniconfig", "packaging")
+    packages += ("py", "pygments", "xdist", "execnet")
+    root = import_root_for(packages, tmp_path / "import-root")
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_calls.py").write_text(SUITE)
+    folder = tmp_path / "recording"
+    command = ["-m", "pytest", "-q", "-p", "xdist.plugin", "-n", "2", "-p", "no:cacheprovider"]
+    command.append(f"--basetemp={tmp_path / 'inner'}")
+    environ = {**os.environ, "PYTHONPATH": str(root), calls.CALLS_RECORD_VAR: str(folder)}
+    environ["PYTEST_PLUGINS"] = calls.CALLS_RECORD_PLUGIN
+    environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
+    done = subprocess.run(
+        [baseline_env.python, *command],
+        cwd=tmp_path / "suite",
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert merge_workers(folder) == 2
+    api = {e["callable"]: e for e in _calls(folder) if e["level"] == "api"}
+    assert api["torch.add"]["count"] == 2 and api["torch.mul"]["count"] == 1
+    assert [e["id"] for e in _calls(folder)] == list(range(len(_calls(folder))))
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["distinct"] == len(_calls(folder)) and meta["calls"] >= 3
+    by_name = _replay(baseline_env, root, folder, tmp_path / "replay-baseline.jsonl")
+    for name in ("torch.add", "torch.mul", "torch.ones"):  # values read from the merged file
+        assert _verdict(api[name], by_name[name]) is CallVerdict.SAME
+
+
+OPS = """import torch
+
+
+@torch.library.custom_op("tc41::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+"""
+
+
+def test_an_operator_the_users_code_registers_is_replayed_where_it_exists_not_missing(
+    baseline_env: Environment,
+    candidate_env: Environment,
+    import_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 41 case 4: the replay child imported nothing of the user's, so an operator
+    the project registers (``torch.library``) was "missing" in every role."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    (tmp_path / "myops.py").write_text(OPS)
+    (tmp_path / "script.py").write_text("import torch\nimport myops\n\n")
+    with open(tmp_path / "script.py", "a") as script:
+        script.write("doubled = torch.ops.tc41.twice(torch.ones(2))\n")
+    runner = (
+        "import runpy\n"
+        "from torchcanary.worker.replay.record import start_from_environment\n"
+        "with start_from_environment():\n"
+        "    runpy.run_path('script.py')\n"
+    )
+    folder = tmp_path / "recording"
+    named = json.dumps({"paths": [str(tmp_path)], "names": []})
+    variables = {calls.CALLS_RECORD_VAR: str(folder), calls.CALLS_USER_CODE_VAR: named}
+    _run(baseline_env, import_root, ["-c", runner], tmp_path, **variables)
+    assert json.loads((folder / "meta.json").read_text())["imports"] == ["myops"]
+    (twice,) = [e for e in _calls(folder) if e["callable"] == "torch.ops.tc41.twice.default"]
+    replays = {}
+    for role, env in (("baseline", baseline_env), ("candidate", candidate_env)):
+        output = tmp_path / f"replay-{role}.jsonl"
+        # a custom operator's first call imports much of torch: seconds, not a hang
+        replays[role] = _replay(env, import_root, folder, output, tmp_path, 60)["(aten)"]
+    replayed = [Replay.from_json(replays[r]["torch.ops.tc41.twice.default"]) for r in replays]
+    found = compare_call(*replayed, control=replayed[0], recorded=twice["outcome"])
+    assert found.verdict is CallVerdict.SAME
 
 
 def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
@@ -226,6 +419,10 @@ def test_each_call_is_replayed_under_the_modes_it_ran_under(
     replayed = baseline_replay["(by id)"]
     dtypes = [replayed[e["id"]]["outputs"][0]["dtype"] for e in products]
     assert dtypes == ["torch.float32", "torch.bfloat16"]
+    empties = [e for e in entries if e["callable"] == "torch.empty"]
+    assert [e["context"]["deterministic"] for e in empties] == [False, True]
+    strict = replayed[empties[1]["id"]]["outputs"][0]["data"]["b64"]
+    assert all(math.isnan(v) for v in struct.unpack("=2f", base64.b64decode(strict)))
     # recorded under no_grad, the in-place update of a parameter replays under no_grad
     add = next(e for e in entries if e["callable"] == "torch.Tensor.add_")
     assert add["context"]["grad"] is False

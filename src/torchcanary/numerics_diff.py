@@ -21,15 +21,51 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# (rtol, atol) per dtype, as torch.testing.assert_close defaults them; integers are exact.
+# (rtol, atol) per dtype, as torch.testing.assert_close defaults them; integers, and the
+# float8 types it has no tolerance for, are exact.
 DEFAULT_TOLERANCES = {
     "float64": (1e-7, 1e-7),
     "float32": (1.3e-6, 1e-5),
     "float16": (1e-3, 1e-5),
     "bfloat16": (1.6e-2, 1e-5),
 }
+# float8 formats: (exponent bits, mantissa bits, exponent bias, how its NaN and Inf are
+# spelled: "ieee" (all-ones exponent), "fn" (all ones, no Inf), "fnuz" (the negative zero's
+# pattern, no Inf), "e8m0" (exponent only, no sign; all ones is NaN))
+_FLOAT8 = {
+    "float8_e4m3fn": (4, 3, 7, "fn"),
+    "float8_e5m2": (5, 2, 15, "ieee"),
+    "float8_e4m3fnuz": (4, 3, 8, "fnuz"),
+    "float8_e5m2fnuz": (5, 2, 16, "fnuz"),
+    "float8_e8m0fnu": (8, 0, 127, "e8m0"),
+}
 FLOAT_BITS = {"float64": 64, "float32": 32, "float16": 16, "bfloat16": 16}
-_UNSIGNED_CODE = {64: "Q", 32: "I", 16: "H"}
+FLOAT_BITS.update(dict.fromkeys(_FLOAT8, 8))
+_UNSIGNED_CODE = {64: "Q", 32: "I", 16: "H", 8: "B"}
+
+
+def _float8_value(byte: int, exponent_bits: int, mantissa_bits: int, bias: int, kind: str) -> float:
+    """The value one float8 byte spells."""
+    if kind == "e8m0":
+        return math.nan if byte == 0xFF else 2.0 ** (byte - bias)
+    sign = -1.0 if byte & 0x80 else 1.0
+    exponent = (byte >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = byte & ((1 << mantissa_bits) - 1)
+    top = (1 << exponent_bits) - 1
+    if kind == "fnuz" and byte == 0x80:
+        return math.nan
+    if kind == "fn" and exponent == top and mantissa == (1 << mantissa_bits) - 1:
+        return math.nan
+    if kind == "ieee" and exponent == top:
+        return sign * math.inf if mantissa == 0 else math.nan
+    if exponent == 0:  # subnormal
+        return sign * mantissa / (1 << mantissa_bits) * 2.0 ** (1 - bias)
+    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
+
+
+_FLOAT8_VALUES = {
+    name: [_float8_value(byte, *spec) for byte in range(256)] for name, spec in _FLOAT8.items()
+}
 
 
 def _typecode(kind: str, itemsize: int) -> str:
@@ -43,9 +79,13 @@ INT_CODES = {
     "int32": _typecode("signed", 4),
     "int16": _typecode("signed", 2),
     "int8": "b",
+    "uint64": _typecode("unsigned", 8),
+    "uint32": _typecode("unsigned", 4),
+    "uint16": _typecode("unsigned", 2),
     "uint8": "B",
     "bool": "B",
 }
+DECODABLE = frozenset(FLOAT_BITS) | frozenset(INT_CODES)  # the dtypes compared by value
 
 
 @dataclass(frozen=True)
@@ -126,6 +166,9 @@ def decode(record: TensorRecord) -> list[float] | list[int]:
     """The values of ``record`` in C order, as Python floats or ints."""
     raw = record.raw()
     swap = record.byteorder != sys.byteorder
+    if record.dtype in _FLOAT8_VALUES:
+        table = _FLOAT8_VALUES[record.dtype]
+        return [table[byte] for byte in raw]
     if record.dtype == "float16":
         prefix = "<" if record.byteorder == "little" else ">"
         return list(struct.unpack(f"{prefix}{len(raw) // 2}e", raw))
@@ -149,6 +192,8 @@ def ordered_bits(record: TensorRecord) -> list[int]:
     patterns = array.array(_UNSIGNED_CODE[bits], record.raw())
     if record.byteorder != sys.byteorder:
         patterns.byteswap()
+    if _FLOAT8.get(record.dtype, (0, 0, 0, ""))[3] == "e8m0":
+        return list(patterns)  # no sign bit: the patterns are in order already
     sign = 1 << (bits - 1)
     return [-(p & (sign - 1)) if p & sign else p for p in patterns]
 

@@ -4,18 +4,23 @@ A call was recorded under the baseline (``calls.jsonl``) and replayed in the can
 the baseline, and in the baseline again as the control (``replay-<role>.jsonl``, written by
 ``worker/replay``). The baseline replay is the reference: what the candidate does
 differently is a change, unless the baseline's own two replays already disagree (then the
-call is nondeterministic and nothing is claimed). Tensor values (inline, base64, native byte
-order) are compared with the comparator the stack and the workloads share
-(``numerics_diff.py``), with the dtype's default tolerance.
+call is nondeterministic and nothing is claimed). Tensor values of any size (inline, base64,
+or in the replay's values file; native byte order) are compared with the comparator the stack
+and the workloads share (``numerics_diff.py``), with the dtype's default tolerance; an
+output whose values were not kept is compared by its fingerprint (the sums of its values
+and of their magnitudes), which differs beyond what the tolerance allows only when some
+element does.
 """
 
 from __future__ import annotations
 
 import base64
 import enum
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torchcanary import numerics_diff
@@ -25,6 +30,7 @@ _METADATA_KEYS = ("dtype", "shape", "stride", "device", "layout", "alias_of")
 _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot be rebuilt
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
 _UNINITIALISED = "uninitialised memory (torch.empty and kin)"
+_FLOAT64_UNIT = 2.0**-53  # float64's unit roundoff
 # A complex tensor's bytes are its real and imaginary parts side by side: compared as those
 # parts, with their float type's tolerance, not byte for byte (a 1-ULP change is no change).
 _COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
@@ -57,15 +63,23 @@ class Replay:
     mutated: tuple[Mapping[str, Any], ...] = ()  # tensor arguments the call changed
 
     @classmethod
-    def from_json(cls, line: Mapping[str, Any], values_defined: bool = True) -> Replay:
+    def from_json(
+        cls, line: Mapping[str, Any], values_defined: bool = True, values_file: Path | None = None
+    ) -> Replay:
         """``values_defined`` False (``torch.empty`` and kin: uninitialised memory): its
-        output tensors are compared by metadata only."""
+        output tensors are compared by metadata only. ``values_file``: the replay's values
+        file, which outputs too large for the line point into."""
         raised = line.get("exception")
 
         def kept(out: Mapping[str, Any]) -> Mapping[str, Any]:
-            if values_defined or out.get("t") != "tensor":
+            if out.get("t") != "tensor":
                 return out
-            return {**out, "data": None, "fingerprint": None, "why_no_data": _UNINITIALISED}
+            if not values_defined:
+                return {**out, "data": None, "fingerprint": None, "why_no_data": _UNINITIALISED}
+            data = out.get("data")
+            if data and "offset" in data:
+                return {**out, "data": {**data, "file": str(values_file)}}
+            return out
 
         return cls(
             str(line["status"]),
@@ -247,9 +261,53 @@ def _output_difference(
         if ref.get(key) != out.get(key):
             return f"{key} {ref.get(key)} -> {out.get(key)}", None
     if not ref.get("data") or not out.get("data"):
-        return None  # values too large to keep: metadata agreed, values not compared
-    ref_bytes, out_bytes = (base64.b64decode(o["data"]["b64"]) for o in (ref, out))
-    return _values_difference(ref, ref_bytes, out_bytes)
+        return _fingerprint_difference(ref, out)
+    ref_bytes, out_bytes = _values(ref), _values(out)
+    if ref_bytes == out_bytes:
+        return None
+    # a sparse or quantized output's values are dense, or dequantized, in another dtype
+    dtype = ref["data"].get("dtype", ref["dtype"])
+    if dtype != out["data"].get("dtype", out["dtype"]):
+        return f"values in {dtype}, then {out['data'].get('dtype', out['dtype'])}", None
+    return _values_difference({**ref, "dtype": dtype}, ref_bytes, out_bytes)
+
+
+def _values(output: Mapping[str, Any]) -> bytes:
+    """A tensor output's bytes: inline, or read from the replay's values file."""
+    data = output["data"]
+    if "b64" in data:
+        return base64.b64decode(data["b64"])
+    with open(data["file"], "rb") as kept:
+        kept.seek(int(data["offset"]))
+        return kept.read(int(data["length"]))
+
+
+def _fingerprint_difference(
+    ref: Mapping[str, Any], out: Mapping[str, Any]
+) -> tuple[str, float | None] | None:
+    """Two outputs whose values were not kept, by their fingerprints: when every element is
+    within ``atol + rtol * |ref|``, the sums (of values, and of magnitudes) differ by at most
+    ``count * atol + rtol * sum(|ref|)``, so a larger difference proves a changed element."""
+    before, after = ref.get("fingerprint"), out.get("fingerprint")
+    if not before or not after:
+        return None  # nothing of the values is known: compared by metadata only
+    if before["nonfinite"] != after["nonfinite"]:
+        return f"{before['nonfinite']} non-finite value(s), then {after['nonfinite']}", None
+    dtype = str(ref["dtype"]).removeprefix("torch.")
+    rtol, atol = numerics_diff.DEFAULT_TOLERANCES.get(_COMPLEX_PARTS.get(dtype, dtype), (0.0, 0.0))
+    count = math.prod(int(size) for size in ref["shape"]) * (2 if dtype in _COMPLEX_PARTS else 1)
+    # plus what summing ``count`` values in float64 in another order may move the sums
+    allowed = count * atol + (rtol + count * _FLOAT64_UNIT) * float(before["abs"])
+    for key, words in (("sum", "sum of values"), ("abs", "sum of magnitudes")):
+        gap = abs(float(after[key]) - float(before[key]))
+        if gap > allowed:
+            rel = gap / abs(float(before["abs"])) if before["abs"] else None
+            return (
+                f"{words} {before[key]:.6g} -> {after[key]:.6g}, beyond what the tolerance "
+                f"allows ({allowed:.3g}; values compared by their fingerprint)",
+                rel,
+            )
+    return None
 
 
 def _values_difference(
@@ -260,7 +318,7 @@ def _values_difference(
     shape = tuple(int(n) for n in meta["shape"])
     if dtype in _COMPLEX_PARTS:
         dtype, shape = _COMPLEX_PARTS[dtype], (*shape, 2)
-    if dtype not in numerics_diff.DEFAULT_TOLERANCES and dtype not in numerics_diff.INT_CODES:
+    if dtype not in numerics_diff.DECODABLE:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
     reference, other = (
         numerics_diff.TensorRecord("output", dtype, shape, sys.byteorder, raw)

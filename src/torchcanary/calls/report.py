@@ -65,11 +65,14 @@ def _headline(summary: CallsSummary) -> str:
     share = summary.compared_share()
     unvalued = "; ".join(f"{n} {why}" for why, n in sorted(summary.metadata_only.items()))
     compared = (
-        f"{share:.0%} of recorded calls compared by value ({summary.compared_by_value}"
-        f" of {summary.recorded}; by metadata only: {unvalued or 'none'}); "
+        f"{summary.compared_by_value} of {summary.recorded} recorded calls compared "
+        f"({share:.0%}) by value; by metadata only: {unvalued or 'none'}; "
         if share is not None
         else ""
     )
+    unfollowed = "; ".join(f"{n} {why}" for why, n in sorted(summary.not_followed.items()))
+    if unfollowed:
+        compared += f"not followed while recording: {unfollowed}; "
     return compared + (
         f"{summary.recorded} distinct call(s) recorded under the baseline, "
         f"{summary.replayed} replayed in both versions, "

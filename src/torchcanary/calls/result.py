@@ -3,7 +3,7 @@
 - :class:`CallsSummary` (key ``__summary__``, env_role ``both``): whether the calls were
   recorded and replayed (:class:`SummaryStatus`), with the counts the report shows:
   recorded, replayed, not replayable (and why), per verdict, compared by value, compared
-  by metadata only (and why);
+  by metadata only (and why), what was not followed while recording (forked processes);
 - :class:`CallChange` (key ``<file>:<line> <callable>#<id>``, env_role ``both``): one
   recorded call that behaves differently, or could not be replayed
   (``compare.CallVerdict``); calls judged ``same`` are counted, not stored.
@@ -48,6 +48,8 @@ class CallsSummary:
     counts: dict[str, int] = field(default_factory=dict)
     compared_by_value: int = 0  # calls whose every output and changed argument was compared
     metadata_only: dict[str, int] = field(default_factory=dict)  # why -> calls
+    # what ran while recorded but was not followed: "forked process(es)" -> how many
+    not_followed: dict[str, int] = field(default_factory=dict)
     key: str = SUMMARY_KEY
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION

@@ -6,8 +6,8 @@ call, its site and its small tensor arguments), and so does each workload given 
 ``--workload``, or the bench's of this run: built and stepped twice in a process of its
 own, never inside the bench's timed samples); then each recording is replayed, one call
 at a time in a process that may die, in the baseline, in the baseline again (the control)
-and in the candidate; ``compare.compare_call`` judges each call. Replays need only torch,
-so they run in the cached environments themselves.
+and in the candidate, each in its version's overlay with the user's project installed (its
+operators registered); ``compare.compare_call`` judges each call.
 
 Rows (section ``calls``; typed records in ``calls/result.py``): ``__summary__`` with the
 counts, and one row per call whose verdict is not ``same``.
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
+from torchcanary.calls.merge import merge_workers
 from torchcanary.calls.result import (
     CallChange,
     CallsSummary,
@@ -39,7 +40,6 @@ from torchcanary.calls.result import (
 )
 from torchcanary.calls.settings import CallsSettings
 from torchcanary.context import RunContext
-from torchcanary.envs.cache import Environment
 from torchcanary.plan import RunPlan
 from torchcanary.release_text import ReleaseText, release_text
 from torchcanary.section_types import PlannedUnit, PolicyBounds
@@ -52,6 +52,7 @@ from torchcanary.worker.calls import (
     CALLS_RECORD_VAR,
     CALLS_RECORD_WORKLOAD_MAIN,
     CALLS_REPLAY_MAIN,
+    CALLS_USER_CODE_VAR,
 )
 
 SECTION = "calls"
@@ -96,9 +97,11 @@ def run(ctx: RunContext) -> None:
         _save(ctx, CallsSummary(SummaryStatus.NOT_CHECKED, reason="no command given"))
         return
     root = ctx.work_dir / SECTION
-    recordings = _record_all(ctx, settings, workloads, root)
+    recordings, baseline_python = _record_all(ctx, settings, workloads, root)
     ran = "; ".join(f"{r.label}: {r.ended}" for r in recordings)
     what = "; ".join(r.label for r in recordings)
+    for recording in recordings:
+        merge_workers(recording.folder)  # pytest-xdist's workers each wrote their own
     written = [r for r in recordings if (r.folder / "calls.jsonl").is_file()]
     if not written:
         reason = f"no recording was written ({ran}; see {root})"
@@ -107,17 +110,23 @@ def run(ctx: RunContext) -> None:
     counts: dict[str, int] = {}
     not_replayable: dict[str, int] = {}
     metadata_only: dict[str, int] = {}
+    not_followed: dict[str, int] = {}
     recorded = 0
     notes = _release_text(ctx)
-    _replay_all(ctx, settings, written)
+    pythons = {"baseline": baseline_python, "candidate": _candidate_python(ctx, settings, root)}
+    _replay_all(ctx, settings, written, pythons)
     for recording in written:
         calls = _compare(ctx, settings, recording, counts, metadata_only, notes)
         recorded += len(calls)
+        meta = json.loads((recording.folder / "meta.json").read_text())
+        for why, count in meta.get("not_followed", {}).items():
+            not_followed[why] = not_followed.get(why, 0) + count
         for call in calls:
             if not call.get("replayable", True):
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
     summary = call_set_summary(what, ran, recorded, counts, not_replayable, metadata_only)
+    summary = dataclasses.replace(summary, not_followed=not_followed)
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 
@@ -193,10 +202,11 @@ def _workloads(settings: CallsSettings, offered: list[Mapping[str, Any]]) -> lis
 
 def _record_all(
     ctx: RunContext, settings: CallsSettings, workloads: list[dict[str, Any]], root: Path
-) -> list[_Recording]:
+) -> tuple[list[_Recording], str]:
     """The user's command, then each workload, run once in the baseline while recorded, in
     one overlay (installed once); each workload's run is its own process, apart from the
-    bench's timed samples."""
+    bench's timed samples. Returns the recordings and the overlay's interpreter (the
+    baseline's own where the overlay could not be made), where the baseline replays run."""
     runs: list[tuple[str, str, str]] = []  # (label, command, tag)
     if settings.user_command.command:
         runs.append((settings.user_command.command, settings.user_command.command, ""))
@@ -210,6 +220,7 @@ def _record_all(
         folder = root / ("recording" if not tag else f"recording-{tag.rstrip('.')}")
         folder.mkdir(parents=True, exist_ok=True)
         env = {**settings.user_command.env, CALLS_RECORD_VAR: str(folder)}
+        env[CALLS_USER_CODE_VAR] = json.dumps(settings.user_code())
         if not tag:
             env["PYTEST_PLUGINS"] = CALLS_RECORD_PLUGIN
         runner = RoleRunner(
@@ -229,7 +240,32 @@ def _record_all(
         ended = f"{ended_run.status}: {ended_run.detail}"
         ctx.progress.note(f"calls: {label} recorded under the baseline: {ended}")
         recordings.append(_Recording(label, folder, ended, tag))
-    return recordings
+    overlay = first.overlay if first is not None else None
+    return recordings, overlay.python if overlay else ctx.environments["baseline"].python
+
+
+def _candidate_python(ctx: RunContext, settings: CallsSettings, root: Path) -> str:
+    """The candidate's overlay with the user's project installed, as the baseline's, so the
+    operators it registers exist in both replays; the candidate's own interpreter (and a
+    note) where it cannot be installed."""
+    environment = ctx.environments["candidate"]
+    runner = RoleRunner(
+        "candidate",
+        environment,
+        settings.user_command,
+        UserCommand.parse(settings.user_command.command or "python"),
+        ctx.import_root,
+        root / "candidate",
+        ctx.progress.note,
+    )
+    installed = runner.prepare()
+    if installed.ok and runner.overlay is not None:
+        return runner.overlay.python
+    ctx.progress.note(
+        f"calls: the user's project could not be installed for the candidate's replay "
+        f"({installed.error}); replaying in the candidate without it"
+    )
+    return environment.python
 
 
 def _release_text(ctx: RunContext) -> ReleaseText | None:
@@ -242,10 +278,17 @@ def _release_text(ctx: RunContext) -> ReleaseText | None:
     return release_text(tuple(notes), tuple(ctx.plan.outputs.get(PROBE_MODULES, ())))
 
 
-def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Recording]) -> None:
+def _replay_all(
+    ctx: RunContext,
+    settings: CallsSettings,
+    recordings: list[_Recording],
+    pythons: dict[str, str],
+) -> None:
     """Every recording replayed in the three roles, as many at once as there are CPUs: each
-    replay is its own processes, and mostly waits on importing torch. Progress counts the
-    replayed calls as their lines land, so a long replay shows its time left."""
+    replay is its own processes, and mostly waits on importing torch. Each runs in its
+    version's overlay (``pythons``: baseline, candidate), where the user's project is
+    installed. Progress counts the replayed calls as their lines land, so a long replay
+    shows its time left."""
     jobs = [(recording, role) for recording in recordings for role in REPLAYS]
     total = sum(len(_read_lines(r.folder / "calls.jsonl")) for r in recordings) * len(REPLAYS)
 
@@ -253,8 +296,8 @@ def _replay_all(ctx: RunContext, settings: CallsSettings, recordings: list[_Reco
         recording, replay_role = job
         env_role = "candidate" if replay_role == "candidate" else "baseline"
         extra = settings.candidate_env if replay_role == "candidate" else {}
-        environment = ctx.environments[env_role]
-        _replay(environment, ctx.import_root, recording.folder, replay_role, settings, extra)
+        python = pythons[env_role]
+        _replay(python, ctx.import_root, recording.folder, replay_role, settings, extra)
 
     def replayed() -> int:
         return sum(_line_count(r.folder / f"replay-{role}.jsonl") for r, role in jobs)
@@ -325,16 +368,17 @@ def _compare(
 
 
 def _replay(
-    environment: Environment,
+    python: str,
     import_root: Path,
     recording: Path,
     role: str,
     settings: CallsSettings,
     extra: dict[str, str],
 ) -> None:
-    """Replay every call in ``environment``; a crashing call costs that call alone."""
+    """Replay every call with ``python`` (an overlay's); a crashing call costs that call
+    alone."""
     output = recording / f"replay-{role}.jsonl"
-    argv = [environment.python, "-m", CALLS_REPLAY_MAIN, str(recording), str(output)]
+    argv = [python, "-m", CALLS_REPLAY_MAIN, str(recording), str(output)]
     argv += ["--timeout", str(settings.replay_timeout_s)]
     env = {"PYTHONPATH": str(import_root), "OMP_NUM_THREADS": "1", **extra}
     run_command(
@@ -354,8 +398,9 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
 
 def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
     """Each call's replay; the values of ``torch.empty`` and kin are garbage, not compared."""
+    values = path.with_suffix(".values.bin")  # the large outputs' values (worker/replay)
     return {
-        line["id"]: Replay.from_json(line, line["id"] not in uninitialised)
+        line["id"]: Replay.from_json(line, line["id"] not in uninitialised, values)
         for line in _read_lines(path)
     }
 

@@ -5,9 +5,12 @@ replay's own keys."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from torchcanary import settings_checks
 from torchcanary.errors import ConfigError
@@ -31,6 +34,23 @@ class CallsSettings:
     candidate_env: dict[str, str] = field(default_factory=dict)
     replay_timeout_s: float = 60.0
     workloads: tuple[dict[str, Any], ...] = ()
+
+    def user_code(self) -> dict[str, list[str]]:
+        """Where the user's own code lies, for a recorded call's site
+        (``TORCHCANARY_USER_CODE``, read by ``worker/replay/user_code.py``): the suite's
+        folder (``cwd``) and what ``--with`` names, local paths (relative to ``cwd``) and
+        distribution names alike (tools among them, such as pytest, call no torch)."""
+        cwd = Path(self.user_command.cwd)
+        paths, names = [str(cwd.resolve())], []
+        for token in (t for entry in self.user_command.with_ for t in entry.split()):
+            if token.startswith("-") or ("://" in token and not token.startswith("file:")):
+                continue  # an option, or a remote URL whose project is not named
+            if token.startswith(("file:", ".", "/", "~")) or (cwd / token).exists():
+                local = unquote(urlparse(token).path) if token.startswith("file:") else token
+                paths.append(str((cwd / Path(local).expanduser()).resolve()))
+            else:
+                names.append(re.split(r"[\[<>=!~;@ ]", token, maxsplit=1)[0])
+        return {"paths": list(dict.fromkeys(paths)), "names": [name for name in names if name]}
 
     @classmethod
     def parse(cls, mapping: Mapping[str, Any]) -> CallsSettings:

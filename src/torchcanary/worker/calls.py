@@ -76,6 +76,10 @@ STACK_PYTEST_PLUGIN = "torchcanary.worker.stack.pytest_plugin"  # loaded by the 
 # around a workload) into the folder this variable names; replay them, isolated.
 CALLS_RECORD_PLUGIN = "torchcanary.worker.replay.pytest_record"  # loaded by the user's pytest
 CALLS_RECORD_VAR = "TORCHCANARY_RECORD_CALLS"  # environment variable: the recording's folder
+# environment variable: the user's code, JSON {"paths", "names"} (worker/replay/user_code.py)
+CALLS_USER_CODE_VAR = "TORCHCANARY_USER_CODE"
+# a pytest-xdist worker's own recording, a folder inside the recording's (worker-gw0, ...)
+CALLS_WORKER_FOLDER = "worker-"
 
 MODULE_MAINS = (
     WORKER_MAIN,

@@ -34,11 +34,13 @@ Encoded values:
   is counted, named and not replayed.
 
 A replay result line (``replay-<role>.jsonl``) carries its outputs in the same encoding, with
-``data`` inline as ``{"b64": ...}`` and a tensor output's ``alias_of`` (the index of the
-positional argument whose storage it shares, or null). Output tensors, recorded or replayed,
-carry ``fingerprint``: ``{"sum", "abs", "nonfinite"}`` over all their values (float64), or
-null where the values cannot be read or were a random draw; a replayed tensor without
-``data`` says why in ``why_no_data``.
+``data`` inline as ``{"b64": ...}`` (up to 4096 elements) or, for a larger output, as
+``{"offset", "length"}`` in ``replay-<role>.values.bin`` beside it (every value, whatever the
+size, up to the replay's values budget), and a tensor output's ``alias_of`` (the index of
+the positional argument whose storage it shares, or null). Output tensors, recorded or
+replayed, carry ``fingerprint``: ``{"sum", "abs", "nonfinite"}`` over all their values
+(float64), or null where the values cannot be read or were a random draw; a replayed tensor
+without ``data`` says why in ``why_no_data``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ FORMAT_VERSION = 2  # 2: each call keeps its outcome
 MAX_MESSAGE = 2000  # characters of an exception's message kept
 MAX_ELEMENTS = 4096  # a tensor with more elements is described, not kept
 VALUES_BUDGET = 64 << 20  # bytes of values.bin in all; beyond it, data null
+# bytes of one replay's values file in all: outputs past it are compared by fingerprint
+REPLAY_VALUES_BUDGET = 1 << 30
 _NAMED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout"}
 
 
@@ -163,16 +167,25 @@ def signature_of(encoded: Any) -> str:
 
 
 class ValueStore:
-    """Appends small tensors' bytes to ``values.bin``, up to a total budget."""
+    """Appends tensors' bytes to a values file, up to a total budget: small tensors only
+    (``values.bin``), or any size (``max_elements`` None: a replay's outputs). ``used``: the
+    bytes the file holds already (a replay child that takes over from one that died)."""
 
-    def __init__(self, stream: BinaryIO, budget: int = VALUES_BUDGET) -> None:
+    def __init__(
+        self,
+        stream: BinaryIO,
+        budget: int = VALUES_BUDGET,
+        max_elements: int | None = MAX_ELEMENTS,
+        used: int = 0,
+    ) -> None:
         self._stream = stream
         self.budget = budget
-        self.used = 0
+        self.used = used
+        self._small_only = max_elements is not None
 
     def keep(self, tensor: torch.Tensor, why_not: list[str]) -> dict[str, Any]:
         encoded = tensor_meta(tensor)
-        reason = _readable(tensor)
+        reason = _readable(tensor) if self._small_only else _unreadable(tensor)
         if reason is None:
             raw = tensor_bytes(tensor)
             if self.used + len(raw) > self.budget:
@@ -219,16 +232,36 @@ def outcome_tensor(tensor: torch.Tensor) -> dict[str, Any]:
     return {**tensor_meta(tensor), "fingerprint": fingerprint(tensor)}
 
 
-def output_tensor(tensor: torch.Tensor, inputs: dict[int, int]) -> dict[str, Any]:
-    """A replay's output tensor: its description, its values inline when small, and which
-    positional argument's storage it shares (``inputs``: storage address -> index)."""
+def _dense_values(tensor: torch.Tensor) -> torch.Tensor:
+    """The values of a sparse tensor (dense) or a quantized one (dequantized, as
+    ``assert_close`` compares them); any other tensor itself."""
+    try:
+        if tensor.is_quantized:
+            return tensor.dequantize()
+        if tensor.layout != torch.strided and type(tensor) is torch.Tensor:
+            return tensor.to_dense()
+    except (RuntimeError, NotImplementedError):
+        pass  # left unreadable: compared by metadata
+    return tensor
+
+
+def output_tensor(
+    tensor: torch.Tensor, inputs: dict[int, int], store: ValueStore
+) -> dict[str, Any]:
+    """A replay's output tensor: its description, its values (inline when small, else in
+    ``store``'s file), and which positional argument's storage it shares (``inputs``:
+    storage address -> index)."""
     encoded = outcome_tensor(tensor)
-    unread = _readable(tensor)
-    if unread is None:
-        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(tensor)).decode("ascii")}
-    else:  # its values are then compared by metadata only; the reason, counted, is a kind
-        too_large = f"an output of more than {MAX_ELEMENTS} elements"
-        encoded["why_no_data"] = _unreadable(tensor) or too_large
+    values = _dense_values(tensor)
+    why_not: list[str] = []
+    if _readable(values) is None:
+        encoded["data"] = {"b64": base64.b64encode(tensor_bytes(values)).decode("ascii")}
+    else:
+        encoded["data"] = store.keep(values, why_not)["data"]
+    if why_not:  # compared by its fingerprint, or metadata, only; the reason is counted
+        encoded["why_no_data"] = why_not[0]
+    elif values is not tensor:  # the values are those of another dtype or layout
+        encoded["data"]["dtype"] = str(values.dtype)
     try:
         address = tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):

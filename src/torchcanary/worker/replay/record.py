@@ -6,7 +6,10 @@
 - aten: each ATen operator below, seen by a ``TorchDispatchMode``, attributed to the user's
   call site.
 
-A call's site is the nearest Python frame outside torch and outside torchcanary. Calls are
+A call's site is the nearest Python frame in the user's code (``user_code``: the suite's own
+files and the projects given with ``--with``), past torch, torchcanary and third-party
+dependencies (a torch call inside an installed package is the user's line that called it;
+the nearest frame outside torch when no frame is the user's). Calls are
 distinct by (site, callable, signature, the modes they ran under: ``context``) and counted,
 so a training loop records each once; only the first of each keeps its small tensors'
 values and its outcome (what it returned, fingerprinted, or raised: the baseline replay
@@ -40,7 +43,7 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchcanary.worker.calls import CALLS_RECORD_VAR
+from torchcanary.worker.calls import CALLS_RECORD_VAR, CALLS_WORKER_FOLDER
 from torchcanary.worker.replay import context
 from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
@@ -51,8 +54,11 @@ from torchcanary.worker.replay.encode import (
     signature_of,
     tensor_meta,
 )
+from torchcanary.worker.replay.op_modules import registering_modules
+from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
+FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -62,24 +68,31 @@ _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eag
 _guard = threading.local()
 
 
-def _user_site(frame: FrameType | None, called: str = "") -> tuple[dict[str, Any] | None, bool]:
-    """(the user's call site, whether the call was written there): walks out past torch and
-    torchcanary; the call is direct when every torch frame on the way is pass-through or the
-    called function itself."""
-    direct = True
+def _user_site(
+    frame: FrameType | None, user_code: UserCode, called: str = ""
+) -> tuple[dict[str, Any] | None, bool]:
+    """(the user's call site, whether the call was written in code outside torch): walks out
+    past torch, torchcanary and third-party dependencies to the nearest frame in the user's
+    code (else the nearest outside torch); the call is direct when every torch frame before
+    the first frame outside torch is pass-through or the called function itself."""
+    direct, written, nearest = True, False, None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(_OURS_DIR):
             frame = frame.f_back
             continue
         if filename.startswith(_TORCH_DIR) or filename.startswith(_GENERATED):
-            if not filename.endswith(_PASS_THROUGH) and frame.f_code.co_name != called:
-                direct = False
+            if not written and not filename.endswith(_PASS_THROUGH):
+                direct = direct and frame.f_code.co_name == called
             frame = frame.f_back
             continue
+        written = True
         site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
-        return site, direct
-    return None, False
+        if user_code.owns(filename):
+            return site, direct
+        nearest = nearest or site  # a dependency's: the site only when no user frame is found
+        frame = frame.f_back
+    return nearest, direct and nearest is not None
 
 
 class Recording:
@@ -94,12 +107,27 @@ class Recording:
         self.total = 0
         self._lock = threading.Lock()
         self._saved = False
+        self.user_code = UserCode.from_environment()  # where a call's site may lie
+        self.stopped = False  # saved, or in a forked child: notes nothing more
+        self.forked = 0
+        os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
+
+    def _count_fork(self) -> None:
+        if not self.stopped:
+            self.forked += 1
+
+    def _stop_in_child(self) -> None:
+        """A forked child shares the values file's position: it must not write to it."""
+        self.stopped = True
+        self._saved = True  # the parent saves; the child's copy of the file is not closed
 
     def note(
         self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
     ) -> dict[str, Any] | None:
         """Count one call; the first of its kind is encoded with its small tensors' values
         and returned, for its outcome to be added once it ran (None: seen before)."""
+        if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
+            return None
         signature = signature_of(
             [describe(a, tensor_meta, []) for a in args]
             + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
@@ -137,9 +165,12 @@ class Recording:
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
         with self._lock:
+            if self.stopped and self._saved:  # a forked child's copy: the parent saves
+                return {}
             if not self._saved:
                 self._values_file.close()
                 self._saved = True
+            self.stopped = True
             calls = list(self._calls.values())
         with open(self.folder / "calls.jsonl", "w", encoding="utf-8") as out:
             for entry in calls:
@@ -154,6 +185,8 @@ class Recording:
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
+            "not_followed": {FORKED: self.forked} if self.forked else {},
+            "imports": registering_modules(calls, self.user_code),
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
         return meta
@@ -225,7 +258,8 @@ class _ApiMode(TorchFunctionMode):
         if not getattr(_guard, "busy", False):
             name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
             if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
-                site, direct = _user_site(sys._getframe(1), getattr(func, "__name__", ""))
+                called = getattr(func, "__name__", "")
+                site, direct = _user_site(sys._getframe(1), self._recording.user_code, called)
                 if site is not None and direct:
                     _guard.busy = True
                     try:
@@ -250,7 +284,7 @@ class _AtenMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if not getattr(_guard, "busy", False):
-            site, _ = _user_site(sys._getframe(1))
+            site, _ = _user_site(sys._getframe(1), self._recording.user_code)
             if site is not None:
                 name = f"torch.ops.{func.namespace}.{func._opname}.{func._overloadname}"
                 _guard.busy = True
@@ -263,24 +297,50 @@ class _AtenMode(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _follow_threads(recording: Recording) -> Any:
+    """Modes are per thread: each thread started from now on gets its own recording modes
+    on entry (a profile hook that steps aside once it ran; one set before is kept and
+    called). Returns the hook that was set before, to set back."""
+    before = threading.getprofile()
+
+    def on_entry(frame: FrameType, event: Any, arg: Any) -> None:
+        sys.setprofile(before)
+        if not recording.stopped:
+            _ApiMode(recording).__enter__()  # left on: it goes with the thread
+        if before is not None:
+            before(frame, event, arg)
+
+    threading.setprofile(on_entry)
+    return before
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
-    """Record every torch call made inside the block into ``folder``."""
+    """Record every torch call made inside the block into ``folder``: in this thread and in
+    every thread started inside it. A process forked inside it (a ``DataLoader`` worker) is
+    not followed: counted, and its calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
+    before = _follow_threads(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
+        threading.setprofile(before)
         recording.save()
 
 
 def start_from_environment() -> contextlib.ExitStack | None:
     """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
-    way in); the recording is also saved at exit, so a run that ends abruptly keeps it."""
+    way in); the recording is also saved at exit, so a run that ends abruptly keeps it.
+    A pytest-xdist worker records into a folder of its own inside it (``worker-gw0``), as
+    the workers run at once; the section merges them."""
     folder = os.environ.get(CALLS_RECORD_VAR)
     if not folder:
         return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        folder = os.path.join(folder, f"{CALLS_WORKER_FOLDER}{worker}")
     stack = contextlib.ExitStack()
     recording = stack.enter_context(record_calls(folder))
     atexit.register(recording.save)

@@ -9,7 +9,9 @@ child goes on from the next call. Each result is one line of ``replay-<role>.jso
 ``returned``, ``raised``, ``missing`` (the callable no longer exists), ``not-replayable``,
 ``crashed`` or ``timeout``. ``mutated`` holds each tensor argument the call changed (an
 in-place op, ``out=``, ``_foreach_*_``: what they do is there, not in what they return), as
-an output tensor with ``arg``, its place among the arguments ("0", "0.1", "out").
+an output tensor with ``arg``, its place among the arguments ("0", "0.1", "out"). The values
+of outputs too large for a line go to ``replay-<role>.values.bin`` beside it, whatever their
+size (``encode.REPLAY_VALUES_BUDGET`` in all), so every value is compared.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 
 def _resolve(name: str) -> Any:
@@ -70,8 +72,14 @@ def _result(call_id: int, status: str, **fields: Any) -> dict[str, Any]:
     return result
 
 
-def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
-    """Replay one recorded call in this process: what it returned, raised and warned."""
+def values_path(output: Path) -> Path:
+    """Where a replay's large output values go: beside its lines."""
+    return output.with_suffix(".values.bin")
+
+
+def replay_one(call: dict[str, Any], values: bytes, store: Any) -> dict[str, Any]:
+    """Replay one recorded call in this process: what it returned, raised and warned;
+    ``store`` (an ``encode.ValueStore``) keeps its large outputs' values."""
     import torch
 
     from torchcanary.worker.replay.context import restored
@@ -123,10 +131,10 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     mutated: list[dict[str, Any]] = []
     if outcome == "returned":
         items = returned if isinstance(returned, (tuple, list)) else [returned]
-        keep = lambda tensor: output_tensor(tensor, inputs)  # noqa: E731
+        keep = lambda tensor: output_tensor(tensor, inputs, store)  # noqa: E731
         outputs = [describe(item, keep, []) for item in items]
         mutated = [
-            {"arg": place, **output_tensor(tensor, inputs)}
+            {"arg": place, **output_tensor(tensor, inputs, store)}
             for place, tensor in watched
             if tensor_bytes(tensor) != before[place]
         ]
@@ -144,18 +152,29 @@ def replay_one(call: dict[str, Any], values: bytes) -> dict[str, Any]:
     )
 
 
-def _child(recording: Path, start: int, channel: IO[str]) -> None:
-    """Replay calls from index ``start`` on, writing ``begin`` and result lines to ``channel``."""
+def _child(recording: Path, start: int, channel: IO[str], kept: BinaryIO) -> None:
+    """Replay calls from index ``start`` on, writing ``begin`` and result lines to ``channel``
+    and large output values to the end of ``kept``."""
     # torch is imported before the first call's clock starts (the parent allows for it)
-    from torchcanary.worker.replay import record  # noqa: F401
+    from torchcanary.worker.replay import context, record  # noqa: F401
+    from torchcanary.worker.replay.encode import REPLAY_VALUES_BUDGET, ValueStore
+    from torchcanary.worker.replay.op_modules import import_all
 
+    meta_path = recording / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    for failure in import_all(meta.get("imports", ())):  # what registers the user's ops
+        print(f"torchcanary: could not import {failure}", file=sys.stderr)
     values = (recording / "values.bin").read_bytes()
+    store = ValueStore(kept, REPLAY_VALUES_BUDGET, max_elements=None, used=kept.tell())
     with open(recording / "calls.jsonl", encoding="utf-8") as lines:
         calls = [json.loads(line) for line in lines if line.strip()]
+    context.prepare([call.get("context") for call in calls[start:]])
     for call in calls[start:]:
         channel.write(json.dumps({"begin": call["id"]}) + "\n")
         channel.flush()
-        channel.write(json.dumps({"result": replay_one(call, values)}) + "\n")
+        result = replay_one(call, values, store)
+        kept.flush()  # the values a line names are on disk before the line
+        channel.write(json.dumps({"result": result}) + "\n")
         channel.flush()
 
 
@@ -166,11 +185,11 @@ def _read_lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
 
 
 def _start_child(
-    recording: Path, start: int
+    recording: Path, output: Path, start: int
 ) -> tuple[subprocess.Popen[str], queue.Queue[str | None]]:
     read_end, write_end = os.pipe()
     command = [sys.executable, "-m", __spec__.name if __spec__ else "", str(recording)]
-    command += ["-", "--child", str(start), "--channel", str(write_end)]
+    command += [str(output), "--child", str(start), "--channel", str(write_end)]
     # its own session, so a hung call's helper processes are stopped with it
     child = subprocess.Popen(
         command,
@@ -197,6 +216,7 @@ def replay_recording(
         ids = [json.loads(line)["id"] for line in recorded if line.strip()]
     counts: dict[str, int] = {}
     position = 0
+    values_path(Path(output)).write_bytes(b"")  # each child appends to it
     with open(output, "w", encoding="utf-8") as out:
 
         def write(result: dict[str, Any]) -> None:
@@ -205,7 +225,7 @@ def replay_recording(
             counts[result["status"]] = counts.get(result["status"], 0) + 1
 
         while position < len(ids):
-            child, lines = _start_child(folder, position)
+            child, lines = _start_child(folder, Path(output), position)
             current: int | None = None
             deadline = time.monotonic() + start_timeout_s
             while True:
@@ -257,8 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channel", type=int, default=None, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child is not None:
-        with open(options.channel, "w", encoding="utf-8") as channel:
-            _child(Path(options.recording), options.child, channel)
+        kept_path = values_path(Path(options.output))
+        with (
+            open(options.channel, "w", encoding="utf-8") as channel,
+            open(kept_path, "ab") as kept,
+        ):
+            _child(Path(options.recording), options.child, channel, kept)
         return 0
     if not (Path(options.recording) / "calls.jsonl").is_file():
         print(
