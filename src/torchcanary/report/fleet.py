@@ -123,10 +123,11 @@ def render_fleet_json(view: RunView, sections: tuple[str, ...] = ()) -> dict[str
     """The run's JSON, with ``fleet``: the nodes, the matrix, the units, each profile's run."""
     data = render_json(view)
     parts = fleet_parts(view)
-    data["fleet"] = {
-        "nodes": view.fleet.get("nodes", []),
-        "slurm_site": view.fleet.get("slurm_site"),
-        "discovery_notes": view.fleet.get("discovery_notes", []),
+    data["fleet"] = {"nodes": view.fleet.get("nodes", [])}
+    # What a run records since Slurm's site flags and discovery notes: a run stored before
+    # them renders as it did.
+    data["fleet"] |= {
+        key: view.fleet[key] for key in ("slurm_site", "discovery_notes") if key in view.fleet
     }
     for part in parts.values():
         data["fleet"] |= part.json
