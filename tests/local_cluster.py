@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.drill.netns import RankNetwork
-from torchcanary.fleet.profile import PROFILE_LABEL
+from torchcanary.hardware_profile import PROFILE_LABEL
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The smallest real unit (tests/fixtures/fleet_smoke.py), which every loopback node can run.

@@ -85,3 +85,27 @@ def test_what_was_not_followed_while_recording_is_named_on_the_first_line() -> N
         "10 of 10 recorded calls compared (100%) by value; by metadata only: none; "
         "not followed while recording: 2 forked process(es); "
     )
+
+
+def test_what_the_diff_says_of_a_call_is_read_from_its_stored_rows_in_its_own_words() -> None:
+    """The calls link a changed call to the diff's change of the same symbol, read from the
+    diff's stored rows (their JSON), never its code: the verdict in its stored word, not
+    an enum's name."""
+    from torchcanary.calls.report import announced
+    from torchcanary.diff.changes import ChangeKind
+    from torchcanary.diff.result import DiffChange
+
+    removed = DiffChange(
+        key="api:torch.cholesky",
+        verdict=ChangeKind.API_REMOVED,
+        symbol="torch.cholesky",
+        detail="gone in 2.14",
+        mentions=("deprecated since 1.9",),
+    )
+    unnamed = DiffChange(key="api:new", verdict=ChangeKind.API_ADDED, detail="new")
+    view = SimpleNamespace(
+        sections={"diff": [SectionResult.of("diff", c) for c in (removed, unnamed)]}
+    )
+    assert announced(view) == {
+        "torch.cholesky": "api-removed: gone in 2.14 (notes: deprecated since 1.9)"
+    }

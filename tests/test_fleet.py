@@ -20,9 +20,9 @@ from fleet_helpers import require_ray
 from local_cluster import SMOKE
 from torchcanary.errors import ConfigError
 from torchcanary.fleet import node_side
-from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_url
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.hardware_profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
 
 H100 = HardwareProfile(
     gpu_model="NVIDIA H100 80GB HBM3",
@@ -199,7 +199,7 @@ def test_hardware_facts_are_read_on_this_machine() -> None:
 
 def test_importing_the_fleet_and_the_cli_does_not_import_ray() -> None:
     code = (
-        "import sys, torchcanary.cli, torchcanary.fleet.profile, torchcanary.fleet.executor, "
+        "import sys, torchcanary.cli, torchcanary.hardware_profile, torchcanary.fleet.executor, "
         "torchcanary.fleet.unit, torchcanary.fleet.node_side, torchcanary.fleet.ray_executor, "
         "torchcanary.fleet.ray_connect, torchcanary.fleet.ray_spread, torchcanary.fleet.connect; "
         "print('ray' in sys.modules)"

@@ -28,8 +28,8 @@ from torchcanary.fleet.across_nodes import gpus_across, placed_profile
 from torchcanary.fleet.devices import shortfall
 from torchcanary.fleet.driver import _decide as fleet_decide
 from torchcanary.fleet.executor import Assignment
-from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.unit import WorkUnit
+from torchcanary.hardware_profile import FleetNode, HardwareProfile
 from torchcanary.plan import RunPlan
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult
@@ -102,7 +102,7 @@ def test_rank_hosts_hold_the_gpus_every_placed_node_has_or_the_number_asked() ->
 def test_a_fleet_node_without_a_gpu_is_asked_only_the_claims_its_hardware_can_answer() -> None:
     """The claims' fit narrows their own settings (``probes`` in the claims table)."""
     from torchcanary.claims.fit import fit_plan
-    from torchcanary.fleet.profile import HardwareProfile
+    from torchcanary.hardware_profile import HardwareProfile
     from torchcanary.plan import RunPlan
 
     cpu_only = HardwareProfile(cpu_model="x", cpu_cores=4, arch="x86_64", os="Linux")

@@ -18,8 +18,8 @@ import pytest
 from fleet_helpers import FLEET_PROFILES, unit_ends, without_devices
 from local_cluster import SMOKE, local_node_args, node_pids, wait_gone
 from torchcanary.fleet.executor import Assignment
-from torchcanary.fleet.profile import FleetNode, NodeSelection
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.hardware_profile import FleetNode, NodeSelection
 
 pytestmark = pytest.mark.ray
 

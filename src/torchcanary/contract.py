@@ -36,6 +36,7 @@ from torchcanary.section_types import (
 from torchcanary.store.rows import SectionResult
 
 if TYPE_CHECKING:
+    from torchcanary.hardware_profile import HardwareProfile
     from torchcanary.results import SectionRecord
     from torchcanary.store.base import ResultStore
     from torchcanary.store.history import HistoryEntry, HistoryFilter
@@ -178,7 +179,7 @@ class Section(abc.ABC):
         workers' import root."""
         return set()
 
-    def fit_plan(self, plan: RunPlan, profile: Any) -> tuple[RunPlan, dict[str, str]]:
+    def fit_plan(self, plan: RunPlan, profile: HardwareProfile) -> tuple[RunPlan, dict[str, str]]:
         """The plan narrowed to what a fleet node of ``profile``'s hardware can do, and
         each item left out with why; with nothing left it drops its own name from the
         plan's sections."""

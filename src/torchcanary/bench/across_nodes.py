@@ -42,7 +42,7 @@ from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
 from torchcanary.fleet.across_nodes import placed_profile
-from torchcanary.fleet.profile import FleetNode
+from torchcanary.hardware_profile import FleetNode
 from torchcanary.policy import Decision, decide
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view

@@ -7,7 +7,6 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from torchcanary import sections
 from torchcanary.calls.compare import CallVerdict
 from torchcanary.calls.result import CallChange, CallsSummary, SummaryStatus, from_rows
 from torchcanary.calls.section import POLICY_DEFAULTS, SECTION
@@ -35,18 +34,15 @@ def _rows(view: Any) -> tuple[CallsSummary | None, list[CallChange]]:
 
 
 def announced(view: Any) -> dict[str, str]:
-    """What the diff of this run says of each symbol: its change and the notes' words."""
-    if DIFF not in sections.registered() or not view.sections.get(DIFF):
-        return {}
-    read = sections.get_section(DIFF).record_from_json
+    """What the diff of this run says of each symbol: its change and the notes' words, read
+    from its stored rows as ``docs/json-schema.md`` documents them (never its code)."""
     words: dict[str, str] = {}
-    for row in view.sections[DIFF]:
-        record: Any = read(row.to_json())
-        symbol = getattr(record, "symbol", "")
+    for row in view.sections.get(DIFF, []):
+        symbol = str(row.payload.get("symbol") or "")
         if symbol:
-            notes = "; ".join(getattr(record, "mentions", ()))
-            said = f"{record.verdict}: {record.detail}" + (f" (notes: {notes})" if notes else "")
-            words[symbol] = said
+            notes = "; ".join(row.payload.get("mentions") or ())
+            said = f"{row.verdict}: {row.payload.get('detail', '')}"
+            words[symbol] = said + (f" (notes: {notes})" if notes else "")
     return words
 
 

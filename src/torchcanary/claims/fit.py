@@ -15,7 +15,7 @@ from dataclasses import replace
 from torchcanary.claims import settings as claims_settings
 from torchcanary.claims.catalog import requested_torch, select_claims
 from torchcanary.claims.view import SECTION
-from torchcanary.fleet.profile import HardwareProfile
+from torchcanary.hardware_profile import HardwareProfile
 from torchcanary.plan import RunPlan
 
 

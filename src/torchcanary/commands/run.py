@@ -21,8 +21,8 @@ from torchcanary.store.base import ResultStore
 if TYPE_CHECKING:
     from torchcanary.config import Settings
     from torchcanary.fleet.executor import Executor
-    from torchcanary.fleet.profile import NodeSelection
     from torchcanary.fleet.slurm_site import SlurmSite
+    from torchcanary.hardware_profile import NodeSelection
     from torchcanary.runner import Venue
 
 
@@ -210,7 +210,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _selection(args: argparse.Namespace) -> NodeSelection:
-    from torchcanary.fleet.profile import NodeSelection
+    from torchcanary.hardware_profile import NodeSelection
 
     return NodeSelection.parse("all" if args.fleet_nodes == "all" else "profile", args.fleet_select)
 

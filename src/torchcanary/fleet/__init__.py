@@ -4,8 +4,8 @@ The parts, each one job:
 
 - ``unit``: the plain-JSON unit of work sent to a node and the tagged result that comes back.
 - ``secrets``: what must never leave the driver (passwords in URLs, tokens in the environment).
-- ``profile``: a node's hardware profile, grouping nodes by it, choosing which nodes run.
-- ``fit``: which claims a node's hardware can answer.
+- ``hardware_profile`` (top level, beside the section contract that hands it to a section's
+  ``fit_plan``): a node's hardware profile, grouping nodes by it, choosing which nodes run.
 - ``node_side``: the standard-library code that runs on a node (hardware facts, running a unit).
 - ``devices``: what a unit was given (GPUs, accelerators) and saw; short of GPUs: not checked.
 - ``section_unit``: one section of a run on a node (its environments, devices, cache).

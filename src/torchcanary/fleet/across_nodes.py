@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from torchcanary import sections
 from torchcanary.errors import ConfigError
-from torchcanary.fleet.profile import FleetNode
+from torchcanary.hardware_profile import FleetNode
 from torchcanary.plan import RunPlan
 
 MIXED_PREFIX = "mixed:"

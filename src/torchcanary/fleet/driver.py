@@ -33,11 +33,11 @@ from torchcanary.errors import ConfigError, FleetError
 from torchcanary.fleet import connect
 from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.node_side import DEVICES_OP
-from torchcanary.fleet.profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.section_unit import RUN_SECTION
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
+from torchcanary.hardware_profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide, undone_work
 from torchcanary.progress import Progress

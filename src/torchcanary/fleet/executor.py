@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Protocol
 
-from torchcanary.fleet.profile import FleetNode
 from torchcanary.fleet.secrets import strip_data, strip_text
 from torchcanary.fleet.unit import UnitResult, WorkUnit
+from torchcanary.hardware_profile import FleetNode
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.errors import FleetError
 from torchcanary.fleet import node_side
 from torchcanary.fleet.executor import Assignment, Executor, tagged_result
-from torchcanary.fleet.profile import FleetNode, HardwareProfile
 from torchcanary.fleet.ray_spread import SpreadGroup, can_hold, spread_group
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.hardware_profile import FleetNode, HardwareProfile
 
 _POLL_S = 1.0
 # Ray's resource names for the accelerators it manages besides GPUs (NVIDIA, AMD, Intel and

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, Executor, HostGroup
-from torchcanary.fleet.profile import PROFILE_LABEL, FleetNode, HardwareProfile
 from torchcanary.fleet.secrets import strip_data, strip_env
 from torchcanary.fleet.signed_lines import new_key, sign, write_private
 from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key, merge_notes
@@ -47,6 +46,7 @@ from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
 from torchcanary.fleet.slurm_site import SlurmSite
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.hardware_profile import PROFILE_LABEL, FleetNode, HardwareProfile
 
 # How long discovery waits for a free node of a group (every one may be busy).
 DISCOVERY_TIMEOUT_S = 600.0

@@ -21,11 +21,11 @@ from pathlib import Path
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import Assignment, tagged_result
-from torchcanary.fleet.profile import FleetNode
 from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.signed_lines import Refused, verify
 from torchcanary.fleet.slurm_node import beat_path
 from torchcanary.fleet.unit import UnitResult, UnitStatus
+from torchcanary.hardware_profile import FleetNode
 
 POLL_S = 1.0  # how often squeue is asked about the units still out
 READ_S = 0.1  # how often their output files are read
