@@ -67,6 +67,7 @@ def start_local_cluster(
     """
     # Ray turns 127.0.0.1 into the machine's outward address unless told to stay local.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    _without_token_auth()
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
@@ -197,6 +198,15 @@ class BridgedCluster:
         return pids
 
 
+def _without_token_auth() -> None:
+    """The test clusters, and the drivers that join them, run without Ray's token auth.
+
+    Left unset, Ray turns it on by itself once a token exists in ``~/.ray`` (the first
+    local cluster writes one), and a node started in a namespace then fails to join:
+    what is tested here is torchcanary on a cluster, not Ray's authentication."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+
+
 def start_bridged_cluster(
     profiles: Sequence[str], num_cpus: int = 1, timeout_s: float = 90.0
 ) -> BridgedCluster:
@@ -204,6 +214,7 @@ def start_bridged_cluster(
 
     Needs root (namespaces and veths). Returns once every node has joined.
     """
+    _without_token_auth()
     token = _token_with_a_free_subnet()
     network = RankNetwork(token, 1 + len(profiles), NAMESPACE_PREFIX, 214).__enter__()
     # Ray's unix sockets must stay under 108 characters, so a short folder of its own.
