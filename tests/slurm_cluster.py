@@ -251,6 +251,14 @@ class SlurmCluster:
         if wait:
             self.wait_idle([name])
 
+    def start_silent_nodes(self, names: Sequence[str]) -> None:
+        """Start each of ``names`` whose slurmd does not answer (an earlier test killed it)."""
+        states = self.node_states()
+        for name in names:
+            state = states.get(name, "down*")
+            if state.endswith("*") or state.startswith(("down", "unknown")):
+                self.start_node(name)
+
     def wait_idle(self, names: Sequence[str], timeout_s: float = 60) -> None:
         def all_idle() -> bool:
             states = self.node_states()

@@ -437,11 +437,7 @@ def test_drill_fleet_slurm_nodes_2_puts_one_rank_on_each_node_in_each_env_and_le
 
     # Each environment's node kill takes a node for good: three nodes up, gpu-box (rank 0,
     # never struck) and both plain ones (the run above may have killed plain-box).
-    states = slurm_cluster.node_states()
-    for name in ("plain-box", "plain-box-2"):
-        state = states.get(name, "down*")
-        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
-            slurm_cluster.start_node(name)
+    slurm_cluster.start_silent_nodes(["plain-box", "plain-box-2"])
     (tmp_path / "canary.toml").write_text(
         "[drill]\n"
         'faults = ["node-kill:timeout"]\n'
@@ -768,11 +764,7 @@ def test_a_unit_whose_profile_node_is_busy_lands_on_its_idle_twin(
     from torchcanary.fleet.unit import UnitStatus, WorkUnit
 
     # Both plain nodes up (plain-box-2 starts late; the runs above may have killed either).
-    states = slurm_cluster.node_states()
-    for name in ("plain-box", "plain-box-2"):
-        state = states.get(name, "down*")
-        if state.endswith("*") or state.startswith(("down", "unknown")):  # no slurmd answers
-            slurm_cluster.start_node(name)
+    slurm_cluster.start_silent_nodes(["plain-box", "plain-box-2"])
     slurm_cluster.wait_idle(["plain-box", "plain-box-2"])
     busy = slurm_cluster.run(
         "sbatch", "--parsable", "-w", "plain-box", "-o", "/dev/null", "--wrap", "sleep 600"

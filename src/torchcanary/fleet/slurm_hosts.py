@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
 from torchcanary.fleet.executor import HostGroup, HostPlace
+from torchcanary.fleet.signed_lines import write_private
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_node import HOST_SPEC, STOP, host_file
 from torchcanary.fleet.slurm_site import SlurmSite
@@ -68,9 +69,7 @@ def spread_hosts(
         },
         "key": key,
     }
-    spec_file = folder / HOST_SPEC
-    spec_file.touch(mode=0o600)
-    spec_file.write_text(json.dumps(spec), encoding="utf-8")
+    write_private(folder / HOST_SPEC, json.dumps(spec))
     group = SlurmHostGroup(executor, folder, key, gpus)
     step = f"srun --no-kill --kill-on-bad-exit=0 {group.command()}"
     # --no-kill: a node lost (a drill's node-kill) does not end the others' hosts.
