@@ -864,3 +864,82 @@ def test_discovery_waits_for_a_free_node_of_a_busy_profile_and_says_so(
         r"\(--constraint=tcprofile_plain-box\)",
         said[0],
     ), said
+
+
+def test_jobs_inherit_the_fabric_library_and_proxy_variables_but_no_password() -> None:
+    from torchcanary.fleet.slurm_job_line import export_list
+
+    driver = {
+        "PATH": "/usr/bin",
+        "LD_LIBRARY_PATH": "/opt/nccl/lib",
+        "NCCL_IB_HCA": "mlx5_0",
+        "NCCL_SOCKET_IFNAME": "ib0",
+        "UCX_TLS": "rc,sm",
+        "FI_PROVIDER": "efa",
+        "http_proxy": "http://proxy.site:3128",
+        "https_proxy": "http://alice:hunter2@proxy.site:3128",  # a password: never sent
+        "NCCL_AUTH_TOKEN": "x",  # a secret name: never sent
+        "CUDA_VISIBLE_DEVICES": "0,1",  # Slurm sets it for the job's own GPUs
+        "EDITOR": "vi",
+    }
+    assert export_list(driver).split(",") == [
+        "PATH", "LD_LIBRARY_PATH", "http_proxy",
+        "FI_PROVIDER", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "UCX_TLS",
+    ]  # fmt: skip
+
+
+def test_a_drill_host_job_asks_for_all_the_cpus_of_the_smallest_node_that_fits() -> None:
+    """Command-line test (the local cluster's nodes have one CPU each, so only a
+    production cluster shows the difference): torchrun and its ranks get the node's CPUs,
+    not the one core a ``-c 1`` cgroup would squeeze them onto."""
+    from torchcanary.fleet.slurm_cli import SlurmNode
+    from torchcanary.fleet.slurm_hosts import member_cpus
+
+    def node(name: str, cpus: int, gres: tuple[str, ...] = (), state: str = "idle") -> SlurmNode:
+        return SlurmNode(name, (), gres, cpus, 1000, state, "10.0.0.1")
+
+    nodes = [
+        node("h100-1", 96, ("gpu:h100:8",)),
+        node("h100-2", 112, ("gpu:h100:8",)),
+        node("h100-3", 64, ("gpu:h100:8",), state="drained"),  # not usable: not counted
+        node("cpu-1", 32),
+    ]
+    assert member_cpus(nodes, gpus=8) == 96
+    assert member_cpus(nodes, gpus=0) == 32
+    assert member_cpus(nodes, gpus=16) == 1  # none fits: Slurm says why the job waits
+
+
+def test_sacct_lines_are_read_as_job_states() -> None:
+    """Parsing test: only a cluster with slurmdbd answers sacct (the local one keeps no
+    accounting; the next test checks that)."""
+    from torchcanary.fleet.slurm_cli import JobState, parse_sacct
+
+    text = (
+        "101|COMPLETED|None|gpu-a-01\n"
+        "102|CANCELLED by 1000|None|gpu-a-02\n"
+        "103|NODE_FAIL|None|gpu-a-03\n"
+        "104|PENDING|Resources|None assigned\n"
+    )
+    assert parse_sacct(text) == {
+        "101": JobState("101", "COMPLETED", "", "gpu-a-01"),
+        "102": JobState("102", "CANCELLED", "", "gpu-a-02"),
+        "103": JobState("103", "NODE_FAIL", "", "gpu-a-03"),
+        "104": JobState("104", "PENDING", "Resources", ""),
+    }
+
+
+def test_a_cluster_without_accounting_is_asked_once_and_says_so(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchcanary.fleet import slurm_cli
+
+    monkeypatch.setattr(slurm_cli, "_accounting", {})
+    assert slurm_cli.accounting_note() == ""
+    # squeue knows none of the ids (it fails outright: an answer, not silence); no sacct
+    assert slurm_cli.job_states(["999999"]) == {}
+    note = slurm_cli.accounting_note()
+    assert note.startswith("squeue only (no accounting: Slurm's sacct failed"), note
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(slurm_cli, "slurm", lambda *command, **_: asked.append(command) or "")
+    slurm_cli.job_states(["999999"])
+    assert [command[0] for command in asked] == ["squeue"]  # sacct is not asked again

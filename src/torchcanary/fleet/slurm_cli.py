@@ -6,6 +6,7 @@ slurmdbd (many clusters have none), pickles callables where our units are JSON, 
 back one result at the end. The commands here (``sinfo``, ``sbatch --parsable``,
 ``squeue``, ``scontrol``, ``scancel``, ``srun``) are what every Slurm user already has, with
 formats fixed by ``-o``; each failure is one FleetError line naming the command and fix.
+``sacct`` is asked only for a job squeue has forgotten, and only where accounting is kept.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet.secrets import strip_text
@@ -214,15 +216,71 @@ def submit(arguments: Sequence[str]) -> str:
 
 
 def job_states(job_ids: Sequence[str]) -> dict[str, JobState]:
-    """The state of each job Slurm still knows (squeue keeps ended jobs for MinJobAge)."""
+    """The state of each job Slurm still knows: squeue's (it keeps an ended job for
+    MinJobAge), then, for a job it has forgotten, the accounting database's where the
+    cluster keeps one (``sacct``)."""
     if not job_ids:
         return {}
-    text = slurm("squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N")
+    try:
+        text = slurm("squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N")
+    except FleetError as exc:
+        # squeue fails outright when it knows none of the ids (all past MinJobAge): an
+        # answer, not a silent slurmctld.
+        if "Invalid job id" not in str(exc):
+            raise
+        text = ""
     states = {}
     for line in text.splitlines():
         cells = line.strip().split("|")
         if len(cells) == 4:
             states[cells[0]] = JobState(*cells)
+    forgotten = [job_id for job_id in job_ids if job_id not in states]
+    return {**accounted_states(forgotten), **states}
+
+
+def accounted_states(job_ids: Sequence[str]) -> dict[str, JobState]:
+    """Each job's state in Slurm's accounting (``sacct``), which outlives MinJobAge; {}
+    on a cluster without slurmdbd (sacct then says accounting storage is disabled), asked
+    once per process."""
+    if not job_ids or not _accounting.get("kept", True):
+        return {}
+    try:
+        text = slurm(
+            "sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State,Reason,NodeList"
+        )
+    except FleetError as exc:
+        _accounting["kept"] = False
+        _accounting["why"] = str(exc)
+        return {}
+    _accounting["kept"] = True
+    return parse_sacct(text)
+
+
+# Whether this cluster keeps accounting ("kept"), and why not ("why"), once sacct answered.
+_accounting: dict[str, Any] = {}
+
+
+def accounting_note() -> str:
+    """Where job states come from, for the run's record: "" until sacct was asked."""
+    if "kept" not in _accounting:
+        return ""
+    if _accounting["kept"]:
+        return "squeue, then sacct for jobs squeue has forgotten"
+    return f"squeue only (no accounting: {_accounting['why']})"
+
+
+def parse_sacct(text: str) -> dict[str, JobState]:
+    """``sacct -n -P -X -o JobID,State,Reason,NodeList`` as states: ``CANCELLED by 1000``
+    reads as ``CANCELLED``; the reason ``None`` as ""."""
+    states = {}
+    for line in text.splitlines():
+        cells = line.strip().split("|")
+        if len(cells) != 4 or not cells[0]:
+            continue
+        job_id, state, reason, nodes = cells
+        word = state.split()[0] if state.split() else ""
+        reason = "" if reason == "None" else reason
+        states[job_id] = JobState(job_id, word, reason, "" if nodes == "None assigned" else nodes)
     return states
 
 

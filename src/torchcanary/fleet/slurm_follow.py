@@ -164,7 +164,8 @@ class UnitFollower:
                 return True
             self._forget(unit.job_id)
         if state is None:
-            put(self._lost(unit, f"Slurm no longer knows job {unit.job_id}"))
+            where = slurm_cli.accounting_note()
+            put(self._lost(unit, f"Slurm no longer knows job {unit.job_id} ({where})"))
             return True
         if state.state in LOST_STATES:
             why = f"job {unit.job_id} {state.state} ({state.reason})"

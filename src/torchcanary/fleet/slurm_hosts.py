@@ -61,16 +61,15 @@ def spread_hosts(
     folder = executor.fleet_dir / f"hosts-{secrets.token_hex(6)}"
     folder.mkdir(mode=0o700, parents=True)
     key = secrets.token_hex(16)
+    nodes = slurm_cli.sinfo_nodes(executor.partition)
     spec = {
         "host_class": f"{host_class.__module__}:{host_class.__qualname__}",
         "args": list(args),
-        "addresses": {
-            node.name: node.address for node in slurm_cli.sinfo_nodes(executor.partition)
-        },
+        "addresses": {node.name: node.address for node in nodes},
         "key": key,
     }
     write_private(folder / HOST_SPEC, json.dumps(spec))
-    group = SlurmHostGroup(executor, folder, key, gpus)
+    group = SlurmHostGroup(executor, folder, key, gpus, member_cpus(nodes, gpus))
     step = f"srun --no-kill --kill-on-bad-exit=0 {group.command()}"
     # --no-kill: a node lost (a drill's node-kill) does not end the others' hosts.
     group.submit(["-N", str(count), "--ntasks-per-node=1", "--no-kill"], step)
@@ -83,14 +82,26 @@ def spread_hosts(
     return group
 
 
+def member_cpus(nodes: Sequence[slurm_cli.SlurmNode], gpus: int) -> int:
+    """The CPUs each member's job asks for: all of a node's, so torchrun and its ranks are
+    not squeezed onto one core by the job's cgroup; the smallest usable node with the GPUs
+    a member holds sets the figure (a larger ask would leave that node out). 1 when no
+    such node is listed (Slurm then says why the job waits)."""
+    fitting = [node.cpus for node in nodes if node.usable and node.gpus >= gpus]
+    return max(1, min(fitting)) if fitting else 1
+
+
 class SlurmHostGroup:
     """Members called by index over their connections; a gone member's call is None."""
 
-    def __init__(self, executor: JobOwner, folder: Path, key: str, gpus: int) -> None:
+    def __init__(
+        self, executor: JobOwner, folder: Path, key: str, gpus: int, cpus: int = 1
+    ) -> None:
         self._executor = executor
         self._folder = folder
         self._key = bytes.fromhex(key)
         self._gpus = gpus
+        self._cpus = cpus
         self._jobs: list[str] = []
         self._connections: list[Connection | None] = []
         self._locks: list[threading.Lock] = []
@@ -102,7 +113,7 @@ class SlurmHostGroup:
 
     def submit(self, shape: list[str], script: str) -> None:
         arguments = [
-            "--no-requeue", "-p", self._executor.partition, *shape, "-c", "1",
+            "--no-requeue", "-p", self._executor.partition, *shape, "-c", str(self._cpus),
             f"--export={export_list()}", "-J", "torchcanary-hosts",
             "-o", str(self._folder / f"job-{len(self._jobs)}.log"),
             *self._executor.site.flags(),
