@@ -165,8 +165,9 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
         start_local_cluster,
         stop_local_cluster,
     )
-    from torchcanary.drill.across_nodes import NodeDrillRun
+    from torchcanary.drill.across_nodes import NodeDrillWork
     from torchcanary.drill.netns import why_unavailable
+    from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.ray_connect import connect
 
     plan = RunPlan(
@@ -189,7 +190,7 @@ def _across_nodes(args: argparse.Namespace, faults: Any) -> dict[tuple[str, str]
             connect(address, timeout_s=60) as fleet,
         ):
             # Each node here is labelled a profile of its own: a mix, named as such.
-            venue = NodeDrillRun(fleet, address, args.nodes, mixed=True)
+            venue = NodesVenue(NodeDrillWork(fleet, address, args.nodes, mixed=True))
             outcome = execute(plan, store, Path(scratch) / "out", Progress(), venue)
             view = load_run_view(store, outcome.run_id)
             return {(r.key, r.env_role): r for r in view.sections["drill"]}

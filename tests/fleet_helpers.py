@@ -38,7 +38,7 @@ def unit_ends(
 
 
 def without_devices(results: Sequence[UnitResult]) -> list[UnitResult]:
-    """A unit's results without its first piece, what it was given (``fleet/devices.py``)."""
+    """A unit's results without its first piece, what it was given (``node_kit/devices.py``)."""
     return [r for r in results if (r.output or {}).get("op") != DEVICES_OP]
 
 
@@ -54,7 +54,8 @@ def candidate_node_drills(
     """The candidate's drills on ``nodes`` nodes of the cluster at ``address``: the outcome,
     the drill rows by key, and the placement artifact, with the cluster still connected."""
     from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillRun
+    from torchcanary.drill.across_nodes import NODE_DRILL_ARTIFACT, NodeDrillWork
+    from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.ray_connect import connect
     from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
@@ -70,7 +71,7 @@ def candidate_node_drills(
     )
     with SqliteStore(tmp_path / "canary.db") as store, connect(address, timeout_s=60) as fleet:
         # The test clusters label each node a profile of its own: a mix, named as such.
-        venue = NodeDrillRun(fleet, address, nodes, roles=("candidate",), mixed=True)
+        venue = NodesVenue(NodeDrillWork(fleet, address, nodes, roles=("candidate",), mixed=True))
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         rows = {r.key: r for r in load_run_view(store, outcome.run_id).sections["drill"]}
         placed = next(
@@ -85,7 +86,7 @@ def drill_processes_left(
     placed: dict[str, Any], nodes: range, role: str = "candidate"
 ) -> list[int]:
     """The ``role`` drill's processes still alive on ``nodes`` (should be none)."""
-    from torchcanary.fleet.rank_host import node_token
+    from torchcanary.node_kit.rank_host import node_token
     from torchcanary.process_set import processes_with_token
 
     token = placed["placed"][role]["token"]

@@ -23,7 +23,7 @@ from local_cluster import (
     stop_local_cluster,
 )
 from torchcanary.drill.drill_host import why_not_strikable
-from torchcanary.fleet.rank_host import UNPRIVILEGED_VARIABLE
+from torchcanary.node_kit.rank_host import UNPRIVILEGED_VARIABLE
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
@@ -123,8 +123,9 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
     drill_cluster, tmp_path: Path
 ) -> None:
     # Before the drill test: that one kills a node.
-    from torchcanary.bench.across_nodes import NodeBenchRun
+    from torchcanary.bench.across_nodes import NodeBench
     from torchcanary.bench.result import BenchMeasured, from_rows
+    from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.ray_connect import connect
     from torchcanary.store.history import HistoryFilter, history
 
@@ -138,7 +139,7 @@ def test_bench_across_two_nodes_stores_judged_collectives_with_busbw_per_profile
         SqliteStore(tmp_path / "canary.db") as store,
         connect(drill_cluster.address, timeout_s=60) as fleet,
     ):
-        venue = NodeBenchRun(fleet, drill_cluster.address, 2, mixed=True)
+        venue = NodesVenue(NodeBench(fleet, drill_cluster.address, 2, mixed=True))
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         view = load_run_view(store, outcome.run_id)
         ((profile, node),) = store.run_profiles(outcome.run_id).items()

@@ -24,12 +24,13 @@ from fleet_helpers import fleet_run_args, require_ray, stored_rows, unit_ends
 from local_cluster import SMOKE, local_node_args, start_local_cluster, stop_local_cluster
 from torchcanary.claims.records import save_probe_result
 from torchcanary.errors import ConfigError, FleetError
-from torchcanary.fleet.across_nodes import gpus_across, placed_profile
-from torchcanary.fleet.devices import shortfall
+from torchcanary.fleet.across_nodes import gpus_across
 from torchcanary.fleet.driver import _decide as fleet_decide
 from torchcanary.fleet.executor import Assignment
 from torchcanary.fleet.unit import WorkUnit
 from torchcanary.hardware_profile import FleetNode, HardwareProfile
+from torchcanary.node_kit.devices import shortfall
+from torchcanary.nodes_work import placed_profile
 from torchcanary.plan import RunPlan
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 from torchcanary.store.rows import SectionResult

@@ -17,7 +17,7 @@ import pytest
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
 from torchcanary.drill.netns import why_unavailable
-from torchcanary.fleet.node_link import HOLDER_NAME
+from torchcanary.node_kit.node_link import HOLDER_NAME
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
@@ -75,8 +75,9 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
 ) -> None:
     """Before the drills: their node kill takes a node for good. Off loopback, a rank's
     gloo must bind to the address the other nodes reach it at, or the group never forms."""
-    from torchcanary.bench.across_nodes import NodeBenchRun
+    from torchcanary.bench.across_nodes import NodeBench
     from torchcanary.bench.result import BenchMeasured, from_rows
+    from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.ray_connect import connect
 
     bench = {
@@ -97,7 +98,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
         connect(bridged_cluster.address, timeout_s=60) as fleet,
     ):
         # Each node is labelled a profile of its own: a mix, named as such.
-        venue = NodeBenchRun(fleet, bridged_cluster.address, 2, mixed=True)
+        venue = NodesVenue(NodeBench(fleet, bridged_cluster.address, 2, mixed=True))
         outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
         view = load_run_view(store, outcome.run_id)
     (scoped,) = view.profiles.values()
@@ -151,7 +152,7 @@ def test_a_cut_and_a_slowed_link_between_two_nodes_are_struck_on_the_node_and_un
 def test_nodes_in_one_network_stack_share_an_identity_and_a_namespace_has_its_own(
     bridged_cluster,
 ) -> None:
-    from torchcanary.fleet.node_link import network_identity
+    from torchcanary.node_kit.node_link import network_identity
 
     ask = [
         sys.executable,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from torchcanary.envs.prepare import prepare_environments
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.runner import prepare_environments, record_manifests
+from torchcanary.runner import record_manifests
 
 pytestmark = pytest.mark.torch_envs
 

@@ -188,8 +188,8 @@ class Section(abc.ABC):
     @property
     def across_nodes(self) -> Callable[..., Any] | None:
         """What ``--fleet ADDR --nodes N`` runs: ``(executor, address, nodes, **options) ->
-        runner.Venue``, spreading a plan of this section alone over N nodes (None: it does
-        not run across nodes)."""
+        nodes_work.NodesWork``, spreading a plan of this section alone over N nodes (None:
+        it does not run across nodes). The core makes the run and decides it."""
         return None
 
     @abc.abstractmethod

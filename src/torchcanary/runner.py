@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from torchcanary.accounting import PLANNED_ARTIFACT, declaration, plan_units
-from torchcanary.context import ROLES, RunContext
-from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
-from torchcanary.envs.spec import parse_env_spec
+from torchcanary.context import RunContext
+from torchcanary.envs.cache import Environment
+from torchcanary.envs.prepare import prepare_environments
 from torchcanary.envs.worker_process import CallResult, WorkerProcess, import_root_for
 from torchcanary.errors import CanaryError, EnvBuildError
 from torchcanary.plan import RunPlan
@@ -39,9 +39,8 @@ from torchcanary.results import Manifest
 from torchcanary.section_types import PlannedUnit
 from torchcanary.sections import get_section
 from torchcanary.store.base import ResultStore
+from torchcanary.store.rows import SECTION_FAILURE_PREFIX
 from torchcanary.worker.calls import COLLECT_MANIFEST
-
-SECTION_FAILURE_PREFIX = "section-failure:"
 
 
 @dataclass(frozen=True)
@@ -54,33 +53,6 @@ class RunOutcome:
     # What could not finish (a section, or SECTION@PROFILE on a fleet), and why.
     failures: dict[str, str]
     citation: str = ""  # "run R, digest D": what a team cites (report/evidence.py)
-
-
-def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environment]:
-    """Both environments, built or reused at once: a cold build is mostly pip waiting on
-    downloads and unpacking, and the two do not need each other."""
-    specs = {"baseline": parse_env_spec(plan.baseline), "candidate": parse_env_spec(plan.candidate)}
-    installer = resolve_installer(plan.installer)  # here, not in the threads: see uv_binary
-    environments = {}
-    with progress.task("environments", total=len(ROLES)) as task:
-
-        def ensure(role: str) -> Environment:
-            return ensure_environment(
-                role,
-                specs[role],
-                installer=installer,
-                progress=lambda message: task.status(f"{role}: {message}"),
-            )
-
-        with ThreadPoolExecutor(max_workers=len(ROLES)) as pool:
-            pending = {role: pool.submit(ensure, role) for role in ROLES}
-            for role in ROLES:
-                environments[role] = pending[role].result()
-                task.advance(f"{role}: {specs[role].text}")
-    for role, env in environments.items():
-        how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
-        progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
-    return environments
 
 
 def record_manifests(ctx: RunContext) -> None:

@@ -41,19 +41,16 @@ from torchcanary.bench.section import (
 from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
-from torchcanary.fleet.across_nodes import placed_profile
 from torchcanary.hardware_profile import FleetNode
-from torchcanary.policy import Decision, decide
+from torchcanary.nodes_work import NodesRun, Placement, placed_profile
+from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
-from torchcanary.report.view import load_run_view
-from torchcanary.runner import RunInputs, start_run
 from torchcanary.section_types import PlannedUnit
-from torchcanary.store.base import ResultStore
 from torchcanary.store.rows import BOTH, SectionResult
 from torchcanary.worker.bench.specs import COLLECTIVE, benchmark_id
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.executor import Executor
+    from torchcanary.node_kit.host_group import NodeFleet
 
 NODE_BENCH_ARTIFACT = "node_bench.json"
 FAMILY = "collectives"
@@ -88,26 +85,30 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
 
 
 def venue(
-    executor: Executor, address: str, nodes: int, gpus: int = 0, mixed: bool = False, **_: Any
-) -> NodeBenchRun:
-    """The bench's ``across_nodes`` part of the section contract (``sections.py``)."""
-    return NodeBenchRun(executor, address, nodes, gpus, mixed)
+    executor: NodeFleet, address: str, nodes: int, gpus: int = 0, mixed: bool = False, **_: Any
+) -> NodeBench:
+    """The bench's ``across_nodes`` part of the section contract (``contract.py``)."""
+    return NodeBench(executor, address, nodes, gpus, mixed)
 
 
 @dataclass
-class NodeBenchRun:
-    """The venue of the collectives across ``nodes`` nodes, baseline against candidate,
-    stored and judged (``runner.execute`` drives it)."""
+class NodeBench:
+    """The collectives across ``nodes`` nodes, baseline against candidate, stored and
+    judged (a ``nodes_work.NodesWork``: the fleet's venue makes and decides the run)."""
 
-    executor: Executor
+    executor: NodeFleet
     address: str
     nodes: int
     gpus: int = 0  # each rank host's GPUs
     mixed: bool = False  # --fleet-mixed: nodes of several profiles, under mixed:A,B
     _held: _Held | None = None
 
-    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
-        settings = BenchSettings.from_json(run.plan.section_settings(SECTION))
+    @property
+    def label(self) -> str:
+        return f"collectives across {self.nodes} nodes"
+
+    def place(self, plan: RunPlan, progress: Progress) -> Placement:
+        settings = BenchSettings.from_json(plan.section_settings(SECTION))
         seed = settings.seed or random.SystemRandom().randrange(1, 2**31)
         if FAMILY not in settings.families:
             node_specs(settings, self.nodes, False)  # raises, before any node is held
@@ -116,26 +117,25 @@ class NodeBenchRun:
         try:
             placed = [profiles.get(place.node_id) for place in ranks.places]
             profile = placed_profile([_key(found) for found in placed], self.mixed)
-            ranks.prepare(run.plan.to_json())
+            ranks.prepare(plan.to_json())
             gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
             specs = node_specs(settings, self.nodes, gpus)
-            node = "+".join(place.node_id for place in ranks.places)
-            run_id = start_run(run.store, run.plan, resume_run_id)
         except BaseException:
             ranks.close()
             raise
-        where = f"collectives across {self.nodes} nodes"
-        run.progress.note(f"run {run_id} -> {run.store.location} ({where})")
-        scoped = run.store.scoped(node, profile)
-        self._held = _Held(settings, seed, ranks, placed, specs, scoped, profile)
-        return run_id
+        self._held = _Held(settings, seed, ranks, placed, specs, profile)
+        return Placement("+".join(place.node_id for place in ranks.places), profile)
 
-    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
-        assert self._held is not None, "open() comes first"
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.ranks.close()
+
+    def carry_out(self, run: NodesRun) -> None:
+        assert self._held is not None, "place() comes first"
         held = self._held
         try:
             ctx = RunContext(
-                run_id, held.scoped, run.plan, {}, run.output_dir, run.output_dir, run.progress
+                run.run_id, run.results, run.plan, {}, run.output_dir, run.output_dir, run.progress
             )
             rng = random.Random(held.seed)
             measured = _measure(held.ranks, held.specs, held.settings, rng, run.progress)
@@ -154,7 +154,7 @@ class NodeBenchRun:
             )
         ]
         run.store.save_artifact(
-            run_id,
+            run.run_id,
             NODE_BENCH_ARTIFACT,
             "application/json",
             json.dumps(
@@ -167,44 +167,23 @@ class NodeBenchRun:
                 }
             ).encode(),
         )
-        return {}
 
-    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+    def planned_units(self, plan: RunPlan) -> dict[str, list[PlannedUnit]]:
         """The collectives across the nodes: each op and size, compared (``both``)."""
-        assert self._held is not None, "open() comes first"
+        assert self._held is not None, "place() comes first"
         return {SECTION: [PlannedUnit(spec["id"], BOTH) for spec in self._held.specs]}
-
-    def decide(
-        self, run: RunInputs, run_id: str, failures: dict[str, str]
-    ) -> tuple[Decision, dict[str, Any]]:
-        assert self._held is not None, "open() comes first"
-        profile = self._held.profile
-        view = load_run_view(self._held.scoped, run_id)
-        planned = self.planned_units(run)
-        own = decide(view, run.plan.policy, (SECTION,), {}, planned=planned)
-        decision = Decision(
-            own.go,
-            tuple(f"[{profile}] {reason}" for reason in own.reasons),
-            tuple(f"[{profile}] {warning}" for warning in own.warnings),
-            own.not_checked,
-        )
-        return decision, {}
-
-    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
-        pass
 
 
 @dataclass(frozen=True)
 class _Held:
-    """What a node bench holds between making its run and measuring: the ranks placed,
-    the benchmarks they can run, and the store scoped to their nodes and profile."""
+    """What a node bench holds between placing its ranks and measuring: the ranks, the
+    nodes they landed on, the benchmarks they can run, and the one profile."""
 
     settings: BenchSettings
     seed: int
     ranks: NodeRanks
     placed: list[FleetNode | None]
     specs: list[dict[str, Any]]
-    scoped: ResultStore
     profile: str
 
 

@@ -1,7 +1,7 @@
 """The bench's collective ranks across nodes: one rank per Ray node, fresh for each call.
 
 The ranks are the bench's own (``worker/bench/collectives.py:rank_main``, through
-``worker/rank_main``), started by a :class:`~torchcanary.fleet.rank_host.RankHost` on each
+``worker/rank_main``), started by a :class:`~torchcanary.node_kit.rank_host.RankHost` on each
 of N nodes of a STRICT_SPREAD placement group, the group's address at node 0. Each answer
 is what the local collectives return (batches of the slowest rank's seconds per op, or why
 an op skipped or failed), so ``bench --fleet --nodes`` (``bench/across_nodes.py``) judges
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
-from torchcanary.fleet.rank_host import RankHost
+from torchcanary.node_kit.rank_host import RankHost
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.executor import Executor, HostPlace
+    from torchcanary.node_kit.host_group import HostPlace, NodeFleet
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class NodeRanks:
     candidate on the same nodes. ``close`` ends them all.
     """
 
-    def __init__(self, executor: Executor, nodes: int, gpus: int = 0) -> None:
+    def __init__(self, executor: NodeFleet, nodes: int, gpus: int = 0) -> None:
         self.nodes = nodes
         self._group = executor.spread(RankHost, nodes, [secrets.token_hex(8)], gpus=gpus)
         self.facts: list[dict[str, Any]] = []

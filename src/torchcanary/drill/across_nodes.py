@@ -21,43 +21,43 @@ from torchcanary.drill.node_drill import DEFAULT_NODE_DRILLS, NodeDrills
 from torchcanary.drill.result import DrillVerdict, drill_record
 from torchcanary.drill.section import SECTION
 from torchcanary.drill.settings import parse_settings
-from torchcanary.policy import Decision, decide
-from torchcanary.report.view import load_run_view
-from torchcanary.runner import RunInputs, start_run
+from torchcanary.nodes_work import NodesRun
+from torchcanary.plan import RunPlan
+from torchcanary.progress import Progress
 from torchcanary.section_types import PlannedUnit
 from torchcanary.store.rows import SectionResult
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.executor import Executor
+    from torchcanary.node_kit.host_group import NodeFleet
 
 NODE_DRILL_ARTIFACT = "node_drill.json"
 
 
 def venue(
-    executor: Executor,
+    executor: NodeFleet,
     address: str,
     nodes: int,
     shared_dir: Path | None = None,
     gpus: int = 0,
     mixed: bool = False,
     **_: Any,
-) -> NodeDrillRun:
-    """The drill's ``across_nodes`` part of the section contract (``sections.py``);
+) -> NodeDrillWork:
+    """The drill's ``across_nodes`` part of the section contract (``contract.py``);
     ``shared_dir`` is ``--shared-dir``, the checkpoints' folder every node sees."""
-    return NodeDrillRun(executor, address, nodes, shared_dir=shared_dir, gpus=gpus, mixed=mixed)
+    return NodeDrillWork(executor, address, nodes, shared_dir=shared_dir, gpus=gpus, mixed=mixed)
 
 
 @dataclass
-class NodeDrillRun:
-    """The venue of every configured drill, in each of ``roles``' environments, on ``nodes``
-    nodes (``runner.execute`` drives it).
+class NodeDrillWork:
+    """Every configured drill, in each of ``roles``' environments, on ``nodes`` nodes (a
+    ``nodes_work.NodesWork``: the fleet's venue makes and decides the run).
 
     Each environment gets its own placement group: a drill that kills a node leaves the
     next environment to the nodes still alive. Checkpoints go under ``shared_dir``, which
     every node must see (default: the output folder, which a cluster on one machine shares).
     """
 
-    executor: Executor
+    executor: NodeFleet
     address: str
     nodes: int
     roles: tuple[str, ...] = ROLES
@@ -65,23 +65,26 @@ class NodeDrillRun:
     gpus: int = 0  # each rank host's GPUs
     mixed: bool = False  # --fleet-mixed: nodes of several profiles, named mixed:A,B
 
-    def open(self, run: RunInputs, resume_run_id: str | None) -> str:
-        run_id = start_run(run.store, run.plan, resume_run_id)
-        run.progress.note(
-            f"run {run_id} -> {run.store.location} (drills across {self.nodes} nodes)"
-        )
-        return run_id
+    @property
+    def label(self) -> str:
+        return f"drills across {self.nodes} nodes"
 
-    def planned_units(self, run: RunInputs) -> dict[str, list[PlannedUnit]]:
+    def place(self, plan: RunPlan, progress: Progress) -> None:
+        """Nothing held yet: each environment places its own ranks when its turn comes."""
+
+    def release(self) -> None:
+        pass
+
+    def planned_units(self, plan: RunPlan) -> dict[str, list[PlannedUnit]]:
         """Each drill across the nodes, one trial in each environment."""
-        units = [PlannedUnit(s.key, role, 1) for s in _node_drills(run) for role in self.roles]
+        units = [PlannedUnit(s.key, role, 1) for s in _node_drills(plan) for role in self.roles]
         return {SECTION: units}
 
-    def carry_out(self, run: RunInputs, run_id: str) -> dict[str, str]:
-        specs = _node_drills(run)
+    def carry_out(self, run: NodesRun) -> None:
+        specs = _node_drills(run.plan)
         placed: dict[str, dict[str, object]] = {}
         for role in self.roles:
-            shared = self.shared_dir or run.output_dir / "work" / run_id
+            shared = self.shared_dir or run.output_dir / "work" / run.run_id
             drills = NodeDrills(
                 self.executor,
                 run.plan.to_json(),
@@ -104,31 +107,22 @@ class NodeDrillRun:
                     for spec in specs:
                         outcome = _run_one(drills, spec)
                         record = drill_record(spec.key, role, outcome.verdict, outcome.payload)
-                        run.store.save_section_result(run_id, SectionResult.of(SECTION, record))
+                        run.results.save_section_result(
+                            run.run_id, SectionResult.of(SECTION, record)
+                        )
                         task.advance(f"{role} {spec.key}: {outcome.verdict.value}")
             finally:
                 drills.close()
         where = {"address": self.address, "nodes": self.nodes, "placed": placed}
         run.store.save_artifact(
-            run_id, NODE_DRILL_ARTIFACT, "application/json", json.dumps(where).encode()
+            run.run_id, NODE_DRILL_ARTIFACT, "application/json", json.dumps(where).encode()
         )
-        return {}
-
-    def decide(
-        self, run: RunInputs, run_id: str, failures: dict[str, str]
-    ) -> tuple[Decision, dict[str, Any]]:
-        view = load_run_view(run.store, run_id)
-        planned = self.planned_units(run)
-        return decide(view, run.plan.policy, run.plan.sections, failures, planned=planned), {}
-
-    def close(self, run: RunInputs, run_id: str, failures: dict[str, str]) -> None:
-        pass
 
 
-def _node_drills(run: RunInputs) -> list[DrillSpec]:
+def _node_drills(plan: RunPlan) -> list[DrillSpec]:
     """The drills a run across nodes does: its configured ones (the node drills where it
     kept a drill on one machine's defaults), node kills last."""
-    settings = parse_settings(run.plan.section_settings(SECTION))
+    settings = parse_settings(plan.section_settings(SECTION))
     if settings.faults == DEFAULT_DRILLS:  # the defaults of a drill on one machine
         settings = replace(settings, faults=DEFAULT_NODE_DRILLS)
     return in_node_order(settings.specs())

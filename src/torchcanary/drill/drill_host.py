@@ -1,11 +1,11 @@
 """One node's share of a multi-node drill: its torchrun, its store, its faults.
 
-The host the fleet places on each node (``fleet/rank_host.py``: the node's environments
+The host the fleet places on each node (``node_kit/rank_host.py``: the node's environments
 and cleanup), with what a drill adds (``drill/node_drill.py`` drives it from the driver):
 it starts one torchrun for this node (one rank), hosts the rendezvous store when asked,
 hands its job events to the driver, and strikes the faults that must happen on this node:
 killing its rank, hanging it, killing the whole node, or cutting or slowing its link to
-the other nodes (``fleet/node_link.py``).
+the other nodes (``node_kit/node_link.py``).
 
 Every fault is checked before it is tried: one this node cannot strike comes back as a
 reason ("needs root", ...), never as a half-done fault.
@@ -25,9 +25,9 @@ from typing import Any
 
 from torchcanary.drill.catalog import DrillSpec
 from torchcanary.drill.launch import Area, Launcher
-from torchcanary.fleet.node_daemon import daemon_owner, node_daemon
-from torchcanary.fleet.node_link import HeldChange, device_holding, is_loopback
-from torchcanary.fleet.rank_host import RankHost
+from torchcanary.node_kit.node_daemon import daemon_owner, node_daemon
+from torchcanary.node_kit.node_link import HeldChange, device_holding, is_loopback
+from torchcanary.node_kit.rank_host import RankHost
 from torchcanary.process_set import ProcessSet
 from torchcanary.worker.drill.events import read_events
 
@@ -174,7 +174,7 @@ class DrillHost(RankHost):
 
     def _kill_node(self) -> dict[str, Any]:
         """The whole node dies at once: every drill process here, then the engine's daemon
-        (``fleet/node_daemon.py``: Ray's raylet, this process's parent; Slurm's slurmd and
+        (``node_kit/node_daemon.py``: Ray's raylet, this process's parent; Slurm's slurmd and
         the job's step daemons), then this host; the node is dead to the cluster."""
         struck_t = time.time()
         doomed, what = node_daemon()

@@ -6,7 +6,7 @@ hosts the rendezvous store, every node runs one torchrun (one rank) that rendezv
 the others over the network at the store's address, and the faults strike on the target
 node (``target_rank``, a node index here): its rank killed or stopped, the whole node
 killed (its drill processes and its Ray raylet), or its link to the other nodes cut or
-slowed by the node itself (``fleet/node_link.py``), which undoes it on its own.
+slowed by the node itself (``node_kit/node_link.py``), which undoes it on its own.
 
 Detection, recovery and lost work are measured by the same code as a drill on one machine
 (``drill/timeline.py``, ``trajectory.py``) from the events every node sends back. The
@@ -32,10 +32,10 @@ from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
 from torchcanary.drill.drill_host import DrillHost, why_not_strikable
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drill.result import DrillVerdict
-from torchcanary.fleet.across_nodes import placed_profile
+from torchcanary.nodes_work import placed_profile
 
 if TYPE_CHECKING:
-    from torchcanary.fleet.executor import Executor, HostGroup
+    from torchcanary.node_kit.host_group import HostGroup, NodeFleet
 
 POLL_S = 0.2
 # What a drill across nodes can do today; the others say so (not-checkable).
@@ -89,7 +89,7 @@ class NodeDrills:
 
     def __init__(
         self,
-        executor: Executor,
+        executor: NodeFleet,
         plan_json: Mapping[str, Any],
         role: str,
         nodes: int,

@@ -15,7 +15,7 @@ recorded as lost, never silently missing; ``--resume`` sends again only the unit
 Each unit holds its node's GPUs and other accelerators (or ``--fleet-gpus N`` of them),
 and its ledger row keeps what it asked for and what it saw (``devices``). A unit that saw
 fewer GPUs than its profile has ran nothing: its row is ``not checked`` with why, the
-reports say so, and the decision warns (``fleet/devices.py``).
+reports say so, and the decision warns (``node_kit/devices.py``).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-from torchcanary.fleet.devices import unit_view
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.node_kit.devices import unit_view
 
 _TOOL_TIMEOUT_S = 10.0
 # The first piece of every unit: what the unit was given, as its engine set it.
@@ -54,7 +54,7 @@ def stream_unit(unit_json: str) -> Iterator[str]:
     """Run one unit whose worker yields its output piece by piece; each piece goes home now.
 
     Each piece comes back as a PARTIAL result, the first saying what the unit was given
-    (``{"op": "devices", "unit": ...}``, see ``fleet/devices.py``); the last result is OK,
+    (``{"op": "devices", "unit": ...}``, see ``node_kit/devices.py``); the last result is OK,
     or FAILED with the first line of what the worker raised (pieces sent before it stay
     sent).
     """

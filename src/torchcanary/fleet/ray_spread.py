@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from torchcanary.errors import FleetError
-from torchcanary.fleet.executor import HostGroup, HostPlace
+from torchcanary.node_kit.host_group import HostGroup, HostPlace
 
 
 def spread_group(

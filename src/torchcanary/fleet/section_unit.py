@@ -9,7 +9,7 @@ mid-section loses only what had not finished.
 
 Before the section runs, each environment counts its devices in a fresh worker and the
 count goes home (``{"op": "devices", "roles": ...}``); a unit that saw fewer GPUs than the
-driver expected runs nothing and says so (``fleet/devices.py:shortfall``): a GPU claim
+driver expected runs nothing and says so (``node_kit/devices.py:shortfall``): a GPU claim
 answered on fewer GPUs than the profile has must not be filed as checked.
 """
 
@@ -27,16 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from torchcanary.context import RunContext
+from torchcanary.envs.prepare import prepare_environments
 from torchcanary.envs.worker_process import WorkerProcess
-from torchcanary.fleet.devices import shortfall
 from torchcanary.fleet.relay import Record, RelayStore
+from torchcanary.node_kit.devices import shortfall
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import run_so_far
-from torchcanary.runner import SECTION_FAILURE_PREFIX, import_root, prepare_environments
+from torchcanary.runner import import_root
 from torchcanary.runner import record_manifests as runner_record_manifests
 from torchcanary.sections import get_section
-from torchcanary.store.rows import RunRow
+from torchcanary.store.rows import SECTION_FAILURE_PREFIX, RunRow
 from torchcanary.worker.calls import DEVICE_VIEW
 
 _DONE = object()

@@ -21,10 +21,10 @@ from typing import Any
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
-from torchcanary.fleet.devices import GPU_VARIABLES, listed
 from torchcanary.fleet.slurm_cli import SlurmNode
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
+from torchcanary.node_kit.devices import GPU_VARIABLES, listed
 
 GroupKey = tuple[tuple[str, ...], tuple[str, ...], int]
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
-from torchcanary.fleet.executor import Assignment, Executor, HostGroup
+from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.secrets import strip_data, strip_env
 from torchcanary.fleet.signed_lines import new_key, sign, write_private
 from torchcanary.fleet.slurm_discovery import GroupKey, GroupReader, group_key, merge_notes
@@ -47,6 +47,7 @@ from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
 from torchcanary.fleet.slurm_site import SlurmSite
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
 from torchcanary.hardware_profile import PROFILE_LABEL, FleetNode, HardwareProfile
+from torchcanary.node_kit.host_group import HostGroup
 
 # How long discovery waits for a free node of a group (every one may be busy).
 DISCOVERY_TIMEOUT_S = 600.0

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from torchcanary.errors import FleetError
 from torchcanary.fleet import slurm_cli
-from torchcanary.fleet.executor import HostGroup, HostPlace
 from torchcanary.fleet.signed_lines import write_private
 from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_node import HOST_SPEC, STOP, host_file
 from torchcanary.fleet.slurm_site import SlurmSite
+from torchcanary.node_kit.host_group import HostGroup, HostPlace
 
 
 class JobOwner(Protocol):

@@ -22,10 +22,10 @@ from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from torchcanary.fleet.devices import visible_variables
 from torchcanary.fleet.node_side import collect_hardware_facts, stream_unit
 from torchcanary.fleet.signed_lines import PRIVATE_UMASK, Refused, read_key, sign, verify
 from torchcanary.fleet.unit import UnitResult
+from torchcanary.node_kit.devices import visible_variables
 
 BEAT_S = 1.0
 HOST_SPEC = "spec.json"

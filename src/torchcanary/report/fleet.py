@@ -48,7 +48,7 @@ def _status_text(status: str, noticed: float | None) -> str:
 
 
 def _devices(view: RunView, profile: str, section: str) -> dict[str, Any]:
-    """What a unit asked its engine for and what it saw (``fleet/devices.py``)."""
+    """What a unit asked its engine for and what it saw (``node_kit/devices.py``)."""
     for r in view.profiles[profile].sections.get(LEDGER_SECTION, []):
         if r.key == section:
             return dict(r.payload.get("devices") or {})

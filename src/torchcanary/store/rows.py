@@ -11,6 +11,8 @@ from torchcanary.results import Manifest, SectionRecord
 # environments together (not one of them).
 SUMMARY_KEY = "__summary__"
 BOTH = "both"
+# The artifact that keeps a section's traceback when it broke (on this machine or a node).
+SECTION_FAILURE_PREFIX = "section-failure:"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def available_devices() -> tuple[str, ...]:
 
 # The variables through which an engine hands a process its devices, by vendor (defined
 # here, on the in-environment side, which may import nothing of the orchestrator's;
-# ``fleet/devices.py`` reads them from here).
+# ``node_kit/devices.py`` reads them from here).
 VISIBLE_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",

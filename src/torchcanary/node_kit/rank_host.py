@@ -25,12 +25,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torchcanary.fleet.devices import unit_view
-from torchcanary.fleet.node_link import device_holding, is_loopback, network_identity
+from torchcanary.envs.prepare import prepare_environments
+from torchcanary.envs.worker_process import import_root_for
+from torchcanary.node_kit.devices import unit_view
+from torchcanary.node_kit.node_link import device_holding, is_loopback, network_identity
 from torchcanary.plan import RunPlan
 from torchcanary.process_set import ProcessSet
 from torchcanary.progress import Progress
-from torchcanary.runner import import_root, prepare_environments
 from torchcanary.worker.calls import RANK_MAIN
 
 # A test (or an operator) can make a node act as if it had no privileges, to see the
@@ -82,7 +83,9 @@ class RankHost:
         environments = prepare_environments(plan, Progress(quiet=True))
         self.pythons = {name: environment.python for name, environment in environments.items()}
         self.python = self.pythons[role]
-        self.import_root = import_root(plan, self.root)
+        # Work across nodes is a plan of the bench or the drill alone, whose workers import
+        # torchcanary only (no probe modules of the claims').
+        self.import_root = import_root_for(("torchcanary",), self.root / "import-root")
         return {
             "index": self.index,
             "host": socket.gethostname(),
