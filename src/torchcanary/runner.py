@@ -10,6 +10,7 @@ section could not finish.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import traceback
@@ -20,8 +21,10 @@ from typing import Any, Protocol
 
 from torchcanary.accounting import PLANNED_ARTIFACT, declaration, plan_units
 from torchcanary.context import ROLES, RunContext
+from torchcanary.envs import companions
 from torchcanary.envs.cache import Environment, ensure_environment, resolve_installer
-from torchcanary.envs.spec import parse_env_spec
+from torchcanary.envs.companions import Companion
+from torchcanary.envs.spec import EnvSpec, parse_env_spec
 from torchcanary.envs.worker_process import CallResult, WorkerProcess, import_root_for
 from torchcanary.errors import CanaryError, EnvBuildError
 from torchcanary.plan import RunPlan
@@ -60,6 +63,8 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
     """Both environments, built or reused at once: a cold build is mostly pip waiting on
     downloads and unpacking, and the two do not need each other."""
     specs = {"baseline": parse_env_spec(plan.baseline), "candidate": parse_env_spec(plan.candidate)}
+    sets = {role: requirement_set_companions(role, specs[role], plan.companions) for role in specs}
+    specs = {role: sets[role][0] for role in specs}
     installer = resolve_installer(plan.installer)  # here, not in the threads: see uv_binary
     environments = {}
     with progress.task("environments", total=len(ROLES)) as task:
@@ -78,9 +83,54 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
                 environments[role] = pending[role].result()
                 task.advance(f"{role}: {specs[role].text}")
     for role, env in environments.items():
+        companions = sets[role][1] + command_companions(role, env.torch_version, plan)
+        environments[role] = env = dataclasses.replace(env, companions=companions)
+        for companion in companions:
+            paired = f" (paired; {companion.given} was given)" if companion.paired else ""
+            progress.note(f"{role}: {companion.name} {companion.build}{paired}")
         how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
         progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
     return environments
+
+
+def requirement_set_companions(
+    role: str, spec: EnvSpec, mode: str
+) -> tuple[EnvSpec, tuple[Companion, ...]]:
+    """The family members a requirement set names, paired with its exact torch pin before
+    it is built; with ``auto`` the spec carries the pairs (a set without an exact pin is
+    left to the installer)."""
+    torch_version = companions.torch_pin(spec.requirements)
+    if spec.kind != "requirements" or torch_version is None:
+        return spec, ()
+    found = companions.pair(
+        role,
+        torch_version,
+        spec.requirements,
+        cwd=Path.cwd(),
+        mode=mode,
+        source=f"--{role} {spec.text!r}",
+    )
+    paired = tuple(companions.apply(spec.requirements, found))
+    return dataclasses.replace(spec, requirements=paired), found
+
+
+def command_companions(role: str, torch_version: str, plan: RunPlan) -> tuple[Companion, ...]:
+    """The family members the user's command installs (``--with`` and the projects it
+    names, in every section that takes one), paired with this side's torch: refused here,
+    before any section runs, where a pin cannot match."""
+    found: dict[tuple[str, str], Companion] = {}
+    for section in plan.sections:
+        settings = plan.section_settings(section)
+        for companion in companions.pair(
+            role,
+            torch_version,
+            [str(r) for r in settings.get("with", ())],
+            cwd=Path(str(settings.get("cwd", "."))),
+            mode=plan.companions,
+            source="--with",
+        ):
+            found.setdefault((companion.given, companion.source), companion)
+    return tuple(found.values())
 
 
 def record_manifests(ctx: RunContext) -> None:
@@ -115,8 +165,14 @@ def record_manifests(ctx: RunContext) -> None:
             env.torch_version,
             env.build_seconds,
             env.reused,
-            Manifest.from_json(call.value),
+            Manifest.from_json(call.value | {"torch_family": torch_family(env)}),
         )
+
+
+def torch_family(env: Environment) -> list[dict[str, object]]:
+    """This side's torch and each companion with its build: the environment table's rows."""
+    rows: list[dict[str, object]] = [{"name": "torch", "build": env.torch_version}]
+    return rows + [companion.to_json() for companion in env.companions]
 
 
 def import_root(plan: RunPlan, work_dir: Path) -> Path:

@@ -17,7 +17,6 @@ import json
 import re
 import subprocess
 import sys
-
 import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -45,7 +44,6 @@ FAMILY = (
     "torchcodec",
     "fbgemm-gpu",
 )
-MODES = ("as-given", "auto")
 
 
 class CompanionMismatchError(EnvSpecError):
