@@ -271,6 +271,30 @@ def torch_pin(requirements: Sequence[str]) -> str | None:
 
 def apply(requirements: Sequence[str], companions: Sequence[Companion]) -> list[str]:
     """``requirements`` with each pin that ``--companions auto`` replaced swapped for its
-    pair (a project's own dependencies are handled by the install: see ``overlay``)."""
+    pair (a project's own dependencies: :func:`install_order`)."""
     swapped = {c.given: c.pin for c in companions if c.paired}
     return [swapped.get(text, text) for text in requirements]
+
+
+def install_order(
+    requirements: Sequence[str], companions: Sequence[Companion], cwd: Path
+) -> tuple[list[str], list[str]]:
+    """What to install first, and what to install after it without dependencies.
+
+    pip cannot install a project beside another version of a package the project pins, so a
+    project whose pin was paired is installed in two steps: its dependencies (the pin
+    swapped for its pair) with the other requirements, then the project alone.
+    """
+    requirements = apply(requirements, companions)
+    paired = {(c.source, c.given): c.pin for c in companions if c.paired}
+    first: list[str] = []
+    without_deps: list[str] = []
+    for text in requirements:
+        project = project_dependencies(text, cwd)
+        source = f"project {project[0]}" if project else ""
+        if project is None or not any(key[0] == source for key in paired):
+            first.append(text)
+            continue
+        first += [paired.get((source, dep), dep) for dep in project[1]]
+        without_deps.append(text)
+    return first, without_deps
