@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from html import escape
+from typing import Any
 
 from torchcanary.policy import headline
 from torchcanary.report.style import PAGE_CSS
@@ -38,11 +39,53 @@ def _manifests(view: RunView) -> str:
         )
         body += f"<tr><td>{escape(key)}</td>{cells}</tr>"
     head = "".join(f"<th>{escape(r)}: {escape(view.environments[r].spec)}</th>" for r in roles)
+    family = _family_table(view, roles)
     return (
-        f'<section id="environments"><h2>Environments</h2>{banner}<details><summary>'
+        f'<section id="environments"><h2>Environments</h2>{banner}{family}<details><summary>'
         f"full manifests side by side</summary><table><tr><th>fact</th>{head}</tr>{body}"
         "</table></details></section>"
     )
+
+
+def _family_table(view: RunView, roles: list[str]) -> str:
+    """torch and its companions on each side: the release, its build, what it was paired
+    from; a companion whose build label is not torch's is marked (envs/build_mismatch.py)."""
+    sides = {
+        role: {
+            row["name"]: row
+            for row in view.environments[role].manifest.facts.get("torch_family", [])
+        }
+        for role in roles
+    }
+    names = list(dict.fromkeys(name for role in roles for name in sides[role]))
+    if names == ["torch"] or not names:
+        return ""
+    body = ""
+    for name in names:
+        cells = ""
+        for role in roles:
+            row = sides[role].get(name)
+            torch_build = str(sides[role].get("torch", {}).get("build", ""))
+            cells += f"<td>{escape(_family_cell(row, torch_build)) if row else '-'}</td>"
+        body += f"<tr><td>{escape(name)}</td>{cells}</tr>"
+    head = "".join(f"<th>{escape(role)}</th>" for role in roles)
+    return f'<table class="torch-family"><tr><th>torch family</th>{head}</tr>{body}</table>'
+
+
+def _family_cell(row: dict[str, Any], torch_build: str) -> str:
+    build = str(row.get("build", ""))
+    if row.get("name") == "torch":
+        return build
+    text = build
+    if row.get("needs"):
+        text += f", for torch {row['needs']}"
+    if row.get("paired"):
+        text += f" (paired; {row['given']} was given)"
+    own_label = build.partition("+")[2] or "default"
+    torch_label = torch_build.partition("+")[2] or "default"
+    if own_label != torch_label:
+        text += f"; build mismatch: {own_label} build beside torch's {torch_label}"
+    return text
 
 
 def _fact(value: object) -> str:
