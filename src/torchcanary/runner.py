@@ -85,11 +85,11 @@ def prepare_environments(plan: RunPlan, progress: Progress) -> dict[str, Environ
     for role, env in environments.items():
         companions = sets[role][1] + command_companions(role, env.torch_version, plan)
         environments[role] = env = dataclasses.replace(env, companions=companions)
+        how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
+        progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
         for companion in companions:
             paired = f" (paired; {companion.given} was given)" if companion.paired else ""
             progress.note(f"{role}: {companion.name} {companion.build}{paired}")
-        how = "reused from cache" if env.reused else f"built in {env.build_seconds:.0f} s"
-        progress.note(f"{role}: torch {env.torch_version} ({how}) at {env.path}")
     return environments
 
 
