@@ -38,6 +38,7 @@ from torchcanary.drill.user_job import (
     SCRATCH_VARIABLE,
     UserJob,
 )
+from torchcanary.envs.build_mismatch import mismatch_in
 from torchcanary.process_set import ProcessSet
 from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
@@ -330,6 +331,8 @@ class UserJobRunner(DrillRunner):
             return result, None
         death = deaths[0] if deaths else None
         why = death.describe() if death else _first_error(events, procs)
+        mismatch = mismatch_in(f"{why}\n{procs.log_tail('torchrun', 8000)}", self.python)
+        why = f"{mismatch}; {why}" if mismatch else why
         result["reason"] = f"the job fails without any fault (exit code {code}): {why}"
         return result, death
 

@@ -83,6 +83,14 @@ def installed_family(python: str) -> dict[str, Installed]:
     return {name: Installed(build, needs) for name, (build, needs) in found.items()}
 
 
+def mismatch_in(output: str, python: str) -> str | None:
+    """:func:`recognise` against what ``python``'s environment has installed, read only
+    where ``output`` carries a signature (most failures are no mismatch)."""
+    if not any(signature.search(output) for signature in _SIGNATURES):
+        return None
+    return recognise(output, installed_family(python))
+
+
 def recognise(output: str, family: Mapping[str, Installed]) -> str | None:
     """A sentence naming the mismatch ``output`` shows, with both builds and the fix;
     None where the output carries no signature of one or the member is not installed."""

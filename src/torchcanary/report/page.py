@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -47,7 +48,7 @@ def _manifests(view: RunView) -> str:
     )
 
 
-def _family_table(view: RunView, roles: list[str]) -> str:
+def _family_table(view: RunView, roles: Sequence[str]) -> str:
     """torch and its companions on each side: the release, its build, what it was paired
     from; a companion whose build label is not torch's is marked (envs/build_mismatch.py)."""
     sides = {

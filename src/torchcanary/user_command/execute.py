@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchcanary.envs import companions
-from torchcanary.envs.build_mismatch import installed_family, recognise
+from torchcanary.envs.build_mismatch import mismatch_in
 from torchcanary.envs.cache import Environment
 from torchcanary.user_command.command import UserCommand, command_env
 from torchcanary.user_command.events import SuiteEvents, command_warnings, read_events
@@ -69,12 +69,13 @@ class RoleRunner:
             )
         except (OverlayError, OSError) as exc:
             return InstallOutcome(False, packages, 0.0, f"cannot create the overlay: {exc}")
-        self.note(
-            f"stack: installing {' '.join(packages) or 'nothing'} into the {self.role} "
-            f"overlay (torch {self.environment.torch_version})"
-        )
         first, without_deps = companions.install_order(
             packages, self.environment.companions, Path(self.settings.cwd)
+        )
+        alone = f" (then {' '.join(without_deps)} without its dependencies)" if without_deps else ""
+        self.note(
+            f"stack: installing {' '.join(first) or 'nothing'}{alone} into the {self.role} "
+            f"overlay (torch {self.environment.torch_version})"
         )
         return install(
             self.overlay,
@@ -193,7 +194,7 @@ class RoleRunner:
             return detail
         if isinstance(output, CommandOutcome):
             output = "\n".join([output.stderr_tail, output.stdout_tail])
-        mismatch = recognise(output, installed_family(self.overlay.python))
+        mismatch = mismatch_in(output, self.overlay.python)
         return f"{mismatch}; {detail}" if mismatch else detail
 
     def _continue(
