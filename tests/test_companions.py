@@ -108,9 +108,9 @@ def test_torchvision_projects_run_paired_per_side_and_the_cpu_build_mismatch_is_
     assert "- candidate (torch 2.14.1+cu130): passed - exited with status 0: 2 passed" in summary
     page = (out / "report.html").read_text()
     assert (
-        "<tr><td>torchvision</td><td>0.28.0+cu130, for torch 2.13.0; build mismatch: cu130 "
-        "build beside torch&#x27;s cpu</td><td>0.29.1+cu130, for torch &gt;=2.14.0 (paired; "
-        "torchvision==0.28.0 was given)</td></tr>"
+        f"<tr><td>torchvision (project {project / 'exact'})</td><td>0.28.0+cu130, for torch "
+        "2.13.0; build mismatch: cu130 build beside torch&#x27;s cpu</td><td>0.29.1+cu130, "
+        "for torch &gt;=2.14.0 (paired; torchvision==0.28.0 was given)</td></tr>"
     ) in page
 
 

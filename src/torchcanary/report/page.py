@@ -49,28 +49,33 @@ def _manifests(view: RunView) -> str:
 
 
 def _family_table(view: RunView, roles: Sequence[str]) -> str:
-    """torch and its companions on each side: the release, its build, what it was paired
-    from; a companion whose build label is not torch's is marked (envs/build_mismatch.py)."""
+    """torch and its companions on each side, a row per requirement that named one: the
+    release, its build, what it was paired from; a companion whose build label is not
+    torch's is marked (envs/build_mismatch.py)."""
     sides = {
         role: {
-            row["name"]: row
+            _family_label(row): row
             for row in view.environments[role].manifest.facts.get("torch_family", [])
         }
         for role in roles
     }
-    names = list(dict.fromkeys(name for role in roles for name in sides[role]))
-    if names == ["torch"] or not names:
+    labels = list(dict.fromkeys(label for role in roles for label in sides[role]))
+    if labels == ["torch"] or not labels:
         return ""
     body = ""
-    for name in names:
+    for label in labels:
         cells = ""
         for role in roles:
-            row = sides[role].get(name)
+            row = sides[role].get(label)
             torch_build = str(sides[role].get("torch", {}).get("build", ""))
             cells += f"<td>{escape(_family_cell(row, torch_build)) if row else '-'}</td>"
-        body += f"<tr><td>{escape(name)}</td>{cells}</tr>"
+        body += f"<tr><td>{escape(label)}</td>{cells}</tr>"
     head = "".join(f"<th>{escape(role)}</th>" for role in roles)
     return f'<table class="torch-family"><tr><th>torch family</th>{head}</tr>{body}</table>'
+
+
+def _family_label(row: dict[str, Any]) -> str:
+    return "torch" if row.get("name") == "torch" else f"{row['name']} ({row['source']})"
 
 
 def _family_cell(row: dict[str, Any], torch_build: str) -> str:
