@@ -106,6 +106,7 @@ def test_torchvision_projects_run_paired_per_side_and_the_cpu_build_mismatch_is_
         "the index torch 2.13.0+cpu came from; exited with status 2"
     ) in summary
     assert "- candidate (torch 2.14.1+cu130): passed - exited with status 0: 2 passed" in summary
+    assert "Your calls, replayed" not in summary  # --skip calls wins over --stack
     page = (out / "report.html").read_text()
     assert (
         f"<tr><td>torchvision (project {project / 'exact'})</td><td>0.28.0+cu130, for torch "

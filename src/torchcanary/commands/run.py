@@ -161,8 +161,9 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
     sections = _own_command_sections(args.command) or _sections_from(args)
     named = list(_own_command_sections(args.command) or _split(getattr(args, "only", None)) or [])
+    skipped = _split(getattr(args, "skip", None)) or []
     for name, section in registered().items():  # e.g. `run --stack CMD` asks for stack
-        if section.named_by(args):
+        if section.named_by(args) and name not in skipped:  # --skip calls wins over --stack
             named.append(name)
             if sections and name not in sections:
                 sections = [*sections, name]
