@@ -114,8 +114,10 @@ def install(
     requirements = [*packages, *(f"-r {name}" for name in requirement_files)]
     started = time.monotonic()
 
+    installed = [*requirements, *without_deps]
+
     def failed(error: str) -> InstallOutcome:
-        return InstallOutcome(False, requirements, time.monotonic() - started, error, str(log_path))
+        return InstallOutcome(False, installed, time.monotonic() - started, error, str(log_path))
 
     try:
         # The distribution's version, which can differ from torch.__version__ ("+cu130").
@@ -163,7 +165,7 @@ def install(
             f"the requirements installed another torch ({version}) over "
             f"{torch_version}; drop torch from --with/--requirements"
         )
-    return InstallOutcome(True, requirements, time.monotonic() - started, "", str(log_path))
+    return InstallOutcome(True, installed, time.monotonic() - started, "", str(log_path))
 
 
 def _split(requirement: str) -> list[str]:
