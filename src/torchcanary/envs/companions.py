@@ -96,6 +96,8 @@ def family_requirement(text: str) -> Requirement | None:
         requirement = Requirement(text)
     except InvalidRequirement:
         return None
+    if requirement.url:  # a wheel or checkout the user chose: nothing to pick
+        return None
     return requirement if canonicalize_name(requirement.name) in FAMILY else None
 
 
@@ -108,7 +110,10 @@ def project_dependencies(requirement: str, cwd: Path) -> tuple[str, list[str]] |
     pyproject = folder / "pyproject.toml"
     if not pyproject.is_file():
         return None
-    project = tomllib.loads(pyproject.read_text()).get("project", {})
+    try:
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None  # pip will say what is wrong with it, in its own words
     return str(folder), [str(d) for d in project.get("dependencies", [])]
 
 
