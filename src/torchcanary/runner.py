@@ -121,15 +121,17 @@ def command_companions(role: str, torch_version: str, plan: RunPlan) -> tuple[Co
     found: dict[tuple[str, str], Companion] = {}
     for section in plan.sections:
         settings = plan.section_settings(section)
-        for companion in companions.pair(
-            role,
-            torch_version,
-            [str(r) for r in settings.get("with", ())],
-            cwd=Path(str(settings.get("cwd", "."))),
-            mode=plan.companions,
-            source="--with",
-        ):
-            found.setdefault((companion.given, companion.source), companion)
+        # the user's command's, the workloads' (``with``) and the drill job's (``job_with``)
+        for key, cwd_key in (("with", "cwd"), ("job_with", "job_cwd")):
+            for companion in companions.pair(
+                role,
+                torch_version,
+                [str(r) for r in settings.get(key, ())],
+                cwd=Path(str(settings.get(cwd_key) or ".")),
+                mode=plan.companions,
+                source="--with",
+            ):
+                found.setdefault((companion.given, companion.source), companion)
     return tuple(found.values())
 
 
