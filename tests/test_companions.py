@@ -107,6 +107,11 @@ def test_torchvision_projects_run_paired_per_side_and_the_cpu_build_mismatch_is_
     ) in summary
     assert "- candidate (torch 2.14.1+cu130): passed - exited with status 0: 2 passed" in summary
     assert "Your calls, replayed" not in summary  # --skip calls wins over --stack
+    assert (
+        f"| torchvision (project {project / 'exact'}) | 0.28.0+cu130, for torch 2.13.0; build "
+        "mismatch: cu130 build beside torch's cpu | 0.29.1+cu130, for torch >=2.14.0 (paired; "
+        "torchvision==0.28.0 was given) |"
+    ) in summary
     page = (out / "report.html").read_text()
     assert (
         f"<tr><td>torchvision (project {project / 'exact'})</td><td>0.28.0+cu130, for torch "

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from torchcanary.policy import headline
 from torchcanary.report.style import PAGE_CSS
+from torchcanary.report.torch_family import family_rows
 from torchcanary.section_types import RunView
 from torchcanary.sections import get_section
 
@@ -49,49 +49,15 @@ def _manifests(view: RunView) -> str:
 
 
 def _family_table(view: RunView, roles: Sequence[str]) -> str:
-    """torch and its companions on each side, a row per requirement that named one: the
-    release, its build, what it was paired from; a companion whose build label is not
-    torch's is marked (envs/build_mismatch.py)."""
-    sides = {
-        role: {
-            _family_label(row): row
-            for row in view.environments[role].manifest.facts.get("torch_family", [])
-        }
-        for role in roles
-    }
-    labels = list(dict.fromkeys(label for role in roles for label in sides[role]))
-    if labels == ["torch"] or not labels:
+    rows = family_rows(view, roles)
+    if not rows:
         return ""
-    body = ""
-    for label in labels:
-        cells = ""
-        for role in roles:
-            row = sides[role].get(label)
-            torch_build = str(sides[role].get("torch", {}).get("build", ""))
-            cells += f"<td>{escape(_family_cell(row, torch_build)) if row else '-'}</td>"
-        body += f"<tr><td>{escape(label)}</td>{cells}</tr>"
+    body = "".join(
+        f"<tr><td>{escape(label)}</td>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+        for label, cells in rows
+    )
     head = "".join(f"<th>{escape(role)}</th>" for role in roles)
     return f'<table class="torch-family"><tr><th>torch family</th>{head}</tr>{body}</table>'
-
-
-def _family_label(row: dict[str, Any]) -> str:
-    return "torch" if row.get("name") == "torch" else f"{row['name']} ({row['source']})"
-
-
-def _family_cell(row: dict[str, Any], torch_build: str) -> str:
-    build = str(row.get("build", ""))
-    if row.get("name") == "torch":
-        return build
-    text = build
-    if row.get("needs"):
-        text += f", for torch {row['needs']}"
-    if row.get("paired"):
-        text += f" (paired; {row['given']} was given)"
-    own_label = build.partition("+")[2] or "default"
-    torch_label = torch_build.partition("+")[2] or "default"
-    if own_label != torch_label:
-        text += f"; build mismatch: {own_label} build beside torch's {torch_label}"
-    return text
 
 
 def _fact(value: object) -> str:
