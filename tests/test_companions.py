@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import FIXTURES, run_canary, run_canary_here
+from torchcanary.config import load_settings
 from torchcanary.envs.build_mismatch import Installed, recognise
 from torchcanary.envs.spec import parse_env_spec
-from torchcanary.errors import EnvSpecError
+from torchcanary.errors import ConfigError, EnvSpecError
 from torchcanary.runner import requirement_set_companions
 
 PROJECT_ARGS = ("--stack", "pytest tests", "--with", "-e exact", "--with", "-e range")
@@ -143,3 +144,15 @@ def test_a_failure_without_a_companion_signature_is_left_as_it_is() -> None:
     assert recognise("AssertionError: assert 2 == 3", family) is None
     # the operator's namespace names a package this side does not have
     assert recognise("operator torchaudio::lfilter does not exist", family) is None
+
+
+def test_companions_in_a_config_file_take_one_of_the_two_modes(tmp_path: Path) -> None:
+    (tmp_path / "canary.toml").write_text('companions = "auto"\n')
+    assert load_settings(None, {}, tmp_path).plan.companions == "auto"
+    (tmp_path / "canary.toml").write_text('companions = "latest"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_settings(None, {}, tmp_path)
+    assert str(refused.value) == (
+        "companions must be one of as-given, auto, not 'latest': auto pairs torchvision and "
+        "the rest of the torch family with each side's torch"
+    )
