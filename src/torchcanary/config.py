@@ -15,6 +15,7 @@ from torchcanary.config_toml import tomllib
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError
 from torchcanary.plan import (
+    COMPANION_MODES,
     DEFAULT_BASELINE,
     DEFAULT_CANDIDATE,
     INSTALLERS,
@@ -36,6 +37,7 @@ _TOP_LEVEL_TYPES: dict[str, type | tuple[type, ...]] = {
     "candidate": str,
     "sections": list,
     "installer": str,
+    "companions": str,
     "store": str,
     "output": str,
     "policy": dict,
@@ -210,6 +212,12 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
             f"installer must be one of {', '.join(INSTALLERS)}, not {installer!r}: "
             "auto uses uv where it is installed, else pip"
         )
+    companions = merged.get("companions", "as-given")
+    if companions not in COMPANION_MODES:
+        raise ConfigError(
+            f"companions must be one of {', '.join(COMPANION_MODES)}, not {companions!r}: "
+            "auto pairs torchvision and the rest of the torch family with each side's torch"
+        )
     # Named: on the command line (subcommand, --only, --stack) or in the file's `sections`.
     named = set(flags.get("named_sections", ()))
     if "sections" not in flags:
@@ -233,6 +241,7 @@ def _build(table: dict[str, Any], flags: dict[str, Any], source: str, cwd: Path)
         candidate=str(merged.get("candidate", DEFAULT_CANDIDATE)),
         sections=sections,
         installer=installer,
+        companions=companions,
         policy=resolve_policy(policy_overrides, sections),
         settings=section_settings,
         outputs=outputs,

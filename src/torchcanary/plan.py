@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 INSTALLERS = ("auto", "uv", "pip")  # what may fill a new environment
+COMPANION_MODES = ("as-given", "auto")  # how the torch family meets each side's torch
 # The embedded default (``make run``, a plain ``torchcanary run``): the one place it is set.
 DEFAULT_BASELINE = "torch==2.13.0 numpy"
 DEFAULT_CANDIDATE = "torch==2.14.1 numpy"
@@ -28,6 +29,7 @@ class RunPlan:
     candidate: str
     sections: tuple[str, ...] = ()  # in run order; config fills in every registered one
     installer: str = "auto"  # uv where it is installed, else pip (envs/cache.py)
+    companions: str = "as-given"  # or auto: the torch family paired per side (envs/companions.py)
     policy: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per section
     outputs: dict[str, Any] = field(default_factory=dict)

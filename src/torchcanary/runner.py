@@ -87,8 +87,14 @@ def record_manifests(ctx: RunContext) -> None:
             env.torch_version,
             env.build_seconds,
             env.reused,
-            Manifest.from_json(call.value),
+            Manifest.from_json(call.value | {"torch_family": torch_family(env)}),
         )
+
+
+def torch_family(env: Environment) -> list[dict[str, object]]:
+    """This side's torch and each companion with its build: the environment table's rows."""
+    rows: list[dict[str, object]] = [{"name": "torch", "build": env.torch_version}]
+    return rows + [companion.to_json() for companion in env.companions]
 
 
 def import_root(plan: RunPlan, work_dir: Path) -> Path:

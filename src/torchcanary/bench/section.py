@@ -46,6 +46,7 @@ from torchcanary.bench.settings import parse_settings as _parse
 from torchcanary.bench.suite import expand
 from torchcanary.bench.workload_env import with_project
 from torchcanary.context import RunContext
+from torchcanary.envs.build_mismatch import mismatch_in
 from torchcanary.envs.cache import cache_root
 from torchcanary.plan import RunPlan
 from torchcanary.section_types import PlannedUnit, PolicyBounds, RunView, UnitOutcome
@@ -234,6 +235,8 @@ class _BenchRun:
         )
 
     def commit_skipped(self, samples: BenchmarkSamples) -> None:
+        if samples.spec["kind"].startswith("workload"):
+            self._name_build_mismatches(samples)
         save_raw_samples(self.ctx, self.sides, samples)
         record = bench_record(
             samples.bench_id,
@@ -241,6 +244,19 @@ class _BenchRun:
             skipped_payload(samples, self.sides, self.settings, self.seed),
         )
         self.ctx.store.save_section_result(self.ctx.run_id, SectionResult.of(SECTION, record))
+
+    def _name_build_mismatches(self, samples: BenchmarkSamples) -> None:
+        """A workload that failed on a torch-family member built for another torch says so
+        (envs/build_mismatch.py), with both builds, ahead of its own error."""
+        for side in self.sides:
+            failed = samples.failed.get(side.name)
+            environment = self.worker_ctx.environments.get(side.role)
+            if not failed or environment is None:
+                continue
+            output = f"{failed.get('error', '')}\n{failed.get('stderr_tail', '')}"
+            mismatch = mismatch_in(output, environment.python)
+            if mismatch:
+                failed["error"] = f"{mismatch}; {failed.get('error', '')}"
 
     def judge_and_store(self, measurements: Measurements) -> None:
         """Judge the benchmarks that ran to the end, with the looks taken, and store each."""

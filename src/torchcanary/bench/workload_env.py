@@ -14,6 +14,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from torchcanary.envs import companions
 from torchcanary.envs.cache import Environment
 from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 
@@ -56,13 +57,15 @@ def _install_one(
         overlay = create_overlay(role, environment.python, environment.path, root / "venv")
     except (OverlayError, OSError) as exc:
         return None, f"cannot create an overlay of the {role} environment: {exc}"
+    first, without_deps = companions.install_order(requirements, environment.companions, Path(cwd))
     outcome = install(
         overlay,
-        list(requirements),
+        first,
         [],
         cwd=Path(cwd),
         timeout_s=_INSTALL_TIMEOUT_S,
         log_path=root / "install.log",
+        without_deps=without_deps,
     )
     if not outcome.ok:
         # The same words for every role, so a project broken everywhere reads as one reason.

@@ -14,7 +14,7 @@ from torchcanary.command_line import Handler
 from torchcanary.commands import EPILOG
 from torchcanary.commands.summary import print_outcome, print_verdict
 from torchcanary.errors import CanaryError, ConfigError
-from torchcanary.plan import DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
+from torchcanary.plan import COMPANION_MODES, DEFAULT_BASELINE, DEFAULT_CANDIDATE, INSTALLERS
 from torchcanary.sections import load_plan, registered, section_flags, section_names
 from torchcanary.store.base import ResultStore
 
@@ -70,6 +70,14 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
         choices=INSTALLERS,
         help="what fills a new environment (default auto: uv if installed, else pip); "
         "both use pip's index settings and build the same environment",
+    )
+    parser.add_argument(
+        "--companions",
+        choices=COMPANION_MODES,
+        help="torchvision, torchaudio and the rest of the torch family: as-given (default) "
+        "installs your pins as written, since a pin says what your team runs, and refuses "
+        "before the run, naming the release to use, one made for another torch; auto "
+        "installs the release made for each side's torch instead",
     )
     parser.add_argument("--policy", dest="policy_file", help="TOML policy file for go / no-go")
     parser.add_argument(
@@ -153,8 +161,9 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as the flag layer of ``load_settings`` (flags win over files)."""
     sections = _own_command_sections(args.command) or _sections_from(args)
     named = list(_own_command_sections(args.command) or _split(getattr(args, "only", None)) or [])
+    skipped = _split(getattr(args, "skip", None)) or []
     for name, section in registered().items():  # e.g. `run --stack CMD` asks for stack
-        if section.named_by(args):
+        if section.named_by(args) and name not in skipped:  # --skip calls wins over --stack
             named.append(name)
             if sections and name not in sections:
                 sections = [*sections, name]
@@ -162,6 +171,7 @@ def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "baseline": args.baseline,
         "candidate": args.candidate,
         "installer": args.installer,
+        "companions": args.companions,
         "policy_file": args.policy_file,
         "store": args.store,
         "output": args.output,

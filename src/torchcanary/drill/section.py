@@ -105,13 +105,23 @@ def run(ctx: RunContext) -> None:
         env, work = ctx.environments[role], ctx.work_dir / "drills" / role
         keeping: dict[str, Any] = {
             "cache": cache,
-            "environment_key": f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}",
+            # the companions paired into the job's overlay are part of what it runs on
+            "environment_key": f"{env.path}|{env.python}|{env.torch_version}|{env.spec.text}"
+            + "".join(f"|{companion.pin}" for companion in env.companions),
             "fresh_reference": settings.job_fresh_reference,
         }
         runners[role] = (
             DrillRunner(env.python, ctx.import_root, work, **keeping)
             if job is None
-            else UserJobRunner(env.python, env.path, ctx.import_root, work, job, **keeping)
+            else UserJobRunner(
+                env.python,
+                env.path,
+                ctx.import_root,
+                work,
+                job,
+                **keeping,
+                companions=env.companions,
+            )
         )
     turns = _turns(specs) if job is None else [[spec] for spec in specs]
     with (

@@ -38,6 +38,8 @@ from torchcanary.drill.user_job import (
     SCRATCH_VARIABLE,
     UserJob,
 )
+from torchcanary.envs.build_mismatch import mismatch_in
+from torchcanary.envs.companions import Companion, install_order
 from torchcanary.process_set import ProcessSet
 from torchcanary.user_command.overlay import OverlayError, create_overlay, install
 from torchcanary.worker.calls import DRILL_USER_JOB
@@ -143,9 +145,10 @@ class UserJobRunner(DrillRunner):
         cache: KeptReferences | None = None,
         environment_key: str = "",
         fresh_reference: bool = False,
+        companions: tuple[Companion, ...] = (),
     ) -> None:
         """As :class:`DrillRunner`; ``env_path`` is the environment the job's overlay is
-        made over."""
+        made over, ``companions`` its torch family (the pairs ``job_with`` installs)."""
         super().__init__(
             python,
             import_root,
@@ -156,6 +159,7 @@ class UserJobRunner(DrillRunner):
         )
         self.env_path = env_path
         self.job = job
+        self.companions = companions
         self._overlay_problem: str | None = None
         self._prepared = False
         self._job_references: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -178,13 +182,15 @@ class UserJobRunner(DrillRunner):
         except (OverlayError, OSError) as exc:
             self._overlay_problem = f"cannot create the overlay for --with: {exc}"
             return self._overlay_problem
+        first, without_deps = install_order(self.job.with_, self.companions, Path(self.job.cwd))
         outcome = install(
             overlay,
-            list(self.job.with_),
+            first,
             [],
             cwd=Path(self.job.cwd),
             timeout_s=900.0,
             log_path=self.work_dir / "install.log",
+            without_deps=without_deps,
         )
         if not outcome.ok:
             self._overlay_problem = f"installing {' '.join(self.job.with_)} failed: {outcome.error}"
@@ -330,6 +336,8 @@ class UserJobRunner(DrillRunner):
             return result, None
         death = deaths[0] if deaths else None
         why = death.describe() if death else _first_error(events, procs)
+        mismatch = mismatch_in(f"{why}\n{procs.log_tail('torchrun', 8000)}", self.python)
+        why = f"{mismatch}; {why}" if mismatch else why
         result["reason"] = f"the job fails without any fault (exit code {code}): {why}"
         return result, death
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchcanary.envs.companions import Companion
 from torchcanary.envs.scripts import relocate, stale_scripts
 from torchcanary.envs.spec import EnvSpec
 from torchcanary.errors import EnvBuildError
@@ -56,6 +57,9 @@ class Environment:
     torch_version: str
     reused: bool
     build_seconds: float
+    # The torch family as this side has it: from its requirement set, and what the user's
+    # command installs into its overlays (envs/companions.py).
+    companions: tuple[Companion, ...] = ()
 
 
 def cache_root() -> Path:

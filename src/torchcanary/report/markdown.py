@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torchcanary.policy import headline
+from torchcanary.report.torch_family import family_rows
 from torchcanary.section_types import RunView
 from torchcanary.sections import get_section, registered
 
@@ -55,5 +56,10 @@ def render_markdown(view: RunView, sections: tuple[str, ...]) -> str:
     if confounds:
         lines += ["", "**Confounds** (the environments differ in more than the version):", ""]
         lines += [f"- {key}: `{b}` vs `{c}`" for key, (b, c) in confounds.items()]
+    roles = [role for role in ("baseline", "candidate") if role in view.environments]
+    family = family_rows(view, roles)
+    if family:
+        lines += ["", f"| torch family | {' | '.join(roles)} |", "|---" * (len(roles) + 1) + "|"]
+        lines += [f"| {label} | {' | '.join(cells)} |" for label, cells in family]
     lines.append("")
     return "\n".join(lines) + "\n" + "\n".join(get_section(s).markdown(view) for s in sections)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
 
 from torchcanary.policy import headline
 from torchcanary.report.style import PAGE_CSS
+from torchcanary.report.torch_family import family_rows
 from torchcanary.section_types import RunView
 from torchcanary.sections import get_section
 
@@ -38,11 +40,24 @@ def _manifests(view: RunView) -> str:
         )
         body += f"<tr><td>{escape(key)}</td>{cells}</tr>"
     head = "".join(f"<th>{escape(r)}: {escape(view.environments[r].spec)}</th>" for r in roles)
+    family = _family_table(view, roles)
     return (
-        f'<section id="environments"><h2>Environments</h2>{banner}<details><summary>'
+        f'<section id="environments"><h2>Environments</h2>{banner}{family}<details><summary>'
         f"full manifests side by side</summary><table><tr><th>fact</th>{head}</tr>{body}"
         "</table></details></section>"
     )
+
+
+def _family_table(view: RunView, roles: Sequence[str]) -> str:
+    rows = family_rows(view, roles)
+    if not rows:
+        return ""
+    body = "".join(
+        f"<tr><td>{escape(label)}</td>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+        for label, cells in rows
+    )
+    head = "".join(f"<th>{escape(role)}</th>" for role in roles)
+    return f'<table class="torch-family"><tr><th>torch family</th>{head}</tr>{body}</table>'
 
 
 def _fact(value: object) -> str:

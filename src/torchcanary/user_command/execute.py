@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from torchcanary.envs import companions
+from torchcanary.envs.build_mismatch import mismatch_in
 from torchcanary.envs.cache import Environment
 from torchcanary.user_command.command import UserCommand, command_env
 from torchcanary.user_command.events import SuiteEvents, command_warnings, read_events
@@ -67,17 +69,22 @@ class RoleRunner:
             )
         except (OverlayError, OSError) as exc:
             return InstallOutcome(False, packages, 0.0, f"cannot create the overlay: {exc}")
+        first, without_deps = companions.install_order(
+            packages, self.environment.companions, Path(self.settings.cwd)
+        )
+        alone = f" (then {' '.join(without_deps)} without its dependencies)" if without_deps else ""
         self.note(
-            f"stack: installing {' '.join(packages) or 'nothing'} into the {self.role} "
+            f"stack: installing {' '.join(first) or 'nothing'}{alone} into the {self.role} "
             f"overlay (torch {self.environment.torch_version})"
         )
         return install(
             self.overlay,
-            packages,
+            first,
             list(self.settings.requirements),
             cwd=Path(self.settings.cwd),
             timeout_s=self.settings.install_timeout_s,
             log_path=self.root / "install.log",
+            without_deps=without_deps,
         )
 
     def _invoke(
@@ -144,7 +151,7 @@ class RoleRunner:
                 self.role,
                 torch_version,
                 status,
-                outcome.describe(),
+                self._named_mismatch(status, outcome, outcome.describe()),
                 installed,
                 outcome,
                 False,
@@ -176,7 +183,19 @@ class RoleRunner:
             numerics_dir,
             volatile,
         )
-        return dataclasses.replace(run, detail=_pytest_detail(run, outcome, len(outcomes)))
+        detail = _pytest_detail(run, outcome, len(outcomes))
+        text = "\n".join([outcome.stderr_tail, outcome.stdout_tail])
+        text += "".join(f"\n{record.message}\n{record.longrepr}" for record in tests.values())
+        return dataclasses.replace(run, detail=self._named_mismatch(status, text, detail))
+
+    def _named_mismatch(self, status: str, output: CommandOutcome | str, detail: str) -> str:
+        """``detail``, led by the build mismatch the output shows where a run failed on one."""
+        if status == "passed" or self.overlay is None:
+            return detail
+        if isinstance(output, CommandOutcome):
+            output = "\n".join([output.stderr_tail, output.stdout_tail])
+        mismatch = mismatch_in(output, self.overlay.python)
+        return f"{mismatch}; {detail}" if mismatch else detail
 
     def _continue(
         self, name: str, suite: SuiteEvents, wanted: list[str], budget_s: float

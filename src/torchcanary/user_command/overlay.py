@@ -23,6 +23,7 @@ import os
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,24 +106,34 @@ def install(
     cwd: Path,
     timeout_s: float,
     log_path: Path,
+    without_deps: Sequence[str] = (),
 ) -> InstallOutcome:
-    """pip-install ``packages`` and ``-r`` files into the overlay; torch must stay the base's."""
+    """pip-install ``packages`` and ``-r`` files into the overlay, then ``without_deps``
+    alone (projects whose pins were paired: envs/companions.py); torch must stay the
+    base's."""
     requirements = [*packages, *(f"-r {name}" for name in requirement_files)]
     started = time.monotonic()
 
+    installed = [*requirements, *without_deps]
+
     def failed(error: str) -> InstallOutcome:
-        return InstallOutcome(False, requirements, time.monotonic() - started, error, str(log_path))
+        return InstallOutcome(False, installed, time.monotonic() - started, error, str(log_path))
 
     try:
         # The distribution's version, which can differ from torch.__version__ ("+cu130").
         torch_version, _ = _json_out(overlay.python, _TORCH_DIST)
     except (OverlayError, ValueError) as exc:
         return failed(f"torch is not importable through the overlay: {exc}")
-    if requirements:
-        constraint = overlay.path / "torch-constraint.txt"
-        constraint.write_text(f"torch=={torch_version}\n")
-        args = [arg for requirement in requirements for arg in _split(requirement)]
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    constraint = overlay.path / "torch-constraint.txt"
+    constraint.write_text(f"torch=={torch_version}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    # The second step's log beside the first's: each run of pip starts its own file.
+    no_deps_log = log_path.with_name(f"{log_path.stem}-no-deps{log_path.suffix}")
+    steps = [([], requirements, log_path), (["--no-deps"], list(without_deps), no_deps_log)]
+    for options, step, step_log in steps:
+        if not step:
+            continue
+        args = [arg for requirement in step for arg in _split(requirement)]
         outcome = run_command(
             [
                 overlay.python,
@@ -131,6 +142,7 @@ def install(
                 "install",
                 "--progress-bar",
                 "off",
+                *options,
                 "-c",
                 str(constraint),
                 *args,
@@ -138,7 +150,7 @@ def install(
             cwd=cwd,
             env=env,
             timeout_s=timeout_s,
-            log_path=log_path,
+            log_path=step_log,
         )
         if not outcome.succeeded:
             return failed(
@@ -153,7 +165,7 @@ def install(
             f"the requirements installed another torch ({version}) over "
             f"{torch_version}; drop torch from --with/--requirements"
         )
-    return InstallOutcome(True, requirements, time.monotonic() - started, "", str(log_path))
+    return InstallOutcome(True, installed, time.monotonic() - started, "", str(log_path))
 
 
 def _split(requirement: str) -> list[str]:
