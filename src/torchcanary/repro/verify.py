@@ -1,0 +1,57 @@
+"""Running a reproducer again, as its user would, in the run's two environments (reused
+from the cache, ``envs/cache.py``): each ``python repro.py`` in a process of its own,
+outside torchcanary (no ``PYTHONPATH``), both at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, Verification, judge
+
+TIMEOUT_S = 120.0  # one run of a script, per version
+
+
+def run_script(python: str, script: Path, timeout_s: float) -> tuple[int, str, str]:
+    """``python script`` in the script's folder: its exit (124 on a timeout), stdout and
+    stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    try:
+        done = subprocess.run(
+            [python, script.name],
+            cwd=script.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as expired:
+        stderr = _text(expired.stderr) + f"\n(timed out after {timeout_s:g} s)"
+        return 124, _text(expired.stdout), stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+def _text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value or ""
+
+
+def verify(
+    reproducer: Reproducer, script: Path, pythons: dict[str, str], timeout_s: float = TIMEOUT_S
+) -> Verification:
+    """Run ``script`` under each version's interpreter and judge what they printed."""
+    missing = [role for role in ROLES if role not in pythons]
+    if missing:
+        reason = f"no {' or '.join(missing)} environment to run it in"
+        return Verification(Reproduces.NOT_CHECKED, {}, reason)
+    with ThreadPoolExecutor(len(ROLES)) as pool:
+        runs = pool.map(lambda role: run_script(pythons[role], script, timeout_s), ROLES)
+        ran = dict(zip(ROLES, runs, strict=True))
+    outputs = {role: ran[role][1] for role in ROLES}
+    exits = {role: ran[role][0] for role in ROLES}
+    verification = judge(reproducer, outputs, exits)
+    errors = {role: ran[role][2][-2000:] for role in ROLES if ran[role][0] != 0}
+    return Verification(verification.verdict, outputs, verification.reason, errors)
