@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,14 @@ from torchcanary.commands.stored import add_result_flags, existing_paths, resolv
 from torchcanary.errors import EXIT_GO, EXIT_NO_GO, CanaryError
 from torchcanary.repro.folder import RunFacts, folder_name, write_folder, write_verification
 from torchcanary.repro.literals import NotWritable
-from torchcanary.repro.reproducer import ROLES, Reproduces
+from torchcanary.repro.reduce import Reduction, reduce
+from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces
 from torchcanary.repro.verify import TIMEOUT_S, verify
 from torchcanary.repro.writers import writer_for
 from torchcanary.section_types import Finding, RunView
 
 FOLDER = "repro"  # under the run's output folder
+REDUCE_BUDGET_S = 60.0
 
 DESCRIPTION = """\
 Write, for each finding of a stored run (a changed call, ...), a folder with a standalone
@@ -67,6 +71,19 @@ def add_commands(commands: Any) -> dict[str, Handler]:
         default=TIMEOUT_S,
         metavar="SECONDS",
         help=f"seconds one repro.py may run in one version (default {TIMEOUT_S:g})",
+    )
+    repro.add_argument(
+        "--reduce",
+        action="store_true",
+        help="shrink each call's tensor inputs while the change still reproduces (each try "
+        "runs the script in both versions), within --reduce-budget; says how far it got",
+    )
+    repro.add_argument(
+        "--reduce-budget",
+        type=float,
+        default=REDUCE_BUDGET_S,
+        metavar="SECONDS",
+        help=f"seconds --reduce may spend on one finding (default {REDUCE_BUDGET_S:g})",
     )
     add_result_flags(repro, outputs=True)
     return {"repro": _cmd_repro}
@@ -114,8 +131,9 @@ def _cmd_repro(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.location import open_store
 
     store_path, output = existing_paths(args)
-    if args.timeout <= 0:
-        raise CanaryError(f"--timeout must be above 0 seconds, not {args.timeout:g}")
+    for flag, value in (("--timeout", args.timeout), ("--reduce-budget", args.reduce_budget)):
+        if value <= 0:
+            raise CanaryError(f"{flag} must be above 0 seconds, not {value:g}")
     with open_store(store_path, create=False) as store:
         run_id = resolve_run_id(store, args.run_id)
         view = load_run_view(store, run_id)
@@ -129,8 +147,9 @@ def _cmd_repro(args: argparse.Namespace, console: Console) -> int:
         pythons = _pythons(view)
         linked = dict(view.reproducers)
         all_reproduce = True
+        budget = args.reduce_budget if args.reduce else None
         for finding in findings:
-            verdict, where = _one(finding, root, run, pythons, args.timeout, console)
+            verdict, where = _one(finding, root, run, pythons, (args.timeout, budget), console)
             all_reproduce &= verdict is Reproduces.YES
             key = f"{finding.section}:{finding.item}"
             if verdict is Reproduces.YES:
@@ -150,28 +169,56 @@ def _one(
     root: Path,
     run: RunFacts,
     pythons: dict[str, str],
-    timeout_s: float,
+    limits: tuple[float, float | None],
     console: Console,
 ) -> tuple[Reproduces, str]:
-    """Write and verify one finding's reproducer; its verdict and folder name."""
+    """Write (reduced, where ``limits`` gives a budget) and verify one finding's
+    reproducer; its verdict and folder name. ``limits``: (seconds per script run, seconds
+    for reducing or None)."""
     key = f"{finding.section}:{finding.item}"
+    timeout_s, budget_s = limits
     writer = writer_for(finding)
     if writer is None:
         console.print(f"not written: {key}: no writer for findings of kind {finding.kind!r}")
         return Reproduces.NOT_CHECKED, ""
+    name = folder_name(key)
     try:
         reproducer = writer(finding)
+        reduced = None
+        if budget_s is not None:
+            finding, reduced = _reduced(finding, writer, pythons, timeout_s, budget_s, root)
+            reproducer = writer(finding)
     except NotWritable as exc:
         console.print(f"not written: {key}: {exc}", markup=False)
         return Reproduces.NOT_CHECKED, ""
-    name = folder_name(key)
     script = write_folder(root / name, reproducer, run)
     verification = verify(reproducer, script, pythons, timeout_s)
-    write_verification(root / name, reproducer, run, verification)
+    notes = reduced.sentence() if reduced is not None else ""
+    write_verification(root / name, reproducer, run, verification, notes)
     console.print(
-        f"{verification.verdict}: {key} ({reproducer.lines()} lines; {verification.reason})",
+        f"{verification.verdict}: {key} ({reproducer.lines()} lines; {verification.reason})"
+        + (f"; {notes}" if notes else ""),
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
     return verification.verdict, name
+
+
+def _reduced(
+    finding: Finding,
+    writer: Callable[[Finding], Reproducer],
+    pythons: dict[str, str],
+    timeout_s: float,
+    budget_s: float,
+    root: Path,
+) -> tuple[Finding, Reduction]:
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix="reducing-") as scratch:
+        return reduce(
+            finding,
+            writer,
+            lambda reproducer, script: verify(reproducer, script, pythons, timeout_s),
+            Path(scratch),
+            budget_s,
+        )

@@ -65,11 +65,13 @@ def write_folder(folder: Path, reproducer: Reproducer, run: RunFacts) -> Path:
 
 
 def write_verification(
-    folder: Path, reproducer: Reproducer, run: RunFacts, verification: Verification
+    folder: Path, reproducer: Reproducer, run: RunFacts, verification: Verification, notes: str
 ) -> None:
-    """``verification.json`` and ``ISSUE.md``, which quotes what the script printed."""
-    (folder / "verification.json").write_text(json.dumps(verification.to_json(), indent=2) + "\n")
-    (folder / "ISSUE.md").write_text(issue_text(reproducer, run, verification))
+    """``verification.json`` and ``ISSUE.md``, which quotes what the script printed;
+    ``notes``: how its inputs were reduced (empty: they were not)."""
+    kept = verification.to_json() | ({"reduced": notes} if notes else {})
+    (folder / "verification.json").write_text(json.dumps(kept, indent=2) + "\n")
+    (folder / "ISSUE.md").write_text(issue_text(reproducer, run, verification, notes))
 
 
 def _version_line(role: str, facts: dict[str, Any]) -> str:
@@ -78,7 +80,9 @@ def _version_line(role: str, facts: dict[str, Any]) -> str:
     return f"- {role}: torch {facts.get('torch_version', '?')} (build {variant}, CUDA {cuda})"
 
 
-def issue_text(reproducer: Reproducer, run: RunFacts, verification: Verification) -> str:
+def issue_text(
+    reproducer: Reproducer, run: RunFacts, verification: Verification, notes: str = ""
+) -> str:
     """A draft upstream issue: what changed, in which versions, on which machine, with the
     script and what each version printed."""
     candidate = run.facts.get("candidate", {})
@@ -111,6 +115,7 @@ def issue_text(reproducer: Reproducer, run: RunFacts, verification: Verification
             f"```python\n{reproducer.script.rstrip()}\n```",
             "",
             f"Run again in both versions: **{verification.verdict}** ({verification.reason}).",
+            *([f"Inputs {notes}."] if notes else []),
             "",
             *outputs,
             "",
