@@ -122,7 +122,7 @@ MESSAGE_ONLY = "solver.py:24 torch.cat#"
 
 def _folder(out: Path, finding: str) -> Path:
     """The reproducer folder of ``finding`` (its name starts with the finding's words)."""
-    site, name = finding.rstrip("#").split(" ")
+    site, name = finding.rstrip("#").replace(":", "-").split(" ")
     (folder,) = (out / "repro").glob(f"calls-{site}-{name}-*")
     return folder
 
@@ -217,7 +217,7 @@ def test_repro_reduce_shrinks_the_matrix_while_the_candidate_still_raises(
     assert result.returncode == 0, result.stdout + result.stderr
     assert "x0 (argument 0) [2, 2] -> [1, 1]" in result.stdout
     assert "(1 tries" in result.stdout and "nothing left to halve" in result.stdout
-    (folder,) = tmp_path.glob("*/repro/calls-solver.py-17-torch.cholesky-*")
+    (folder,) = (tmp_path / "latest" / "repro").glob("calls-solver.py-17-torch.cholesky-*")
     script = (folder / "repro.py").read_text()
     assert "x0 = torch.tensor([[4.0]], dtype=torch.float32)" in script
     assert json.loads((folder / "verification.json").read_text())["verdict"] == "reproduces"

@@ -160,7 +160,12 @@ def _cmd_repro(args: argparse.Namespace, console: Console) -> int:
             run_id, REPRODUCERS_ARTIFACT, "application/json", json.dumps(linked).encode()
         )
         write_outputs(load_run_view(store, run_id), output)
-    console.print(f"repro: folders in {root}; report linked: {output / run_id}", markup=False)
+    console.print(
+        f"repro: folders in {root}; report linked: {output / run_id}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     return EXIT_GO if all_reproduce else EXIT_NO_GO
 
 
@@ -179,7 +184,9 @@ def _one(
     timeout_s, budget_s = limits
     writer = writer_for(finding)
     if writer is None:
-        console.print(f"not written: {key}: no writer for findings of kind {finding.kind!r}")
+        console.print(
+            f"not written: {key}: no writer for findings of kind {finding.kind!r}", markup=False
+        )
         return Reproduces.NOT_CHECKED, ""
     name = folder_name(key)
     try:
