@@ -108,7 +108,7 @@ def _laid_out(text: str, encoded: dict[str, Any]) -> str:
         return text
     if 0 in stride:
         index = ", ".join("0:1" if step == 0 else ":" for step in stride)
-        return f"{text}[{index}].expand({shape})"
+        return f"{text}[{index}].contiguous().expand({shape})"
     return f"torch.empty_strided({shape}, {stride}, dtype={encoded['dtype']}).copy_({text})"
 
 

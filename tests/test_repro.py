@@ -1,0 +1,199 @@
+"""``torchcanary repro``'s parts that need no run: how a reproducer is judged, which
+findings a command line chooses, the pins, bad input, and (in the baseline environment)
+that the source written for recorded arguments rebuilds them exactly."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_canary_here
+from torchcanary.calls.compare import CallVerdict
+from torchcanary.calls.repro import inline_values
+from torchcanary.calls.result import CallChange
+from torchcanary.envs.cache import Environment
+from torchcanary.repro.folder import requirements
+from torchcanary.repro.literals import Arguments
+from torchcanary.repro.reproducer import Reproducer, Reproduces, judge
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
+
+REMOVED = Reproducer(
+    finding="calls:solver.py:17 torch.cholesky#2",
+    kind="call",
+    title="torch.cholesky",
+    script="",
+    observed={"baseline": "returns", "candidate": "raises RuntimeError: gone"},
+    expects={"baseline": "returns", "candidate": "raises RuntimeError:"},
+)
+
+
+def test_a_script_reproduces_when_each_version_prints_what_it_did_in_the_run() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": "raises RuntimeError: gone\n"}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 0})
+    assert verification.verdict is Reproduces.YES
+    assert verification.reason == (
+        "baseline: returns tensor([2.]); candidate: raises RuntimeError: gone"
+    )
+
+
+def test_the_same_output_in_both_versions_does_not_reproduce() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": "returns tensor([2.])\n"}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 0})
+    assert verification.verdict is Reproduces.NO
+    assert verification.reason == (
+        "the candidate printed 'returns tensor([2.])', not 'raises RuntimeError:'..."
+    )
+
+
+def test_a_script_that_fails_does_not_reproduce_and_says_where() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": ""}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 1})
+    assert verification.verdict is Reproduces.NO
+    assert verification.reason == "the script failed: exit 1 in the candidate"
+
+
+def test_pins_carry_the_build_variant_index_and_numpy() -> None:
+    facts = {"torch_version": "2.14.1+cu130", "numpy_version": "2.4.6", "python_version": "3.11"}
+    assert requirements(facts) == (
+        "# python 3.11\n--extra-index-url https://download.pytorch.org/whl/cu130\n"
+        "torch==2.14.1+cu130\nnumpy==2.4.6\n"
+    )
+    assert requirements({"torch_version": "2.13.0", "python_version": "3.12"}) == (
+        "# python 3.12\ntorch==2.13.0\n"
+    )
+
+
+def _stored_change(tmp_path: Path) -> tuple[Path, str]:
+    """A store holding one run with one changed call (its recorded call kept)."""
+    path = tmp_path / "canary.db"
+    with SqliteStore(path) as store:
+        run_id = store.create_run({"baseline": "torch==2.13.0", "candidate": "torch==2.14.1"})
+        call = {"callable": "torch.cholesky", "args": [], "kwargs": {}, "context": {}}
+        change = CallChange(
+            key="solver.py:17 torch.cholesky#2",
+            verdict=CallVerdict.RAISES_NOW,
+            site="solver.py:17",
+            callable="torch.cholesky",
+            extra={"call": call, "observed": {"baseline": "returns"}},
+        )
+        store.save_section_result(run_id, SectionResult.of("calls", change))
+    return path, run_id
+
+
+def test_a_finding_that_matches_nothing_is_one_line_naming_the_runs_findings(
+    tmp_path: Path,
+) -> None:
+    store, run_id = _stored_change(tmp_path)
+    result = run_canary_here("repro", run_id, "torch.linalg", "--store", str(store), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "torchcanary: error: no finding matches torch.linalg; this run's: "
+        "calls:solver.py:17 torch.cholesky#2\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--timeout", "0"), "--timeout must be above 0 seconds, not 0"),
+        (("--reduce-budget", "-1"), "--reduce-budget must be above 0 seconds, not -1"),
+    ],
+)
+def test_a_limit_that_is_not_positive_is_refused(
+    tmp_path: Path, flags: tuple[str, ...], message: str
+) -> None:
+    store, run_id = _stored_change(tmp_path)
+    result = run_canary_here("repro", run_id, *flags, "--store", str(store), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (2, f"torchcanary: error: {message}\n")
+
+
+def test_a_run_that_is_not_there_is_named(tmp_path: Path) -> None:
+    store, _ = _stored_change(tmp_path)
+    result = run_canary_here("repro", "nope", "--store", str(store), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("torchcanary: error: no run 'nope' in ")
+
+
+# Each kind of argument the recording keeps: the dtypes struct reads and those it does
+# not, a NaN, an expanded and a transposed tensor, one too large for a literal, one that
+# requires grad, an empty one; nested in a list, with a dtype, a slice and None beside.
+_ENCODE = """
+import base64, io, json, torch
+from torchcanary.worker.replay.encode import ValueStore, describe
+torch.manual_seed(0)
+values = [
+    torch.randn(2, 3),
+    torch.tensor([1.5, float("nan"), -float("inf")], dtype=torch.float64),
+    torch.randn(4, dtype=torch.bfloat16),
+    torch.tensor([[True, False]]),
+    torch.arange(-3, 3),
+    torch.randn(3, dtype=torch.complex64),
+    torch.ones(3, 1).expand(3, 4),
+    torch.randn(3, 2).t(),
+    torch.randn(10, 10),
+    torch.randn(2, requires_grad=True),
+    torch.empty(0, 3),
+    [torch.randn(2, dtype=torch.float16), 3, 2.5],
+    torch.int32,
+    slice(1, None, 2),
+    None,
+]
+stream = io.BytesIO()
+store = ValueStore(stream)
+encoded = [describe(v, lambda t: store.keep(t, []), []) for v in values]
+print(json.dumps({"encoded": encoded, "values": base64.b64encode(stream.getvalue()).decode()}))
+"""
+
+_COMPARE = """
+import base64, json, sys, torch
+from torchcanary.worker.replay.encode import rebuild
+given = json.loads(sys.stdin.read())
+values = base64.b64decode(given["values"])
+namespace = {"torch": torch, "base64": base64}
+exec(given["source"], namespace)
+def raw(tensor):
+    return tensor.detach().contiguous().view(torch.uint8)
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.shape, a.stride(), a.requires_grad) == (
+            b.dtype, b.shape, b.stride(), b.requires_grad
+        ) and torch.equal(raw(a), raw(b))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+rebuilt = [rebuild(e, values) for e in given["encoded"]]
+print([i for i, (a, b) in enumerate(zip(rebuilt, namespace["passed"])) if not same(a, b)])
+"""
+
+
+def test_arguments_written_as_source_rebuild_what_the_replay_rebuilds(
+    baseline_env: Environment, import_root: Path
+) -> None:
+    env = {"PYTHONPATH": str(import_root)}
+
+    def in_baseline(script: str, given: str = "") -> str:
+        done = subprocess.run(
+            [baseline_env.python, "-c", script],
+            input=given,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    recorded = json.loads(in_baseline(_ENCODE))
+    values = base64.b64decode(recorded["values"])
+    arguments = Arguments()
+    passed = [arguments.value(inline_values(e, values)) for e in recorded["encoded"]]
+    source = "\n".join([*arguments.definitions, f"passed = [{', '.join(passed)}]"])
+    assert arguments.uses_base64  # the bfloat16, complex, NaN and 100-element tensors
+    assert "x0 = torch.tensor([[" in source
+    given = json.dumps({**recorded, "source": source})
+    assert in_baseline(_COMPARE, given).strip() == "[]"
