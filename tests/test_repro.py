@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_canary_here
+from cli_helpers import run_canary, run_canary_here
+from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.calls.compare import CallVerdict
 from torchcanary.calls.repro import inline_values
 from torchcanary.calls.result import CallChange
@@ -19,6 +20,7 @@ from torchcanary.envs.cache import Environment
 from torchcanary.repro.folder import requirements
 from torchcanary.repro.literals import Arguments
 from torchcanary.repro.reproducer import Reproducer, Reproduces, judge
+from torchcanary.results import Manifest
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
@@ -197,3 +199,46 @@ def test_arguments_written_as_source_rebuild_what_the_replay_rebuilds(
     assert "x0 = torch.tensor([[" in source
     given = json.dumps({**recorded, "source": source})
     assert in_baseline(_COMPARE, given).strip() == "[]"
+
+
+def test_a_slower_import_of_torch_reproduces_timed_both_ways_interleaved(
+    tmp_path: Path, baseline_env: Environment, candidate_env: Environment
+) -> None:
+    """The bench's finding of this pair (README: importing torch is 20-27% slower in the
+    CUDA builds of 2.14), stored as the bench stores it; the script times a fresh import in
+    each version, interleaved, and shows it slower."""
+    path = tmp_path / "canary.db"
+    with SqliteStore(path) as store:
+        run_id = store.create_run({"baseline": "b", "candidate": "c"})
+        for environment in (baseline_env, candidate_env):
+            manifest = {"torch_version": environment.torch_version, "python_version": "3.11"}
+            store.save_environment(
+                run_id,
+                environment.role,
+                environment.spec.text,
+                environment.python,
+                environment.torch_version,
+                0.0,
+                True,
+                Manifest.from_json(manifest),
+            )
+        slower = BenchMeasured(
+            key="startup/import_torch/cpu",
+            verdict=BenchVerdict.SLOWER,
+            kind="startup",
+            spec={"kind": "startup", "measure": "import_torch", "device": "cpu"},
+            ratio=1.24,
+            ci_low=1.2,
+            ci_high=1.27,
+            harness={"threads": 1},
+        )
+        store.save_section_result(run_id, SectionResult.of("bench", slower))
+    result = run_canary("repro", run_id, "--store", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reproduces: bench:startup/import_torch/cpu" in result.stdout
+    (folder,) = (tmp_path / "canary-results" / run_id / "repro").iterdir()
+    verification = json.loads((folder / "verification.json").read_text())
+    printed = verification["outputs"]["both"].splitlines()
+    assert printed[0].startswith("slower x") and printed[0].endswith("(candidate / baseline)")
+    assert [len(json.loads(line.split(": ", 1)[1])) for line in printed[1:3]] == [8, 8]
+    assert "import torch" in (folder / "repro.py").read_text()

@@ -89,10 +89,9 @@ def issue_text(
     hardware = f"{candidate.get('cpu_model', '?')} ({candidate.get('cpu_count', '?')} CPUs)"
     gpus = ", ".join(str(g.get("name")) for g in candidate.get("gpus") or []) or "none"
     confounds = "; ".join(f"{k}: {a} vs {b}" for k, (a, b) in run.confounds.items()) or "none"
-    outputs = [
-        f"### {role} printed\n\n```\n{verification.outputs.get(role, '').rstrip()}\n```"
-        for role in ROLES
-        if role in verification.outputs
+    outputs = [  # each version's (a timing script prints both versions' at once)
+        f"### {'it' if role == 'both' else role} printed\n\n```\n{printed.rstrip()}\n```"
+        for role, printed in verification.outputs.items()
     ]
     expected = reproducer.observed.get("baseline", "?")
     observed = reproducer.observed.get("candidate", "?")

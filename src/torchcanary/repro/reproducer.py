@@ -25,6 +25,9 @@ class Reproducer:
     observed: dict[str, str]
     expects: dict[str, str]
     facts: dict[str, Any] = field(default_factory=dict)  # the finding's, for ISSUE.md
+    # True: the script takes both interpreters and compares them itself (a timing), run
+    # once; ``expects["both"]`` is how its first line starts. False: run in each version.
+    runs_both: bool = False
 
     def lines(self) -> int:
         return len(self.script.strip().splitlines())
@@ -62,7 +65,10 @@ class Verification:
 
 def judge(reproducer: Reproducer, outputs: dict[str, str], exits: dict[str, int]) -> Verification:
     """It reproduces when each version's first line starts as ``expects`` says and the two
-    outputs differ; a script that crashed (a non-zero exit) shows nothing."""
+    outputs differ (a script that runs both: when its one first line does); a script that
+    crashed (a non-zero exit) shows nothing."""
+    if reproducer.runs_both:
+        return _judge_both(reproducer, outputs["both"], exits["both"])
     crashed = [role for role in ROLES if exits.get(role) != 0]
     if crashed:
         reason = ", ".join(f"exit {exits.get(role)} in the {role}" for role in crashed)
@@ -82,3 +88,14 @@ def judge(reproducer: Reproducer, outputs: dict[str, str], exits: dict[str, int]
         outputs,
         f"baseline: {firsts['baseline'][:120]}; candidate: {firsts['candidate'][:120]}",
     )
+
+
+def _judge_both(reproducer: Reproducer, output: str, exit_code: int) -> Verification:
+    outputs = {"both": output}
+    if exit_code != 0:
+        return Verification(Reproduces.NO, outputs, f"the script failed: exit {exit_code}")
+    first = (output.splitlines() or [""])[0]
+    if not first.startswith(reproducer.expects["both"]):
+        wanted = reproducer.expects["both"]
+        return Verification(Reproduces.NO, outputs, f"it printed {first!r}, not {wanted!r}...")
+    return Verification(Reproduces.YES, outputs, first)

@@ -14,13 +14,15 @@ from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, Verifica
 TIMEOUT_S = 120.0  # one run of a script, per version
 
 
-def run_script(python: str, script: Path, timeout_s: float) -> tuple[int, str, str]:
-    """``python script`` in the script's folder: its exit (124 on a timeout), stdout and
-    stderr."""
+def run_script(
+    python: str, script: Path, timeout_s: float, arguments: tuple[str, ...] = ()
+) -> tuple[int, str, str]:
+    """``python script [arguments]`` in the script's folder: its exit (124 on a timeout),
+    stdout and stderr."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     try:
         done = subprocess.run(
-            [python, script.name],
+            [python, script.name, *arguments],
             cwd=script.parent,
             env=env,
             capture_output=True,
@@ -47,6 +49,12 @@ def verify(
     if missing:
         reason = f"no {' or '.join(missing)} environment to run it in"
         return Verification(Reproduces.NOT_CHECKED, {}, reason)
+    if reproducer.runs_both:  # it times both itself: run once, with both interpreters
+        both = tuple(pythons[role] for role in ROLES)
+        code, stdout, stderr = run_script(pythons["baseline"], script, timeout_s, both)
+        judged = judge(reproducer, {"both": stdout}, {"both": code})
+        errors = {"both": stderr[-2000:]} if code != 0 else {}
+        return Verification(judged.verdict, judged.outputs, judged.reason, errors)
     with ThreadPoolExecutor(len(ROLES)) as pool:
         runs = pool.map(lambda role: run_script(pythons[role], script, timeout_s), ROLES)
         ran = dict(zip(ROLES, runs, strict=True))

@@ -7,9 +7,13 @@ from collections.abc import Callable
 
 from torchcanary.repro.call_script import call_reproducer
 from torchcanary.repro.reproducer import Reproducer
+from torchcanary.repro.timing_script import timing_reproducer
 from torchcanary.section_types import Finding
 
-WRITERS: dict[str, Callable[[Finding], Reproducer]] = {"call": call_reproducer}
+WRITERS: dict[str, Callable[[Finding], Reproducer]] = {
+    "call": call_reproducer,
+    "timing": timing_reproducer,
+}
 
 
 def writer_for(finding: Finding) -> Callable[[Finding], Reproducer] | None:
