@@ -118,7 +118,15 @@ def issue_text(
             "",
             *outputs,
             "",
+            *_traceback(reproducer),
             f"Found by torchcanary: run {run.run_id}, digest {run.digest}.",
             "",
         ]
     )
+
+
+def _traceback(reproducer: Reproducer) -> list[str]:
+    """The candidate's traceback, where the run kept one (a changed test's)."""
+    candidate = reproducer.facts.get("candidate")
+    text = candidate.get("traceback") if isinstance(candidate, dict) else None
+    return [f"## Traceback (candidate)\n\n```\n{text.rstrip()}\n```", ""] if text else []

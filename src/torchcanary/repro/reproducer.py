@@ -28,6 +28,10 @@ class Reproducer:
     # True: the script takes both interpreters and compares them itself (a timing), run
     # once; ``expects["both"]`` is how its first line starts. False: run in each version.
     runs_both: bool = False
+    # role -> the interpreter to run it with, where the finding needs more than torch (the
+    # suite's overlay, with the project and pytest); the run's environment otherwise
+    pythons: dict[str, str] = field(default_factory=dict)
+    paths: tuple[str, ...] = ()  # folders of the run's it needs (a project's)
 
     def lines(self) -> int:
         return len(self.script.strip().splitlines())

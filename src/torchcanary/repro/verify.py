@@ -44,7 +44,14 @@ def _text(value: str | bytes | None) -> str:
 def verify(
     reproducer: Reproducer, script: Path, pythons: dict[str, str], timeout_s: float = TIMEOUT_S
 ) -> Verification:
-    """Run ``script`` under each version's interpreter and judge what they printed."""
+    """Run ``script`` under each version's interpreter (the reproducer's own where it
+    names one) and judge what they printed; not checked when an interpreter or folder the
+    script needs from the run is gone."""
+    gone = [p for p in (*reproducer.pythons.values(), *reproducer.paths) if not Path(p).exists()]
+    if gone:
+        reason = f"what the run used is gone: {', '.join(gone)}"
+        return Verification(Reproduces.NOT_CHECKED, {}, reason)
+    pythons = {**pythons, **reproducer.pythons}
     missing = [role for role in ROLES if role not in pythons]
     if missing:
         reason = f"no {' or '.join(missing)} environment to run it in"

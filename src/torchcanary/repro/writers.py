@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from torchcanary.repro.call_script import call_reproducer
+from torchcanary.repro.changed_test_script import changed_test_reproducer
 from torchcanary.repro.reproducer import Reproducer
 from torchcanary.repro.timing_script import timing_reproducer
 from torchcanary.section_types import Finding
@@ -13,6 +14,7 @@ from torchcanary.section_types import Finding
 WRITERS: dict[str, Callable[[Finding], Reproducer]] = {
     "call": call_reproducer,
     "timing": timing_reproducer,
+    "test": changed_test_reproducer,
 }
 
 
