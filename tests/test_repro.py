@@ -242,3 +242,29 @@ def test_a_slower_import_of_torch_reproduces_timed_both_ways_interleaved(
     assert printed[0].startswith("slower x") and printed[0].endswith("(candidate / baseline)")
     assert [len(json.loads(line.split(": ", 1)[1])) for line in printed[1:3]] == [8, 8]
     assert "import torch" in (folder / "repro.py").read_text()
+
+
+def test_a_regressed_claim_reproduces_as_its_probe_run_alone(tmp_path: Path) -> None:
+    """A claims run of one fixture probe (``canary_repro_probe``: confirmed in 2.13,
+    refuted in 2.14), then its probe's module as a script, run in both environments."""
+    ran = run_canary(
+        "run",
+        "--only",
+        "claims",
+        "--probe-module",
+        "canary_repro_probe",
+        "--probes",
+        "repro.cholesky",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr  # the claim regressed: no-go
+    result = run_canary("repro", "latest", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reproduces: claims:repro.cholesky" in result.stdout
+    (folder,) = (tmp_path / "canary-results" / "latest" / "repro").iterdir()
+    script = (folder / "repro.py").read_text()
+    assert "from torchcanary" not in script and "import torchcanary" not in script
+    outputs = json.loads((folder / "verification.json").read_text())["outputs"]
+    assert outputs["baseline"].startswith("confirmed: torch.cholesky factors it: [[2.0, 0.0]")
+    assert outputs["candidate"].startswith("refuted: torch.cholesky raises: This function was")

@@ -13,8 +13,8 @@ from torchcanary.section_types import Finding
 _SCRIPT = '''\
 """{test}: {baseline} in the baseline, {candidate} in the candidate.
 
-Needs the project and pytest installed in each version ({installed}); runs the test alone
-in {cwd}."""
+Needs the project and pytest installed in each version ({installed}), and torchcanary
+where the tests import it; runs the test alone in {cwd}."""
 import os
 import re
 import subprocess
@@ -61,4 +61,5 @@ def changed_test_reproducer(finding: Finding) -> Reproducer:
         facts=dict(facts),
         pythons=dict(facts.get("pythons", {})),
         paths=(facts["cwd"],),
+        importable=("torchcanary",),  # the run had it on PYTHONPATH (its numerics API)
     )

@@ -32,6 +32,9 @@ class Reproducer:
     # suite's overlay, with the project and pytest); the run's environment otherwise
     pythons: dict[str, str] = field(default_factory=dict)
     paths: tuple[str, ...] = ()  # folders of the run's it needs (a project's)
+    # torchcanary's own packages it needs importable, as the run had them (a user's tests
+    # may call ``torchcanary.numerics.record``): put on PYTHONPATH when it is run again
+    importable: tuple[str, ...] = ()
 
     def lines(self) -> int:
         return len(self.script.strip().splitlines())

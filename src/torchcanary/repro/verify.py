@@ -6,20 +6,28 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from torchcanary.envs.worker_process import import_root_for
 from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, Verification, judge
 
 TIMEOUT_S = 120.0  # one run of a script, per version
 
 
 def run_script(
-    python: str, script: Path, timeout_s: float, arguments: tuple[str, ...] = ()
+    python: str,
+    script: Path,
+    timeout_s: float,
+    arguments: tuple[str, ...] = (),
+    import_root: Path | None = None,
 ) -> tuple[int, str, str]:
     """``python script [arguments]`` in the script's folder: its exit (124 on a timeout),
-    stdout and stderr."""
+    stdout and stderr. Nothing of torchcanary's is importable but ``import_root``."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if import_root is not None:
+        env["PYTHONPATH"] = str(import_root)
     try:
         done = subprocess.run(
             [python, script.name, *arguments],
@@ -62,8 +70,11 @@ def verify(
         judged = judge(reproducer, {"both": stdout}, {"both": code})
         errors = {"both": stderr[-2000:]} if code != 0 else {}
         return Verification(judged.verdict, judged.outputs, judged.reason, errors)
-    with ThreadPoolExecutor(len(ROLES)) as pool:
-        runs = pool.map(lambda role: run_script(pythons[role], script, timeout_s), ROLES)
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(len(ROLES)) as pool:
+        root = (
+            import_root_for(reproducer.importable, Path(scratch)) if reproducer.importable else None
+        )
+        runs = pool.map(lambda role: run_script(pythons[role], script, timeout_s, (), root), ROLES)
         ran = dict(zip(ROLES, runs, strict=True))
     outputs = {role: ran[role][1] for role in ROLES}
     exits = {role: ran[role][0] for role in ROLES}
