@@ -244,6 +244,7 @@ def test_a_slower_import_of_torch_reproduces_timed_both_ways_interleaved(
     assert "import torch" in (folder / "repro.py").read_text()
 
 
+@pytest.mark.torch_envs
 def test_a_regressed_claim_reproduces_as_its_probe_run_alone(tmp_path: Path) -> None:
     """A claims run of one fixture probe (``canary_repro_probe``: confirmed in 2.13,
     refuted in 2.14), then its probe's module as a script, run in both environments."""
