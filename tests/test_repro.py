@@ -26,7 +26,6 @@ from torchcanary.store.sqlite import SqliteStore
 
 REMOVED = Reproducer(
     finding="calls:solver.py:17 torch.cholesky#2",
-    kind="call",
     title="torch.cholesky",
     script="",
     observed={"baseline": "returns", "candidate": "raises RuntimeError: gone"},

@@ -20,7 +20,6 @@ def call_reproducer(finding: Finding) -> Reproducer:
     warns = finding.facts.get("verdict") == "new-warning"
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
-        kind=finding.kind,
         title=f"{call['callable']} {_change_words(observed)}",
         script=call_script(call, warns),
         observed=observed,

@@ -49,7 +49,6 @@ def changed_test_reproducer(finding: Finding) -> Reproducer:
     )
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
-        kind=finding.kind,
         title=f"{facts['test']}: {outcomes['baseline']} in the baseline, "
         f"{outcomes['candidate']} in the candidate",
         script=script,

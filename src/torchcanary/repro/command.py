@@ -18,7 +18,7 @@ from torchcanary.commands.stored import add_result_flags, existing_paths, resolv
 from torchcanary.errors import EXIT_GO, EXIT_NO_GO, CanaryError
 from torchcanary.repro.folder import RunFacts, folder_name, write_folder, write_verification
 from torchcanary.repro.literals import NotWritable
-from torchcanary.repro.reduce import Reduction, reduce
+from torchcanary.repro.reduce import REDUCIBLE_KINDS, Reduction, reduce
 from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces
 from torchcanary.repro.verify import TIMEOUT_S, verify
 from torchcanary.repro.writers import writer_for
@@ -75,8 +75,9 @@ def add_commands(commands: Any) -> dict[str, Handler]:
     repro.add_argument(
         "--reduce",
         action="store_true",
-        help="shrink each call's tensor inputs while the change still reproduces (each try "
-        "runs the script in both versions), within --reduce-budget; says how far it got",
+        help="shrink each changed call's tensor inputs while the change still reproduces "
+        "(each try runs the script in both versions), within --reduce-budget; says how far "
+        "it got (other kinds are written as they are)",
     )
     repro.add_argument(
         "--reduce-budget",
@@ -192,7 +193,7 @@ def _one(
     try:
         reproducer = writer(finding)
         reduced = None
-        if budget_s is not None:
+        if budget_s is not None and finding.kind in REDUCIBLE_KINDS:
             finding, reduced = _reduced(finding, writer, pythons, timeout_s, budget_s, root)
             reproducer = writer(finding)
     except NotWritable as exc:

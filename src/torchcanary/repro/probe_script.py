@@ -95,7 +95,6 @@ def probe_reproducer(finding: Finding) -> Reproducer:
     body = standalone_source(facts["module"])
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
-        kind=finding.kind,
         title=title,
         script=header + imports + _API + body + _MAIN.format(probe=facts["probe"]),
         observed={role: f"{s['verdict']}: {s['summary']}" for role, s in sides.items()},

@@ -23,6 +23,8 @@ from torchcanary.repro.literals import contiguous_strides
 from torchcanary.repro.reproducer import Reproducer, Reproduces, Verification
 from torchcanary.section_types import Finding
 
+# the kinds of findings whose inputs it shrinks (a changed call's tensor arguments)
+REDUCIBLE_KINDS = ("call",)
 # bytes per element of each dtype a tensor argument may have
 _ELEMENT_BYTES = {
     "torch.float64": 8,

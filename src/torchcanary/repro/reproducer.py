@@ -19,7 +19,6 @@ class Reproducer:
     """
 
     finding: str  # "<section>:<item>", the key the report links by
-    kind: str
     title: str
     script: str
     observed: dict[str, str]

@@ -82,7 +82,6 @@ def timing_reproducer(finding: Finding) -> Reproducer:
     script = _DRIVER.format(title=title, kernel=kernel(finding.facts), rounds=ROUNDS)
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
-        kind=finding.kind,
         title=title,
         script=script,
         observed={"baseline": "1 (the reference)", "candidate": f"{in_run} of the baseline"},
