@@ -1,6 +1,6 @@
 """The bench's part of ``torchcanary repro``: each benchmark judged slower whose kernel a
 script can time alone (importing torch; a linear or a matrix product on the CPU), with its
-spec, threads and the run's ratio and interval."""
+spec, threads, the clock it was judged on and the run's ratio and interval."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def reproducible(view: RunView) -> list[Finding]:
                 "kind": record.kind,
                 "spec": dict(record.spec),
                 "threads": int(record.harness.get("threads") or 1),
+                "clock": record.clock,  # "cpu": process CPU time, else wall time
             },
         )
         for record in from_rows(view.sections.get(SECTION, []))

@@ -1,5 +1,6 @@
 """The writer for a slower benchmark (kind ``timing``): its kernel, with its shapes, dtype
-and threads, timed in each version, one fresh process per sample, interleaved the same way
+and threads, timed on the clock the run judged it on (process CPU time or wall time) in
+each version, one fresh process per sample, interleaved the same way
 for both (baseline, candidate, then candidate, baseline, ...); the script prints the ratio
 of the medians with a 95% bootstrap interval. It takes the two interpreters as arguments,
 so it runs once for both versions."""
@@ -17,9 +18,9 @@ LOOPS = 20  # kernel calls per timed sample
 
 _IMPORT_TORCH = """\
 import time
-started = time.perf_counter()
+started = time.{clock}()
 import torch
-print(time.perf_counter() - started)
+print(time.{clock}() - started)
 """
 
 _STEADY = """\
@@ -30,10 +31,10 @@ torch.manual_seed(0)
 {inputs}
 for _ in range(3):
     {call}
-started = time.perf_counter()
+started = time.{clock}()
 for _ in range({loops}):
     {call}
-print((time.perf_counter() - started) / {loops})
+print((time.{clock}() - started) / {loops})
 """
 
 _DRIVER = '''\
@@ -94,8 +95,10 @@ def timing_reproducer(finding: Finding) -> Reproducer:
 def kernel(facts: dict[str, Any]) -> str:
     """One sample's code: what the benchmark times, built from its spec."""
     spec = facts["spec"]
+    # the clock the run judged it on: process CPU time, or wall time
+    clock = "process_time" if facts.get("clock") == "cpu" else "perf_counter"
     if facts["kind"] == "startup":
-        return _IMPORT_TORCH
+        return _IMPORT_TORCH.format(clock=clock)
     dtype = f"torch.{spec['dtype']}"
     if facts["kind"] == "linear":
         batch, k, n = int(spec["batch"]), int(spec["k"]), int(spec["n"])
@@ -113,4 +116,6 @@ def kernel(facts: dict[str, Any]) -> str:
         call = "torch.mm(a, b)"
     else:
         raise NotWritable(f"a benchmark of kind {facts['kind']!r}")
-    return _STEADY.format(threads=facts["threads"], inputs=inputs, call=call, loops=LOOPS)
+    return _STEADY.format(
+        threads=facts["threads"], inputs=inputs, call=call, loops=LOOPS, clock=clock
+    )
