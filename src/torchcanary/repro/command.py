@@ -70,7 +70,8 @@ def add_commands(commands: Any) -> dict[str, Handler]:
         type=float,
         default=TIMEOUT_S,
         metavar="SECONDS",
-        help=f"seconds one repro.py may run in one version (default {TIMEOUT_S:g})",
+        help=f"seconds one repro.py may run in one version (default {TIMEOUT_S:g}; a "
+        "timing script, which runs both versions itself, twice that)",
     )
     repro.add_argument(
         "--reduce",

@@ -66,7 +66,8 @@ def verify(
         return Verification(Reproduces.NOT_CHECKED, {}, reason)
     if reproducer.runs_both:  # it times both itself: run once, with both interpreters
         both = tuple(pythons[role] for role in ROLES)
-        code, stdout, stderr = run_script(pythons["baseline"], script, timeout_s, both)
+        limit = timeout_s * len(ROLES)  # the time of one version's run for each version
+        code, stdout, stderr = run_script(pythons["baseline"], script, limit, both)
         judged = judge(reproducer, {"both": stdout}, {"both": code})
         errors = {"both": stderr[-2000:]} if code != 0 else {}
         return Verification(judged.verdict, judged.outputs, judged.reason, errors)
