@@ -271,3 +271,8 @@ def test_a_regressed_claim_reproduces_as_its_probe_run_alone(tmp_path: Path) -> 
     outputs = json.loads((folder / "verification.json").read_text())["outputs"]
     assert outputs["baseline"].startswith("confirmed: torch.cholesky factors it: [[2.0, 0.0]")
     assert outputs["candidate"].startswith("refuted: torch.cholesky raises: This function was")
+    link = f"repro/{folder.name}/repro.py"
+    summary = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
+    assert f"| `repro.cholesky` ([Reproduce]({link})) |" in summary
+    report = (tmp_path / "canary-results" / "latest" / "report.html").read_text()
+    assert f'<a class="reproduce" href="{link}">Reproduce</a>' in report
