@@ -19,7 +19,7 @@ from torchcanary.section_types import Finding, RunView
 SECTION = "calls"
 KIND = "call"  # the repro writer that reads these findings
 # The verdicts a standalone script can show: the call behaves otherwise in the candidate.
-_SHOWN = (CallVerdict.RAISES_NOW, CallVerdict.DIFFERENT_RESULT, CallVerdict.NEW_WARNING)
+SHOWN = (CallVerdict.RAISES_NOW, CallVerdict.DIFFERENT_RESULT, CallVerdict.NEW_WARNING)
 
 
 def inline_values(encoded: Any, values: bytes) -> Any:
@@ -52,7 +52,7 @@ def reproducible(view: RunView) -> list[Finding]:
     """Every changed call the run kept the recording of, with what each version did."""
     found = []
     for change in from_rows(view.sections.get(SECTION, [])):
-        if not isinstance(change, CallChange) or change.verdict not in _SHOWN:
+        if not isinstance(change, CallChange) or change.verdict not in SHOWN:
             continue
         call = change.extra.get("call")
         if not call:

@@ -32,7 +32,7 @@ from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
 from torchcanary.calls.merge import merge_workers
-from torchcanary.calls.repro import kept_call
+from torchcanary.calls.repro import SHOWN, kept_call
 from torchcanary.calls.result import (
     CallChange,
     CallsSummary,
@@ -359,7 +359,8 @@ def _compare(
             metadata_only[found.metadata_only] = metadata_only.get(found.metadata_only, 0) + 1
         if found.verdict is not CallVerdict.SAME:
             change = _change(call, found, Path(settings.user_command.cwd), recording.tag)
-            change = dataclasses.replace(change, extra=_kept(call, replays, values, seed))
+            if found.verdict in SHOWN:  # a script can show it: keep what it needs
+                change = dataclasses.replace(change, extra=_kept(call, replays, values, seed))
             words = notes.naming(change.callable) if notes is not None else ()
             if notes is not None and words:
                 announced = {"notes": ", ".join(words)}
