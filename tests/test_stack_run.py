@@ -8,6 +8,7 @@ float32 result moved by one ULP.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_canary_here
 from torchcanary.accounting import unchecked_units
 from torchcanary.report.view import load_run_view
 from torchcanary.sections import get_section
@@ -104,6 +106,23 @@ def test_fixture_suite_diff_names_each_change_and_its_determinism(
     section.run(ctx)  # everything is stored: a resumed run does nothing
     assert time.monotonic() - started < 2
     assert len(_rows(ctx)) == len(rows)
+
+    # torchcanary repro: the newly failing test run again alone, in the suite's overlays
+    reproduced = run_canary_here(
+        "repro",
+        ctx.run_id,
+        "test_cholesky",
+        "--store",
+        str(tmp_path / "canary.db"),
+        "--output",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+    assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
+    (folder,) = (tmp_path / "out" / ctx.run_id / "repro").iterdir()
+    outputs = json.loads((folder / "verification.json").read_text())["outputs"]
+    assert outputs["baseline"].startswith("passed\n")
+    assert outputs["candidate"].startswith("failed\n") and "torch.cholesky" in outputs["candidate"]
 
 
 def test_plain_script_break_is_deterministic_and_resume_reuses_the_baseline(tmp_path, make_context):

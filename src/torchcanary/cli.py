@@ -24,6 +24,7 @@ from torchcanary.command_line import Handler, Parser
 from torchcanary.commands import EPILOG, publish, run, stored, verify
 from torchcanary.errors import EXIT_INTERNAL, EXIT_USAGE, CanaryError
 from torchcanary.history import commands as history_commands
+from torchcanary.repro import command as repro_command
 from torchcanary.sections import SectionDiscoveryError, registered, section_commands
 from torchcanary.store.redaction import redact
 
@@ -61,6 +62,7 @@ def command_adders() -> list[Callable[[Any], Mapping[str, Handler]]]:
         stored.add_commands,  # runs, report
         publish.add_commands,
         verify.add_commands,  # a run's evidence digest
+        repro_command.add_commands,  # a verified reproducer per finding
         history_commands.add_commands,  # history, compare, store
         ci_commands.add_commands,  # ci init, ci comment
     ]

@@ -226,6 +226,12 @@ class Section(abc.ABC):
         explain section reads them)."""
         return []
 
+    def reproducible(self, view: RunView) -> list[Finding]:
+        """Its results a standalone script can show (``torchcanary repro``): each as a
+        ``Finding`` whose ``kind`` names the writer (``repro/writers.py``) and whose
+        ``facts`` hold what that writer reads (a recorded call, a probe, a timed kernel)."""
+        return []
+
     # -- Reports ------------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -31,6 +31,9 @@ class RunView:
     # Each section's units as the run declared them before it started (None: a run stored
     # before units were declared; the decision then reads them from the plan).
     planned: dict[str, list[PlannedUnit]] | None = None
+    # ``torchcanary repro``'s verified reproducers: "<section>:<item>" -> its folder,
+    # relative to the run's output folder (only those that reproduce; ``repro/``).
+    reproducers: dict[str, str] = field(default_factory=dict)
 
     def confounds(self) -> dict[str, tuple[Any, Any]]:
         """Build facts other than the version on which baseline and candidate differ."""

@@ -100,6 +100,7 @@ class BenchSection(Section):
     stored_units = FromModule("torchcanary.bench.section:stored_units")
     blocking_reasons = FromModule("torchcanary.bench.section:blocking_reasons")
     findings = FromModule("torchcanary.bench.findings:findings")
+    reproducible = FromModule("torchcanary.bench.repro:reproducible")
     html = FromModule("torchcanary.bench.report:html")
     markdown = FromModule("torchcanary.bench.report:markdown")
     junit_cases = FromModule("torchcanary.bench.report:junit_cases")

@@ -163,6 +163,18 @@ def _forest_html(results: list[BenchMeasured], half_band: float) -> str:
     )
 
 
+def _reproducer(view: Any, key: str) -> str:
+    """The link to a slower benchmark's verified reproducer (``torchcanary repro``),
+    relative to the run's output folder; empty when it has none."""
+    folder = view.reproducers.get(f"{SECTION}:{key}")
+    return f"{folder}/repro.py" if folder else ""
+
+
+def _reproduce_html(view: Any, key: str) -> str:
+    link = _reproducer(view, key)
+    return f' <a class="reproduce" href="{escape(link)}">Reproduce</a>' if link else ""
+
+
 def _table_html(results: list[BenchResult], view: Any) -> str:
     head = (
         "<tr><th>benchmark</th><th>verdict</th><th>ratio [interval]</th><th>q</th>"
@@ -183,7 +195,8 @@ def _table_html(results: list[BenchResult], view: Any) -> str:
             notes.append("what ran changed")
         q = measured.q_value if measured else None
         rows.append(
-            f"<tr class='verdict-{escape(result.verdict)}'><td>{escape(result.key)}</td>"
+            f"<tr class='verdict-{escape(result.verdict)}'><td>{escape(result.key)}"
+            f"{_reproduce_html(view, result.key)}</td>"
             f"<td>{escape(result.verdict)}</td><td>{escape(_interval(result))}</td>"
             f"<td>{'–' if q is None else f'{q:.2g}'}</td>"
             f"<td>{escape(_bound(result, view))}</td>"
@@ -373,6 +386,8 @@ def markdown(view: Any) -> str:
                 line += f" {_interval(result)}"
                 if result.verdict in _MDE_MEANS_SOMETHING and result.mde is not None:
                     line += f" MDE {_percent(result.mde)}"
+                link = _reproducer(view, result.key)
+                line += f" ([Reproduce]({link}))" if link else ""
             if not isinstance(result, BenchMeasured):
                 reason = result.reason
                 line += ": " + (reason if len(reason) <= 60 else reason[:59] + "…")

@@ -94,6 +94,7 @@ class CallsSection(Section):
     markdown = FromModule("torchcanary.calls.report:markdown")
     junit_cases = FromModule("torchcanary.calls.report:junit_cases")
     json_parts = FromModule("torchcanary.calls.report:json_parts")
+    reproducible = FromModule("torchcanary.calls.repro:reproducible")
 
 
 SECTION = CallsSection()

@@ -77,7 +77,15 @@ def _headline(summary: CallsSummary) -> str:
     )
 
 
-def _lines(view: Any) -> list[tuple[str, list[str]]]:
+def _reproducer(view: Any, change: CallChange) -> str:
+    """The link to the change's verified reproducer (``torchcanary repro``), relative to the
+    run's output folder; empty when it has none."""
+    folder = view.reproducers.get(f"{SECTION}:{change.key}")
+    return f"{folder}/repro.py" if folder else ""
+
+
+def _lines(view: Any) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each group's title and lines, each line with its reproducer's link (or empty)."""
     _summary, changes = _rows(view)
     diff_words = announced(view)
     groups = []
@@ -91,7 +99,8 @@ def _lines(view: Any) -> list[tuple[str, list[str]]]:
                 line += f"; the release notes name it: {change.announced['notes']}"
             if change.announced.get("notes_say"):
                 line += f' ("{change.announced["notes_say"]}")'
-            lines.append(line.replace("`", "'"))  # the Markdown shows each line as code
+            # the Markdown shows each line as code
+            lines.append((line.replace("`", "'"), _reproducer(view, change)))
         if lines:
             groups.append((title, lines))
     return groups
@@ -103,7 +112,8 @@ def markdown(view: Any) -> str:
         return ""
     parts = ["## Your calls, replayed", "", _headline(summary), ""]
     for title, lines in _lines(view):
-        parts += [f"### {title}", "", *(f"- `{line}`" for line in lines), ""]
+        items = [f"- `{text}`" + (f" ([Reproduce]({to}))" if to else "") for text, to in lines]
+        parts += [f"### {title}", "", *items, ""]
     return "\n".join(parts)
 
 
@@ -113,7 +123,12 @@ def html(view: Any) -> str:
         return ""
     body = [f"<h2>Your calls, replayed</h2><p>{escape(_headline(summary))}</p>"]
     for title, lines in _lines(view):
-        items = "".join(f"<li><code>{escape(line)}</code></li>" for line in lines)
+        items = "".join(
+            f"<li><code>{escape(line)}</code>"
+            + (f' <a class="reproduce" href="{escape(link)}">Reproduce</a>' if link else "")
+            + "</li>"
+            for line, link in lines
+        )
         body.append(f"<h3>{escape(title)}</h3><ul>{items}</ul>")
     return f'<section id="calls">{"".join(body)}</section>'
 
@@ -151,8 +166,19 @@ def json_parts(view: Any) -> dict[str, Any]:
         "calls": {
             "summary": summary.to_json()["payload"] | {"verdict": summary.verdict.value},
             "changes": [
-                {**c.to_json()["payload"], "verdict": c.verdict.value, "diff": _link(c, diff_words)}
+                {
+                    **_public(c.to_json()["payload"]),
+                    "verdict": c.verdict.value,
+                    "diff": _link(c, diff_words),
+                }
                 for c in changes
             ],
         }
     }
+
+
+def _public(payload: dict[str, Any]) -> dict[str, Any]:
+    """A change's stored payload without the recorded call kept for ``torchcanary repro``
+    (arguments' bytes, not a result)."""
+    extra = {k: v for k, v in payload.get("extra", {}).items() if k != "call"}
+    return {**payload, "extra": extra}

@@ -32,6 +32,7 @@ from typing import Any
 
 from torchcanary.calls.compare import CallComparison, CallVerdict, Replay, compare_call
 from torchcanary.calls.merge import merge_workers
+from torchcanary.calls.repro import SHOWN, kept_call
 from torchcanary.calls.result import (
     CallChange,
     CallsSummary,
@@ -343,6 +344,8 @@ def _compare(
     replays = {
         role: _by_id(recording.folder / f"replay-{role}.jsonl", uninitialised) for role in REPLAYS
     }
+    values = _values(recording.folder / "values.bin")
+    seed = json.loads((recording.folder / "meta.json").read_text()).get("seed")
     for call in calls:
         found = compare_call(
             replays["baseline"].get(call["id"]),
@@ -356,6 +359,8 @@ def _compare(
             metadata_only[found.metadata_only] = metadata_only.get(found.metadata_only, 0) + 1
         if found.verdict is not CallVerdict.SAME:
             change = _change(call, found, Path(settings.user_command.cwd), recording.tag)
+            if found.verdict in SHOWN:  # a script can show it: keep what it needs
+                change = dataclasses.replace(change, extra=_kept(call, replays, values, seed))
             words = notes.naming(change.callable) if notes is not None else ()
             if notes is not None and words:
                 announced = {"notes": ", ".join(words)}
@@ -403,6 +408,26 @@ def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
         line["id"]: Replay.from_json(line, line["id"] not in uninitialised, values)
         for line in _read_lines(path)
     }
+
+
+def _values(path: Path) -> bytes:
+    return path.read_bytes() if path.is_file() else b""
+
+
+def _kept(
+    call: Mapping[str, Any],
+    replays: Mapping[str, Mapping[Any, Replay]],
+    values: bytes,
+    seed: int | None,
+) -> dict[str, Any]:
+    """What ``torchcanary repro`` reads from a changed call's row: the call (its small
+    arguments' values inline) and what the baseline and candidate replays did."""
+    observed = {
+        role: replays[role][call["id"]].describe()
+        for role in ("baseline", "candidate")
+        if call["id"] in replays[role]
+    }
+    return {"call": kept_call(call, values, seed), "observed": observed}
 
 
 def _change(

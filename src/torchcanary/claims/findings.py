@@ -21,7 +21,8 @@ def _text(result: ProbeResult | None) -> str:
     return f"{result.outcome.summary}\n{evidence}"
 
 
-def _deserves(row: ClaimRow) -> bool:
+def deserves(row: ClaimRow) -> bool:
+    """Regressed (held in the baseline, not in the candidate), or refuted in the candidate."""
     refuted = row.candidate is not None and row.candidate.outcome.verdict is Verdict.REFUTED
     return row.comparison is ClaimComparison.REGRESSED or refuted
 
@@ -40,5 +41,5 @@ def findings(view: RunView) -> list[Finding]:
             facts={"baseline_text": _text(row.baseline), "candidate_text": _text(row.candidate)},
         )
         for row in claims_of(view).rows()
-        if _deserves(row)
+        if deserves(row)
     ]

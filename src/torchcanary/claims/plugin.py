@@ -89,6 +89,7 @@ class ClaimsSection(Section):
     stored_units = FromModule("torchcanary.claims.section:stored_units")
     blocking_reasons = FromModule("torchcanary.claims.section:blocking_reasons")
     findings = FromModule("torchcanary.claims.findings:findings")
+    reproducible = FromModule("torchcanary.claims.repro:reproducible")
     html = FromModule("torchcanary.claims.report:html")
     markdown = FromModule("torchcanary.claims.report:markdown")
     junit_cases = FromModule("torchcanary.claims.report:junit_cases")

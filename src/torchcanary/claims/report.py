@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchcanary.claims.kept_verdicts import reused_from
+from torchcanary.claims.repro import SECTION
 from torchcanary.claims.view import ClaimRow, claims_of
 from torchcanary.kept import describe_age
 from torchcanary.packs.coverage import ClaimCoverage, claim_coverage, coverage_lines
@@ -143,6 +144,18 @@ def _coverage_markdown(view: RunView) -> list[str]:
     return [*lines, ""]
 
 
+def _reproducer(view: RunView, probe_id: str) -> str:
+    """The link to a claim's verified reproducer (``torchcanary repro``), relative to the
+    run's output folder; empty when it has none."""
+    folder = view.reproducers.get(f"{SECTION}:{probe_id}")
+    return f"{folder}/repro.py" if folder else ""
+
+
+def _reproduce_html(view: RunView, probe_id: str) -> str:
+    link = _reproducer(view, probe_id)
+    return f' <a class="reproduce" href="{escape(link)}">Reproduce</a>' if link else ""
+
+
 def html(view: RunView) -> str:
     rows = []
     for row in claims_of(view).rows():
@@ -151,7 +164,8 @@ def html(view: RunView) -> str:
         quote = description.get("release_claim", "")
         rows.append(
             f'<tr id="claim-{escape(row.probe_id)}"><td><code>{escape(row.probe_id)}'
-            f'</code><div class="needs">pack {escape(str(description.get("pack", "-")))}'
+            f"</code>{_reproduce_html(view, row.probe_id)}"
+            f'<div class="needs">pack {escape(str(description.get("pack", "-")))}'
             f"</div></td><td>{escape(description.get('claim', ''))}"
             + (f'<div class="quote">release: “{escape(quote)}”</div>' if quote else "")
             + f'<div class="needs">scope {escape(str(description.get("scope", "")))}; '
@@ -182,7 +196,9 @@ def markdown(view: RunView) -> str:
         cand = row.candidate.outcome.verdict.value if row.candidate else "not run"
         comparison = row.comparison.value if row.comparison else "incomplete"
         pack = row.description.get("pack", "-")
-        lines.append(f"| {pack} | `{row.probe_id}` | {base} | {cand} | {comparison} |")
+        link = _reproducer(view, row.probe_id)
+        probe = f"`{row.probe_id}`" + (f" ([Reproduce]({link}))" if link else "")
+        lines.append(f"| {pack} | {probe} | {base} | {cand} | {comparison} |")
     return "\n".join([*lines, "", *_coverage_markdown(view)]) + "\n"
 
 

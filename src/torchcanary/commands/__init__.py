@@ -18,6 +18,7 @@ examples:
   torchcanary runs && torchcanary report RUN_ID
   torchcanary publish site/                   # a static site of every stored run
   torchcanary verify canary-results/latest     # results.json still matches its digest?
+  torchcanary repro latest                    # a verified reproducer per finding
   torchcanary ci init github --runner-label h100  # a workflow for a self-hosted GPU runner
 
 environments (--baseline/--candidate): pip requirements ('torch==2.13.0 numpy'), an

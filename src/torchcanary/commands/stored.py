@@ -13,6 +13,7 @@ from rich.console import Console
 from torchcanary.command_line import Handler
 from torchcanary.errors import EXIT_GO, CanaryError
 from torchcanary.report_kit.listing import Listing, add_format_flags, show
+from torchcanary.store.base import ResultStore
 from torchcanary.store.location import is_postgres_url
 
 
@@ -20,15 +21,15 @@ def add_commands(commands: Any) -> dict[str, Handler]:
     """Add ``report`` and ``runs``; their handlers."""
     report = commands.add_parser("report", help="render a stored run's outputs again")
     report.add_argument("run_id", metavar="RUN", help="run id, or 'latest'")
-    _add_result_flags(report, outputs=True)
+    add_result_flags(report, outputs=True)
 
     runs = commands.add_parser("runs", help="list the runs in a store")
-    _add_result_flags(runs, outputs=False)
+    add_result_flags(runs, outputs=False)
     add_format_flags(runs)
     return {"report": _cmd_report, "runs": _cmd_runs}
 
 
-def _add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
+def add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
     """Where stored results are: flags, else the config file's store/output, else defaults."""
     parser.add_argument("--config", type=Path, help="config file whose store (and output) to use")
     parser.add_argument(
@@ -42,7 +43,7 @@ def _add_result_flags(parser: argparse.ArgumentParser, outputs: bool) -> None:
         )
 
 
-def _existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
+def existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
     """The store and report directory to read; reading commands never create a store."""
     from torchcanary.config import result_paths
 
@@ -53,19 +54,24 @@ def _existing_paths(args: argparse.Namespace) -> tuple[Path | str, Path]:
     return store, output
 
 
+def resolve_run_id(store: ResultStore, given: str) -> str:
+    """``given``, or the latest run's id for ``latest``."""
+    if given != "latest":
+        return given
+    latest = store.latest_run()
+    if latest is None:
+        raise CanaryError(f"{store.location} holds no runs yet")
+    return latest.run_id
+
+
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.report.render import write_outputs
     from torchcanary.report.view import load_run_view
     from torchcanary.store.location import open_store
 
-    store_path, output = _existing_paths(args)
+    store_path, output = existing_paths(args)
     with open_store(store_path, create=False) as store:
-        run_id = args.run_id
-        if run_id == "latest":
-            latest = store.latest_run()
-            if latest is None:
-                raise CanaryError(f"{store.location} holds no runs yet")
-            run_id = latest.run_id
+        run_id = resolve_run_id(store, args.run_id)
         outputs = write_outputs(load_run_view(store, run_id), output)
     for kind, path in outputs.items():
         console.print(f"{kind:>8}: {path}", highlight=False)
@@ -75,7 +81,7 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 def _cmd_runs(args: argparse.Namespace, console: Console) -> int:
     from torchcanary.store.location import open_store
 
-    store_path, _ = _existing_paths(args)
+    store_path, _ = existing_paths(args)
     with open_store(store_path, create=False) as store:
         runs = store.runs()
         title = store.location

@@ -18,6 +18,8 @@ from torchcanary.sections import registered, section_names, stores_rows
 from torchcanary.store.base import ResultStore
 
 FLEET_ARTIFACT = "fleet.json"  # a fleet run's chosen nodes and their hardware profiles
+# ``torchcanary repro``'s verified reproducers: finding -> folder (``RunView.reproducers``)
+REPRODUCERS_ARTIFACT = "reproducers.json"
 
 
 def run_so_far(store: ResultStore, run_id: str) -> tuple[RunView, list[Finding]]:
@@ -57,6 +59,7 @@ def load_run_view(store: ResultStore, run_id: str) -> RunView:
         },
         json.loads(artifacts.get(FLEET_ARTIFACT, b"{}")),
         declared_units(artifacts[PLANNED_ARTIFACT]) if PLANNED_ARTIFACT in artifacts else None,
+        json.loads(artifacts.get(REPRODUCERS_ARTIFACT, b"{}")),
     )
 
 

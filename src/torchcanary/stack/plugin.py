@@ -62,6 +62,7 @@ class StackSection(Section):
     record_from_json = FromModule("torchcanary.stack.result:from_json")
     blocking_reasons = FromModule("torchcanary.stack.section:blocking_reasons")
     findings = FromModule("torchcanary.stack.findings:findings")
+    reproducible = FromModule("torchcanary.stack.repro:reproducible")
     html = FromModule("torchcanary.stack.report:html")
     markdown = FromModule("torchcanary.stack.report:markdown")
     junit_cases = FromModule("torchcanary.stack.report:junit_cases")

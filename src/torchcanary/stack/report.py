@@ -155,8 +155,9 @@ def html(view: Any) -> str:
         )
         for row in changes:
             parts.append(
-                f"<tr><td>{escape(row.verdict)}</td><td><code>{escape(row.key)}"
-                f"</code></td><td>{escape(row.detail)}</td>"
+                f"<tr><td>{escape(row.verdict)}</td><td><code>{escape(row.key)}</code>"
+                + _reproduce_html(view, row.key)
+                + f"</td><td>{escape(row.detail)}</td>"
                 f"<td>{escape(_determinism(row))}</td></tr>"
             )
         parts.append("</tbody></table>")
@@ -171,6 +172,23 @@ def html(view: Any) -> str:
     parts.extend(f"<p>{escape(line)}</p>" for line in _one_sided(summary))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _reproducer(view: Any, key: str) -> str:
+    """The link to a changed test's verified reproducer (``torchcanary repro``), relative
+    to the run's output folder; empty when it has none."""
+    folder = view.reproducers.get(f"{SECTION}:{key}")
+    return f"{folder}/repro.py" if folder else ""
+
+
+def _reproduce_html(view: Any, key: str) -> str:
+    link = _reproducer(view, key)
+    return f' <a class="reproduce" href="{escape(link)}">Reproduce</a>' if link else ""
+
+
+def _reproduce_markdown(view: Any, key: str) -> str:
+    link = _reproducer(view, key)
+    return f" ([Reproduce]({link}))" if link else ""
 
 
 def _counts_line(summary: StackSummary) -> str:
@@ -208,7 +226,8 @@ def markdown(view: Any) -> str:
     if changes:
         out += ["| Change | Test | Detail | Re-runs |", "|---|---|---|---|"]
         out += [
-            f"| {row.verdict} | `{_cell(row.key)}` | {_cell(row.detail)} | {_determinism(row)} |"
+            f"| {row.verdict} | `{_cell(row.key)}`{_reproduce_markdown(view, row.key)} | "
+            f"{_cell(row.detail)} | {_determinism(row)} |"
             for row in changes
         ]
         out.append("")

@@ -1,0 +1,278 @@
+"""``torchcanary repro``'s parts that need no run: how a reproducer is judged, which
+findings a command line chooses, the pins, bad input, and (in the baseline environment)
+that the source written for recorded arguments rebuilds them exactly."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_canary, run_canary_here
+from torchcanary.bench.result import BenchMeasured, BenchVerdict
+from torchcanary.calls.compare import CallVerdict
+from torchcanary.calls.repro import inline_values
+from torchcanary.calls.result import CallChange
+from torchcanary.envs.cache import Environment
+from torchcanary.repro.folder import requirements
+from torchcanary.repro.literals import Arguments
+from torchcanary.repro.reproducer import Reproducer, Reproduces, judge
+from torchcanary.results import Manifest
+from torchcanary.store.rows import SectionResult
+from torchcanary.store.sqlite import SqliteStore
+
+REMOVED = Reproducer(
+    finding="calls:solver.py:17 torch.cholesky#2",
+    title="torch.cholesky",
+    script="",
+    observed={"baseline": "returns", "candidate": "raises RuntimeError: gone"},
+    expects={"baseline": "returns", "candidate": "raises RuntimeError:"},
+)
+
+
+def test_a_script_reproduces_when_each_version_prints_what_it_did_in_the_run() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": "raises RuntimeError: gone\n"}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 0})
+    assert verification.verdict is Reproduces.YES
+    assert verification.reason == (
+        "baseline: returns tensor([2.]); candidate: raises RuntimeError: gone"
+    )
+
+
+def test_the_same_output_in_both_versions_does_not_reproduce() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": "returns tensor([2.])\n"}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 0})
+    assert verification.verdict is Reproduces.NO
+    assert verification.reason == (
+        "the candidate printed 'returns tensor([2.])', not 'raises RuntimeError:'..."
+    )
+
+
+def test_a_script_that_fails_does_not_reproduce_and_says_where() -> None:
+    outputs = {"baseline": "returns tensor([2.])\n", "candidate": ""}
+    verification = judge(REMOVED, outputs, {"baseline": 0, "candidate": 1})
+    assert verification.verdict is Reproduces.NO
+    assert verification.reason == "the script failed: exit 1 in the candidate"
+
+
+def test_pins_carry_the_build_variant_index_and_numpy() -> None:
+    facts = {"torch_version": "2.14.1+cu130", "numpy_version": "2.4.6", "python_version": "3.11"}
+    assert requirements(facts) == (
+        "# python 3.11\n--extra-index-url https://download.pytorch.org/whl/cu130\n"
+        "torch==2.14.1+cu130\nnumpy==2.4.6\n"
+    )
+    assert requirements({"torch_version": "2.13.0", "python_version": "3.12"}) == (
+        "# python 3.12\ntorch==2.13.0\n"
+    )
+
+
+def _stored_change(tmp_path: Path) -> tuple[Path, str]:
+    """A store holding one run with one changed call (its recorded call kept)."""
+    path = tmp_path / "canary.db"
+    with SqliteStore(path) as store:
+        run_id = store.create_run({"baseline": "torch==2.13.0", "candidate": "torch==2.14.1"})
+        call = {"callable": "torch.cholesky", "args": [], "kwargs": {}, "context": {}}
+        change = CallChange(
+            key="solver.py:17 torch.cholesky#2",
+            verdict=CallVerdict.RAISES_NOW,
+            site="solver.py:17",
+            callable="torch.cholesky",
+            extra={"call": call, "observed": {"baseline": "returns"}},
+        )
+        store.save_section_result(run_id, SectionResult.of("calls", change))
+    return path, run_id
+
+
+def test_a_finding_that_matches_nothing_is_one_line_naming_the_runs_findings(
+    tmp_path: Path,
+) -> None:
+    store, run_id = _stored_change(tmp_path)
+    result = run_canary_here("repro", run_id, "torch.linalg", "--store", str(store), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "torchcanary: error: no finding matches torch.linalg; this run's: "
+        "calls:solver.py:17 torch.cholesky#2\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--timeout", "0"), "--timeout must be above 0 seconds, not 0"),
+        (("--reduce-budget", "-1"), "--reduce-budget must be above 0 seconds, not -1"),
+    ],
+)
+def test_a_limit_that_is_not_positive_is_refused(
+    tmp_path: Path, flags: tuple[str, ...], message: str
+) -> None:
+    store, run_id = _stored_change(tmp_path)
+    result = run_canary_here("repro", run_id, *flags, "--store", str(store), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (2, f"torchcanary: error: {message}\n")
+
+
+def test_a_run_that_is_not_there_is_named(tmp_path: Path) -> None:
+    store, _ = _stored_change(tmp_path)
+    result = run_canary_here("repro", "nope", "--store", str(store), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("torchcanary: error: no run 'nope' in ")
+
+
+# Each kind of argument the recording keeps: the dtypes struct reads and those it does
+# not, a NaN, an expanded and a transposed tensor, one too large for a literal, one that
+# requires grad, an empty one; nested in a list, with a dtype, a slice and None beside.
+_ENCODE = """
+import base64, io, json, torch
+from torchcanary.worker.replay.encode import ValueStore, describe
+torch.manual_seed(0)
+values = [
+    torch.randn(2, 3),
+    torch.tensor([1.5, float("nan"), -float("inf")], dtype=torch.float64),
+    torch.randn(4, dtype=torch.bfloat16),
+    torch.tensor([[True, False]]),
+    torch.arange(-3, 3),
+    torch.randn(3, dtype=torch.complex64),
+    torch.ones(3, 1).expand(3, 4),
+    torch.randn(3, 2).t(),
+    torch.randn(10, 10),
+    torch.randn(2, requires_grad=True),
+    torch.empty(0, 3),
+    [torch.randn(2, dtype=torch.float16), 3, 2.5],
+    torch.int32,
+    slice(1, None, 2),
+    None,
+]
+stream = io.BytesIO()
+store = ValueStore(stream)
+encoded = [describe(v, lambda t: store.keep(t, []), []) for v in values]
+print(json.dumps({"encoded": encoded, "values": base64.b64encode(stream.getvalue()).decode()}))
+"""
+
+_COMPARE = """
+import base64, json, sys, torch
+from torchcanary.worker.replay.encode import rebuild
+given = json.loads(sys.stdin.read())
+values = base64.b64decode(given["values"])
+namespace = {"torch": torch, "base64": base64}
+exec(given["source"], namespace)
+def raw(tensor):
+    return tensor.detach().contiguous().view(torch.uint8)
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.shape, a.stride(), a.requires_grad) == (
+            b.dtype, b.shape, b.stride(), b.requires_grad
+        ) and torch.equal(raw(a), raw(b))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+rebuilt = [rebuild(e, values) for e in given["encoded"]]
+print([i for i, (a, b) in enumerate(zip(rebuilt, namespace["passed"])) if not same(a, b)])
+"""
+
+
+def test_arguments_written_as_source_rebuild_what_the_replay_rebuilds(
+    baseline_env: Environment, import_root: Path
+) -> None:
+    env = {"PYTHONPATH": str(import_root)}
+
+    def in_baseline(script: str, given: str = "") -> str:
+        done = subprocess.run(
+            [baseline_env.python, "-c", script],
+            input=given,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    recorded = json.loads(in_baseline(_ENCODE))
+    values = base64.b64decode(recorded["values"])
+    arguments = Arguments()
+    passed = [arguments.value(inline_values(e, values)) for e in recorded["encoded"]]
+    source = "\n".join([*arguments.definitions, f"passed = [{', '.join(passed)}]"])
+    assert arguments.uses_base64  # the bfloat16, complex, NaN and 100-element tensors
+    assert "x0 = torch.tensor([[" in source
+    given = json.dumps({**recorded, "source": source})
+    assert in_baseline(_COMPARE, given).strip() == "[]"
+
+
+def test_a_slower_import_of_torch_reproduces_timed_both_ways_interleaved(
+    tmp_path: Path, baseline_env: Environment, candidate_env: Environment
+) -> None:
+    """The bench's finding of this pair (README: importing torch is 20-27% slower in the
+    CUDA builds of 2.14), stored as the bench stores it when judged on process CPU time
+    (``[bench] clock = "cpu"``: on this shared 2-CPU machine wall time swings with the other
+    processes' load); the script times a fresh import in each version on that clock,
+    interleaved, and shows it slower."""
+    path = tmp_path / "canary.db"
+    with SqliteStore(path) as store:
+        run_id = store.create_run({"baseline": "b", "candidate": "c"})
+        for environment in (baseline_env, candidate_env):
+            manifest = {"torch_version": environment.torch_version, "python_version": "3.11"}
+            store.save_environment(
+                run_id,
+                environment.role,
+                environment.spec.text,
+                environment.python,
+                environment.torch_version,
+                0.0,
+                True,
+                Manifest.from_json(manifest),
+            )
+        slower = BenchMeasured(
+            key="startup/import_torch/cpu",
+            verdict=BenchVerdict.SLOWER,
+            kind="startup",
+            spec={"kind": "startup", "measure": "import_torch", "device": "cpu"},
+            ratio=1.24,
+            ci_low=1.2,
+            ci_high=1.27,
+            clock="cpu",
+            harness={"threads": 1},
+        )
+        store.save_section_result(run_id, SectionResult.of("bench", slower))
+    result = run_canary("repro", run_id, "--store", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reproduces: bench:startup/import_torch/cpu" in result.stdout
+    (folder,) = (tmp_path / "canary-results" / run_id / "repro").iterdir()
+    verification = json.loads((folder / "verification.json").read_text())
+    printed = verification["outputs"]["both"].splitlines()
+    assert printed[0].startswith("slower x") and printed[0].endswith("(candidate / baseline)")
+    assert [len(json.loads(line.split(": ", 1)[1])) for line in printed[1:3]] == [8, 8]
+    assert "started = time.process_time()\nimport torch" in (folder / "repro.py").read_text()
+
+
+@pytest.mark.torch_envs
+def test_a_regressed_claim_reproduces_as_its_probe_run_alone(tmp_path: Path) -> None:
+    """A claims run of one fixture probe (``canary_repro_probe``: confirmed in 2.13,
+    refuted in 2.14), then its probe's module as a script, run in both environments."""
+    ran = run_canary(
+        "run",
+        "--only",
+        "claims",
+        "--probe-module",
+        "canary_repro_probe",
+        "--probes",
+        "repro.cholesky",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr  # the claim regressed: no-go
+    result = run_canary("repro", "latest", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reproduces: claims:repro.cholesky" in result.stdout
+    (folder,) = (tmp_path / "canary-results" / "latest" / "repro").iterdir()
+    script = (folder / "repro.py").read_text()
+    assert "from torchcanary" not in script and "import torchcanary" not in script
+    outputs = json.loads((folder / "verification.json").read_text())["outputs"]
+    assert outputs["baseline"].startswith("confirmed: torch.cholesky factors it: [[2.0, 0.0]")
+    assert outputs["candidate"].startswith("refuted: torch.cholesky raises: This function was")
+    link = f"repro/{folder.name}/repro.py"
+    summary = (tmp_path / "canary-results" / "latest" / "summary.md").read_text()
+    assert f"| `repro.cholesky` ([Reproduce]({link})) |" in summary
+    report = (tmp_path / "canary-results" / "latest" / "report.html").read_text()
+    assert f'<a class="reproduce" href="{link}">Reproduce</a>' in report
