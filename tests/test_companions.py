@@ -17,9 +17,9 @@ import pytest
 from cli_helpers import FIXTURES, run_canary, run_canary_here
 from torchcanary.config import load_settings
 from torchcanary.envs.build_mismatch import Installed, recognise
+from torchcanary.envs.prepare import requirement_set_companions
 from torchcanary.envs.spec import parse_env_spec
 from torchcanary.errors import ConfigError, EnvSpecError
-from torchcanary.runner import requirement_set_companions
 
 PROJECT_ARGS = ("--stack", "pytest tests", "--with", "-e exact", "--with", "-e range")
 
