@@ -3,7 +3,7 @@
 Each side compiles the benchmark's step several times in a worker of its own
 (:mod:`torchcanary.worker.explain.compile_phases`), two rounds ordered A B B A; repeat ``i``
 of one side is paired with repeat ``i`` of the other. A phase's share is its change in
-seconds over the change in the whole cold call, with a percentile-bootstrap interval over
+seconds over the change in the whole cold call, with a Fieller interval (``shares``) over
 the pairs; the part of the call no named phase accounts for (guards, running the compiled
 code, phases too small to name) is "unexplained". Graph counts, graph breaks and their
 reasons are diffed beside it: a new break is a cause in its own right, though its cost

@@ -4,8 +4,8 @@ Both environments profile the same prepared benchmark several times
 (:mod:`torchcanary.worker.explain.profile_ops`), the sides alternating so each baseline
 repeat and the candidate repeat beside it share the machine's state. Ops are matched by
 name: added, removed, called more or less often, slower or faster. An op's share is its
-change in self time per call over the change in wall time per call; its interval is a
-percentile bootstrap over the repeat pairs. What no named op accounts for (Python work,
+change in self time per call over the change in wall time per call; its interval is
+Fieller's over the repeat pairs (``shares``). What no named op accounts for (Python work,
 waits, ops too small to name) is "unexplained", never spread over the ops.
 
 HolisticTraceAnalysis's ``TraceDiff`` compares op and kernel traces too, but it is not used:
@@ -123,30 +123,18 @@ def profile_sides(
 def paired_shares(
     parts: dict[str, list[float]], totals: list[float]
 ) -> tuple[Interval | None, dict[str, Interval | None], Callable[[Sequence[str]], Interval | None]]:
-    """The total delta and each part's share of it, with bootstrap intervals over the
-    repeat pairs resampled whole (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s
-    deltas); the third value gives the share of the total the named parts leave over.
-    None where it cannot be computed (a delta of zero)."""
-    pairs = [
-        ({name: deltas[i] for name, deltas in parts.items()}, totals[i]) for i in range(len(totals))
-    ]
-    Pair = tuple[dict[str, float], float]
-
-    def whole(drawn: list[Pair]) -> float:
-        return sum(total for _, total in drawn) / len(drawn)
-
-    def share_of(names: Sequence[str]) -> Callable[[list[Pair]], float]:
-        def share(drawn: list[Pair]) -> float:
-            return sum(part[n] for part, _ in drawn for n in names) / len(drawn) / whole(drawn)
-
-        return share
+    """The total delta and each part's share of it, with t intervals over the repeat pairs
+    (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s deltas; ``shares`` says why t);
+    the third value gives the share of the total the named parts leave over. None where a
+    share cannot be told (the pairs do not tell the total apart from zero)."""
 
     def left_over(names: Sequence[str]) -> Interval | None:
-        return shares.paired(lambda drawn: 1 - share_of(names)(drawn), pairs)
+        rest = [total - sum(parts[n][i] for n in names) for i, total in enumerate(totals)]
+        return shares.ratio(rest, totals)
 
     return (
-        shares.paired(whole, pairs),
-        {name: shares.paired(share_of([name]), pairs) for name in parts},
+        shares.mean(totals),
+        {name: shares.ratio(deltas, totals) for name, deltas in parts.items()},
         left_over,
     )
 

@@ -35,7 +35,11 @@ def _spent(view: RunView, found: list[Explanation]) -> str:
 
 def _lines(explanation: Explanation) -> list[str]:
     """The Why block of one finding as plain lines (Markdown list items without the dash)."""
-    lines = [f"{cause.describe()}. {cause.evidence}".rstrip() for cause in explanation.causes]
+    lines = []
+    for cause in explanation.causes:
+        lines.append(f"{cause.describe()}. {cause.evidence}".rstrip())
+        # Overlapping views (a library inside the build's part) are detail, not shares.
+        lines += [f"within {cause.name}: {line}" for line in cause.detail.get("within", [])]
     lines = lines[:_SHOWN_CAUSES] + (
         [f"... {len(lines) - _SHOWN_CAUSES} more in results.json"]
         if len(lines) > _SHOWN_CAUSES

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchcanary.context import RunContext
+from torchcanary.explain import shares
 from torchcanary.explain.cause import (
     SECTION,
     Cause,
@@ -153,12 +154,14 @@ EXPLAINED_WIDTH = 0.5  # an unexplained share's interval wider than this cannot 
 
 def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
     """Explained when the unexplained share's interval holds 0 and is tight; unexplained
-    when no cause's share is clearly above 0; partly otherwise."""
+    when no cause's share is materially above 0 (its interval above ``shares.MATERIAL``:
+    with several candidate causes, one interval clearing 0 by chance is common); partly
+    otherwise."""
     if unexplained is None:
         return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
     _, low, high = unexplained
     if (low <= 0.0 <= high or high < 0.0) and high - low <= EXPLAINED_WIDTH:
         return ExplainStatus.EXPLAINED
-    if not any((c.share_low or 0.0) > 0.0 for c in causes):
+    if not any((c.share_low or 0.0) > shares.MATERIAL for c in causes):
         return ExplainStatus.UNEXPLAINED
     return ExplainStatus.PARTLY
