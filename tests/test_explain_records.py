@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from torchcanary.bench.findings import findings
+from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.explain import report
 from torchcanary.explain.cause import Cause, ExplainStatus, Explanation, from_json
 from torchcanary.explain.job import Contribution
 from torchcanary.explain.section import combine, status_of
+from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding
 from torchcanary.store.rows import SectionResult
 
@@ -36,8 +39,6 @@ def test_the_why_block_shows_shares_with_intervals_unexplained_and_what_was_not_
 ) -> None:
     run_id = store.create_run({})
     store.save_section_result(run_id, SectionResult.of("explain", _explanation()))
-    from torchcanary.report.view import load_run_view
-
     view = load_run_view(store, run_id)
     text = report.markdown(view)
     assert "build CUDA libraries: 60% [50%, 70%]" in text
@@ -50,10 +51,10 @@ def test_the_why_block_shows_shares_with_intervals_unexplained_and_what_was_not_
 
 def test_unexplained_is_never_spread_over_the_causes() -> None:
     finding = Finding("bench", "x", "timing", "+10 %")
-    part = Contribution((Cause("setting", "a", 0.1, 0.05, 0.15),), unexplained=(0.9, 0.8, 1.0))
+    part = Contribution((Cause("setting", "a", 0.4, 0.3, 0.5),), unexplained=(0.6, 0.5, 0.7))
     explanation = combine(finding, [part], [], 1.0)
-    assert explanation.unexplained == 0.9
-    assert explanation.causes[0].share == 0.1
+    assert explanation.unexplained == 0.6
+    assert explanation.causes[0].share == 0.4
     assert explanation.verdict is ExplainStatus.PARTLY
     assert status_of([], None) is ExplainStatus.NOT_CHECKED
     assert status_of([], (1.0, 0.9, 1.1)) is ExplainStatus.UNEXPLAINED
@@ -83,3 +84,21 @@ def test_explain_off_stores_its_summary_so_the_run_is_not_objected_to(make_conte
     run(ctx)
     summary, found = from_rows(ctx.store.section_results(ctx.run_id, "explain"))
     assert summary == ExplainSummary(mode="off") and found == []
+
+
+def test_a_cause_clear_of_zero_but_not_of_a_material_share_leaves_the_finding_unexplained() -> None:
+    """With several candidate causes one interval clears 0 by chance often; a cause counts
+    only above ``shares.MATERIAL`` of the change."""
+    small = Cause("setting", "a", 0.15, 0.05, 0.25)
+    assert status_of([small], (0.85, 0.75, 0.95)) is ExplainStatus.UNEXPLAINED
+
+
+def test_a_benchmark_without_a_detected_change_is_not_explained(store) -> None:
+    run_id = store.create_run({})
+    for key, verdict, ratio in (
+        ("collective/all_reduce/4KiB", BenchVerdict.NO_CHANGE_DETECTED, 0.86),
+        ("copy/fp32", BenchVerdict.SLOWER, 1.5),
+    ):
+        record = BenchMeasured(key, verdict, kind="copy", ratio=ratio, ci_low=0.2, ci_high=2.9)
+        store.save_section_result(run_id, SectionResult.of("bench", record))
+    assert [f.item for f in findings(load_run_view(store, run_id))] == ["copy/fp32"]
