@@ -10,7 +10,9 @@ drift (shared by the arms of a round) and its own log-normal noise (``--noise``)
 
 - coverage: how often the interval holds the true share, for the old method (the ratio of
   the rounds' medians with a percentile bootstrap over rounds, resampled whole) and the new
-  one (``explain.shares.ratio``: Fieller's interval over per-round log ratios);
+  one (``explain.shares.ratio``: Fieller's interval over per-round log ratios), of the
+  trials where it shows a share; "no share" is how often the new one shows none (its
+  rounds did not tell the slowdown apart from 0: explain then says so);
 - fires: how often the share counts as a cause, the old rule (low end above 0) against the
   new one (low end above ``shares.MATERIAL``): for a true share of 0 that is the rate a
   setting that does nothing is named, for 1 the rate the real cause is found.
@@ -90,7 +92,9 @@ def simulate(trials: int, slowdown: float, noise: float) -> list[dict[str, float
                 else:
                     counts["new"] += new[0] <= truth <= new[1]
                     counts["new_fires"] += new[0] > shares.MATERIAL
-            table.append({"n": n, "truth": truth, **{k: v / trials for k, v in counts.items()}})
+            shown = max(trials - counts["none"], 1)
+            rates = {k: v / trials for k, v in counts.items()}
+            table.append({"n": n, "truth": truth, **rates, "new": counts["new"] / shown})
     return table
 
 

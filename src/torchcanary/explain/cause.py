@@ -136,7 +136,7 @@ class ExplainSummary:
     verdict: ExplainStatus = ExplainStatus.DONE
     mode: str = "quick"
     findings: int = 0
-    budget_s: float = 0.0
+    budget_s: float | None = 0.0  # None: no cap (--explain full)
     seconds: float = 0.0
     key: str = SUMMARY_KEY
     env_role: str = BOTH
@@ -182,7 +182,9 @@ def from_json(data: dict[str, Any]) -> Explanation | ExplainSummary:
         return ExplainSummary(
             mode=str(payload.get("mode", "quick")),
             findings=int(payload.get("findings") or 0),
-            budget_s=float(payload.get("budget_s") or 0.0),
+            budget_s=None
+            if payload.get("budget_s", 0.0) is None
+            else float(payload["budget_s"] or 0.0),
             seconds=float(payload.get("seconds") or 0.0),
         )
     return Explanation(

@@ -291,7 +291,7 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
         return {**thread_env(threads), **compile_env(str(scratch))}
 
     with both_sides(job, cold) as workers:
-        timeout_s = max(60.0, job.seconds_left())
+        timeout_s = job.call_timeout_s()
         samples = compile_sides(workers, spec, repeats, timeout_s, job.seconds_left)
     diff = diff_compiles(samples["baseline"], samples["candidate"])
     reproduce = f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"

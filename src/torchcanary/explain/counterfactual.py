@@ -33,6 +33,7 @@ from torchcanary.worker.bench.specs import COMPILE, WORKLOAD
 from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
+MIN_ROUNDS = 3  # the fewest rounds a share is drawn from
 _MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
 _COMPILED = (COMPILE, WORKLOAD)  # the findings torch's config values can move
 
@@ -125,14 +126,13 @@ class _Rounds:
     failed: dict[str, str] = field(default_factory=dict)
 
     def take(self, arms: list[Arm], rounds: int) -> None:
-        """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
+        """``rounds`` rounds of every arm in a random order, none started that the last
+        one's duration says would end past the budget; an arm that fails is dropped
         (``failed``), the baseline or the candidate failing ends the measurement."""
         rng = random.Random(31)
         last_round_s = 0.0
         for _ in range(rounds):
-            # At least 3 rounds; beyond them, none that would end past the budget.
-            enough = min(map(len, self.values.values()), default=0) >= 3
-            if enough and self.job.seconds_left() < last_round_s:
+            if self.job.seconds_left() < last_round_s:
                 return
             started = time.monotonic()
             live = [arm for arm in arms if arm.name not in self.failed]
@@ -212,6 +212,15 @@ def counterfactual(
     not_checked += [
         f"{name}: could not be set back: {why}" for name, why in measured.failed.items()
     ]
+    held = len(measured.values.get("baseline", []))
+    if held < MIN_ROUNDS:
+        return Contribution(
+            not_checked=(
+                *not_checked,
+                f"settings: not explained: the budget held {held} round(s), {MIN_ROUNDS} are "
+                "the fewest a share is drawn from",
+            )
+        )
     slowdown = measured.slowdown()
     extra = {"settings": {"slowdown": _ratio(slowdown), "rounds": len(measured.values["baseline"])}}
     if slowdown is None or slowdown[1] <= 0:
@@ -228,8 +237,9 @@ def counterfactual(
         arms[_TOGETHER] = _together(helping)
         measured.values = {}  # the combination is judged against rounds of its own
         measured.take([*plain, arms[_TOGETHER]], job.settings.rounds)
-        intervals[_TOGETHER] = measured.share(_TOGETHER)
-        best = intervals[_TOGETHER] or best
+        if len(measured.values.get(_TOGETHER, [])) >= MIN_ROUNDS:
+            intervals[_TOGETHER] = measured.share(_TOGETHER)
+            best = intervals[_TOGETHER] or best
     causes = [_cause(job, finding, name, arms[name], i) for name, i in intervals.items()]
     unexplained = (1 - best[0], 1 - best[2], 1 - best[1]) if best is not None else None
     return Contribution(

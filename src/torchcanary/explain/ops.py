@@ -32,7 +32,7 @@ from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
 
 REPEATS = 5
-MIN_REPEATS = 3  # the fewest repeats an interval is drawn from, budget or not
+MIN_REPEATS = 3  # the fewest repeats shares are drawn from
 MIN_SHARE = 0.05  # a share (of the wall delta) below this is not named as a cause
 MAX_CAUSES = 5
 _CALLS_TOLERANCE = 0.01  # relative change in calls per benchmark call that counts
@@ -90,8 +90,8 @@ def profile_sides(
 ) -> dict[str, list[dict[str, Any]]]:
     """``repeats`` profiles of one benchmark per side (``baseline``, ``candidate``: each
     runs its own ``spec_for_side``), the sides alternating, their order swapped each repeat
-    so neither always goes first; ``threads`` as the bench ran it. Past ``MIN_REPEATS``, no
-    repeat starts that the last one's duration says would end past ``seconds_left()``.
+    so neither always goes first; ``threads`` as the bench ran it. No repeat starts that
+    the last one's duration says would end past ``seconds_left()``.
     The benchmark is released afterwards."""
     for side, worker in workers.items():
         if threads is not None:
@@ -107,7 +107,7 @@ def profile_sides(
         last_repeat_s = 0.0
         for repeat in range(repeats):
             left = seconds_left() if seconds_left is not None else float("inf")
-            if repeat >= MIN_REPEATS and left < last_repeat_s:
+            if left < last_repeat_s:
                 break
             started = time.monotonic()
             for side in order if repeat % 2 == 0 else order[::-1]:
@@ -397,10 +397,17 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     bench_id = str(spec.get("id") or finding.item)
     threads = int(finding.facts.get("threads") or 1)
     repeats = job.settings.rounds
-    timeout_s = max(60.0, job.seconds_left())
+    timeout_s = job.call_timeout_s()
     with both_sides(job, lambda _role: thread_env(threads)) as workers:
         profiles = profile_sides(
             workers, bench_id, spec, repeats, threads, timeout_s, job.seconds_left
+        )
+    if len(profiles["baseline"]) < MIN_REPEATS:
+        return Contribution(
+            not_checked=(
+                f"ops: not explained: the budget held {len(profiles['baseline'])} profiled "
+                f"repeat(s) per side, {MIN_REPEATS} are the fewest shares are drawn from",
+            )
         )
     diff = diff_profiles(
         profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")

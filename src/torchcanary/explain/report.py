@@ -29,7 +29,8 @@ def _spent(view: RunView, found: list[Explanation]) -> str:
         return f"{len(found)} finding(s) explained in {spent:.0f} s"
     return (
         f"{len(found)} finding(s) explained in {summary.seconds:.0f} s "
-        f"(--explain {summary.mode}, budget {summary.budget_s:.0f} s)"
+        f"(--explain {summary.mode}, "
+        + ("no budget cap)" if summary.budget_s is None else f"budget {summary.budget_s:.0f} s)")
     )
 
 

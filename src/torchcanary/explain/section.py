@@ -3,7 +3,9 @@
 It runs after every other section (``order`` 90), reads their results of this run from
 the store, asks each section for its findings through the contract (``findings``), and
 hands each finding to the explainers that apply (``explainers.py``), within a budget: at
-most ``budget_fraction`` of the time the run took before it. It never blocks a run by
+most ``budget_fraction`` of the time this invocation of the run took before it (a resumed
+run counts its own time, not the hours since it was created); ``--explain full`` has no
+cap. No measuring round starts that would end past the budget. It never blocks a run by
 itself: it explains, the other sections decide.
 
 Policy keys: none (an explanation never blocks a run).
@@ -11,6 +13,7 @@ Policy keys: none (an explanation never blocks a run).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -54,10 +57,12 @@ def blocking_reasons(view: RunView, policy: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _budget_s(ctx: RunContext, fraction: float) -> float:
-    """``fraction`` of the time this run has taken so far (its sections, its environments)."""
-    run = ctx.store.run(ctx.run_id)
-    return max(0.0, (time.time() - run.created_at) * fraction)
+def _budget_s(ctx: RunContext, settings: ExplainSettings) -> float | None:
+    """``budget_fraction`` of the time this invocation has taken so far (its environments,
+    its sections); None in ``full`` mode: no cap."""
+    if settings.mode == "full":
+        return None
+    return max(0.0, (time.monotonic() - ctx.started) * settings.budget_fraction)
 
 
 def run(ctx: RunContext) -> None:
@@ -84,16 +89,18 @@ def run(ctx: RunContext) -> None:
         for finding in found
         if finding.kind != CHANGE and f"{finding.section}:{finding.item}" not in done
     ]
-    budget = _budget_s(ctx, settings.budget_fraction)
-    job = ExplainJob(ctx, view, settings, time.monotonic() + budget, changes)
-    ctx.progress.note(f"explain: {len(pending)} finding(s), budget {budget:.0f} s")
+    budget = _budget_s(ctx, settings)
+    deadline = math.inf if budget is None else time.monotonic() + budget
+    job = ExplainJob(ctx, view, settings, deadline, changes)
+    cap = "no budget cap" if budget is None else f"budget {budget:.0f} s"
+    ctx.progress.note(f"explain: {len(pending)} finding(s), {cap}")
     for finding in pending:
         explanation = explain_one(job, finding)
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, explanation))
     summary = ExplainSummary(
         mode=settings.mode,
         findings=len(pending),
-        budget_s=round(budget, 1),
+        budget_s=None if budget is None else round(budget, 1),
         seconds=round(time.monotonic() - clock, 1),
     )
     ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))

@@ -41,6 +41,7 @@ from torchcanary.worker.calls import EXPLAIN_STARTUP
 
 _HASH = re.compile(r"-[0-9a-f]{8}(?=[.-])")
 _TOP_MODULES = 6
+MIN_ROUNDS = 3  # the fewest rounds shares are drawn from
 _TOP_LIBRARIES = 8
 _CUDA_PARTS = ("nvidia", "cuda", "cudnn", "cublas", "nccl", "nvshmem", "cufft", "curand")
 Round = dict[str, Any]
@@ -96,8 +97,8 @@ def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list
     rng = random.Random(31)
     last_round_s = 0.0
     for _ in range(job.settings.rounds):
-        # At least 3 rounds; beyond them, none that would end past the budget.
-        if job.seconds_left() < last_round_s and all(len(r) >= 3 for r in rounds.values()):
+        # None started that the last one's duration says would end past the budget.
+        if job.seconds_left() < last_round_s:
             break
         started = time.monotonic()
         for role in rng.sample(ROLES, len(ROLES)):
@@ -149,6 +150,13 @@ def _module_lines(profiles: dict[str, dict[str, Any]]) -> list[str]:
 
 def explain(job: ExplainJob, finding: Finding) -> Contribution:
     profiles, rounds = _measure(job)
+    if len(rounds["baseline"]) < MIN_ROUNDS:
+        return Contribution(
+            not_checked=(
+                f"startup: not explained: the budget held {len(rounds['baseline'])} round(s), "
+                f"{MIN_ROUNDS} are the fewest shares are drawn from",
+            )
+        )
     names = {
         role: {library_name(p) for p in profiles[role]["libraries"] if ".cpython-" not in p}
         for role in ROLES
