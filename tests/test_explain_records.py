@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 from torchcanary.bench.findings import findings
 from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.explain import report
 from torchcanary.explain.cause import Cause, ExplainStatus, Explanation, from_json
+from torchcanary.explain.confounds import candidates
 from torchcanary.explain.job import Contribution
-from torchcanary.explain.section import combine, status_of
+from torchcanary.explain.result import from_rows
+from torchcanary.explain.section import combine, run, status_of
 from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding
 from torchcanary.store.rows import SectionResult
@@ -102,3 +106,43 @@ def test_a_benchmark_without_a_detected_change_is_not_explained(store) -> None:
         record = BenchMeasured(key, verdict, kind="copy", ratio=ratio, ci_low=0.2, ci_high=2.9)
         store.save_section_result(run_id, SectionResult.of("bench", record))
     assert [f.item for f in findings(load_run_view(store, run_id))] == ["copy/fp32"]
+
+
+def test_an_untested_confound_leads_with_why_it_was_not_tried_and_the_ops_it_would_move() -> None:
+    """A workload has no way to be measured alone, so the CPU capability the run names is
+    not set back: it is named first, with the reason, linked to the ops that moved."""
+    named = {"compiler": ("GCC 11", "GCC 13"), "cpu_capability": ("AVX512", "DEFAULT")}
+    ops = Contribution(
+        (Cause("op", "aten::sigmoid", 0.47, 0.4, 0.54), Cause("op", "aten::add", 0.4, 0.33, 0.47)),
+        unexplained=(0.13, 0.05, 0.21),
+    )
+    finding = Finding("bench", "workload/step", "timing", "+251 %")
+    explanation = combine(finding, [ops, Contribution(candidates(named, False))], [], 1.0)
+    assert [c.name for c in explanation.causes] == [
+        "cpu_capability",
+        "compiler",
+        "aten::sigmoid",
+        "aten::add",
+    ]
+    lead = explanation.causes[0]
+    assert lead.share is None and "AVX512 vs DEFAULT; untested" in lead.evidence
+    assert "ATEN_CPU_CAPABILITY" in lead.evidence and "aten::sigmoid, aten::add" in lead.evidence
+    assert "property of the build" in explanation.causes[1].evidence
+
+
+def test_a_confound_that_can_be_set_back_is_left_to_the_counterfactual() -> None:
+    named = {"cpu_capability": ("AVX512", "DEFAULT"), "torch_num_threads": (4, 1)}
+    assert candidates(named, True) == []
+
+
+def test_the_budget_counts_this_invocations_own_time_and_full_has_none(make_context) -> None:
+    budgets = []
+    for mode in ("quick", "full"):
+        ctx = make_context(sections=("explain",), settings={"explain": {"mode": mode}})
+        ctx.started = time.monotonic() - 100  # this invocation began 100 s ago
+        run(ctx)
+        summary, _ = from_rows(ctx.store.section_results(ctx.run_id, "explain"))
+        assert summary is not None
+        budgets.append(summary.budget_s)
+    assert budgets[0] is not None and 25.0 <= budgets[0] < 26.0  # a quarter of 100 s
+    assert budgets[1] is None

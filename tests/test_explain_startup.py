@@ -1,11 +1,12 @@
-"""The startup explanation on the two real environments: ``import torch`` split into each
-build's shared libraries and the rest, the modules and libraries named, and the part of
-the delta the candidate build's own libraries (a CUDA build's) account for."""
+"""The startup explanation on the two real environments: the change of ``import torch``
+split once, into the candidate build's own libraries, the libraries both load and the
+rest, with the single libraries and modules as detail inside their part."""
 
 from __future__ import annotations
 
 import time
 
+from torchcanary.explain.cause import Explanation
 from torchcanary.explain.job import ExplainJob
 from torchcanary.explain.section import combine
 from torchcanary.explain.settings import ExplainSettings
@@ -37,26 +38,47 @@ def test_libraries_are_matched_across_builds_without_the_wheels_hash() -> None:
     ]
 
 
-def test_the_import_delta_is_split_into_libraries_and_modules_with_the_builds_share(
-    make_context, candidate_env
-) -> None:
+def _explained(make_context) -> Explanation:
     ctx = make_context(sections=("bench",))
     view = load_run_view(ctx.store, ctx.run_id)
-    job = ExplainJob(ctx, view, ExplainSettings(repeats=3), time.monotonic() + 600)
+    job = ExplainJob(ctx, view, ExplainSettings(repeats=5), time.monotonic() + 600)
     finding = Finding("bench", "startup/import_torch", "timing", "+20 %", facts={"kind": "startup"})
-    explanation = combine(finding, [explain(job, finding)], [], 0.0)
-    kinds = {cause.kind for cause in explanation.causes}
-    assert {"build", "shared-libraries", "python", "module"} <= kinds
-    build = next(c for c in explanation.causes if c.kind == "build")
-    assert build.share_low is not None and build.share_high is not None
-    assert build.share_low <= build.share <= build.share_high  # type: ignore[operator]
-    assert "libraries" in build.evidence and "-X importtime" in build.reproduce
-    facts = explanation.extra["startup"]
-    if "+cu" in candidate_env.torch_version:  # a CUDA candidate loads CUDA libraries of its own
-        assert facts["cuda_libraries"]
-    # The unexplained part is measured where the rounds reproduced the change, else said so.
-    assert explanation.unexplained is not None or any(
-        "did not reproduce" in reason for reason in explanation.not_checked
-    )
-    print("\n".join(c.describe() + " " + c.evidence for c in explanation.causes))
-    print("unexplained", explanation.unexplained, facts)
+    return combine(finding, [explain(job, finding)], [], 0.0)
+
+
+def test_the_import_change_is_split_once_into_parts_that_add_up_the_same_way_twice(
+    make_context, candidate_env
+) -> None:
+    first, second = _explained(make_context), _explained(make_context)
+    for explanation in (first, second):
+        # the change is reproduced (a CUDA build loads libraries the CPU build does not)
+        assert explanation.unexplained is not None, explanation.not_checked
+        parts = {cause.kind: cause for cause in explanation.causes}
+        assert (
+            {"build", "shared-libraries", "python"}
+            <= set(parts)
+            <= {
+                "build",
+                "shared-libraries",
+                "python",
+                "gone",
+            }
+        )
+        total = sum(cause.share or 0.0 for cause in explanation.causes)
+        assert abs(total + explanation.unexplained - 1.0) < 1e-9  # the parts add up
+        for cause in explanation.causes:
+            assert cause.share_low is not None and cause.share_high is not None
+            assert cause.share_low <= cause.share <= cause.share_high  # type: ignore[operator]
+        # overlapping views are detail inside their part, never shares beside it
+        assert all(line.startswith("module ") for line in parts["python"].detail["within"])
+        build = parts["build"]
+        assert "libraries" in build.evidence and "-X importtime" in build.reproduce
+        assert "+cu" in candidate_env.torch_version  # a CUDA build loads libraries of its own
+        assert explanation.extra["startup"]["cuda_libraries"]
+        assert build.detail["within"][0].startswith("library ")
+        print(explanation.verdict, [c.describe() for c in explanation.causes])
+    # the same finding explained twice: the same leading part, with overlapping intervals
+    lead = [max(e.causes, key=lambda c: c.share or 0.0) for e in (first, second)]
+    assert lead[0].kind == lead[1].kind
+    assert lead[0].share_low <= lead[1].share_high  # type: ignore[operator]
+    assert lead[1].share_low <= lead[0].share_high  # type: ignore[operator]

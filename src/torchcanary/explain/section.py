@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from torchcanary.context import RunContext
@@ -27,6 +28,7 @@ from torchcanary.explain.cause import (
     ExplainSummary,
     Explanation,
 )
+from torchcanary.explain.confounds import CONFOUND
 from torchcanary.explain.explainers import EXPLAINERS
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
@@ -146,7 +148,7 @@ def combine(
         section=finding.section,
         item=finding.item,
         delta=finding.delta,
-        causes=tuple(sorted(causes, key=lambda c: -(c.share or 0.0))),
+        causes=tuple(sorted(_linked(causes), key=_rank)),
         unexplained=unexplained[0] if unexplained else None,
         unexplained_low=unexplained[1] if unexplained else None,
         unexplained_high=unexplained[2] if unexplained else None,
@@ -154,6 +156,32 @@ def combine(
         not_checked=tuple(not_checked),
         extra=extra,
     )
+
+
+def _linked(causes: list[Cause]) -> list[Cause]:
+    """The untested confounds that move CPU kernels, linked to the ops they would explain."""
+    ops = [c.name for c in causes if c.kind in ("op", "kernel")]
+    if not ops:
+        return causes
+    return [
+        replace(
+            c,
+            evidence=f"{c.evidence}; it changes how fast every CPU kernel runs, the "
+            f"ones named here included: {', '.join(ops[:4])}",
+        )
+        if c.kind == CONFOUND and c.detail.get("kernels")
+        else c
+        for c in causes
+    ]
+
+
+def _rank(cause: Cause) -> tuple[int, float]:
+    """A setting shown to recover a material share first, then the untested confounds
+    (the run names them; an op's share says what moved, not why), then the rest by share."""
+    if cause.kind == CONFOUND:
+        return (1, 0.0)
+    tried = cause.kind in ("setting", "settings") and (cause.share_low or 0.0) > shares.MATERIAL
+    return (0 if tried else 2, -(cause.share or 0.0))
 
 
 EXPLAINED_WIDTH = 0.5  # an unexplained share's interval wider than this cannot show "explained"
