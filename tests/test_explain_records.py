@@ -146,3 +146,18 @@ def test_the_budget_counts_this_invocations_own_time_and_full_has_none(make_cont
         budgets.append(summary.budget_s)
     assert budgets[0] is not None and 25.0 <= budgets[0] < 26.0  # a quarter of 100 s
     assert budgets[1] is None
+
+
+def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposition() -> None:
+    """The ops account for the change with the least left over: they are the parts; the
+    setting's share measures the same change another way and is shown inside one view."""
+    ops = Contribution((Cause("op", "aten::add", 0.8, 0.7, 0.9),), unexplained=(0.2, 0.1, 0.3))
+    setting = Contribution(
+        (Cause("setting", "num_threads", 0.5, 0.3, 0.7),), unexplained=(0.5, 0.3, 0.7)
+    )
+    explanation = combine(Finding("bench", "x", "timing", "+50 %"), [ops, setting], [], 1.0)
+    assert explanation.unexplained == 0.2
+    shared = [c for c in explanation.causes if c.share is not None]
+    assert [c.name for c in shared] == ["aten::add"]  # with the unexplained, they add up
+    [view] = [c for c in explanation.causes if c.kind == "view"]
+    assert view.detail["within"][0].startswith("setting num_threads: 50% [30%, 70%]")

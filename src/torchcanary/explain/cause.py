@@ -32,6 +32,22 @@ class ExplainStatus(str, enum.Enum):
         return self.value
 
 
+VIEW = "view"  # another view of the same change: its shares as detail, never beside the parts
+
+
+def view_of(name: str, causes: list[Cause]) -> Cause:
+    """``causes`` (shares of the same change measured another way) as one cause without a
+    share, the shares as its detail: they overlap the decomposition's parts, never add to
+    them."""
+    return Cause(
+        VIEW,
+        name,
+        evidence="the same change seen another way: these shares overlap the parts, "
+        "they do not add to them",
+        detail={"within": [f"{c.describe()}. {c.evidence}".rstrip() for c in causes]},
+    )
+
+
 @dataclass(frozen=True)
 class Cause:
     """One cause of a finding and the share of its delta it explains.

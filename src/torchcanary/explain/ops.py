@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from torchcanary.envs.worker_env import thread_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.explain import shares
-from torchcanary.explain.cause import Cause
+from torchcanary.explain.cause import Cause, view_of
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
@@ -363,24 +363,28 @@ def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
             f"per call, interval {low * 1e6:+.3g} to {high * 1e6:+.3g} us)"
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
-    causes = tuple(
-        Cause(
-            kind="kernel" if change.view == "kernels" else "op",
-            name=change.name,
-            share=change.share[0],
-            share_low=change.share[1],
-            share_high=change.share[2],
-            evidence=_evidence(change, repeats, diff.dispatch),
-            reproduce=reproduce,
-            detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
-        )
+    by_view = {
+        view.view: [
+            Cause(
+                kind="kernel" if change.view == "kernels" else "op",
+                name=change.name,
+                share=change.share[0],
+                share_low=change.share[1],
+                share_high=change.share[2],
+                evidence=_evidence(change, repeats, diff.dispatch),
+                reproduce=reproduce,
+                detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
+            )
+            for change in view.causes
+            if change.share is not None
+        ]
         for view in views
-        for change in view.causes
-        if change.share is not None
-    )
-    measured = [view.unexplained for view in views if view.unexplained is not None]
-    unexplained = min(measured, key=lambda u: u[0]) if measured else None
-    return Contribution(causes, unexplained, tuple(not_checked), extra)
+    }
+    # The ops are the decomposition; the kernels they launch are the same time seen
+    # another way, so they are detail, never shares beside the ops.
+    kernels = [view_of("by kernels", by_view["kernels"])] if by_view.get("kernels") else []
+    causes = (*by_view["ops"], *kernels)
+    return Contribution(causes, diff.ops.unexplained, tuple(not_checked), extra)
 
 
 def applies(finding: Finding) -> bool:

@@ -27,6 +27,7 @@ from torchcanary.explain.cause import (
     ExplainStatus,
     ExplainSummary,
     Explanation,
+    view_of,
 )
 from torchcanary.explain.confounds import CONFOUND
 from torchcanary.explain.explainers import EXPLAINERS
@@ -130,15 +131,11 @@ def explain_one(job: ExplainJob, finding: Finding) -> Explanation:
 def combine(
     finding: Finding, contributions: list[Contribution], not_checked: list[str], seconds: float
 ) -> Explanation:
-    """One explanation from the explainers' contributions.
-
-    The unexplained share is the smallest any explainer measured (the lens that accounts
-    for most of the delta); it is never spread over the causes.
+    """One explanation from the explainers' contributions: one decomposition of the change
+    (see :func:`_one_decomposition`); the unexplained share is never spread over the causes.
     """
-    causes: list[Cause] = [c for part in contributions for c in part.causes]
+    causes, unexplained = _one_decomposition(contributions)
     not_checked += [reason for part in contributions for reason in part.not_checked]
-    measured = [part.unexplained for part in contributions if part.unexplained is not None]
-    unexplained = min(measured, key=lambda u: u[0]) if measured else None
     extra: dict[str, Any] = {}
     for part in contributions:
         extra.update(part.extra)
@@ -156,6 +153,29 @@ def combine(
         not_checked=tuple(not_checked),
         extra=extra,
     )
+
+
+def _one_decomposition(
+    contributions: list[Contribution],
+) -> tuple[list[Cause], tuple[float, float, float] | None]:
+    """The parts of the explainer that leaves the least unexplained, with its unexplained
+    share (together they add up to the change); every other explainer's shares become
+    detail of one "view" cause each (they measure the same change another way, so they
+    overlap those parts); causes without a share (links, untested candidates) stay."""
+    measured = [part for part in contributions if part.unexplained is not None]
+    if not measured:
+        return [c for part in contributions for c in part.causes], None
+    primary = min(measured, key=lambda part: part.unexplained[0])  # type: ignore[index]
+    causes = list(primary.causes)
+    for part in contributions:
+        if part is primary:
+            continue
+        causes += [c for c in part.causes if c.share is None]
+        shared = [c for c in part.causes if c.share is not None]
+        if shared:
+            kinds = ", ".join(sorted({c.kind for c in shared}))
+            causes.append(view_of(f"by {kinds}", shared))
+    return causes, primary.unexplained
 
 
 def _linked(causes: list[Cause]) -> list[Cause]:
