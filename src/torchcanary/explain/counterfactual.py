@@ -29,7 +29,7 @@ from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
-from torchcanary.worker.bench.specs import COMPILE, WORKLOAD
+from torchcanary.worker.bench.specs import COMPILE, STARTUP, WORKLOAD
 from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
@@ -196,6 +196,16 @@ def counterfactual(
     if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
         arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
+    if finding.facts.get("kind") == STARTUP:
+        # A start-up is timed in a fresh child that inherits the environment only; a
+        # python-level setting is made after torch's import, so it cannot move that time.
+        inside = sorted(name for name, arm in arms.items() if arm.python)
+        not_checked += [
+            f"{name}: not tried: set inside the interpreter after import torch, so it "
+            "cannot move a start-up time"
+            for name in inside
+        ]
+        arms = {name: arm for name, arm in arms.items() if name not in inside}
     if len(arms) > _MAX_ARMS:
         left = sorted(arms)[_MAX_ARMS:]
         not_checked.append(
