@@ -157,6 +157,18 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
                 f"{MIN_ROUNDS} are the fewest shares are drawn from",
             )
         )
+    reproduce = (
+        f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
+        "2>&1 | sort -t'|' -k1 -n | tail"
+    )
+    return decompose(profiles, rounds, reproduce)
+
+
+def decompose(
+    profiles: dict[str, dict[str, Any]], rounds: dict[str, list[Round]], reproduce: str
+) -> Contribution:
+    """The measured rounds as one decomposition of the plain import's change, or, where
+    they do not reproduce it, what they measured and no share."""
     names = {
         role: {library_name(p) for p in profiles[role]["libraries"] if ".cpython-" not in p}
         for role in ROLES
@@ -210,10 +222,6 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
         "gone": _library_lines(rounds, gone, plain),
         "python": _module_lines(profiles),
     }
-    reproduce = (
-        f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
-        "2>&1 | sort -t'|' -k1 -n | tail"
-    )
     causes = []
     for kind, (name, part) in parts.items():
         interval = shares.ratio(_per_round(rounds, part), plain)
