@@ -10,7 +10,7 @@ cause set back (C+x), one at a time, then the ones that recovered most, together
 share is ``mean ln(C / C+x) / mean ln(C / B)`` over the rounds (1.0: restoring it restores
 the baseline's speed), with its Fieller interval (``shares``); what the best combination
 does not recover is "unexplained". Nothing is shared out unless these rounds reproduced the
-slowdown (``ln(C / B)``'s interval above 0): a share of a change not seen is no number.
+change (``ln(C / B)``'s interval excludes 0): a share of a change not seen is no number.
 """
 
 from __future__ import annotations
@@ -232,12 +232,11 @@ def counterfactual(
             )
         )
     slowdown = measured.slowdown()
-    extra = {"settings": {"slowdown": _ratio(slowdown), "rounds": len(measured.values["baseline"])}}
-    if slowdown is None or slowdown[1] <= 0:
+    extra = {"settings": {"slowdown": _ratio(slowdown), "rounds": held}}
+    if slowdown is None or slowdown[1] <= 0 <= slowdown[2]:
         not_checked.append(
-            f"settings: these rounds did not reproduce the slowdown (candidate/baseline "
-            f"{_ratio_words(slowdown)} over {len(measured.values['baseline'])} rounds): "
-            "no share is shown"
+            f"settings: these rounds did not reproduce the change (candidate/baseline "
+            f"{_ratio_words(slowdown)} over {held} rounds): no share is shown"
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
     intervals = {name: measured.share(name) for name in arms if name not in measured.failed}
