@@ -162,10 +162,10 @@ def _one_decomposition(
     share (together they add up to the change); every other explainer's shares become
     detail of one "view" cause each (they measure the same change another way, so they
     overlap those parts); causes without a share (links, untested candidates) stay."""
-    measured = [part for part in contributions if part.unexplained is not None]
+    measured = [(part.unexplained, part) for part in contributions if part.unexplained]
     if not measured:
         return [c for part in contributions for c in part.causes], None
-    primary = min(measured, key=lambda part: part.unexplained[0])  # type: ignore[index]
+    unexplained, primary = min(measured, key=lambda pair: pair[0][0])
     causes = list(primary.causes)
     for part in contributions:
         if part is primary:
@@ -175,7 +175,7 @@ def _one_decomposition(
         if shared:
             kinds = ", ".join(sorted({c.kind for c in shared}))
             causes.append(view_of(f"by {kinds}", shared))
-    return causes, primary.unexplained
+    return causes, unexplained
 
 
 def _linked(causes: list[Cause]) -> list[Cause]:
