@@ -152,13 +152,14 @@ def test_a_regressed_claim_is_a_finding_with_both_sides_evidence_as_its_texts() 
     assert "torch.legacy.scale" in finding.facts["candidate_text"]
 
 
-# The project's own test: building the compiled wrapper evaluates the decorator that patches
-# a config key 2.14 removed (trainer/compile_setup.py:25), so it fails in the candidate only.
+# The project's own test: its configure() sets a config key 2.14 removed
+# (trainer/compile_setup.py:16), so it fails in the candidate only.
 _PROJECT_TEST = """
-def test_the_compiled_wrapper_is_built():
-    from trainer.compile_setup import compiled
+from trainer.compile_setup import configure
 
-    assert callable(compiled)
+
+def test_the_compiler_is_configured():
+    configure()
 """
 
 
@@ -185,10 +186,10 @@ def test_a_newly_failing_test_is_linked_to_the_change_that_broke_it_through_run_
     out = project / "canary-results" / "latest"
     assert (out / "results.json").is_file(), result.stdout[-3000:] + result.stderr[-3000:]
     report_json = json.loads((out / "results.json").read_text())
-    key = "tests/test_setup.py::test_the_compiled_wrapper_is_built"
+    key = "tests/test_setup.py::test_the_compiler_is_configured"
     [explanation] = [e for e in report_json["explanations"] if e["key"] == f"stack:{key}"]
     causes = {c["name"]: c for c in explanation["payload"]["causes"]}
-    symbol = "torch._inductor.config.partitioned_scatter_memory_budget"
+    symbol = "torch._inductor.config.cuda.nvgemm_max_profiling_configs"
     print(json.dumps(explanation["payload"]["causes"], indent=1)[:3000])
     assert causes[symbol]["kind"] == "config-removed"
-    assert "trainer/compile_setup.py:25" in causes[symbol]["evidence"]
+    assert "trainer/compile_setup.py:16" in causes[symbol]["evidence"]
