@@ -148,7 +148,9 @@ def test_the_budget_counts_this_invocations_own_time_and_full_has_none(make_cont
     assert budgets[1] is None
 
 
-def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposition() -> None:
+def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposition(
+    store,
+) -> None:
     """The ops account for the change with the least left over: they are the parts; the
     setting's share measures the same change another way and is shown inside one view."""
     ops = Contribution((Cause("op", "aten::add", 0.8, 0.7, 0.9),), unexplained=(0.2, 0.1, 0.3))
@@ -161,3 +163,7 @@ def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposit
     assert [c.name for c in shared] == ["aten::add"]  # with the unexplained, they add up
     [view] = [c for c in explanation.causes if c.kind == "view"]
     assert view.detail["within"][0].startswith("setting num_threads: 50% [30%, 70%]")
+    run_id = store.create_run({})
+    store.save_section_result(run_id, SectionResult.of("explain", explanation))
+    text = report.markdown(load_run_view(store, run_id))
+    assert "- within by setting: setting num_threads: 50% [30%, 70%]" in text
