@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from torchcanary.bench import stats
+from torchcanary import stats
 
 
 def test_mann_whitney_matches_a_hand_computed_case_without_ties() -> None:

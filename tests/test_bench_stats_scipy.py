@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from torchcanary.bench import stats
+from torchcanary import stats
 
 scipy_stats = pytest.importorskip("scipy.stats")
 special = pytest.importorskip("scipy.special")

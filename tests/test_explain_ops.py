@@ -136,9 +136,7 @@ def test_python_work_no_op_records_is_reported_unexplained(
     baseline_env, store, import_root, tmp_path, workload_spec
 ):
     """The candidate's step spins a Python loop (about a millisecond): no operator changed,
-    so no op is named and the unexplained share's interval holds all of the delta. The
-    budget (one second) is spent before the profiles start: the explainer takes the
-    fewest repeats an interval is drawn from, three, and says so."""
+    so no op is named and the unexplained share's interval holds all of the delta."""
     explanation = explain_against_itself(
         baseline_env,
         "CANARY_PYTHON_WORK",
@@ -147,15 +145,35 @@ def test_python_work_no_op_records_is_reported_unexplained(
         store,
         import_root,
         tmp_path,
-        budget_s=1.0,
-    )
-    assert "ops: 3 of 5 profiled repeats per side (explain budget spent)" in (
-        explanation.not_checked
+        repeats=3,
     )
     assert [c for c in explanation.causes if (c.share or 0) >= 0.05] == [], explanation.causes
     assert explanation.unexplained_low is not None and explanation.unexplained_high is not None
     assert explanation.unexplained_low <= 1.0 <= explanation.unexplained_high + 0.05
     assert explanation.verdict == ExplainStatus.UNEXPLAINED
+
+
+def test_a_budget_spent_before_the_profiles_start_profiles_nothing_and_says_so(
+    baseline_env, store, import_root, tmp_path, workload_spec
+):
+    """The budget is hard: a fifth of a second is spent starting the workers (a Python and
+    torch's import each), so no profiled repeat starts; the explanation says how many it
+    held, with no share."""
+    explanation = explain_against_itself(
+        baseline_env,
+        "CANARY_PYTHON_WORK",
+        "20000",
+        workload_spec,
+        store,
+        import_root,
+        tmp_path,
+        budget_s=0.2,
+    )
+    assert explanation.not_checked == (
+        "ops: not explained: the budget held 0 profiled repeat(s) per side, 3 are the fewest "
+        "shares are drawn from",
+    )
+    assert explanation.causes == () and explanation.unexplained is None
 
 
 def _profile(wall_s: float, ops: dict[str, tuple[float, float]]) -> dict[str, object]:

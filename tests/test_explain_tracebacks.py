@@ -5,6 +5,13 @@ stored stack and diff rows in, stored explanations and a Why block out."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import FIXTURES, run_canary
 from torchcanary.diff.changes import ChangeKind
 from torchcanary.diff.result import DiffChange
 from torchcanary.explain import report
@@ -143,3 +150,46 @@ def test_a_regressed_claim_is_a_finding_with_both_sides_evidence_as_its_texts() 
         "confirmed -> refuted",
     )
     assert "torch.legacy.scale" in finding.facts["candidate_text"]
+
+
+# The project's own test: its configure() sets a config key 2.14 removed
+# (trainer/compile_setup.py:16), so it fails in the candidate only.
+_PROJECT_TEST = """
+from trainer.compile_setup import configure
+
+
+def test_the_compiler_is_configured():
+    configure()
+"""
+
+
+@pytest.mark.torch_envs
+def test_a_newly_failing_test_is_linked_to_the_change_that_broke_it_through_run_stack(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "surface_project"
+    shutil.copytree(FIXTURES / "surface_project", project)
+    (project / "conftest.py").write_text("")  # the project's root on the tests' path
+    (project / "tests").mkdir()
+    (project / "tests" / "test_setup.py").write_text(_PROJECT_TEST)
+    result = run_canary(
+        "run",
+        "--only",
+        "stack,diff,explain",
+        "--stack",
+        "pytest -q tests",
+        "--reruns",
+        "1",
+        "--quiet",
+        cwd=project,
+    )
+    out = project / "canary-results" / "latest"
+    assert (out / "results.json").is_file(), result.stdout[-3000:] + result.stderr[-3000:]
+    report_json = json.loads((out / "results.json").read_text())
+    key = "tests/test_setup.py::test_the_compiler_is_configured"
+    [explanation] = [e for e in report_json["explanations"] if e["key"] == f"stack:{key}"]
+    causes = {c["name"]: c for c in explanation["payload"]["causes"]}
+    symbol = "torch._inductor.config.cuda.nvgemm_max_profiling_configs"
+    print(json.dumps(explanation["payload"]["causes"], indent=1)[:3000])
+    assert causes[symbol]["kind"] == "config-removed"
+    assert "trainer/compile_setup.py:16" in causes[symbol]["evidence"]

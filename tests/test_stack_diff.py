@@ -14,6 +14,7 @@ from torchcanary.report.view import load_run_view
 from torchcanary.section_types import RunView
 from torchcanary.stack import report
 from torchcanary.stack.diff import (
+    TRACEBACK_CHARS,
     Thresholds,
     diff_suites,
     first_differing_lines,
@@ -388,3 +389,17 @@ def test_lost_coverage_is_counted_and_named_and_blocks_as_the_policy_says(store,
 def test_lost_coverage_policy_words_are_checked_at_load():
     with pytest.raises(ConfigError, match="'stack_block_on_lost_tests': 'some' is not one of"):
         resolve_policy({"stack_block_on_lost_tests": "some"}, ("stack",))
+
+
+def test_a_new_failure_keeps_its_traceback_on_the_failing_side_bounded_head_and_tail() -> None:
+    frames = "".join(f"app/deep.py:{line}: in step\n" for line in range(2000))
+    longrepr = "tests/test_app.py:5: in test_step\n" + frames + "E   AttributeError: gone\n"
+    baseline = _run("baseline", {"t::step": TestRecord("passed", 0.01)}, status="passed")
+    candidate = _run("candidate", {"t::step": TestRecord("failed", 0.01, "gone", longrepr)})
+    [change] = diff_suites(baseline, candidate, Thresholds()).changes
+    assert change.baseline["traceback"] == ""
+    kept = change.candidate["traceback"]
+    assert len(kept) < TRACEBACK_CHARS + 100 < len(longrepr)
+    assert kept.startswith("tests/test_app.py:5: in test_step")  # where the test went in
+    assert kept.endswith("E   AttributeError: gone\n")  # where it failed
+    assert "characters left out" in kept

@@ -7,6 +7,7 @@ at once so ``--resume`` can skip it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,9 @@ class RunContext:
     # (each through its part of the contract). What the explain section works from, so it
     # never reads the registry or another section; None where nobody set it.
     run_so_far: Callable[[], tuple[RunView, list[Finding]]] | None = None
+    # When this invocation started (``time.monotonic``): a resumed run's own time is counted
+    # from here, not from when the run was first created (the explain section's budget).
+    started: float = field(default_factory=time.monotonic)
     _workers: list[WorkerProcess] = field(default_factory=list)
 
     def new_worker(

@@ -162,11 +162,13 @@ class OnThisMachine:
     environments: dict[str, Environment] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     resume: bool = False
+    started: float = field(default_factory=time.monotonic)  # set again by ``open``
 
     def open(self, run: RunInputs, resume_run_id: str | None) -> str:
         clock = time.monotonic()
         self.environments = prepare_environments(run.plan, run.progress)  # no husk before
         self.seconds = {"environments": time.monotonic() - clock}
+        self.started = clock
         self.resume = resume_run_id is not None
         run_id = start_run(run.store, run.plan, resume_run_id)
         run.progress.note(f"run {run_id} -> {run.store.location}")
@@ -188,6 +190,7 @@ class OnThisMachine:
             progress=run.progress,
             resume=self.resume,
             run_so_far=functools.partial(run_so_far, run.store, run_id),
+            started=self.started,
         )
         clock = time.monotonic()
         record_manifests(ctx)

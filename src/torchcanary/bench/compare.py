@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from torchcanary.bench import stats
+from torchcanary import stats
 from torchcanary.bench.samples import BenchmarkSamples
 from torchcanary.worker.bench.specs import STEADY_KINDS
 

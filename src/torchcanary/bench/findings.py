@@ -38,15 +38,9 @@ def _delta(record: BenchMeasured) -> str:
 
 
 def _moved(record: BenchMeasured) -> bool:
-    """Judged slower or faster; or not shown to be unchanged while its estimate lies
-    beyond the equivalence band (it deserves attention: the explanation may show why)."""
-    if record.verdict in _MOVED:
-        return True
-    return (
-        record.verdict is BenchVerdict.NO_CHANGE_DETECTED
-        and record.ratio is not None
-        and abs(record.ratio - 1) > record.equivalence
-    )
+    """Judged slower or faster. A benchmark with no detected change is no finding, however
+    far its estimate lies: explaining noise spends the budget and reads as a cause."""
+    return record.verdict in _MOVED
 
 
 def findings(view: RunView) -> list[Finding]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
-from torchcanary.bench import stats
+from torchcanary import stats
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import BenchmarkSamples
 from torchcanary.bench.verdicts import calibrated

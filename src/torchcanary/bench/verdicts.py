@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from torchcanary.bench import stats
+from torchcanary import stats
 from torchcanary.bench.compare import ratio_from_log
 from torchcanary.bench.result import BenchVerdict
 

@@ -32,6 +32,22 @@ class ExplainStatus(str, enum.Enum):
         return self.value
 
 
+VIEW = "view"  # another view of the same change: its shares as detail, never beside the parts
+
+
+def view_of(name: str, causes: list[Cause]) -> Cause:
+    """``causes`` (shares of the same change measured another way) as one cause without a
+    share, the shares as its detail: they overlap the decomposition's parts, never add to
+    them."""
+    return Cause(
+        VIEW,
+        name,
+        evidence="the same change seen another way: these shares overlap the parts, "
+        "they do not add to them",
+        detail={"within": [f"{c.describe()}. {c.evidence}".rstrip() for c in causes]},
+    )
+
+
 @dataclass(frozen=True)
 class Cause:
     """One cause of a finding and the share of its delta it explains.
@@ -136,7 +152,7 @@ class ExplainSummary:
     verdict: ExplainStatus = ExplainStatus.DONE
     mode: str = "quick"
     findings: int = 0
-    budget_s: float = 0.0
+    budget_s: float | None = 0.0  # None: no cap (--explain full)
     seconds: float = 0.0
     key: str = SUMMARY_KEY
     env_role: str = BOTH
@@ -182,7 +198,9 @@ def from_json(data: dict[str, Any]) -> Explanation | ExplainSummary:
         return ExplainSummary(
             mode=str(payload.get("mode", "quick")),
             findings=int(payload.get("findings") or 0),
-            budget_s=float(payload.get("budget_s") or 0.0),
+            budget_s=None
+            if payload.get("budget_s", 0.0) is None
+            else float(payload["budget_s"] or 0.0),
             seconds=float(payload.get("seconds") or 0.0),
         )
     return Explanation(

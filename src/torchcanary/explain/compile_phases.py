@@ -3,7 +3,7 @@
 Each side compiles the benchmark's step several times in a worker of its own
 (:mod:`torchcanary.worker.explain.compile_phases`), two rounds ordered A B B A; repeat ``i``
 of one side is paired with repeat ``i`` of the other. A phase's share is its change in
-seconds over the change in the whole cold call, with a percentile-bootstrap interval over
+seconds over the change in the whole cold call, with a Fieller interval (``shares``) over
 the pairs; the part of the call no named phase accounts for (guards, running the compiled
 code, phases too small to name) is "unexplained". Graph counts, graph breaks and their
 reasons are diffed beside it: a new break is a cause in its own right, though its cost
@@ -291,7 +291,7 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
         return {**thread_env(threads), **compile_env(str(scratch))}
 
     with both_sides(job, cold) as workers:
-        timeout_s = max(60.0, job.seconds_left())
+        timeout_s = job.call_timeout_s()
         samples = compile_sides(workers, spec, repeats, timeout_s, job.seconds_left)
     diff = diff_compiles(samples["baseline"], samples["candidate"])
     reproduce = f"torchcanary run --only bench,explain --explain full  # compiles {finding.item}"

@@ -7,9 +7,10 @@ precision, the CPU capability, the environment variables torch reads) is a candi
 cause. The regressed item is measured again in workers of its own, round by round in a
 random order: the baseline (B), the candidate (C), and the candidate with each candidate
 cause set back (C+x), one at a time, then the ones that recovered most, together. A cause's
-share is ``ln(C / C+x) / ln(C / B)`` over the rounds' medians (1.0: restoring it restores
-the baseline's speed), with its paired bootstrap interval; what the best combination does
-not recover is "unexplained".
+share is ``mean ln(C / C+x) / mean ln(C / B)`` over the rounds (1.0: restoring it restores
+the baseline's speed), with its Fieller interval (``shares``); what the best combination
+does not recover is "unexplained". Nothing is shared out unless these rounds reproduced the
+change (``ln(C / B)``'s interval excludes 0): a share of a change not seen is no number.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
-from torchcanary.worker.bench.specs import COMPILE, WORKLOAD
+from torchcanary.worker.bench.specs import COMPILE, STARTUP, WORKLOAD
 from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
-_HELPS = 0.25  # a cause whose share's interval clears this joins the combination
+MIN_ROUNDS = 3  # the fewest rounds a share is drawn from
 _MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
 _COMPILED = (COMPILE, WORKLOAD)  # the findings torch's config values can move
 
@@ -112,7 +113,7 @@ class _Rounds:
     """Each arm's value per round (seconds), measured in a fresh worker per arm and round.
 
     A worker kept across rounds carries its own offset (where its buffers landed, which
-    core's caches it warmed) into every round, and the bootstrap over rounds cannot see
+    core's caches it warmed) into every round, and an interval over rounds cannot see
     it: with kept workers a setting's 95 % interval missed the truth about one run in
     four. Fresh workers make that offset part of the rounds' spread; their start (python,
     the settings, torch's import) overlaps for all arms of a round, before any is timed.
@@ -125,14 +126,13 @@ class _Rounds:
     failed: dict[str, str] = field(default_factory=dict)
 
     def take(self, arms: list[Arm], rounds: int) -> None:
-        """``rounds`` rounds of every arm in a random order; an arm that fails is dropped
+        """``rounds`` rounds of every arm in a random order, none started that the last
+        one's duration says would end past the budget; an arm that fails is dropped
         (``failed``), the baseline or the candidate failing ends the measurement."""
         rng = random.Random(31)
         last_round_s = 0.0
         for _ in range(rounds):
-            # At least 3 rounds; beyond them, none that would end past the budget.
-            enough = min(map(len, self.values.values()), default=0) >= 3
-            if enough and self.job.seconds_left() < last_round_s:
+            if self.job.seconds_left() < last_round_s:
                 return
             started = time.monotonic()
             live = [arm for arm in arms if arm.name not in self.failed]
@@ -170,19 +170,18 @@ class _Rounds:
             raise RuntimeError(f"{arm.name}: {result.error or result.value.get('error')}")
         return float(result.value["seconds"])
 
+    def slowdown(self) -> shares.Interval | None:
+        """``ln(C / B)``, the slowdown these rounds measured, with its t interval."""
+        pairs = zip(self.values["baseline"], self.values["candidate"], strict=False)
+        return shares.mean([math.log(cand / base) for base, cand in pairs])
+
     def share(self, arm: str) -> shares.Interval | None:
-        """``ln(C / C+arm) / ln(C / B)`` over the rounds both were measured in."""
-        count = min(len(self.values[name]) for name in ("baseline", "candidate", arm))
-        rows = [
-            (self.values["baseline"][i], self.values["candidate"][i], self.values[arm][i])
-            for i in range(count)
-        ]
-        return shares.paired(_recovered, rows)
-
-
-def _recovered(rows: list[tuple[float, float, float]]) -> float:
-    base, cand, fixed = (shares.median([row[i] for row in rows]) for i in range(3))
-    return math.log(cand / fixed) / math.log(cand / base)
+        """``ln(C / C+arm) / ln(C / B)`` over the rounds all three were measured in."""
+        rows = list(
+            zip(self.values["baseline"], self.values["candidate"], self.values[arm], strict=False)
+        )
+        recovered = [math.log(cand / fixed) for _, cand, fixed in rows]
+        return shares.ratio(recovered, [math.log(cand / base) for base, cand, _ in rows])
 
 
 def counterfactual(
@@ -197,6 +196,16 @@ def counterfactual(
     if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
         arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
+    if finding.facts.get("kind") == STARTUP:
+        # A start-up is timed in a fresh child that inherits the environment only; a
+        # python-level setting is made after torch's import, so it cannot move that time.
+        inside = sorted(name for name, arm in arms.items() if arm.python)
+        not_checked += [
+            f"{name}: not tried: set inside the interpreter after import torch, so it "
+            "cannot move a start-up time"
+            for name in inside
+        ]
+        arms = {name: arm for name, arm in arms.items() if name not in inside}
     if len(arms) > _MAX_ARMS:
         left = sorted(arms)[_MAX_ARMS:]
         not_checked.append(
@@ -213,18 +222,50 @@ def counterfactual(
     not_checked += [
         f"{name}: could not be set back: {why}" for name, why in measured.failed.items()
     ]
+    held = len(measured.values.get("baseline", []))
+    if held < MIN_ROUNDS:
+        return Contribution(
+            not_checked=(
+                *not_checked,
+                f"settings: not explained: the budget held {held} round(s), {MIN_ROUNDS} are "
+                "the fewest a share is drawn from",
+            )
+        )
+    slowdown = measured.slowdown()
+    extra = {"settings": {"slowdown": _ratio(slowdown), "rounds": held}}
+    if slowdown is None or slowdown[1] <= 0 <= slowdown[2]:
+        not_checked.append(
+            f"settings: these rounds did not reproduce the change (candidate/baseline "
+            f"{_ratio_words(slowdown)} over {held} rounds): no share is shown"
+        )
+        return Contribution(not_checked=tuple(not_checked), extra=extra)
     intervals = {name: measured.share(name) for name in arms if name not in measured.failed}
-    helping = [arms[n] for n, i in intervals.items() if i is not None and i[1] > _HELPS]
+    helping = [arms[n] for n, i in intervals.items() if shares.material(i)]
     best = max((i for i in intervals.values() if i is not None), key=lambda i: i[0], default=None)
     if len(helping) > 1 and job.seconds_left() > 0:
         arms[_TOGETHER] = _together(helping)
         measured.values = {}  # the combination is judged against rounds of its own
         measured.take([*plain, arms[_TOGETHER]], job.settings.rounds)
-        intervals[_TOGETHER] = measured.share(_TOGETHER)
-        best = intervals[_TOGETHER] or best
+        if len(measured.values.get(_TOGETHER, [])) >= MIN_ROUNDS:
+            intervals[_TOGETHER] = measured.share(_TOGETHER)
+            best = intervals[_TOGETHER] or best
     causes = [_cause(job, finding, name, arms[name], i) for name, i in intervals.items()]
     unexplained = (1 - best[0], 1 - best[2], 1 - best[1]) if best is not None else None
-    return Contribution(tuple(c for c in causes if c is not None), unexplained, tuple(not_checked))
+    return Contribution(
+        tuple(c for c in causes if c is not None), unexplained, tuple(not_checked), extra=extra
+    )
+
+
+def _ratio(log_interval: shares.Interval | None) -> list[float] | None:
+    """A t interval of ``ln(C / B)`` as candidate/baseline time ratios (None stays None)."""
+    return [math.exp(v) for v in log_interval] if log_interval is not None else None
+
+
+def _ratio_words(log_interval: shares.Interval | None) -> str:
+    ratio = _ratio(log_interval)
+    if ratio is None:
+        return "not measured"
+    return f"x{ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}]"
 
 
 def _reproduce(job: ExplainJob, finding: Finding, arm: Arm) -> str:
@@ -257,7 +298,8 @@ def _cause(
         + [f"{k}={v!r}" for k, v in arm.python.items()]
     )
     share, low, high = interval
-    verdict = "go, with it pinned to the baseline's value" if low > _HELPS else "not the cause"
+    material = shares.material(interval)
+    verdict = "go, with it pinned to the baseline's value" if material else "not the cause"
     return Cause(
         "settings" if name == _TOGETHER else "setting",
         "the best ones together" if name == _TOGETHER else name,

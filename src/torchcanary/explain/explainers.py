@@ -6,7 +6,14 @@ way to explain (ops and kernels, compile phases) adds its module and one line he
 
 from __future__ import annotations
 
-from torchcanary.explain import compile_phases, counterfactual, ops, startup, tracebacks
+from torchcanary.explain import (
+    compile_phases,
+    confounds,
+    counterfactual,
+    ops,
+    startup,
+    tracebacks,
+)
 from torchcanary.explain.job import Explainer
 
 EXPLAINERS: tuple[Explainer, ...] = (
@@ -15,4 +22,5 @@ EXPLAINERS: tuple[Explainer, ...] = (
     tracebacks.EXPLAINER,
     ops.EXPLAINER,
     compile_phases.EXPLAINER,
+    confounds.EXPLAINER,
 )

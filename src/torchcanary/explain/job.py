@@ -32,6 +32,11 @@ class ExplainJob:
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def call_timeout_s(self) -> float:
+        """How long one worker call may take: the budget left, within [60 s, 15 min] (with
+        no budget cap, ``--explain full``, a hung call still ends)."""
+        return min(max(60.0, self.seconds_left()), 900.0)
+
 
 @dataclass(frozen=True)
 class Contribution:

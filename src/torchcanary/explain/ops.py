@@ -4,8 +4,8 @@ Both environments profile the same prepared benchmark several times
 (:mod:`torchcanary.worker.explain.profile_ops`), the sides alternating so each baseline
 repeat and the candidate repeat beside it share the machine's state. Ops are matched by
 name: added, removed, called more or less often, slower or faster. An op's share is its
-change in self time per call over the change in wall time per call; its interval is a
-percentile bootstrap over the repeat pairs. What no named op accounts for (Python work,
+change in self time per call over the change in wall time per call; its interval is
+Fieller's over the repeat pairs (``shares``). What no named op accounts for (Python work,
 waits, ops too small to name) is "unexplained", never spread over the ops.
 
 HolisticTraceAnalysis's ``TraceDiff`` compares op and kernel traces too, but it is not used:
@@ -25,14 +25,14 @@ from typing import Any, Protocol
 from torchcanary.envs.worker_env import thread_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.explain import shares
-from torchcanary.explain.cause import Cause
+from torchcanary.explain.cause import Cause, view_of
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import STEADY_KINDS, spec_for_side
 from torchcanary.worker.calls import BENCH_TIMING, EXPLAIN_PROFILE_OPS
 
 REPEATS = 5
-MIN_REPEATS = 3  # the fewest repeats an interval is drawn from, budget or not
+MIN_REPEATS = 3  # the fewest repeats shares are drawn from
 MIN_SHARE = 0.05  # a share (of the wall delta) below this is not named as a cause
 MAX_CAUSES = 5
 _CALLS_TOLERANCE = 0.01  # relative change in calls per benchmark call that counts
@@ -90,8 +90,8 @@ def profile_sides(
 ) -> dict[str, list[dict[str, Any]]]:
     """``repeats`` profiles of one benchmark per side (``baseline``, ``candidate``: each
     runs its own ``spec_for_side``), the sides alternating, their order swapped each repeat
-    so neither always goes first; ``threads`` as the bench ran it. Past ``MIN_REPEATS``, no
-    repeat starts that the last one's duration says would end past ``seconds_left()``.
+    so neither always goes first; ``threads`` as the bench ran it. No repeat starts that
+    the last one's duration says would end past ``seconds_left()``.
     The benchmark is released afterwards."""
     for side, worker in workers.items():
         if threads is not None:
@@ -107,7 +107,7 @@ def profile_sides(
         last_repeat_s = 0.0
         for repeat in range(repeats):
             left = seconds_left() if seconds_left is not None else float("inf")
-            if repeat >= MIN_REPEATS and left < last_repeat_s:
+            if left < last_repeat_s:
                 break
             started = time.monotonic()
             for side in order if repeat % 2 == 0 else order[::-1]:
@@ -123,30 +123,18 @@ def profile_sides(
 def paired_shares(
     parts: dict[str, list[float]], totals: list[float]
 ) -> tuple[Interval | None, dict[str, Interval | None], Callable[[Sequence[str]], Interval | None]]:
-    """The total delta and each part's share of it, with bootstrap intervals over the
-    repeat pairs resampled whole (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s
-    deltas); the third value gives the share of the total the named parts leave over.
-    None where it cannot be computed (a delta of zero)."""
-    pairs = [
-        ({name: deltas[i] for name, deltas in parts.items()}, totals[i]) for i in range(len(totals))
-    ]
-    Pair = tuple[dict[str, float], float]
-
-    def whole(drawn: list[Pair]) -> float:
-        return sum(total for _, total in drawn) / len(drawn)
-
-    def share_of(names: Sequence[str]) -> Callable[[list[Pair]], float]:
-        def share(drawn: list[Pair]) -> float:
-            return sum(part[n] for part, _ in drawn for n in names) / len(drawn) / whole(drawn)
-
-        return share
+    """The total delta and each part's share of it, with t intervals over the repeat pairs
+    (``parts[name][i]`` and ``totals[i]`` are pair ``i``'s deltas; ``shares`` says why t);
+    the third value gives the share of the total the named parts leave over. None where a
+    share cannot be told (the pairs do not tell the total apart from zero)."""
 
     def left_over(names: Sequence[str]) -> Interval | None:
-        return shares.paired(lambda drawn: 1 - share_of(names)(drawn), pairs)
+        rest = [total - sum(parts[n][i] for n in names) for i, total in enumerate(totals)]
+        return shares.ratio(rest, totals)
 
     return (
-        shares.paired(whole, pairs),
-        {name: shares.paired(share_of([name]), pairs) for name in parts},
+        shares.mean(totals),
+        {name: shares.ratio(deltas, totals) for name, deltas in parts.items()},
         left_over,
     )
 
@@ -375,24 +363,28 @@ def contribution(diff: OpsDiff, repeats: int, reproduce: str) -> Contribution:
             f"per call, interval {low * 1e6:+.3g} to {high * 1e6:+.3g} us)"
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
-    causes = tuple(
-        Cause(
-            kind="kernel" if change.view == "kernels" else "op",
-            name=change.name,
-            share=change.share[0],
-            share_low=change.share[1],
-            share_high=change.share[2],
-            evidence=_evidence(change, repeats, diff.dispatch),
-            reproduce=reproduce,
-            detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
-        )
+    by_view = {
+        view.view: [
+            Cause(
+                kind="kernel" if change.view == "kernels" else "op",
+                name=change.name,
+                share=change.share[0],
+                share_low=change.share[1],
+                share_high=change.share[2],
+                evidence=_evidence(change, repeats, diff.dispatch),
+                reproduce=reproduce,
+                detail={"dispatch_diff": diff.dispatch} if diff.dispatch else {},
+            )
+            for change in view.causes
+            if change.share is not None
+        ]
         for view in views
-        for change in view.causes
-        if change.share is not None
-    )
-    measured = [view.unexplained for view in views if view.unexplained is not None]
-    unexplained = min(measured, key=lambda u: u[0]) if measured else None
-    return Contribution(causes, unexplained, tuple(not_checked), extra)
+    }
+    # The ops are the decomposition; the kernels they launch are the same time seen
+    # another way, so they are detail, never shares beside the ops.
+    kernels = [view_of("by kernels", by_view["kernels"])] if by_view.get("kernels") else []
+    causes = (*by_view["ops"], *kernels)
+    return Contribution(causes, diff.ops.unexplained, tuple(not_checked), extra)
 
 
 def applies(finding: Finding) -> bool:
@@ -409,10 +401,17 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     bench_id = str(spec.get("id") or finding.item)
     threads = int(finding.facts.get("threads") or 1)
     repeats = job.settings.rounds
-    timeout_s = max(60.0, job.seconds_left())
+    timeout_s = job.call_timeout_s()
     with both_sides(job, lambda _role: thread_env(threads)) as workers:
         profiles = profile_sides(
             workers, bench_id, spec, repeats, threads, timeout_s, job.seconds_left
+        )
+    if len(profiles["baseline"]) < MIN_REPEATS:
+        return Contribution(
+            not_checked=(
+                f"ops: not explained: the budget held {len(profiles['baseline'])} profiled "
+                f"repeat(s) per side, {MIN_REPEATS} are the fewest shares are drawn from",
+            )
         )
     diff = diff_profiles(
         profiles["baseline"], profiles["candidate"], finding.facts.get("dispatch_diff")

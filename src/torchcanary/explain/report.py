@@ -29,13 +29,18 @@ def _spent(view: RunView, found: list[Explanation]) -> str:
         return f"{len(found)} finding(s) explained in {spent:.0f} s"
     return (
         f"{len(found)} finding(s) explained in {summary.seconds:.0f} s "
-        f"(--explain {summary.mode}, budget {summary.budget_s:.0f} s)"
+        f"(--explain {summary.mode}, "
+        + ("no budget cap)" if summary.budget_s is None else f"budget {summary.budget_s:.0f} s)")
     )
 
 
 def _lines(explanation: Explanation) -> list[str]:
     """The Why block of one finding as plain lines (Markdown list items without the dash)."""
-    lines = [f"{cause.describe()}. {cause.evidence}".rstrip() for cause in explanation.causes]
+    lines = []
+    for cause in explanation.causes:
+        lines.append(f"{cause.describe()}. {cause.evidence}".rstrip())
+        # Overlapping views (a library inside the build's part) are detail, not shares.
+        lines += [f"within {cause.name}: {line}" for line in cause.detail.get("within", [])]
     lines = lines[:_SHOWN_CAUSES] + (
         [f"... {len(lines) - _SHOWN_CAUSES} more in results.json"]
         if len(lines) > _SHOWN_CAUSES

@@ -3,7 +3,9 @@
 It runs after every other section (``order`` 90), reads their results of this run from
 the store, asks each section for its findings through the contract (``findings``), and
 hands each finding to the explainers that apply (``explainers.py``), within a budget: at
-most ``budget_fraction`` of the time the run took before it. It never blocks a run by
+most ``budget_fraction`` of the time this invocation of the run took before it (a resumed
+run counts its own time, not the hours since it was created); ``--explain full`` has no
+cap. No measuring round starts that would end past the budget. It never blocks a run by
 itself: it explains, the other sections decide.
 
 Policy keys: none (an explanation never blocks a run).
@@ -11,18 +13,23 @@ Policy keys: none (an explanation never blocks a run).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from torchcanary.context import RunContext
+from torchcanary.explain import shares
 from torchcanary.explain.cause import (
     SECTION,
     Cause,
     ExplainStatus,
     ExplainSummary,
     Explanation,
+    view_of,
 )
+from torchcanary.explain.confounds import CONFOUND
 from torchcanary.explain.explainers import EXPLAINERS
 from torchcanary.explain.job import Contribution, ExplainJob
 from torchcanary.explain.settings import ExplainSettings
@@ -53,10 +60,12 @@ def blocking_reasons(view: RunView, policy: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _budget_s(ctx: RunContext, fraction: float) -> float:
-    """``fraction`` of the time this run has taken so far (its sections, its environments)."""
-    run = ctx.store.run(ctx.run_id)
-    return max(0.0, (time.time() - run.created_at) * fraction)
+def _budget_s(ctx: RunContext, settings: ExplainSettings) -> float | None:
+    """``budget_fraction`` of the time this invocation has taken so far (its environments,
+    its sections); None in ``full`` mode: no cap."""
+    if settings.mode == "full":
+        return None
+    return max(0.0, (time.monotonic() - ctx.started) * settings.budget_fraction)
 
 
 def run(ctx: RunContext) -> None:
@@ -83,16 +92,18 @@ def run(ctx: RunContext) -> None:
         for finding in found
         if finding.kind != CHANGE and f"{finding.section}:{finding.item}" not in done
     ]
-    budget = _budget_s(ctx, settings.budget_fraction)
-    job = ExplainJob(ctx, view, settings, time.monotonic() + budget, changes)
-    ctx.progress.note(f"explain: {len(pending)} finding(s), budget {budget:.0f} s")
+    budget = _budget_s(ctx, settings)
+    deadline = math.inf if budget is None else time.monotonic() + budget
+    job = ExplainJob(ctx, view, settings, deadline, changes)
+    cap = "no budget cap" if budget is None else f"budget {budget:.0f} s"
+    ctx.progress.note(f"explain: {len(pending)} finding(s), {cap}")
     for finding in pending:
         explanation = explain_one(job, finding)
         ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, explanation))
     summary = ExplainSummary(
         mode=settings.mode,
         findings=len(pending),
-        budget_s=round(budget, 1),
+        budget_s=None if budget is None else round(budget, 1),
         seconds=round(time.monotonic() - clock, 1),
     )
     ctx.store.save_section_result(ctx.run_id, SectionResult.of(SECTION, summary))
@@ -120,15 +131,11 @@ def explain_one(job: ExplainJob, finding: Finding) -> Explanation:
 def combine(
     finding: Finding, contributions: list[Contribution], not_checked: list[str], seconds: float
 ) -> Explanation:
-    """One explanation from the explainers' contributions.
-
-    The unexplained share is the smallest any explainer measured (the lens that accounts
-    for most of the delta); it is never spread over the causes.
+    """One explanation from the explainers' contributions: one decomposition of the change
+    (see :func:`_one_decomposition`); the unexplained share is never spread over the causes.
     """
-    causes: list[Cause] = [c for part in contributions for c in part.causes]
+    causes, unexplained = _one_decomposition(contributions)
     not_checked += [reason for part in contributions for reason in part.not_checked]
-    measured = [part.unexplained for part in contributions if part.unexplained is not None]
-    unexplained = min(measured, key=lambda u: u[0]) if measured else None
     extra: dict[str, Any] = {}
     for part in contributions:
         extra.update(part.extra)
@@ -138,7 +145,7 @@ def combine(
         section=finding.section,
         item=finding.item,
         delta=finding.delta,
-        causes=tuple(sorted(causes, key=lambda c: -(c.share or 0.0))),
+        causes=tuple(sorted(_linked(causes), key=_rank)),
         unexplained=unexplained[0] if unexplained else None,
         unexplained_low=unexplained[1] if unexplained else None,
         unexplained_high=unexplained[2] if unexplained else None,
@@ -148,17 +155,68 @@ def combine(
     )
 
 
+def _one_decomposition(
+    contributions: list[Contribution],
+) -> tuple[list[Cause], tuple[float, float, float] | None]:
+    """The parts of the explainer that leaves the least unexplained, with its unexplained
+    share (together they add up to the change); every other explainer's shares become
+    detail of one "view" cause each (they measure the same change another way, so they
+    overlap those parts); causes without a share (links, untested candidates) stay."""
+    measured = [(part.unexplained, part) for part in contributions if part.unexplained]
+    if not measured:
+        return [c for part in contributions for c in part.causes], None
+    unexplained, primary = min(measured, key=lambda pair: pair[0][0])
+    causes = list(primary.causes)
+    for part in contributions:
+        if part is primary:
+            continue
+        causes += [c for c in part.causes if c.share is None]
+        shared = [c for c in part.causes if c.share is not None]
+        if shared:
+            kinds = ", ".join(sorted({c.kind for c in shared}))
+            causes.append(view_of(f"by {kinds}", shared))
+    return causes, unexplained
+
+
+def _linked(causes: list[Cause]) -> list[Cause]:
+    """The untested confounds that move CPU kernels, linked to the ops they would explain."""
+    ops = [c.name for c in causes if c.kind in ("op", "kernel")]
+    if not ops:
+        return causes
+    return [
+        replace(
+            c,
+            evidence=f"{c.evidence}; it changes how fast every CPU kernel runs, the "
+            f"ones named here included: {', '.join(ops[:4])}",
+        )
+        if c.kind == CONFOUND and c.detail.get("kernels")
+        else c
+        for c in causes
+    ]
+
+
+def _rank(cause: Cause) -> tuple[int, float]:
+    """A setting shown to recover a material share first, then the untested confounds
+    (the run names them; an op's share says what moved, not why), then the rest by share."""
+    if cause.kind == CONFOUND:
+        return (1, 0.0)
+    tried = cause.kind in ("setting", "settings") and (cause.share_low or 0.0) > shares.MATERIAL
+    return (0 if tried else 2, -(cause.share or 0.0))
+
+
 EXPLAINED_WIDTH = 0.5  # an unexplained share's interval wider than this cannot show "explained"
 
 
 def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
     """Explained when the unexplained share's interval holds 0 and is tight; unexplained
-    when no cause's share is clearly above 0; partly otherwise."""
+    when no cause's share is materially above 0 (its interval above ``shares.MATERIAL``:
+    with several candidate causes, one interval clearing 0 by chance is common); partly
+    otherwise."""
     if unexplained is None:
         return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
     _, low, high = unexplained
     if (low <= 0.0 <= high or high < 0.0) and high - low <= EXPLAINED_WIDTH:
         return ExplainStatus.EXPLAINED
-    if not any((c.share_low or 0.0) > 0.0 for c in causes):
+    if not any((c.share_low or 0.0) > shares.MATERIAL for c in causes):
         return ExplainStatus.UNEXPLAINED
     return ExplainStatus.PARTLY

@@ -1,10 +1,10 @@
 """The explain section's table: how much to explain, and within what time.
 
 ``mode``: ``off`` (nothing), ``quick`` (the default: few repeats, the main job's time goal
-holds) or ``full`` (more repeats, tighter intervals). ``budget_fraction``: at most this
-part of the time the run took before explaining (default a quarter); a finding left when it
-is spent is reported "not explained: budget". ``repeats``: measurements per arm of each
-counterfactual (default by mode).
+holds) or ``full`` (more repeats, tighter intervals, no budget cap). ``budget_fraction``:
+at most this part of the time this invocation took before explaining (default a quarter);
+a finding left when it is spent is reported "not explained: budget". ``repeats``:
+measurements per arm of each counterfactual (default by mode).
 """
 
 from __future__ import annotations

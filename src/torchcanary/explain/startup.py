@@ -10,9 +10,14 @@ across the two environments round by round, never mixed into the bench's samples
   torch: each library's loading and the rest (Python modules, initialisation), per side;
 - one ``-X importtime`` run per side names the modules and the libraries (with sizes).
 
-The shares are of the ``preload`` children's delta (each part and the whole timed in the
-same children, so the shares hold together); what those do not reproduce of the ``plain``
-delta is "unexplained". A library is matched across builds by its file name
+Nothing is shared out unless the ``plain`` rounds reproduce the change (its t interval
+excludes 0). Then the change is split once, into parts that do not overlap: the candidate
+build's own libraries, the libraries both load, those only the baseline loads, the rest of
+the import (all four timed in the same ``preload`` children), and "unexplained", what the
+``preload`` children do not reproduce of the ``plain`` change; each part's share is of the
+``plain`` change, per round, so the parts and the unexplained add up to it. Single
+libraries and modules overlap those parts (a module's time holds the libraries it loads)
+and are shown as detail inside their part. A library is matched across builds by its file name
 without the wheel's hash. "The build's own libraries" are those only the candidate loads
 (a CUDA build's ``nvidia/*``, ``libtorch_cuda``...): nothing is read from a version number.
 """
@@ -28,7 +33,7 @@ from typing import Any
 
 from torchcanary.context import ROLES
 from torchcanary.explain import shares
-from torchcanary.explain.cause import Cause
+from torchcanary.explain.cause import Cause, share_text
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import STARTUP
@@ -36,6 +41,7 @@ from torchcanary.worker.calls import EXPLAIN_STARTUP
 
 _HASH = re.compile(r"-[0-9a-f]{8}(?=[.-])")
 _TOP_MODULES = 6
+MIN_ROUNDS = 3  # the fewest rounds shares are drawn from
 _TOP_LIBRARIES = 8
 _CUDA_PARTS = ("nvidia", "cuda", "cudnn", "cublas", "nccl", "nvshmem", "cufft", "curand")
 Round = dict[str, Any]
@@ -91,8 +97,8 @@ def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list
     rng = random.Random(31)
     last_round_s = 0.0
     for _ in range(job.settings.rounds):
-        # At least 3 rounds; beyond them, none that would end past the budget.
-        if job.seconds_left() < last_round_s and all(len(r) >= 3 for r in rounds.values()):
+        # None started that the last one's duration says would end past the budget.
+        if job.seconds_left() < last_round_s:
             break
         started = time.monotonic()
         for role in rng.sample(ROLES, len(ROLES)):
@@ -112,48 +118,15 @@ def split_total(round_: Round) -> float:
     return float(sum(round_["libraries_s"].values()) + round_["import_s"])
 
 
-def _moved(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
-    """How far ``part`` moved: the median over rounds of the candidate's minus the
-    baseline's in the same round (the two ran back to back, so the machine's drift
-    between rounds cancels)."""
+def _per_round(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> list[float]:
+    """How far ``part`` moved in each round: the candidate's minus the baseline's (the two
+    ran back to back, so the machine's drift between rounds cancels)."""
     pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
-    return shares.median([part(candidate) - part(baseline) for baseline, candidate in pairs])
-
-
-def _interval(
-    statistic: Callable[[dict[str, list[Round]]], float], rounds: dict[str, list[Round]]
-) -> shares.Interval | None:
-    """``statistic`` with its bootstrap interval, rounds resampled whole (both sides)."""
-    pairs = list(zip(rounds["baseline"], rounds["candidate"], strict=False))
-    return shares.paired(
-        lambda drawn: statistic(
-            {"baseline": [b for b, _ in drawn], "candidate": [c for _, c in drawn]}
-        ),
-        pairs,
-    )
-
-
-def _summed(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> float:
-    """``part``'s candidate-minus-baseline difference summed over the rounds."""
-    pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
-    return sum(part(candidate) - part(baseline) for baseline, candidate in pairs)
-
-
-def _share(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]], float]:
-    """The statistic: how far ``part`` moved as a share of how far the split import moved,
-    a ratio of the rounds' summed differences: the parts are timed in the same children as
-    the whole, so the shares of the parts add up to 1."""
-    return lambda rounds: _summed(rounds, part) / _summed(rounds, split_total)
+    return [part(candidate) - part(baseline) for baseline, candidate in pairs]
 
 
 def _plain(round_: Round) -> float:
     return float(round_["plain"])
-
-
-def _not_split(rounds: dict[str, list[Round]]) -> float:
-    """The share of the plain import's change the split import does not reproduce (by the
-    rounds' medians: a plain import is one sample, and one preempted round must not rule)."""
-    return 1 - _moved(rounds, split_total) / _moved(rounds, _plain)
 
 
 def _libraries_line(profile: dict[str, Any]) -> str:
@@ -161,28 +134,41 @@ def _libraries_line(profile: dict[str, Any]) -> str:
     return f"{len(libraries)} libraries, {sum(libraries.values()) / 1e6:.0f} MB"
 
 
-def _module_causes(profiles: dict[str, dict[str, Any]], delta_s: float) -> list[Cause]:
-    """The modules whose own import time moved most (one ``-X importtime`` run per side:
-    a pointer of where to look, with no interval; a module's time includes the libraries
-    its import loads)."""
+def _module_lines(profiles: dict[str, dict[str, Any]]) -> list[str]:
+    """The modules whose own import time moved most: where to look inside the rest of the
+    import (one ``-X importtime`` run per side, so no interval and no share; a module's
+    time includes the libraries its import loads, so these overlap the library parts)."""
     base, cand = profiles["baseline"]["modules_s"], profiles["candidate"]["modules_s"]
     moved = {name: cand.get(name, 0.0) - base.get(name, 0.0) for name in {*base, *cand}}
     top = sorted(moved, key=lambda name: -abs(moved[name]))[:_TOP_MODULES]
     return [
-        Cause(
-            "module",
-            name,
-            share=moved[name] / delta_s if delta_s else None,
-            evidence=f"its own import time {base.get(name, 0.0) * 1e3:.0f} ms -> "
-            f"{cand.get(name, 0.0) * 1e3:.0f} ms (one -X importtime run per side; "
-            "includes the libraries its import loads)",
-        )
+        f"module {name}: {base.get(name, 0.0) * 1e3:.0f} ms -> {cand.get(name, 0.0) * 1e3:.0f} ms "
+        "(one -X importtime run per side, libraries its import loads included)"
         for name in top
     ]
 
 
 def explain(job: ExplainJob, finding: Finding) -> Contribution:
     profiles, rounds = _measure(job)
+    if len(rounds["baseline"]) < MIN_ROUNDS:
+        return Contribution(
+            not_checked=(
+                f"startup: not explained: the budget held {len(rounds['baseline'])} round(s), "
+                f"{MIN_ROUNDS} are the fewest shares are drawn from",
+            )
+        )
+    reproduce = (
+        f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
+        "2>&1 | sort -t'|' -k1 -n | tail"
+    )
+    return decompose(profiles, rounds, reproduce)
+
+
+def decompose(
+    profiles: dict[str, dict[str, Any]], rounds: dict[str, list[Round]], reproduce: str
+) -> Contribution:
+    """The measured rounds as one decomposition of the plain import's change, or, where
+    they do not reproduce it, what they measured and no share."""
     names = {
         role: {library_name(p) for p in profiles[role]["libraries"] if ".cpython-" not in p}
         for role in ROLES
@@ -190,6 +176,34 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
     own = names["candidate"] - names["baseline"]
     gone = names["baseline"] - names["candidate"]
     both = names["candidate"] & names["baseline"]
+    plain = _per_round(rounds, _plain)
+    delta = shares.mean(plain)
+    split = _per_round(rounds, split_total)
+    build = _per_round(rounds, lambda r: _library_seconds(r, own))
+    same_build = shares.ratio(
+        [s - b for s, b in zip(split, build, strict=True)],
+        [split_total(r) for r in rounds["baseline"]][: len(split)],
+    )
+    extra = {
+        "startup": {
+            "delta_s": list(delta) if delta else None,
+            "rounds": {role: len(rounds[role]) for role in ROLES},
+            "libraries": {role: _libraries_line(profiles[role]) for role in ROLES},
+            "build_libraries": sorted(own),
+            "cuda_libraries": sorted(n for n in own if is_cuda_library(n)),
+            # The import's change were the build's own libraries not loaded: what a
+            # same-build upgrade would show, as a fraction of the baseline's import.
+            "without_build_libraries": list(same_build) if same_build else None,
+        }
+    }
+    if delta is None or delta[1] <= 0 <= delta[2]:
+        return Contribution(
+            not_checked=(
+                f"startup: these rounds did not reproduce the import's change: they measured "
+                f"{_ms(delta)} over {len(plain)} rounds; no share is shown",
+            ),
+            extra=extra,
+        )
     parts: dict[str, tuple[str, Callable[[Round], float]]] = {
         "build": ("the candidate build's own libraries", lambda r: _library_seconds(r, own)),
         "shared-libraries": ("the libraries both builds load", lambda r: _library_seconds(r, both)),
@@ -203,15 +217,14 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
             "the libraries only the baseline loads",
             lambda r: _library_seconds(r, gone),
         )
-    split_s = _moved(rounds, split_total)
-    same_build = _interval(_without(parts["build"][1]), rounds)
-    reproduce = (
-        f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
-        "2>&1 | sort -t'|' -k1 -n | tail"
-    )
+    within = {
+        "build": _library_lines(rounds, own, plain),
+        "gone": _library_lines(rounds, gone, plain),
+        "python": _module_lines(profiles),
+    }
     causes = []
     for kind, (name, part) in parts.items():
-        interval = _interval(_share(part), rounds)
+        interval = shares.ratio(_per_round(rounds, part), plain)
         if interval is None:
             continue
         causes.append(
@@ -222,47 +235,14 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
                 evidence=_evidence(kind, profiles, rounds, own, part)
                 + (_same_build_line(same_build) if kind == "build" else ""),
                 reproduce=reproduce,
+                detail={"within": within[kind]} if within.get(kind) else {},
             )
         )
-    causes += _library_causes(rounds, own | gone)
-    causes += _module_causes(profiles, split_s)
-    # The parts add up to the split import; what the split does not reproduce of the
-    # plain import's change (preloading's own cost, noise) is the unexplained part.
-    unexplained = _interval(_not_split, rounds)
-    delta = _interval(lambda r: _moved(r, _plain), rounds)
-    not_checked = []
-    if delta is None or delta[1] <= 0 <= delta[2]:
-        unexplained = None  # a share of a change these rounds did not show is no number
-        not_checked.append(
-            f"startup: these rounds did not reproduce the import's change "
-            f"({_ms(delta)}): the unexplained part is not measured; the shares are of the "
-            "split import's change; rerun with --explain full"
-        )
-    extra = {
-        "startup": {
-            "delta_s": list(delta) if delta else None,
-            "split_delta_s": split_s,
-            "rounds": {role: len(rounds[role]) for role in ROLES},
-            "libraries": {role: _libraries_line(profiles[role]) for role in ROLES},
-            "build_libraries": sorted(own),
-            "cuda_libraries": sorted(n for n in own if is_cuda_library(n)),
-            # The import's change were the build's own libraries not loaded: what a
-            # same-build upgrade would show, as a fraction of the baseline's import.
-            "without_build_libraries": list(same_build) if same_build else None,
-        }
-    }
-    return Contribution(tuple(causes), unexplained, tuple(not_checked), extra=extra)
-
-
-def _without(part: Callable[[Round], float]) -> Callable[[dict[str, list[Round]]], float]:
-    """The statistic: the import's change were ``part`` not moved, as a fraction of the
-    baseline's import (what a same-build upgrade would show when ``part`` is the build's)."""
-
-    def statistic(rounds: dict[str, list[Round]]) -> float:
-        base = sum(split_total(r) for r in rounds["baseline"])
-        return (_summed(rounds, split_total) - _summed(rounds, part)) / base
-
-    return statistic
+    # The parts are timed in the same children and add up to the split import; what the
+    # split does not reproduce of the plain import's change (preloading's own cost, noise)
+    # is the unexplained part, so the parts and it add up to the change.
+    unexplained = shares.ratio([p - s for p, s in zip(plain, split, strict=True)], plain)
+    return Contribution(tuple(causes), unexplained, extra=extra)
 
 
 def _ms(delta: shares.Interval | None) -> str:
@@ -308,27 +288,21 @@ def _one_library(name: str) -> Callable[[Round], float]:
     return lambda round_: _library_seconds(round_, {name})
 
 
-def _library_causes(rounds: dict[str, list[Round]], names: set[str]) -> list[Cause]:
-    """The single libraries (of one build only) whose loading takes most of the delta."""
-    seconds = {
-        name: shares.median([_library_seconds(r, {name}) for r in rounds["candidate"]])
-        - shares.median([_library_seconds(r, {name}) for r in rounds["baseline"]])
-        for name in names
-    }
-    top = sorted(seconds, key=lambda name: -abs(seconds[name]))[:_TOP_LIBRARIES]
-    causes = []
+def _library_lines(
+    rounds: dict[str, list[Round]], names: set[str], plain: list[float]
+) -> list[str]:
+    """The single libraries (of one build only) whose loading moved most, with their share
+    of the import's change: detail inside their part, never a share beside it."""
+    moved = {name: _per_round(rounds, _one_library(name)) for name in names}
+    top = sorted(moved, key=lambda name: -abs(sum(moved[name])))[:_TOP_LIBRARIES]
+    lines = []
     for name in top:
-        interval = _interval(_share(_one_library(name)), rounds)
-        if interval is not None:
-            causes.append(
-                Cause(
-                    "library",
-                    name,
-                    *interval,
-                    evidence=f"loading it: {seconds[name] * 1e3:+.0f} ms",
-                )
-            )
-    return causes
+        share = shares.ratio(moved[name], plain)
+        lines.append(
+            f"library {name}: loading it {sum(moved[name]) / len(plain) * 1e3:+.0f} ms, "
+            f"{share_text(*share) if share else 'no share'} of the change"
+        )
+    return lines
 
 
 EXPLAINER: Explainer = FunctionExplainer("startup", applies, explain)

@@ -29,18 +29,24 @@ def frames(text: str) -> list[tuple[str, int]]:
 
 
 def _touches(change: Finding, text: str, text_frames: list[tuple[str, int]]) -> str | None:
-    """How ``text`` touches ``change`` (None: it does not)."""
+    """Every way ``text`` touches ``change``: it names it, it passes through a line of the
+    user's code the diff found using it (None: neither)."""
     symbol = str(change.facts.get("symbol", ""))
     module, _, last = symbol.rpartition(".")
+    ways = []
     if symbol and symbol in text:
-        return f"the failure names {symbol}"
-    if last and module and re.search(rf"\b{re.escape(last)}\b", text) and module in text:
-        return f"the failure names {last} of {module}"
-    for hit in change.facts.get("hits") or ():
-        for path, line in text_frames:
-            if int(hit.get("line", -1)) == line and path.endswith(str(hit.get("path", "?"))):
-                return f"it passes through {hit['path']}:{line} ({hit.get('use', 'uses')} {symbol})"
-    return None
+        ways.append(f"the failure names {symbol}")
+    elif last and module and re.search(rf"\b{re.escape(last)}\b", text) and module in text:
+        ways.append(f"the failure names {last} of {module}")
+    ways += sorted(
+        {
+            f"it passes through {hit['path']}:{line} ({hit.get('use', 'uses')} {symbol})"
+            for hit in change.facts.get("hits") or ()
+            for path, line in text_frames
+            if int(hit.get("line", -1)) == line and path.endswith(str(hit.get("path", "?")))
+        }
+    )
+    return "; ".join(ways) or None
 
 
 def _first_differing(finding: Finding) -> Cause | None:

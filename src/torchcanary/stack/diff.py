@@ -35,6 +35,9 @@ from torchcanary.user_command.records import (
 VERDICTS = tuple(verdict.value for verdict in ChangeVerdict)  # most serious first
 NEW_BREAKS = tuple(verdict.value for verdict in ChangeVerdict if verdict.is_new_break)
 ABSENT = "absent"  # a test a run did not report: not collected, or not reached
+# A side's kept traceback: room for a deep pytest traceback, small beside a row's other text.
+TRACEBACK_CHARS = 8_000
+_TRACEBACK_HEAD = 2_000  # of which the head (where the test went in); the rest is the tail
 
 
 @dataclass(frozen=True)
@@ -108,13 +111,27 @@ def transition(baseline: str | None, candidate: str | None) -> str | None:
     return None
 
 
+def bounded(text: str, limit: int = TRACEBACK_CHARS) -> str:
+    """``text`` whole, or its head and tail when longer than ``limit``: the first frames
+    say where the test went in, the last where it failed."""
+    if len(text) <= limit:
+        return text
+    tail = limit - _TRACEBACK_HEAD
+    left_out = len(text) - limit
+    return f"{text[:_TRACEBACK_HEAD]}\n... {left_out} characters left out ...\n{text[-tail:]}"
+
+
 def _side(record: TestRecord | None) -> dict[str, Any]:
+    """One side of a change: its outcome, time, one-line message and, where it did not
+    pass, its traceback (what links a new failure to the change of torch it went through)."""
     if record is None:
-        return {"outcome": ABSENT, "duration_s": 0.0, "message": ""}
+        return {"outcome": ABSENT, "duration_s": 0.0, "message": "", "traceback": ""}
+    failed = record.outcome not in PASSING and record.outcome not in SKIPPED
     return {
         "outcome": record.outcome,
         "duration_s": round(record.duration_s, 4),
         "message": record.message,
+        "traceback": bounded(record.longrepr) if failed else "",
     }
 
 

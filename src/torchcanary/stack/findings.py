@@ -20,6 +20,12 @@ def _outcome(side: dict[str, object]) -> str:
     return str(side.get("outcome") or "-")
 
 
+def _text(side: dict[str, object]) -> str:
+    """A side's failure text: its message and its traceback (rows stored before the
+    traceback was kept have the message only)."""
+    return "\n".join(str(side.get(key) or "") for key in ("message", "traceback")).strip()
+
+
 def findings(view: RunView) -> list[Finding]:
     """Every key whose outcome changed between the environments."""
     return [
@@ -29,8 +35,8 @@ def findings(view: RunView) -> list[Finding]:
             kind="outcome",
             delta=f"{_outcome(record.baseline)} -> {_outcome(record.candidate)}",
             facts={
-                "baseline_text": str(record.baseline.get("message") or ""),
-                "candidate_text": str(record.candidate.get("message") or ""),
+                "baseline_text": _text(record.baseline),
+                "candidate_text": _text(record.candidate),
                 "first_differing_lines": record.first_differing_lines,
             },
         )

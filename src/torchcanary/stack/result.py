@@ -161,7 +161,8 @@ class StackSummary:
 class StackChange:
     """One key that behaves differently; ``deterministic`` is None when it was not re-run.
 
-    ``baseline``/``candidate`` hold each side's ``{outcome, duration_s, message}``;
+    ``baseline``/``candidate`` hold each side's ``{outcome, duration_s, message}``, and
+    a test's sides its ``traceback`` (the failure's text, bounded; empty where it passed);
     ``reruns`` the outcomes of the re-runs per role, ``durations`` their seconds.
     """
 

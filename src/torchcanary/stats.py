@@ -1,4 +1,5 @@
-"""Statistics for A/B timing, in pure Python (the orchestrator has no numpy or scipy).
+"""Statistics for A/B timing and its explanation, in pure Python (the orchestrator has no
+numpy or scipy); shared by the bench and explain sections.
 
 Rank methods do the deciding, because timing noise is one-sided and heavy-tailed (a
 preempted sample is slower, never faster) and means chase those tails. Each function names
