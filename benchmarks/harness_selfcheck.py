@@ -57,7 +57,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchcanary.bench import compare, sequential, stats, verdicts
+from torchcanary import stats
+from torchcanary.bench import compare, sequential, verdicts
 from torchcanary.bench.interleave import Interleaver, Measurements
 from torchcanary.bench.samples import BASELINE, BASELINE_TWIN, Batch, BenchmarkSamples, Side
 from torchcanary.bench.section import POLICY_DEFAULTS

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from torchcanary.bench import compare, section, stats, verdicts
+from torchcanary import stats
+from torchcanary.bench import compare, section, verdicts
 from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
