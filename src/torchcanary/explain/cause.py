@@ -195,12 +195,11 @@ def from_json(data: dict[str, Any]) -> Explanation | ExplainSummary:
     payload = dict(data.get("payload") or {})
     payload_version(payload, SCHEMA_VERSION)
     if data["key"] == SUMMARY_KEY:
+        budget = payload.get("budget_s", 0.0)  # None: --explain full, which has no cap
         return ExplainSummary(
             mode=str(payload.get("mode", "quick")),
             findings=int(payload.get("findings") or 0),
-            budget_s=None
-            if payload.get("budget_s", 0.0) is None
-            else float(payload["budget_s"] or 0.0),
+            budget_s=None if budget is None else float(budget or 0.0),
             seconds=float(payload.get("seconds") or 0.0),
         )
     return Explanation(
