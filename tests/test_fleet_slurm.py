@@ -668,6 +668,74 @@ def test_site_flags_reach_every_unit_job_as_scontrol_shows_it(
     assert "Comment=canary-site" in job
 
 
+def test_each_unit_job_gets_a_time_limit_derived_from_its_estimate_as_scontrol_shows_it(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.fleet.executor import Assignment
+    from torchcanary.fleet.unit import UnitStatus, WorkUnit
+
+    with connect_fleet("slurm", fleet_dir=tmp_path) as fleet:
+        plain = next(node for node in fleet.discover() if node.profile.key == "plain-box")
+        estimates = {"twelve-min": 12 * 60.0, "one-min": 60.0, "never-seen": None}
+        assignments = [
+            Assignment(plain, WorkUnit(f"smoke@{name}", SMOKE, {}), estimate)
+            for name, estimate in estimates.items()
+        ]
+        ends = list(unit_ends(fleet, assignments))
+    assert [end.status for end, _ in ends] == [UnitStatus.OK] * 3, ends
+    jobs = slurm_cluster.run("scontrol", "-o", "show", "job")
+    limits = dict(re.findall(r"JobName=torchcanary-smoke@(\S+) .*?TimeLimit=(\S+)", jobs))
+    assert {name: limits[name] for name in estimates} == {
+        "twelve-min": "00:36:00",  # 3 x 12 min
+        "one-min": "00:30:00",  # 3 x 1 min is under the 30 min floor
+        "never-seen": "01:00:00",  # 3 x one hour, cut to the partition's MaxTime=60
+    }
+
+
+def test_a_unit_time_limit_is_three_times_its_estimate_with_a_floor_under_the_partition_max(
+    tmp_path: Path,
+) -> None:
+    """The derivation alone: the estimate from the store's history, the limit from it."""
+    from torchcanary.fleet.slurm_cli import slurm_minutes
+    from torchcanary.fleet.slurm_site import parse_site
+    from torchcanary.fleet.unit_time import limit_minutes, unit_estimate
+    from torchcanary.report_kit.ledger import LEDGER_SECTION
+    from torchcanary.store.rows import SectionResult
+    from torchcanary.store.sqlite import SqliteStore
+
+    assert limit_minutes(None, None) == 180  # never seen: 3 x one hour
+    assert limit_minutes(20 * 60.0, None) == 60  # 3 x 20 min
+    assert limit_minutes(60.0, None) == 30  # 3 x 1 min is under the 30 min floor
+    assert limit_minutes(100.5 * 60, None) == 302  # whole minutes, rounded up
+    assert limit_minutes(20 * 60.0, 45) == 45  # never above the partition's MaxTime
+    assert [slurm_minutes(t) for t in ("1-00:00:00", "2-06", "01:30:00", "90", "30:59")] == [
+        1440, 3240, 90, 90, 30,
+    ]  # fmt: skip
+    assert slurm_minutes("UNLIMITED") is None and slurm_minutes("INFINITE") is None
+    # The site's own limit, in the table or among its flags, replaces the derived one.
+    assert [parse_site(t, a).sets_time for t, a in [({}, ""), ({"time": "5"}, "")]] == [False, True]
+    assert parse_site({}, "--time=10").sets_time and parse_site({}, "-t 10").sets_time
+    assert not parse_site({}, "--comment=x").sets_time
+
+    def finished(store: SqliteStore, profile: str, section: str, verdict: str, s: float) -> str:
+        run_id = store.create_run({"sections": [section]})
+        row = SectionResult(LEDGER_SECTION, section, "both", verdict, {"unit_seconds": s})
+        store.scoped("node-a", profile).save_section_result(run_id, row)
+        return run_id
+
+    with SqliteStore(tmp_path / "canary.db") as store:
+        assert unit_estimate(store, "gpu-box", "bench", "") is None
+        finished(store, "gpu-box", "bench", "ok", 600.0)
+        finished(store, "gpu-box", "bench", "ok", 900.0)
+        finished(store, "gpu-box", "bench", "failed", 5000.0)  # not a finish
+        finished(store, "plain-box", "bench", "ok", 7000.0)  # other hardware
+        finished(store, "gpu-box", "claims", "ok", 8000.0)  # another unit
+        current = finished(store, "gpu-box", "bench", "ok", 9000.0)  # this run's own
+        # The longest of the same unit's finishes on the same profile, in the other runs.
+        assert unit_estimate(store, "gpu-box", "bench", current) == 900.0
+
+
 def test_site_flags_on_the_command_line_built_from_a_full_table() -> None:
     """The command line only: account, QoS, reservation and --exclusive need a cluster
     with accounting and a reservation, which the test cluster does not have."""

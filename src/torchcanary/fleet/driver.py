@@ -37,6 +37,7 @@ from torchcanary.fleet.relay import replay
 from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.section_unit import RUN_SECTION
 from torchcanary.fleet.unit import UnitStatus, WorkUnit
+from torchcanary.fleet.unit_time import UNIT_SECONDS, unit_estimate
 from torchcanary.hardware_profile import FleetNode, HardwareProfile, NodeSelection
 from torchcanary.plan import RunPlan
 from torchcanary.policy import Decision, decide, undone_work
@@ -230,7 +231,8 @@ def _units(
                 resources=dict(node.accelerators),
             )
             units[unit.unit_id] = (node, section)
-            assignments.append(Assignment(node, unit))
+            estimate = unit_estimate(store, node.profile.key, section, run_id)
+            assignments.append(Assignment(node, unit, estimate))
     return units, assignments, not_asked
 
 
@@ -284,8 +286,9 @@ def _collect(
                 status, error = NOT_CHECKED, str(devices["not_checked"])
                 progress.note(f"{result.unit_id}: {error}")
             _ledger(
-                scoped, run_id, section, status, error, after_s, skipped, devices, result.noticed_s
-            )
+                scoped, run_id, section, status, error, after_s, skipped, devices,
+                result.noticed_s, result.seconds,
+            )  # fmt: skip
             if result.status is not UnitStatus.OK:
                 failures[result.unit_id] = (
                     f"{result.status.value} on node {node.node_id[:12]}: {error}"
@@ -309,13 +312,16 @@ def _ledger(
     not_asked: Mapping[str, str] | None = None,
     devices: Mapping[str, Any] | None = None,
     noticed_s: float | None = None,
+    unit_seconds: float = 0.0,
 ) -> None:
     """One unit's end, where the report and ``--resume`` find it, with what it was given
     and what it saw (``devices``: ``asked``, ``unit``, ``roles``, ``expected``); a lost
-    unit's row says how long its engine took to notice (``noticed_s``)."""
+    unit's row says how long its engine took to notice (``noticed_s``); how long the unit
+    ran (``unit_seconds``) sizes the same unit's time limit next time (``unit_time.py``)."""
     payload: dict[str, Any] = {
         "error": error or None,
         "noticed_s": noticed_s,
+        UNIT_SECONDS: round(unit_seconds, 3),
         "seconds_into_run": round(after_s, 3),
         "not_asked": dict(not_asked or {}),
         "devices": dict(devices or {}),

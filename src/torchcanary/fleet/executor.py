@@ -22,10 +22,12 @@ from torchcanary.node_kit.host_group import NodeFleet
 
 @dataclass(frozen=True)
 class Assignment:
-    """One unit to run on one node."""
+    """One unit to run on one node; ``estimate_s``: how long the same unit took before
+    (``unit_time.unit_estimate``; None: never seen), which sizes an engine's time limit."""
 
     node: FleetNode
     unit: WorkUnit
+    estimate_s: float | None = None
 
 
 def tagged_result(result: UnitResult, node: FleetNode) -> UnitResult:

@@ -209,6 +209,35 @@ def parse_slurmd_timeout(config: str) -> float | None:
     return None
 
 
+def partition_max_minutes(partition: str) -> int | None:
+    """The partition's MaxTime in minutes (a job asking more waits forever); None when
+    unlimited or not shown."""
+    for word in slurm("scontrol", "-o", "show", "partition", partition).split():
+        name, _, value = word.partition("=")
+        if name == "MaxTime":
+            return slurm_minutes(value)
+    return None
+
+
+def slurm_minutes(text: str) -> int | None:
+    """Whole minutes of a Slurm time (``MaxTime``'s ``1-00:00:00``, ``30:00``, ``90``);
+    None for UNLIMITED, INFINITE or text that is not a time."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if not all(part.isdigit() for part in parts) or (days and not days.isdigit()):
+        return None
+    numbers = [int(part) for part in parts]
+    # Whole minutes, seconds dropped: the figure caps a limit, so it must not round up.
+    if len(numbers) == 3:
+        hours, minutes = numbers[:2]
+    elif len(numbers) == 2:
+        # "H:M" after a day count, "M:S" alone (as sbatch reads them).
+        hours, minutes = (numbers[0], numbers[1]) if days else (0, numbers[0])
+    else:
+        hours, minutes = (numbers[0], 0) if days else (0, numbers[0])
+    return (int(days or 0) * 24 + hours) * 60 + minutes
+
+
 def submit(arguments: Sequence[str]) -> str:
     """``sbatch --parsable ARGUMENTS``: the new job's id."""
     said = slurm("sbatch", "--parsable", *arguments).strip()

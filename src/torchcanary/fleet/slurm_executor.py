@@ -4,7 +4,8 @@ Profiles come from what Slurm knows: nodes that share features, GRES and CPUs ar
 so any free node of each such group reads its hardware facts (``slurm_discovery.py``), and
 a ``tcprofile_NAME`` feature names the profile outright, as Ray's node label does. Each
 unit is one batch job that Slurm places on any idle node of its profile (``--constraint``
-and ``--gres``, ``slurm_placement.py``) with the site's flags (``slurm_site.py``); a
+and ``--gres``, ``slurm_placement.py``) with the site's flags (``slurm_site.py``) and,
+unless the site sets one, a time limit sized on the unit's past runs (``unit_time.py``); a
 node's units are chained (``--dependency=afterany``), so one section holds a node at a
 time, as on Ray. Unit files and result lines are signed (``signed_lines.py``).
 
@@ -46,6 +47,7 @@ from torchcanary.fleet.slurm_job_line import export_list, node_command
 from torchcanary.fleet.slurm_placement import PROFILE_FEATURE, gres, placement
 from torchcanary.fleet.slurm_site import SlurmSite
 from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.fleet.unit_time import limit_minutes
 from torchcanary.hardware_profile import PROFILE_LABEL, FleetNode, HardwareProfile
 from torchcanary.node_kit.host_group import HostGroup
 
@@ -213,12 +215,16 @@ class SlurmExecutor:
         for assignment in assignments:
             nodes_of.setdefault(assignment.node.profile.key, set()).add(assignment.node.node_id)
         pinned = {profile for profile, names in nodes_of.items() if len(names) > 1}
+        max_minutes = (
+            None if self.site.sets_time else slurm_cli.partition_max_minutes(self.partition)
+        )
         for index, assignment in enumerate(assignments):
             name = f"{index:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', assignment.unit.unit_id)}"
             unit = FollowedUnit(assignment, batch / f"{name}.jsonl", batch / f"{name}.log", key)
             write_private(batch / f"{name}.json", sign(key, _shippable(assignment.unit).to_json()))
             try:
                 where = self._where(assignment, pinned)
+                where += self._time_limit(assignment, max_minutes)
                 unit.job_id = self._submit(unit, batch / f"{name}.json", where, last_on_node)
             except FleetError as exc:
                 arrived.put(ended(assignment, UnitStatus.FAILED, f"error: {exc}"))
@@ -239,6 +245,12 @@ class SlurmExecutor:
         if profile in pinned or profile not in self._members:
             return ["-w", assignment.node.node_id]
         return placement(self._members[profile], self._every_node)
+
+    def _time_limit(self, assignment: Assignment, max_minutes: int | None) -> list[str]:
+        """``--time`` from the unit's estimate (``unit_time.py``), unless the site sets one."""
+        if self.site.sets_time:
+            return []
+        return [f"--time={limit_minutes(assignment.estimate_s, max_minutes)}"]
 
     def _placeable(self, assignment: Assignment) -> bool:
         """Whether some node the unit may land on is usable now."""

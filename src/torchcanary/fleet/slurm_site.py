@@ -56,6 +56,15 @@ class SlurmSite:
         named = [f"--{key}={value}" for key in _TEXT_KEYS if (value := getattr(self, key))]
         return [*named, *(["--exclusive"] if self.exclusive else []), *self.extra]
 
+    @property
+    def sets_time(self) -> bool:
+        """Whether the site gives the time limit (``time``, or ``--time``/``-t`` among its
+        flags); else each unit's is derived (``unit_time.py``)."""
+        return bool(self.time) or any(
+            word.partition("=")[0] == "--time" or (word.startswith("-t") and word[:2] != "--")
+            for word in self.extra
+        )
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SlurmSite:
         """The flags a run recorded (``to_json``), for its ``--resume``."""
