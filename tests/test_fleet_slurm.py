@@ -428,6 +428,134 @@ def test_resume_on_slurm_redoes_only_what_the_lost_node_had_not_finished(slurm_r
 
 
 @pytest.mark.torch_envs
+def test_bench_fleet_slurm_nodes_2_on_cpu_nodes_runs_one_gloo_rank_per_node(
+    slurm_cluster: SlurmCluster, tmp_path: Path, real_torch_envs
+) -> None:
+    from torchcanary.bench.across_nodes import NODE_BENCH_ARTIFACT, NodeBench
+    from torchcanary.bench.result import BenchMeasured, from_rows
+    from torchcanary.fleet.across_nodes import NodesVenue
+    from torchcanary.fleet.connect import connect_fleet
+    from torchcanary.plan import RunPlan
+    from torchcanary.progress import Progress
+    from torchcanary.report.view import load_run_view
+    from torchcanary.runner import execute
+    from torchcanary.store.sqlite import SqliteStore
+
+    slurm_cluster.start_silent_nodes(["plain-box", "plain-box-2"])
+    bench = {
+        "families": ["collectives"],
+        "collectives": {"ops": ["all_reduce"], "bytes": [2**16]},
+        "groups": 2,
+        "aa_control": False,
+        "group_budget_s": 0.2,
+    }
+    plan = RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("bench",),
+        settings={"bench": bench},
+    )
+    with (
+        SqliteStore(tmp_path / "canary.db") as store,
+        connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
+    ):
+        venue = NodesVenue(NodeBench(fleet, "slurm", 2, mixed=True))
+        outcome = execute(plan, store, tmp_path / "out", Progress(quiet=True), venue)
+        view = load_run_view(store, outcome.run_id)
+        placed = next(
+            json.loads(data)
+            for name, _, data in store.artifacts(outcome.run_id)
+            if name == NODE_BENCH_ARTIFACT
+        )
+    [profile] = view.profiles
+    [record] = from_rows(view.profiles[profile].sections["bench"])
+    # No node here has a GPU its hardware facts show: one gloo rank on each of two nodes.
+    assert isinstance(record, BenchMeasured), record
+    assert record.key == "collective/all_reduce/64KiB/gloox2nodes"
+    assert record.nodes == 2 and record.spec["world_size"] == 2
+    assert placed["ranks_per_node"] == 1
+    assert len({node["node_id"] for node in placed["placed"]}) == 2
+    assert slurm_cluster.run("squeue", "-h", "-t", "running,pending") == ""
+
+
+def test_gpu_nodes_get_one_rank_per_gpu_numbered_node_by_node_layout_and_variables_only() -> None:
+    """The GPU path's rank layout and rank variables (no GPU node here to run it on)."""
+    from torchcanary.node_kit.rank_layout import RankLayout, rank_env, rank_layout
+
+    eight = rank_layout(2, 8, gpu_nodes=True)
+    assert eight == RankLayout(2, 8, on_gpus=True) and eight.world == 16
+    assert eight.ranks(1) == [(8 + local, local) for local in range(8)]
+    # CPU nodes, or GPU hosts that were given none: one rank per node, as before.
+    assert rank_layout(2, 8, gpu_nodes=False) == RankLayout(2, 1, on_gpus=False)
+    assert rank_layout(3, 0, gpu_nodes=True) == RankLayout(3, 1, on_gpus=False)
+    master = ("10.1.0.1", 29500)
+    assert rank_env(eight, 1, 3, master, "ib0", environ={}) == {
+        "MASTER_ADDR": "10.1.0.1",
+        "MASTER_PORT": "29500",
+        "RANK": "11",
+        "WORLD_SIZE": "16",
+        "LOCAL_RANK": "3",
+        "LOCAL_WORLD_SIZE": "8",
+        "GLOO_SOCKET_IFNAME": "ib0",
+        "NCCL_SOCKET_IFNAME": "ib0",
+    }
+    # The site's own interface (exported to the job by name) is left to NCCL.
+    site = rank_env(eight, 0, 0, master, "ib0", environ={"NCCL_SOCKET_IFNAME": "hsn0"})
+    assert "NCCL_SOCKET_IFNAME" not in site and site["GLOO_SOCKET_IFNAME"] == "ib0"
+
+
+def test_gpu_nodes_bench_across_nodes_specs_put_nccl_ranks_on_every_gpu_command_line_only() -> None:
+    """The bench's benchmarks across GPU nodes: nccl on cuda, a rank per GPU (no GPU here)."""
+    from torchcanary.bench.across_nodes import node_specs
+    from torchcanary.bench.settings import BenchSettings
+    from torchcanary.node_kit.rank_layout import RankLayout
+
+    settings = BenchSettings.from_json(
+        {"families": ["collectives"], "collectives": {"ops": ["all_reduce"], "bytes": [2**20]}}
+    )
+    layout, [spec] = node_specs(settings, 2, gpus_everywhere=True, gpus_each=8)
+    assert layout == RankLayout(2, 8, on_gpus=True)
+    assert (spec["backend"], spec["device"], spec["world_size"], spec["nodes"]) == (
+        "nccl", "cuda", 16, 2,
+    )  # fmt: skip
+    assert spec["id"] == "collective/all_reduce/1MiB/ncclx16on2nodes"
+    cpu_layout, [cpu] = node_specs(settings, 2, gpus_everywhere=False, gpus_each=0)
+    assert cpu_layout == RankLayout(2, 1) and cpu["id"] == "collective/all_reduce/1MiB/gloox2nodes"
+
+
+def test_gpu_nodes_drill_torchrun_runs_a_nccl_rank_per_gpu_command_line_only(
+    tmp_path: Path,
+) -> None:
+    """A drill node's torchrun line on a GPU node of 8 and on a CPU node (no GPU here)."""
+    from torchcanary.drill.catalog import DrillSpec
+    from torchcanary.drill.drill_host import DrillHost
+    from torchcanary.drill.launch import Area, Launcher
+
+    host = DrillHost(1, "t0k3n")
+    try:
+        launcher = Launcher(
+            sys.executable,
+            tmp_path,
+            DrillSpec("kill", "restart", ranks=16),
+            Area(tmp_path),
+            host.procs,
+        )
+        gpu, _ = host.rank_command(launcher, "10.1.0.1:29400", 2, 3, None, 8, True)
+        cpu, _ = host.rank_command(launcher, "10.1.0.1:29400", 2, 3, None, 1, False)
+    finally:
+        host.close()
+
+    def flag(command: list[str], name: str) -> str:
+        return command[command.index(name) + 1]
+
+    assert (flag(gpu, "--nnodes"), flag(gpu, "--nproc-per-node"), flag(gpu, "--backend")) == (
+        "2", "8", "nccl",
+    )  # fmt: skip
+    assert (flag(cpu, "--nnodes"), flag(cpu, "--nproc-per-node")) == ("2", "1")
+    assert "--backend" not in cpu  # the job's default, gloo
+
+
+@pytest.mark.torch_envs
 def test_drill_fleet_slurm_nodes_2_puts_one_rank_on_each_node_in_each_env_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path, real_torch_envs
 ) -> None:
@@ -473,6 +601,7 @@ def test_drill_fleet_slurm_nodes_2_puts_one_rank_on_each_node_in_each_env_and_le
         # One rank on each of two distinct nodes; two profiles: filed under mixed:A,B.
         ranks_on = [node["node_id"] for node in row.payload["nodes"]]
         assert len(set(ranks_on)) == 2 and ranks_on[0] == "gpu-box", ranks_on
+        assert row.payload["ranks_per_node"] == 1 and row.payload["spec"]["ranks"] == 2
         assert placed["placed"][role]["profile"].startswith("mixed:gpu-box,plain-box")
         # node-kill: node 1's slurmd, its job's step daemon and host die at once; the rank
         # on node 0 notices its peer gone, and Slurm counts node 1 down.

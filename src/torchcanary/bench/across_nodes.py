@@ -1,9 +1,10 @@
-"""``torchcanary bench --fleet ADDR --nodes N``: the collectives family with one rank per node.
+"""``torchcanary bench --fleet ADDR --nodes N``: the collectives family across N nodes.
 
 "Benchmark on your communicator topology" as one flag. Each group of the schedule starts a
 fresh set of ranks on the same N nodes (:class:`~torchcanary.bench.node_collectives.NodeRanks`)
 once per side, in a random order per group as the local bench interleaves its sides; each
-rank measures every op and size of the ``collectives`` family with ``world_size = N``. The
+rank measures every op and size of the ``collectives`` family with one rank per node
+(``world_size = N``), or on GPU nodes one rank per GPU of each node. The
 samples are judged by the local bench's own comparison (``bench/compare.py``'s
 ``compare_pair`` and ``bench/verdicts.py``'s ``decide``, through ``sequential.judge``) and
 stored as bench records with ``nodes`` set and nccl-tests' algbw / busbw per side, scoped
@@ -14,9 +15,11 @@ Differences from the local bench, on purpose: the other families do not run here
 one machine's); there are no interim looks (every group is measured); the ids end in
 ``xNnodes`` (``collective/all_reduce/4MiB/gloox2nodes``) so they never share a history with
 N ranks on one machine. On GPU nodes (``device`` cuda, or auto with a GPU on every node) the
-backend is nccl, one rank on each node's first GPU; ``backend = "nccl2"`` in
-``[bench.collectives]`` runs the candidate's in-tree nccl2 the same way (a baseline without
-it is recorded as skipped, with the reason). Both: not checked: no GPU.
+backend is nccl, one rank on each GPU of every node, so NCCL uses NVLink within a node and
+the fabric across (``node_kit/rank_layout.py``; ids ``ncclx16on2nodes`` for 2 nodes of 8);
+``backend = "nccl2"`` in ``[bench.collectives]`` runs the candidate's in-tree nccl2 the same
+way (a baseline without it is recorded as skipped, with the reason). Their command lines
+and rank numbers are tested; the collectives themselves: not checked: no GPU.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from torchcanary.bench.settings import BenchSettings
 from torchcanary.context import RunContext
 from torchcanary.errors import ConfigError
 from torchcanary.hardware_profile import FleetNode
+from torchcanary.node_kit.rank_layout import RankLayout, rank_layout
 from torchcanary.nodes_work import NodesRun, Placement, placed_profile
 from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
@@ -56,8 +60,12 @@ NODE_BENCH_ARTIFACT = "node_bench.json"
 FAMILY = "collectives"
 
 
-def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> list[dict[str, Any]]:
-    """Every op and size of the collectives family with one rank on each of ``nodes`` nodes."""
+def node_specs(
+    settings: BenchSettings, nodes: int, gpus_everywhere: bool, gpus_each: int = 0
+) -> tuple[RankLayout, list[dict[str, Any]]]:
+    """Every op and size of the collectives family across ``nodes`` nodes, and where its
+    ranks sit: on GPU nodes one on each of a node's ``gpus_each`` GPUs, else one per node
+    (``node_kit/rank_layout.py``)."""
     if FAMILY not in settings.families:
         raise ConfigError(
             f"bench --nodes {nodes} runs the {FAMILY} family, which [bench] families leaves "
@@ -66,8 +74,10 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
     table = settings.family(FAMILY)
     cuda = settings.device == "cuda" or (settings.device == "auto" and gpus_everywhere)
     backend = table["backend"] if table["backend"] != "auto" else ("nccl" if cuda else "gloo")
-    # nccl and nccl2 ranks run on each node's first GPU (not checked: no GPU node here).
     device = "cuda" if cuda or backend.startswith("nccl") else "cpu"
+    layout = rank_layout(nodes, gpus_each, device == "cuda")
+    # Ranks on several GPUs of each node say how many nodes too: 2 x 8 and 4 x 4 differ.
+    suffix = "nodes" if layout.per_node == 1 else f"on{nodes}nodes"
     specs = []
     for op in table["ops"]:
         for size in table["bytes"]:
@@ -75,13 +85,13 @@ def node_specs(settings: BenchSettings, nodes: int, gpus_everywhere: bool) -> li
                 "kind": COLLECTIVE,
                 "op": op,
                 "bytes": size,
-                "world_size": nodes,
+                "world_size": layout.world,
                 "nodes": nodes,
                 "backend": backend,
                 "device": device,
             }
-            specs.append({**spec, "id": f"{benchmark_id(spec)}nodes"})
-    return specs
+            specs.append({**spec, "id": f"{benchmark_id(spec)}{suffix}"})
+    return layout, specs
 
 
 def venue(
@@ -119,11 +129,11 @@ class NodeBench:
             profile = placed_profile([_key(found) for found in placed], self.mixed)
             ranks.prepare(plan.to_json())
             gpus = all(node is not None and node.profile.gpu_count > 0 for node in placed)
-            specs = node_specs(settings, self.nodes, gpus)
+            layout, specs = node_specs(settings, self.nodes, gpus, self.gpus)
         except BaseException:
             ranks.close()
             raise
-        self._held = _Held(settings, seed, ranks, placed, specs, profile)
+        self._held = _Held(settings, seed, ranks, placed, specs, profile, layout)
         return Placement("+".join(place.node_id for place in ranks.places), profile)
 
     def release(self) -> None:
@@ -138,7 +148,7 @@ class NodeBench:
                 run.run_id, run.results, run.plan, {}, run.output_dir, run.output_dir, run.progress
             )
             rng = random.Random(held.seed)
-            measured = _measure(held.ranks, held.specs, held.settings, rng, run.progress)
+            measured = _measure(held, rng, run.progress)
             _judge_and_store(ctx, held.settings, held.seed, measured, self.nodes)
         finally:
             held.ranks.close()
@@ -162,6 +172,7 @@ class NodeBench:
                     "address": self.address,
                     "nodes": self.nodes,
                     "gpus": self.gpus,
+                    "ranks_per_node": held.layout.per_node,
                     "profile": held.profile,
                     "placed": where,
                 }
@@ -185,20 +196,16 @@ class _Held:
     placed: list[FleetNode | None]
     specs: list[dict[str, Any]]
     profile: str
+    layout: RankLayout
 
 
 def _key(node: FleetNode | None) -> str:
     return node.profile.key if node is not None else "unknown"
 
 
-def _measure(
-    ranks: NodeRanks,
-    specs: list[dict[str, Any]],
-    settings: BenchSettings,
-    rng: random.Random,
-    progress: Progress,
-) -> Measurements:
+def _measure(held: _Held, rng: random.Random, progress: Progress) -> Measurements:
     """Every group: each side's fresh ranks in a random order, every spec still measurable."""
+    ranks, specs, settings = held.ranks, held.specs, held.settings
     sides, _, _ = sides_for(settings)
     result = Measurements(
         {spec["id"]: BenchmarkSamples(spec["id"], spec) for spec in specs},
@@ -220,7 +227,9 @@ def _measure(
                 result.ended_by = "settled"
                 break
             for slot, side in enumerate(rng.sample(sides, len(sides))):
-                answer = ranks.measure(side.role, entries, entries[0]["backend"], schedule)
+                answer = ranks.measure(
+                    side.role, entries, entries[0]["backend"], schedule, held.layout
+                )
                 for spec in entries:
                     _add(result.benchmarks[spec["id"]], side, group, slot, answer.get(spec["id"]))
             result.groups_run = group + 1

@@ -1,4 +1,5 @@
-"""The bench's collective ranks across nodes: one rank per Ray node, fresh for each call.
+"""The bench's collective ranks across nodes: one rank per node's GPU (one per CPU node),
+fresh for each call.
 
 The ranks are the bench's own (``worker/bench/collectives.py:rank_main``, through
 ``worker/rank_main``), started by a :class:`~torchcanary.node_kit.rank_host.RankHost` on each
@@ -8,8 +9,10 @@ an op skipped or failed), so ``bench --fleet --nodes`` (``bench/across_nodes.py`
 them and derives algbw and busbw exactly as it does for ranks on one machine.
 
 gloo over TCP is what runs here (the local cluster's nodes share 127.0.0.1: loopback, not a
-wire). ``nccl`` and ``nccl2`` with ``device="cuda"`` take each node's first GPU (LOCAL_RANK
-0): not checked: no GPU.
+wire). On GPU nodes ``nccl`` and ``nccl2`` with ``device="cuda"`` run one rank on each GPU
+of every node (``node_kit/rank_layout.py``: NVLink within a node, the fabric across): its
+command lines and rank numbers are tested, the collectives themselves are not checked here
+(no GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchcanary.context import ROLES
 from torchcanary.node_kit.rank_host import RankHost
+from torchcanary.node_kit.rank_layout import RankLayout
 from torchcanary.worker.calls import BENCH_COLLECTIVES_RANK
 
 if TYPE_CHECKING:
@@ -67,8 +71,10 @@ class NodeRanks:
         entries: Sequence[Mapping[str, Any]],
         backend: str,
         schedule: RankSchedule,
+        layout: RankLayout,
     ) -> dict[str, Any]:
-        """Per entry id: ``{batches, number, bytes, measure_s}``, ``skipped`` or ``failed``."""
+        """Per entry id: ``{batches, number, bytes, measure_s}``, ``skipped`` or ``failed``;
+        ``layout``: how many ranks each node runs (one per GPU on GPU nodes)."""
         master = (self._group.places[0].address or "127.0.0.1", self._group.call(0, "free_port"))
         call = {
             "target": BENCH_COLLECTIVES_RANK,
@@ -82,12 +88,12 @@ class NodeRanks:
             "backend": backend,
             "timeout_s": schedule.timeout_s,
         }
-        places = self._group.places
+        addresses = [place.address or "" for place in self._group.places]
         answers = self._group.call_each(
             "collective_rank",
             [
-                (rank, self.nodes, master, call, role, places[rank].address or "")
-                for rank in range(self.nodes)
+                (node, layout.per_node, layout.world, master, call, role, addresses[node])
+                for node in range(self.nodes)
             ],
             timeout_s=schedule.timeout_s + 60,
         )

@@ -2,10 +2,10 @@
 
 The host the fleet places on each node (``node_kit/rank_host.py``: the node's environments
 and cleanup), with what a drill adds (``drill/node_drill.py`` drives it from the driver):
-it starts one torchrun for this node (one rank), hosts the rendezvous store when asked,
-hands its job events to the driver, and strikes the faults that must happen on this node:
-killing its rank, hanging it, killing the whole node, or cutting or slowing its link to
-the other nodes (``node_kit/node_link.py``).
+it starts one torchrun for this node (one rank, or one per GPU on a GPU node), hosts the
+rendezvous store when asked, hands its job events to the driver, and strikes the faults
+that must happen on this node: killing its rank, hanging it, killing the whole node, or
+cutting or slowing its link to the other nodes (``node_kit/node_link.py``).
 
 Every fault is checked before it is tried: one this node cannot strike comes back as a
 reason ("needs root", ...), never as a half-done fault.
@@ -96,25 +96,46 @@ class DrillHost(RankHost):
         nodes: int,
         max_restarts: int,
         min_nodes: int | None = None,
+        per_node: int = 1,
+        on_gpus: bool = False,
     ) -> int:
-        """This node's torchrun (one rank), rendezvousing with the others at ``endpoint``;
-        elastic down to ``min_nodes`` when given."""
-        launcher = self._launcher(spec_json)
+        """This node's torchrun, rendezvousing with the others at ``endpoint``: ``per_node``
+        ranks (one per GPU of a GPU node, on nccl: ``node_kit/rank_layout.py``); elastic
+        down to ``min_nodes`` when given."""
+        command, env = self.rank_command(
+            self._launcher(spec_json), endpoint, nodes, max_restarts, min_nodes, per_node, on_gpus
+        )
+        self.torchrun = self.procs.start(f"torchrun-node{self.index}", command, env)
+        return self.torchrun.pid
+
+    def rank_command(
+        self,
+        launcher: Launcher,
+        endpoint: str,
+        nodes: int,
+        max_restarts: int,
+        min_nodes: int | None,
+        per_node: int,
+        on_gpus: bool,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The torchrun line and its variables for this node's ranks."""
         command = [
-            *launcher.torchrun_node(nodes, 1, endpoint, self.token, max_restarts, min_nodes),
+            *launcher.torchrun_node(nodes, per_node, endpoint, self.token, max_restarts, min_nodes),
             *_with_checkpoints(launcher.job_args("exit"), self.checkpoints),
         ]
+        if on_gpus:
+            command += ["--backend", "nccl"]  # each rank on its GPU (LOCAL_RANK)
         env = launcher.base_env()
         env["TORCHCANARY_NODE"] = str(self.index)
         if self.address and not is_loopback(self.address):
-            # Bind gloo and the agent to the address the other nodes reach this one at,
-            # not to whatever the host name resolves to.
+            # Bind the agent, gloo and NCCL to the address the other nodes reach this one
+            # at, not to whatever the host name resolves to.
             at = command.index("--rdzv-endpoint")
             command[at:at] = ["--local-addr", self.address]
-            if "GLOO_SOCKET_IFNAME" not in os.environ:
-                env["GLOO_SOCKET_IFNAME"] = device_holding(self.address)
-        self.torchrun = self.procs.start(f"torchrun-node{self.index}", command, env)
-        return self.torchrun.pid
+            for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+                if name not in os.environ:
+                    env[name] = device_holding(self.address)
+        return command, env
 
     def _launcher(self, spec_json: Mapping[str, Any]) -> Launcher:
         return Launcher(

@@ -2,8 +2,9 @@
 
 The driver side of ``torchcanary drill --fleet ADDR --nodes N``. A STRICT_SPREAD placement
 group puts one :class:`~torchcanary.drill.drill_host.DrillHost` on each of N nodes; node 0
-hosts the rendezvous store, every node runs one torchrun (one rank) that rendezvouses with
-the others over the network at the store's address, and the faults strike on the target
+hosts the rendezvous store, every node runs one torchrun (one rank; on GPU nodes one per
+GPU, ``node_kit/rank_layout.py``) that rendezvouses with the others over the network at
+the store's address, and the faults strike on the target
 node (``target_rank``, a node index here): its rank killed or stopped, the whole node
 killed (its drill processes and its Ray raylet), or its link to the other nodes cut or
 slowed by the node itself (``node_kit/node_link.py``), which undoes it on its own.
@@ -32,6 +33,8 @@ from torchcanary.drill.drill import MAX_RESTARTS, DrillOutcome
 from torchcanary.drill.drill_host import DrillHost, why_not_strikable
 from torchcanary.drill.judging import against_reference, fault_facts, reference_facts
 from torchcanary.drill.result import DrillVerdict
+from torchcanary.hardware_profile import FleetNode
+from torchcanary.node_kit.rank_layout import rank_layout
 from torchcanary.nodes_work import placed_profile
 
 if TYPE_CHECKING:
@@ -53,6 +56,10 @@ RESTARTING = (*RESTARTS, "replace")
 # the node undoes it; a rate limit lasts as long as the drill may.
 CUT_MARGIN_S = 10.0
 POLL_TIMEOUT_S = 30.0
+
+
+def _key(node: FleetNode | None) -> str:
+    return node.profile.key if node is not None else "unknown"
 
 
 def link_hold_s(spec: DrillSpec) -> float:
@@ -85,7 +92,8 @@ class _Watch:
 
 
 class NodeDrills:
-    """Drills of one environment (role) across ``nodes`` nodes of the fleet, one rank per node."""
+    """Drills of one environment (role) across ``nodes`` nodes of the fleet: one rank per
+    node, or one per GPU of each node on GPU nodes (``node_kit/rank_layout.py``)."""
 
     def __init__(
         self,
@@ -104,9 +112,11 @@ class NodeDrills:
         self.token = secrets.token_hex(8)
         self.group: HostGroup = executor.spread(DrillHost, nodes, [self.token], gpus=gpus)
         try:
-            keys = {node.node_id: node.profile.key for node in executor.discover()}
-            found = [keys.get(place.node_id, "unknown") for place in self.group.places]
-            self.profile = placed_profile(found, mixed)
+            known = {node.node_id: node for node in executor.discover()}
+            placed = [known.get(place.node_id) for place in self.group.places]
+            self.profile = placed_profile([_key(node) for node in placed], mixed)
+            gpu_nodes = all(node is not None and node.profile.gpu_count > 0 for node in placed)
+            self.layout = rank_layout(nodes, gpus, gpu_nodes)
         except BaseException:
             self.group.close()
             raise
@@ -143,7 +153,7 @@ class NodeDrills:
             done = [e for e in events if e["ev"] == "done"]
             digests = sorted({e["digest"] for e in done})
             self._reference = {
-                "ok": len(done) == self.nodes and len(digests) == 1,
+                "ok": len(done) == self.layout.world and len(digests) == 1,
                 "final_loss": done[0]["final_loss"] if done else None,
                 "steps": trajectory.reference_steps(events),
                 "parallel": spec.parallel,
@@ -156,8 +166,12 @@ class NodeDrills:
 
     # a drill ---------------------------------------------------------------------------
     def run(self, spec: DrillSpec) -> DrillOutcome:
-        spec = replace(spec, ranks=self.nodes)
-        payload: dict[str, Any] = {"spec": spec.to_json(), "nodes": self.where()}
+        spec = replace(spec, ranks=self.layout.world)
+        payload: dict[str, Any] = {
+            "spec": spec.to_json(),
+            "nodes": self.where(),
+            "ranks_per_node": self.layout.per_node,
+        }
         why = self._why_not(spec)
         if why:
             return DrillOutcome(DrillVerdict.NOT_CHECKABLE, {**payload, "reason": why})
@@ -294,8 +308,25 @@ class NodeDrills:
         # with the fresh node that replaces it).
         elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
         least = self.nodes - 1 if elastic else None
-        self.group.call_all("start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        self._start_ranks(range(self.nodes), spec_json, endpoint, max_restarts, least)
         return endpoint, least
+
+    def _start_ranks(
+        self,
+        members: range | list[int],
+        spec_json: dict[str, Any],
+        endpoint: str,
+        max_restarts: int,
+        least: int | None,
+    ) -> None:
+        """Each member's torchrun: its ranks as the layout places them (one per GPU on GPU
+        nodes), all rendezvousing at ``endpoint``."""
+        layout = self.layout
+        for index in members:
+            self.group.call(
+                index, "start_rank", spec_json, endpoint, self.nodes, max_restarts, least,
+                layout.per_node, layout.on_gpus,
+            )  # fmt: skip
 
     def _join_replacement(
         self,
@@ -323,8 +354,7 @@ class NodeDrills:
         ]
         address = self.group.places[index].address
         self.group.call(index, "set_network", address, peers, spec.net_rate, link_hold_s(spec))
-        spec_json = spec.to_json()
-        self.group.call(index, "start_rank", spec_json, endpoint, self.nodes, max_restarts, least)
+        self._start_ranks([index], spec.to_json(), endpoint, max_restarts, least)
         return index
 
     def _maybe_strike(self, spec: DrillSpec, watch: _Watch, strike: _Strike) -> None:
@@ -413,7 +443,7 @@ class NodeDrills:
                 f"(timeout {spec.timeout_s:g} s)"
             )
         if spec.recovery == "replace" and (
-            strike.replacement is None or payload["finished_ranks"] < self.nodes
+            strike.replacement is None or payload["finished_ranks"] < self.layout.world
         ):
             joined = "no fresh node joined" if strike.replacement is None else "a fresh node joined"
             return DrillVerdict.FAILED, (
@@ -422,7 +452,7 @@ class NodeDrills:
             )
         # A node-kill takes its rank for good; a replacement brings one back.
         left = len(self.group.places) - len(self.group.gone)
-        if payload["finished_ranks"] < left:
+        if payload["finished_ranks"] < left * self.layout.per_node:
             return DrillVerdict.FAILED, (
                 f"the job did not finish on all {left} nodes left after {spec.fault}; first "
                 f"error: {payload['first_error'] or 'none recorded'}"

@@ -2,8 +2,9 @@
 
 Runs on a fleet node inside a host the executor placed there (``executor.spread``: a Ray
 actor in a STRICT_SPREAD placement group, or a Slurm task). It builds or reuses the plan's
-environments in the node's own cache and runs one rank of a group spread over the nodes
-(``collective_rank``: the bench's collectives across nodes). A drill's host
+environments in the node's own cache and runs its ranks of a group spread over the nodes
+(``collective_rank``: the bench's collectives across nodes; one rank per GPU on GPU nodes,
+``rank_layout.py``). A drill's host
 (``drill/drill_host.py``) adds its torchrun, its store and the faults it strikes.
 
 Every process started here carries the host's token, and ``close`` kills them; a watchdog
@@ -29,6 +30,7 @@ from torchcanary.envs.prepare import prepare_environments
 from torchcanary.envs.worker_process import import_root_for
 from torchcanary.node_kit.devices import unit_view
 from torchcanary.node_kit.node_link import device_holding, is_loopback, network_identity
+from torchcanary.node_kit.rank_layout import RankLayout, rank_env
 from torchcanary.plan import RunPlan
 from torchcanary.process_set import ProcessSet
 from torchcanary.progress import Progress
@@ -103,47 +105,53 @@ class RankHost:
 
     def collective_rank(
         self,
-        rank: int,
+        node: int,
+        per_node: int,
         world: int,
         master: tuple[str, int],
         call: Mapping[str, Any],
         role: str,
         address: str = "",
     ) -> dict[str, Any]:
-        """One rank of a group spread over the nodes, in ``role``'s environment; its answer.
+        """This node's ``per_node`` ranks of a group of ``world`` spread over the nodes
+        (``rank_layout.py``: one per GPU on GPU nodes), in ``role``'s environment; the
+        answer of its first rank, or the first failure among them.
 
         ``call`` holds the worker ``target``, its ``kwargs``, the ``backend`` and
-        ``timeout_s``; the rank is ``torchcanary.worker.rank_main``, as on one machine, with
-        the group's address pointing at node 0 instead of loopback. ``address`` is this
-        node's as the others reach it: off loopback, gloo binds to its interface (as a
-        drill's ranks do) rather than to whatever the host name resolves to.
+        ``timeout_s``; each rank is ``torchcanary.worker.rank_main``, as on one machine,
+        with the group's address pointing at node 0 instead of loopback. ``address`` is
+        this node's as the others reach it: off loopback, gloo and NCCL bind to its
+        interface (as a drill's ranks do) rather than to whatever the host name resolves to.
         """
-        out = self.root / f"collective-rank{rank}.json"
-        out.unlink(missing_ok=True)
-        env = {
-            "PYTHONPATH": str(self.import_root),
-            "MASTER_ADDR": master[0],
-            "MASTER_PORT": str(master[1]),
-            "RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_RANK": "0",  # one rank per node
-            "TORCHCANARY_PARENT_PID": str(os.getpid()),
-        }
-        if address and not is_loopback(address) and "GLOO_SOCKET_IFNAME" not in os.environ:
-            env["GLOO_SOCKET_IFNAME"] = device_holding(address)
-        spec = json.dumps({**dict(call), "out": str(out)})
-        command = [self.pythons[role], "-m", RANK_MAIN, spec]
+        layout = RankLayout(world // per_node, per_node)
+        interface = device_holding(address) if address and not is_loopback(address) else ""
+        started = []
+        for rank, local in layout.ranks(node):
+            out = self.root / f"collective-rank{rank}.json"
+            out.unlink(missing_ok=True)
+            env = {
+                "PYTHONPATH": str(self.import_root),
+                "TORCHCANARY_PARENT_PID": str(os.getpid()),
+                **rank_env(layout, node, local, master, interface),
+            }
+            spec = json.dumps({**dict(call), "out": str(out)})
+            command = [self.pythons[role], "-m", RANK_MAIN, spec]
+            started.append((rank, out, self.procs.start(f"collective-rank{rank}", command, env)))
         self._measuring = True
         try:
-            return self._run_rank(rank, out, command, env, float(call["timeout_s"]))
+            answers = [
+                self._rank_answer(rank, out, proc, float(call["timeout_s"]))
+                for rank, out, proc in started
+            ]
         finally:
             self._measuring = False
             self._last_poll = time.monotonic()
+        failed = [answer for answer in answers if "failed" in answer]
+        return failed[0] if failed else answers[0]
 
-    def _run_rank(
-        self, rank: int, out: Path, command: list[str], env: dict[str, str], timeout_s: float
+    def _rank_answer(
+        self, rank: int, out: Path, proc: subprocess.Popen[bytes], timeout_s: float
     ) -> dict[str, Any]:
-        proc = self.procs.start(f"collective-rank{rank}", command, env)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
