@@ -684,6 +684,41 @@ def test_discovery_inside_an_allocation_runs_its_own_steps_not_steps_of_the_driv
     assert fleet.silent_nodes == []
 
 
+def test_a_driver_started_inside_a_real_allocation_discovers_with_steps_of_its_own(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # The driver as the docs start it on a site: itself a batch job (here on plain-box-2,
+    # whose one CPU it holds), with sbatch's SLURM_* variables in its environment.
+    slurm_cluster.start_silent_nodes(["plain-box", "plain-box-2"])
+    slurm_cluster.wait_idle(["gpu-box", "plain-box", "plain-box-2"])
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from torchcanary.fleet.connect import connect_fleet\n"
+        "with connect_fleet('slurm', fleet_dir=Path(sys.argv[1])) as fleet:\n"
+        "    nodes = fleet.discover(timeout_s=120)\n"
+        "print(os.environ['SLURM_JOB_ID'], os.environ['SLURMD_NODENAME'])\n"
+        "print(sorted((n.node_id, n.profile.key) for n in nodes), fleet.silent_nodes)\n"
+    )
+    out = tmp_path / "driver.log"
+    job = slurm_cluster.run(
+        "sbatch", "--parsable", "-w", "plain-box-2", "-o", str(out),
+        "--wrap", f"{sys.executable} {driver} {tmp_path / 'fleet'}",
+    ).strip()  # fmt: skip
+    deadline = time.monotonic() + 240
+    while slurm_cluster.run("squeue", "-h", "-j", job, "-t", "pending,running"):
+        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+        time.sleep(1)
+    said = out.read_text().splitlines()
+    # Its own job on plain-box-2; discovery's steps were jobs of their own, on the node
+    # of each group that was free, not steps squeezed into the driver's one-node job.
+    assert said[-2:] == [
+        f"{job} plain-box-2",
+        "[('gpu-box', 'gpu-box'), ('plain-box', 'plain-box'), ('plain-box-2', 'plain-box')] []",
+    ], said
+
+
 def test_placement_names_the_profile_feature_and_excludes_other_hardware_that_has_it() -> None:
     """The command line only: what a unit asks of sbatch for one profile's nodes."""
     from torchcanary.fleet.slurm_cli import SlurmNode
