@@ -308,25 +308,19 @@ class NodeDrills:
         # with the fresh node that replaces it).
         elastic = spec.fault == "node-kill" and spec.recovery in RESTARTING
         least = self.nodes - 1 if elastic else None
-        self._start_ranks(range(self.nodes), spec_json, endpoint, max_restarts, least)
+        ranks = self._rank_args(spec_json, endpoint, max_restarts, least)
+        self.group.call_all("start_rank", *ranks)
         return endpoint, least
 
-    def _start_ranks(
-        self,
-        members: range | list[int],
-        spec_json: dict[str, Any],
-        endpoint: str,
-        max_restarts: int,
-        least: int | None,
-    ) -> None:
-        """Each member's torchrun: its ranks as the layout places them (one per GPU on GPU
-        nodes), all rendezvousing at ``endpoint``."""
+    def _rank_args(
+        self, spec_json: dict[str, Any], endpoint: str, max_restarts: int, least: int | None
+    ) -> tuple[Any, ...]:
+        """``start_rank``'s arguments on every member: its ranks as the layout places them
+        (one per GPU on GPU nodes), all rendezvousing at ``endpoint``."""
         layout = self.layout
-        for index in members:
-            self.group.call(
-                index, "start_rank", spec_json, endpoint, self.nodes, max_restarts, least,
-                layout.per_node, layout.on_gpus,
-            )  # fmt: skip
+        return (
+            spec_json, endpoint, self.nodes, max_restarts, least, layout.per_node, layout.on_gpus,
+        )  # fmt: skip
 
     def _join_replacement(
         self,
@@ -354,7 +348,8 @@ class NodeDrills:
         ]
         address = self.group.places[index].address
         self.group.call(index, "set_network", address, peers, spec.net_rate, link_hold_s(spec))
-        self._start_ranks([index], spec.to_json(), endpoint, max_restarts, least)
+        ranks = self._rank_args(spec.to_json(), endpoint, max_restarts, least)
+        self.group.call(index, "start_rank", *ranks)
         return index
 
     def _maybe_strike(self, spec: DrillSpec, watch: _Watch, strike: _Strike) -> None:
