@@ -37,7 +37,9 @@ from torchcanary.store.sqlite import SqliteStore
 # suite_time: the time per kind of real part and per module; early_stop: session fixtures
 # (the Ray cluster) stopped after their last test; pytester: the real inner pytest runs
 # that test real_parts.
-pytest_plugins = ("pytester", "real_parts", "auto_marks", "suite_time", "early_stop")
+pytest_plugins = (
+    *("pytester", "real_parts", "auto_marks", "suite_time", "early_stop", "xdist_scopes"),
+)
 
 # CI replays the same generated cases every time, so a red build names a change, not a draw;
 # HYPOTHESIS_PROFILE=explore draws fresh cases each run, for hunting new bugs.

@@ -113,6 +113,15 @@ def test_first_errors_come_from_every_source_and_name_whose_cause_it_is(tmp_path
     )
 
 
+def test_a_rank_aborted_by_an_escaped_cpp_exception_is_named_from_the_log(tmp_path):
+    (tmp_path / "torchrun.log").write_text(
+        "[rank1]: terminate called without an active exception\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    )
+    found = first_errors.collect([], None, tmp_path)
+    assert found == {"launch_log": ["rank 1: terminate called without an active exception"]}
+
+
 def test_a_drill_failing_in_both_versions_names_whose_cause_it_is_in_the_summary():
     shared = first_errors.KNOWN_CAUSES[0][2]
     rows = [

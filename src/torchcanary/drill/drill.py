@@ -214,8 +214,11 @@ class DrillRunner:
         }
         result["ok"] = bool(finished and all(c == 0 for c in codes) and len(done) == spec.ranks)
         if not result["ok"]:
-            tail = procs.log_tail("torchrun")
-            result["reason"] = f"fault-free run did not finish (exit codes {codes}): {tail[-800:]}"
+            found = first_errors.collect(events, None, area.logs)
+            result["reason"] = (
+                f"fault-free run did not finish (exit codes {codes}; {len(done)} of "
+                f"{spec.ranks} ranks ended their steps): {first_errors.describe(found)}"
+            )
         return result
 
     # drills ------------------------------------------------------------------------------

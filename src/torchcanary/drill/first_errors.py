@@ -25,6 +25,8 @@ SHOWN_LOG_ERRORS = 3
 _RAISED = re.compile(
     r"^(?:\[rank(?P<rank>\d+)\]:\s*)?(?P<kind>[A-Za-z_][\w.]*(?:Error|Exception)):\s*(?P<text>.+)$"
 )
+# A C++ exception that escaped a thread (a gloo worker at interpreter exit): the rank aborts.
+_TERMINATED = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:\s*)?(?P<text>terminate called .+)$")
 _SOURCE_PATH = re.compile(r"\[/[^\]]+\]\s*")  # [/__w/pytorch/.../pair.cc:152]
 # torchrun's own wrapper around its workers' failures: its root-cause block says more.
 _WRAPPERS = ("ChildFailedError",)
@@ -58,14 +60,17 @@ def _short(text: str) -> str:
 
 def log_errors(text: str) -> list[str]:
     """The distinct errors raised in a launch log, in order: each traceback's last line,
-    with its rank when torchrun tagged it."""
+    and each C++ ``terminate called ...`` line, with its rank when torchrun tagged it."""
     found: list[str] = []
     seen: set[str] = set()
     for line in text.splitlines():
-        raised = _RAISED.match(line.strip())
-        if raised is None or raised["kind"].rsplit(".", 1)[-1] in _WRAPPERS:
+        raised = _RAISED.match(line.strip()) or _TERMINATED.match(line.strip())
+        if raised is None:
             continue
-        said = f"{raised['kind']}: {_short(raised['text'])}"
+        kind = raised.groupdict().get("kind")
+        if kind is not None and kind.rsplit(".", 1)[-1] in _WRAPPERS:
+            continue
+        said = f"{kind}: {_short(raised['text'])}" if kind else _short(raised["text"])
         if raised["rank"] is not None:
             said = f"rank {raised['rank']}: {said}"
         key = re.sub(r"\d+", "N", said)  # ports, pids and times differ from rank to rank

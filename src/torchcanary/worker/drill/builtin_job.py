@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import gc
 import os
 import sys
 import time
@@ -446,7 +447,15 @@ class Job:
 def main(argv: list[str] | None = None) -> int:
     # The job runs in the user's environment as it is: its checkpoints must not need numpy.
     route_object_collectives_around_numpy()
-    return Job(parse_args(argv)).run()
+    job = Job(parse_args(argv))
+    code = job.run()
+    # FSDP2's hooks put the model, and the gloo group it holds, in reference cycles. Left to
+    # interpreter finalization, a gloo worker thread dropping its last work then aborts the
+    # rank now and then ("terminate called without an active exception", SIGABRT after the
+    # rank's "done"); collected here, the group's destructor joins its threads first.
+    del job
+    gc.collect()
+    return code
 
 
 if __name__ == "__main__":
