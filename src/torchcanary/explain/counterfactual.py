@@ -188,7 +188,7 @@ class _Rounds:
 
         def ready(arm: Arm) -> None:
             kwargs = {"target": "", "kwargs": {}, "env": arm.env, "python": arm.python}
-            workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+            workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=self.job.call_timeout_s())
 
         with ThreadPoolExecutor(max_workers=len(arms) or 1) as pool:
             list(pool.map(ready, arms))  # a failure shows again in the timed call
@@ -196,7 +196,9 @@ class _Rounds:
 
     def _one(self, arm: Arm, workers: dict[str, Any]) -> float:
         kwargs = _arguments(self.remeasure, arm)
-        result = workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+        result = workers[arm.name].call(
+            EXPLAIN_REMEASURE, kwargs, timeout_s=self.job.call_timeout_s()
+        )
         if not result.ok or "seconds" not in result.value:
             raise RuntimeError(f"{arm.name}: {result.error or result.value.get('error')}")
         return float(result.value["seconds"])
