@@ -109,8 +109,9 @@ def test_a_benchmark_without_a_detected_change_is_not_explained(store) -> None:
 
 
 def test_an_untested_confound_leads_with_why_it_was_not_tried_and_the_ops_it_would_move() -> None:
-    """A workload has no way to be measured alone, so the CPU capability the run names is
-    not set back: it is named first, with the reason, linked to the ops that moved."""
+    """A finding with no way to be measured again alone (a collective, a GPU startup):
+    the CPU capability the run names is not set back there; it is named first, with the
+    reason, linked to the ops that moved."""
     named = {"compiler": ("GCC 11", "GCC 13"), "cpu_capability": ("AVX512", "DEFAULT")}
     ops = Contribution(
         (Cause("op", "aten::sigmoid", 0.47, 0.4, 0.54), Cause("op", "aten::add", 0.4, 0.33, 0.47)),

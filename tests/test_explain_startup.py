@@ -4,20 +4,14 @@ rest, with the single libraries and modules as detail inside their part."""
 
 from __future__ import annotations
 
-import time
-
-from torchcanary.explain.cause import ExplainStatus, Explanation
-from torchcanary.explain.job import ExplainJob
+from torchcanary.explain.cause import ExplainStatus
 from torchcanary.explain.section import combine
-from torchcanary.explain.settings import ExplainSettings
 from torchcanary.explain.startup import (
     decompose,
-    explain,
     is_cuda_library,
     library_name,
     load_order,
 )
-from torchcanary.report.view import load_run_view
 from torchcanary.section_types import Finding
 
 _FINDING = Finding("bench", "startup/import_torch", "timing", "+20 %", facts={"kind": "startup"})
@@ -99,21 +93,3 @@ def test_rounds_that_do_not_reproduce_the_change_give_no_share_and_say_what_they
     [reason] = explanation.not_checked
     assert reason.startswith("startup: these rounds did not reproduce the import's change: ")
     assert "+25 ms [" in reason and "over 5 rounds; no share is shown" in reason
-
-
-def _explained(make_context) -> Explanation:
-    ctx = make_context(sections=("bench",))
-    view = load_run_view(ctx.store, ctx.run_id)
-    job = ExplainJob(ctx, view, ExplainSettings(repeats=5), time.monotonic() + 600)
-    return combine(_FINDING, [explain(job, _FINDING)], [], 0.0)
-
-
-def test_the_same_import_change_explained_twice_gives_overlapping_intervals(
-    make_context,
-) -> None:
-    """On the real environments, twice in a row: the change each measured holds the other's
-    range. (Whether 5 rounds tell the change apart from 0 depends on the machine's load:
-    under this shared machine's load they measured +58 ms [-681, +796] once.)"""
-    first, second = (_explained(make_context).extra["startup"]["delta_s"] for _ in range(2))
-    print("import change, s:", first, second)
-    assert first[1] <= second[2] and second[1] <= first[2]

@@ -18,6 +18,7 @@ from typing import Any
 
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
+from torchcanary.explain.remeasure import remeasure_of
 from torchcanary.section_types import Finding
 
 CONFOUND = "confound"
@@ -61,7 +62,7 @@ def candidates(confounds: dict[str, tuple[Any, Any]], remeasurable: bool) -> lis
 
 
 def explain(job: ExplainJob, finding: Finding) -> Contribution:
-    found = candidates(job.view.confounds(), finding.remeasure is not None)
+    found = candidates(job.view.confounds(), remeasure_of(finding) is not None)
     return Contribution(tuple(found))
 
 

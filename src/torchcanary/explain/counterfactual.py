@@ -11,6 +11,10 @@ share is ``mean ln(C / C+x) / mean ln(C / B)`` over the rounds (1.0: restoring i
 the baseline's speed), with its Fieller interval (``shares``); what the best combination
 does not recover is "unexplained". Nothing is shared out unless these rounds reproduced the
 change (``ln(C / B)``'s interval excludes 0): a share of a change not seen is no number.
+Each arm's effect is then judged against that reproduced change in the same rounds
+(:func:`effect`): it *undoes* the change only where ``ln(C+x / B)``'s interval holds 0 and
+its share is material (``shares.MATERIAL``), *reduces* it where the share is material but a
+change is left, and otherwise is named with what it measured, as no cause.
 """
 
 from __future__ import annotations
@@ -25,17 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchcanary.context import ROLES
+from torchcanary.envs.worker_env import compile_env
 from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
+from torchcanary.explain.remeasure import compiled, remeasure_of
 from torchcanary.section_types import Finding
-from torchcanary.worker.bench.specs import COMPILE, STARTUP, WORKLOAD
+from torchcanary.worker.bench.specs import STARTUP
 from torchcanary.worker.calls import EXPLAIN_REMEASURE, EXPLAIN_SETTINGS
 
 _TOGETHER = "together"
 MIN_ROUNDS = 3  # the fewest rounds a share is drawn from
 _MAX_ARMS = 8  # settings set back one at a time per finding; the rest are named, not run
-_COMPILED = (COMPILE, WORKLOAD)  # the findings torch's config values can move
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,21 @@ def differing(snapshots: dict[str, dict[str, Any]]) -> tuple[dict[str, Arm], lis
             arms[name] = Arm(name, "candidate", python={name: before["value"]})
         else:
             fixed.append(f"{name}: {before.get('value')!r} -> {after.get('value')!r}")
-    return arms, fixed
+    return _one_arm_per_variable(arms), fixed
+
+
+def _one_arm_per_variable(arms: dict[str, Arm]) -> dict[str, Arm]:
+    """A setting read from an environment variable that differs too (the CPU capability and
+    ``ATEN_CPU_CAPABILITY``) is one cause, not two: one arm, named for the setting, that puts
+    the variable back as the baseline has it (unset there: unset)."""
+    for name, arm in list(arms.items()):
+        if name.startswith("env:"):
+            continue
+        for variable in arm.env:
+            same = arms.pop(f"env:{variable}", None)
+            if same is not None:
+                arms[name] = Arm(name, arm.role, env=same.env, python=arm.python)
+    return arms
 
 
 def config_arms(changes: list[Finding]) -> dict[str, Arm]:
@@ -94,6 +113,18 @@ def _together(arms: list[Arm]) -> Arm:
         env |= arm.env
         python |= arm.python
     return Arm(_TOGETHER, "candidate", env, python)
+
+
+def _cold_compiles(
+    job: ExplainJob, finding: Finding, env_of: dict[str, dict[str, str]]
+) -> dict[str, dict[str, str]]:
+    """For compiled code, every worker compiles afresh (Inductor's caches off, in one scratch
+    folder both roles share, so the variables read the same on both sides and are no
+    candidate cause): an arm that sets a config value back must compile with it."""
+    if not compiled(finding):
+        return env_of
+    cold = compile_env(str(job.ctx.work_dir / "explain-settings"))
+    return {role: {**cold, **env_of.get(role, {})} for role in ROLES}
 
 
 def _settings(job: ExplainJob, env_of: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -157,7 +188,7 @@ class _Rounds:
 
         def ready(arm: Arm) -> None:
             kwargs = {"target": "", "kwargs": {}, "env": arm.env, "python": arm.python}
-            workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+            workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=self.job.call_timeout_s())
 
         with ThreadPoolExecutor(max_workers=len(arms) or 1) as pool:
             list(pool.map(ready, arms))  # a failure shows again in the timed call
@@ -165,7 +196,9 @@ class _Rounds:
 
     def _one(self, arm: Arm, workers: dict[str, Any]) -> float:
         kwargs = _arguments(self.remeasure, arm)
-        result = workers[arm.name].call(EXPLAIN_REMEASURE, kwargs, timeout_s=300)
+        result = workers[arm.name].call(
+            EXPLAIN_REMEASURE, kwargs, timeout_s=self.job.call_timeout_s()
+        )
         if not result.ok or "seconds" not in result.value:
             raise RuntimeError(f"{arm.name}: {result.error or result.value.get('error')}")
         return float(result.value["seconds"])
@@ -174,6 +207,11 @@ class _Rounds:
         """``ln(C / B)``, the slowdown these rounds measured, with its t interval."""
         pairs = zip(self.values["baseline"], self.values["candidate"], strict=False)
         return shares.mean([math.log(cand / base) for base, cand in pairs])
+
+    def change_with(self, arm: str) -> shares.Interval | None:
+        """``ln(C+arm / B)``: the change left with ``arm`` set back, in the same rounds."""
+        pairs = zip(self.values["baseline"], self.values[arm], strict=False)
+        return shares.mean([math.log(fixed / base) for base, fixed in pairs])
 
     def share(self, arm: str) -> shares.Interval | None:
         """``ln(C / C+arm) / ln(C / B)`` over the rounds all three were measured in."""
@@ -190,10 +228,11 @@ def counterfactual(
     """The candidate causes of ``finding`` among the settings, each set back on its own and
     the best together. ``env_of`` adds environment variables to a role's workers (how a
     test builds an environment that differs by one setting)."""
-    env_of = env_of or {}
-    assert finding.remeasure is not None
+    remeasure = remeasure_of(finding)
+    assert remeasure is not None
+    env_of = _cold_compiles(job, finding, env_of or {})
     arms, fixed = differing(_settings(job, env_of))
-    if finding.facts.get("kind") in _COMPILED:  # config values only change compiled code
+    if compiled(finding):  # config values only change compiled code
         arms |= config_arms(job.changes)
     not_checked = [f"{line} (a property of the build: cannot be set back)" for line in fixed]
     if finding.facts.get("kind") == STARTUP:
@@ -206,6 +245,14 @@ def counterfactual(
             for name in inside
         ]
         arms = {name: arm for name, arm in arms.items() if name not in inside}
+    threads = (remeasure.get("kwargs") or {}).get("threads")
+    if threads is not None and "num_threads" in arms:
+        # The measurement pins the thread count on both sides, as the bench ran it.
+        arms.pop("num_threads")
+        not_checked.append(
+            f"num_threads: not tried: this finding is measured at {threads} thread(s) on both "
+            "sides (as the bench ran it), so the default thread count cannot move it"
+        )
     if len(arms) > _MAX_ARMS:
         left = sorted(arms)[_MAX_ARMS:]
         not_checked.append(
@@ -216,7 +263,7 @@ def counterfactual(
         return Contribution(
             not_checked=(*not_checked, "settings: no setting that can be set back differs")
         )
-    measured = _Rounds(job, finding.remeasure, env_of)
+    measured = _Rounds(job, remeasure, env_of)
     plain = [Arm("baseline", "baseline"), Arm("candidate", "candidate")]
     measured.take([*plain, *arms.values()], job.settings.rounds)
     not_checked += [
@@ -232,14 +279,23 @@ def counterfactual(
             )
         )
     slowdown = measured.slowdown()
-    extra = {"settings": {"slowdown": _ratio(slowdown), "rounds": held}}
+    with_arm = {name: measured.change_with(name) for name in arms if name not in measured.failed}
+    extra = {
+        "settings": {
+            "slowdown": _ratio(slowdown),
+            "rounds": held,
+            "with_arm": {name: _ratio(i) for name, i in with_arm.items()},
+        }
+    }
     if slowdown is None or slowdown[1] <= 0 <= slowdown[2]:
         not_checked.append(
             f"settings: these rounds did not reproduce the change (candidate/baseline "
-            f"{_ratio_words(slowdown)} over {held} rounds): no share is shown"
+            f"{_ratio_words(slowdown)} over {held} rounds): no share is shown; with each "
+            "setting set back they measured "
+            + "; ".join(f"{name} {_ratio_words(i)}" for name, i in with_arm.items())
         )
         return Contribution(not_checked=tuple(not_checked), extra=extra)
-    intervals = {name: measured.share(name) for name in arms if name not in measured.failed}
+    intervals = {name: measured.share(name) for name in with_arm}
     helping = [arms[n] for n, i in intervals.items() if shares.material(i)]
     best = max((i for i in intervals.values() if i is not None), key=lambda i: i[0], default=None)
     if len(helping) > 1 and job.seconds_left() > 0:
@@ -248,12 +304,36 @@ def counterfactual(
         measured.take([*plain, arms[_TOGETHER]], job.settings.rounds)
         if len(measured.values.get(_TOGETHER, [])) >= MIN_ROUNDS:
             intervals[_TOGETHER] = measured.share(_TOGETHER)
+            with_arm[_TOGETHER] = measured.change_with(_TOGETHER)
             best = intervals[_TOGETHER] or best
-    causes = [_cause(job, finding, name, arms[name], i) for name, i in intervals.items()]
+    effects = {name: effect(intervals[name], with_arm[name]) for name in intervals}
+    causes = [
+        _cause(job, finding, name, arms[name], intervals[name], with_arm[name], effects[name])
+        for name in intervals
+    ]
     unexplained = (1 - best[0], 1 - best[2], 1 - best[1]) if best is not None else None
     return Contribution(
         tuple(c for c in causes if c is not None), unexplained, tuple(not_checked), extra=extra
     )
+
+
+UNDOES = "undoes"  # with the arm, the candidate's change holds 0 (and the arm moved it)
+REDUCES = "reduces"  # the arm recovers a material share, but a change is left
+NO_EFFECT = "none"  # neither: what the arm measured is said, no cause is claimed
+
+
+def effect(share: shares.Interval | None, left: shares.Interval | None) -> str:
+    """What setting an arm back did to the reproduced change, judged in the same rounds.
+
+    It undoes the change only where the candidate's change with it holds 0 *and* its share
+    is material (a noisy arm's wide interval can hold 0 without having moved anything); it
+    reduces it where the share is material but a change is left; otherwise it did neither.
+    """
+    if not shares.material(share):
+        return NO_EFFECT
+    if left is not None and left[1] <= 0.0 <= left[2]:
+        return UNDOES
+    return REDUCES
 
 
 def _ratio(log_interval: shares.Interval | None) -> list[float] | None:
@@ -270,10 +350,11 @@ def _ratio_words(log_interval: shares.Interval | None) -> str:
 
 def _reproduce(job: ExplainJob, finding: Finding, arm: Arm) -> str:
     """The command that takes one sample of the candidate with ``arm``'s settings set back."""
-    assert finding.remeasure is not None
+    remeasure = remeasure_of(finding)
+    assert remeasure is not None
     call = (
         "import json; from torchcanary.worker.explain.remeasure import measure; "
-        f"print(measure(**json.loads({json.dumps(_arguments(finding.remeasure, arm))!r})))"
+        f"print(measure(**json.loads({json.dumps(_arguments(remeasure, arm))!r})))"
     )
     python = job.ctx.environments["candidate"].python
     return f"PYTHONPATH={shlex.quote(str(job.ctx.import_root))} {python} -c {shlex.quote(call)}"
@@ -289,7 +370,13 @@ def _arguments(remeasure: dict[str, Any], arm: Arm) -> dict[str, Any]:
 
 
 def _cause(
-    job: ExplainJob, finding: Finding, name: str, arm: Arm, interval: shares.Interval | None
+    job: ExplainJob,
+    finding: Finding,
+    name: str,
+    arm: Arm,
+    interval: shares.Interval | None,
+    left: shares.Interval | None,
+    what: str,
 ) -> Cause | None:
     if interval is None:
         return None
@@ -298,8 +385,12 @@ def _cause(
         + [f"{k}={v!r}" for k, v in arm.python.items()]
     )
     share, low, high = interval
-    material = shares.material(interval)
-    verdict = "go, with it pinned to the baseline's value" if material else "not the cause"
+    measured = f"with it the candidate measured {_ratio_words(left)} of the baseline"
+    verdict = {
+        UNDOES: f"it undoes the change ({measured}): go, with it pinned to the baseline's value",
+        REDUCES: f"it reduces the change by a material share, not all of it ({measured})",
+        NO_EFFECT: f"not the cause: it does not undo the change ({measured})",
+    }[what]
     return Cause(
         "settings" if name == _TOGETHER else "setting",
         "the best ones together" if name == _TOGETHER else name,
@@ -307,14 +398,18 @@ def _cause(
         low,
         high,
         evidence=f"restoring {set_back} recovers {share:.0%} [{low:.0%}, {high:.0%}] "
-        f"of the loss: {verdict}",
+        f"of the loss; {verdict}",
         reproduce=_reproduce(job, finding, arm),
-        detail={"set_back": {"env": arm.env, "python": arm.python}},
+        detail={
+            "set_back": {"env": arm.env, "python": arm.python},
+            "effect": what,
+            "with_arm": _ratio(left),
+        },
     )
 
 
 def applies(finding: Finding) -> bool:
-    return finding.kind == "timing" and finding.remeasure is not None
+    return finding.kind == "timing" and remeasure_of(finding) is not None
 
 
 EXPLAINER: Explainer = FunctionExplainer("settings", applies, counterfactual)
