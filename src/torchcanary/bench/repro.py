@@ -1,15 +1,17 @@
 """The bench's part of ``torchcanary repro``: of the benchmarks its findings read
 (:func:`torchcanary.bench.findings.moved`), each judged slower, with an interval, whose
-kernel a script can time alone (importing torch; a linear or a matrix product on the CPU)."""
+kernel a script can time alone on the CPU (importing torch; a linear or a matrix product; a
+user's workload, whose script the writer declines where it needs more than its file)."""
 
 from __future__ import annotations
 
 from torchcanary.bench.findings import finding, moved
 from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.section_types import Finding, RunView
-from torchcanary.worker.bench.specs import STARTUP
+from torchcanary.worker.bench.specs import STARTUP, WORKLOAD
 
-_KERNELS = ("linear", "gemm")  # steady kinds a script builds from their spec alone
+# steady kinds a script builds from their spec alone (a workload: from its target and params)
+_KERNELS = ("linear", "gemm", WORKLOAD)
 
 
 def _scriptable(record: BenchMeasured) -> bool:
