@@ -5,6 +5,8 @@ user's workload, whose script the writer declines where it needs more than its f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torchcanary.bench.findings import finding, moved
 from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.section_types import Finding, RunView
@@ -23,13 +25,24 @@ def _scriptable(record: BenchMeasured) -> bool:
     return record.kind in _KERNELS
 
 
+def _call_s(record: BenchMeasured) -> float | None:
+    """The baseline's median seconds per call in the run: the script sizes its timed loop
+    by it (None for a fresh import, or where the run has none)."""
+    median = record.sides.get("baseline", {}).get("median_s")
+    return float(median) if record.kind != STARTUP and median else None
+
+
 def reproducible(view: RunView) -> list[Finding]:
     """The bench's findings (kind ``timing``) judged slower that a script can time alone."""
-    return [
-        finding(record)
+    chosen = [
+        record
         for record in moved(view)
         if record.verdict is BenchVerdict.SLOWER
         and record.ci_low is not None
         and record.ci_high is not None
         and _scriptable(record)
+    ]
+    return [
+        replace(found, facts={**found.facts, "call_s": _call_s(record)})
+        for record, found in zip(chosen, map(finding, chosen), strict=True)
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from torchcanary.repro.timing_script import LOOPS
+from torchcanary.repro.timing_script import loops as loops_of
 from torchcanary.section_types import Finding
 
 # the sizes of each kind's spec a script builds its tensors from
@@ -25,7 +25,7 @@ def timing_halvings(finding: Finding) -> Iterator[tuple[str, Finding]]:
         smaller = {**spec, **{name: int(spec[name]) // 2 for name in group}}
         what = ", ".join(f"{name} {spec[name]} -> {smaller[name]}" for name in group)
         yield what, replace(finding, facts={**facts, "spec": smaller})
-    loops = int(facts.get("loops", LOOPS))
+    loops = loops_of(facts)
     if facts["kind"] in _LOOPED and loops > 1:
         what = f"loops {loops} -> {loops // 2}"
         yield what, replace(finding, facts={**facts, "loops": loops // 2})

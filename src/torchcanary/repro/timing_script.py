@@ -9,6 +9,7 @@ alone. It takes the two interpreters as arguments, so it runs once for both vers
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from torchcanary.worker.bench.specs import WORKLOAD, spec_for_side
 
 ROUNDS = 8  # samples per version
 SIDES = {"baseline": "A", "candidate": "B"}  # the bench's names for them (overrides)
-LOOPS = 20  # kernel calls per timed sample (``--reduce`` may halve it: ``facts["loops"]``)
+LOOPS = 20  # the fewest kernel calls per timed sample
+SAMPLE_S = 0.25  # the seconds of calls a sample aims at, by the run's time per call
 
 _IMPORT_TORCH = """\
 import time
@@ -145,6 +147,16 @@ def _workload_folder(facts: dict[str, Any]) -> tuple[str, ...]:
     return (str(_workload_target(facts)[0].parent),)
 
 
+def loops(facts: dict[str, Any]) -> int:
+    """Kernel calls per timed sample: ``facts["loops"]`` where ``--reduce`` set it; else
+    enough for about ``SAMPLE_S`` seconds at the run's time per call (a short sample in a
+    fresh process is mostly noise), and at least ``LOOPS``."""
+    if "loops" in facts:
+        return int(facts["loops"])
+    call_s = facts.get("call_s")
+    return max(LOOPS, math.ceil(SAMPLE_S / call_s)) if call_s else LOOPS
+
+
 def kernel(facts: dict[str, Any], role: str) -> str:
     """One sample's code in ``role``'s version: what the benchmark times, built from its
     spec as that side ran it (a workload's ``overrides`` may give one side other params)."""
@@ -163,7 +175,7 @@ def kernel(facts: dict[str, Any], role: str) -> str:
             path=str(path),
             function=function,
             params=dict(spec.get("params", {})),
-            loops=int(facts.get("loops", LOOPS)),
+            loops=loops(facts),
             clock=clock,
         )
     dtype = f"torch.{spec['dtype']}"
@@ -187,6 +199,6 @@ def kernel(facts: dict[str, Any], role: str) -> str:
         threads=facts["threads"],
         inputs=inputs,
         call=call,
-        loops=int(facts.get("loops", LOOPS)),
+        loops=loops(facts),
         clock=clock,
     )
