@@ -43,28 +43,40 @@ def _moved(record: BenchMeasured) -> bool:
     return record.verdict in _MOVED
 
 
-def findings(view: RunView) -> list[Finding]:
-    """Every benchmark (not an A/A control) that moved (see :func:`_moved`)."""
+def moved(view: RunView) -> list[BenchMeasured]:
+    """The bench's reading of a run for its findings: every benchmark (not an A/A control)
+    that moved (see :func:`_moved`) and has a ratio. ``repro`` reads the same list."""
     return [
-        Finding(
-            section=SECTION,
-            item=record.key,
-            kind="timing",
-            delta=_delta(record),
-            ratio=record.ratio,
-            ci_low=record.ci_low,
-            ci_high=record.ci_high,
-            remeasure=_remeasure(record),
-            facts={
-                "kind": record.kind,
-                "spec": record.spec,
-                "threads": int(record.harness.get("threads") or 1),
-                "dispatch_diff": record.dispatch_diff,  # the ops explanation links it
-            },
-        )
+        record
         for record in from_rows(view.sections.get(SECTION, []))
         if isinstance(record, BenchMeasured)
         and _moved(record)
         and not record.aa
         and record.ratio is not None
     ]
+
+
+def finding(record: BenchMeasured) -> Finding:
+    """One moved benchmark as a finding, with the facts that explain and repro read."""
+    return Finding(
+        section=SECTION,
+        item=record.key,
+        kind="timing",
+        delta=_delta(record),
+        ratio=record.ratio,
+        ci_low=record.ci_low,
+        ci_high=record.ci_high,
+        remeasure=_remeasure(record),
+        facts={
+            "kind": record.kind,
+            "spec": record.spec,
+            "threads": int(record.harness.get("threads") or 1),
+            "clock": record.clock,  # "cpu": process CPU time, else wall time
+            "dispatch_diff": record.dispatch_diff,  # the ops explanation links it
+        },
+    )
+
+
+def findings(view: RunView) -> list[Finding]:
+    """Every benchmark that moved, as a finding."""
+    return [finding(record) for record in moved(view)]

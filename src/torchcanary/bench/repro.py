@@ -1,16 +1,19 @@
-"""The bench's part of ``torchcanary repro``: each benchmark judged slower whose kernel a
-script can time alone (importing torch; a linear or a matrix product on the CPU), with its
-spec, threads, the clock it was judged on and the run's ratio and interval."""
+"""The bench's part of ``torchcanary repro``: of the benchmarks its findings read
+(:func:`torchcanary.bench.findings.moved`), each judged slower, with an interval, whose
+kernel a script can time alone on the CPU (importing torch; a linear or a matrix product; a
+user's workload, whose script the writer declines where it needs more than its file)."""
 
 from __future__ import annotations
 
-from torchcanary.bench.result import BenchMeasured, BenchVerdict, from_rows
-from torchcanary.section_types import Finding, RunView
-from torchcanary.worker.bench.specs import STARTUP
+from dataclasses import replace
 
-SECTION = "bench"
-KIND = "timing"  # the repro writer that reads these findings
-_KERNELS = ("linear", "gemm")  # steady kinds a script builds from their spec alone
+from torchcanary.bench.findings import finding, moved
+from torchcanary.bench.result import BenchMeasured, BenchVerdict
+from torchcanary.section_types import Finding, RunView
+from torchcanary.worker.bench.specs import STARTUP, WORKLOAD
+
+# steady kinds a script builds from their spec alone (a workload: from its target and params)
+_KERNELS = ("linear", "gemm", WORKLOAD)
 
 
 def _scriptable(record: BenchMeasured) -> bool:
@@ -22,30 +25,24 @@ def _scriptable(record: BenchMeasured) -> bool:
     return record.kind in _KERNELS
 
 
+def _call_s(record: BenchMeasured) -> float | None:
+    """The baseline's median seconds per call in the run: the script sizes its timed loop
+    by it (None for a fresh import, or where the run has none)."""
+    median = record.sides.get("baseline", {}).get("median_s")
+    return float(median) if record.kind != STARTUP and median else None
+
+
 def reproducible(view: RunView) -> list[Finding]:
-    """Every benchmark (not an A/A control) judged slower that a script can time alone."""
-    return [
-        Finding(
-            section=SECTION,
-            item=record.key,
-            kind=KIND,
-            delta=f"slower: x{record.ratio:.3f} [{record.ci_low:.3f}, {record.ci_high:.3f}]",
-            ratio=record.ratio,
-            ci_low=record.ci_low,
-            ci_high=record.ci_high,
-            facts={
-                "kind": record.kind,
-                "spec": dict(record.spec),
-                "threads": int(record.harness.get("threads") or 1),
-                "clock": record.clock,  # "cpu": process CPU time, else wall time
-            },
-        )
-        for record in from_rows(view.sections.get(SECTION, []))
-        if isinstance(record, BenchMeasured)
-        and record.verdict is BenchVerdict.SLOWER
-        and not record.aa
-        and record.ratio is not None
+    """The bench's findings (kind ``timing``) judged slower that a script can time alone."""
+    chosen = [
+        record
+        for record in moved(view)
+        if record.verdict is BenchVerdict.SLOWER
         and record.ci_low is not None
         and record.ci_high is not None
         and _scriptable(record)
+    ]
+    return [
+        replace(found, facts={**found.facts, "call_s": _call_s(record)})
+        for record, found in zip(chosen, map(finding, chosen), strict=True)
     ]

@@ -2,7 +2,8 @@
 time budget, and how far that got.
 
 Greedy: each step tries halving one tensor argument, in all its dimensions or in one (its
-leading part kept: a leading block of a positive-definite matrix stays so), writes the
+leading part kept: a leading block of a positive-definite matrix stays so), or a slower
+benchmark's sizes or loop count (``timing_halvings.py``), writes the
 script, runs it in both versions (``verify.py``) and keeps it when it still reproduces;
 it stops when no halving reproduces or the budget is spent.
 """
@@ -21,10 +22,12 @@ from typing import Any
 
 from torchcanary.repro.literals import contiguous_strides
 from torchcanary.repro.reproducer import Reproducer, Reproduces, Verification
+from torchcanary.repro.timing_halvings import timing_halvings
 from torchcanary.section_types import Finding
 
-# the kinds of findings whose inputs it shrinks (a changed call's tensor arguments)
-REDUCIBLE_KINDS = ("call",)
+# the kinds of findings whose inputs it shrinks: a changed call's tensor arguments; a
+# slower benchmark's sizes and loop count (``timing_halvings.py``)
+REDUCIBLE_KINDS = ("call", "timing")
 # bytes per element of each dtype a tensor argument may have
 _ELEMENT_BYTES = {
     "torch.float64": 8,
@@ -60,8 +63,12 @@ class Reduction:
 
 
 def halvings(finding: Finding) -> Iterator[tuple[str, Finding]]:
-    """Each smaller version of a changed call's finding: one contiguous tensor argument
-    halved in every dimension, or in one."""
+    """Each smaller version of a finding: of a slower benchmark, see
+    :func:`timing_halvings`; of a changed call, one contiguous tensor argument halved in
+    every dimension, or in one."""
+    if finding.kind == "timing":
+        yield from timing_halvings(finding)
+        return
     call = finding.facts.get("call")
     if not call:
         return

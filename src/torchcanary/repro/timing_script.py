@@ -1,20 +1,28 @@
-"""The writer for a slower benchmark (kind ``timing``): its kernel, with its shapes, dtype
-and threads, timed on the clock the run judged it on (process CPU time or wall time) in
-each version, one fresh process per sample, interleaved the same way
-for both (baseline, candidate, then candidate, baseline, ...); the script prints the ratio
-of the medians with a 95% bootstrap interval. It takes the two interpreters as arguments,
-so it runs once for both versions."""
+"""The writer for a slower benchmark (kind ``timing``): its kernel (a fresh import of
+torch, a linear, a matrix product, or a user's workload: its file's step function with each
+side's params), with its shapes, dtype and threads, timed on the clock the run judged it on
+(process CPU time or wall time) in each version, one fresh process per sample, interleaved
+the same way for both (baseline, candidate, then candidate, baseline, ...). The script
+prints the ratio (the geometric mean of the rounds' ratios) with its 95% t interval, whose
+quantile ``torchcanary.stats`` gives when the script is written, so the script needs torch
+alone. It takes the two interpreters as arguments, so it runs once for both versions."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 from torchcanary.repro.literals import NotWritable
-from torchcanary.repro.reproducer import Reproducer
+from torchcanary.repro.reproducer import ROLES, Reproducer
 from torchcanary.section_types import Finding
+from torchcanary.stats import t_critical
+from torchcanary.worker.bench.specs import WORKLOAD, spec_for_side
 
 ROUNDS = 8  # samples per version
-LOOPS = 20  # kernel calls per timed sample
+SIDES = {"baseline": "A", "candidate": "B"}  # the bench's names for them (overrides)
+LOOPS = 20  # the fewest kernel calls per timed sample
+SAMPLE_S = 0.25  # the seconds of calls a sample aims at, by the run's time per call
 
 _IMPORT_TORCH = """\
 import time
@@ -37,21 +45,49 @@ for _ in range({loops}):
 print((time.{clock}() - started) / {loops})
 """
 
+_WORKLOAD = """\
+import importlib.util
+import random
+import sys
+import time
+import torch
+torch.set_num_threads({threads})
+sys.path.insert(0, {folder!r})
+found = importlib.util.spec_from_file_location("workload", {path!r})
+module = importlib.util.module_from_spec(found)
+found.loader.exec_module(module)
+random.seed(0)
+torch.manual_seed(0)
+step = module.{function}(**{params!r})
+for _ in range(3):
+    step()
+started = time.{clock}()
+for _ in range({loops}):
+    step()
+print((time.{clock}() - started) / {loops})
+"""
+
 _DRIVER = '''\
 """{title}
 
 Run: python repro.py BASELINE_PYTHON CANDIDATE_PYTHON (each an interpreter with its torch)."""
-import random
+import math
 import statistics
 import subprocess
 import sys
 
-KERNEL = """
-{kernel}"""
+KERNELS = {{
+    "baseline": """
+{baseline}""",
+    "candidate": """
+{candidate}""",
+}}
+T_CRITICAL = {t_critical!r}  # Student's t, two-sided 95 %, {rounds} - 1 degrees of freedom
 
 
-def sample(python):
-    done = subprocess.run([python, "-c", KERNEL], capture_output=True, text=True, check=True)
+def sample(side):
+    python = sys.argv[1 if side == "baseline" else 2]
+    done = subprocess.run([python, "-c", KERNELS[side]], capture_output=True, text=True, check=True)
     return float(done.stdout)
 
 
@@ -59,16 +95,12 @@ times = {{"baseline": [], "candidate": []}}
 for round_ in range({rounds}):
     order = ("baseline", "candidate") if round_ % 2 == 0 else ("candidate", "baseline")
     for side in order:
-        times[side].append(sample(sys.argv[1 if side == "baseline" else 2]))
+        times[side].append(sample(side))
 base, cand = times["baseline"], times["candidate"]
-ratio = statistics.median(cand) / statistics.median(base)
-draw = random.Random(0)
-boot = sorted(
-    statistics.median(draw.choices(cand, k=len(cand)))
-    / statistics.median(draw.choices(base, k=len(base)))
-    for _ in range(2000)
-)
-low, high = boot[50], boot[1949]
+logs = [math.log(c / b) for b, c in zip(base, cand)]  # one ratio per round
+half = T_CRITICAL * statistics.stdev(logs) / math.sqrt(len(logs))
+mean = statistics.fmean(logs)
+ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 word = "slower" if low > 1 else "faster" if high < 1 else "no change shown"
 print(f"{{word}} x{{ratio:.3f}} [{{low:.3f}}, {{high:.3f}}] (candidate / baseline)")
 print("baseline s:", [round(t, 6) for t in base])
@@ -80,7 +112,10 @@ def timing_reproducer(finding: Finding) -> Reproducer:
     """The timing script for one slower benchmark."""
     title = f"{finding.item} is slower in the candidate: {finding.delta} in the run"
     in_run = f"x{finding.ratio:.3f} [{finding.ci_low:.3f}, {finding.ci_high:.3f}]"
-    script = _DRIVER.format(title=title, kernel=kernel(finding.facts), rounds=ROUNDS)
+    kernels = {role: kernel(finding.facts, role) for role in ROLES}
+    script = _DRIVER.format(
+        title=title, rounds=ROUNDS, t_critical=t_critical(0.05, ROUNDS - 1), **kernels
+    )
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
         title=title,
@@ -89,16 +124,60 @@ def timing_reproducer(finding: Finding) -> Reproducer:
         expects={"both": "slower"},
         facts=dict(finding.facts),
         runs_both=True,
+        paths=_workload_folder(finding.facts),
     )
 
 
-def kernel(facts: dict[str, Any]) -> str:
-    """One sample's code: what the benchmark times, built from its spec."""
-    spec = facts["spec"]
+def _workload_target(facts: dict[str, Any]) -> tuple[Path, str]:
+    """A user workload's file and function; a module target is not written: the script
+    would need the project installed as the run's overlays had it."""
+    where, function = str(facts["spec"]["target"]).rsplit(":", 1)
+    if not where.endswith(".py"):
+        raise NotWritable(
+            f"the workload's target {where!r} is a module; name it by its file "
+            "(path/to/file.py:function) for a standalone script"
+        )
+    return Path(where), function
+
+
+def _workload_folder(facts: dict[str, Any]) -> tuple[str, ...]:
+    """The folder a workload's script imports from, which must still be there to run it."""
+    if facts["kind"] != WORKLOAD:
+        return ()
+    return (str(_workload_target(facts)[0].parent),)
+
+
+def loops(facts: dict[str, Any]) -> int:
+    """Kernel calls per timed sample: ``facts["loops"]`` where ``--reduce`` set it; else
+    enough for about ``SAMPLE_S`` seconds at the run's time per call (a short sample in a
+    fresh process is mostly noise), and at least ``LOOPS``."""
+    if "loops" in facts:
+        return int(facts["loops"])
+    call_s = facts.get("call_s")
+    return max(LOOPS, math.ceil(SAMPLE_S / call_s)) if call_s else LOOPS
+
+
+def kernel(facts: dict[str, Any], role: str) -> str:
+    """One sample's code in ``role``'s version: what the benchmark times, built from its
+    spec as that side ran it (a workload's ``overrides`` may give one side other params)."""
+    spec = spec_for_side(facts["spec"], SIDES[role])
     # the clock the run judged it on: process CPU time, or wall time
     clock = "process_time" if facts.get("clock") == "cpu" else "perf_counter"
     if facts["kind"] == "startup":
         return _IMPORT_TORCH.format(clock=clock)
+    if facts["kind"] == WORKLOAD:
+        if spec.get("mode", "eager") != "eager":
+            raise NotWritable(f"a workload in {spec['mode']!r} mode (only eager is written)")
+        path, function = _workload_target(facts)
+        return _WORKLOAD.format(
+            threads=facts["threads"],
+            folder=str(path.parent),
+            path=str(path),
+            function=function,
+            params=dict(spec.get("params", {})),
+            loops=loops(facts),
+            clock=clock,
+        )
     dtype = f"torch.{spec['dtype']}"
     if facts["kind"] == "linear":
         batch, k, n = int(spec["batch"]), int(spec["k"]), int(spec["n"])
@@ -117,5 +196,9 @@ def kernel(facts: dict[str, Any]) -> str:
     else:
         raise NotWritable(f"a benchmark of kind {facts['kind']!r}")
     return _STEADY.format(
-        threads=facts["threads"], inputs=inputs, call=call, loops=LOOPS, clock=clock
+        threads=facts["threads"],
+        inputs=inputs,
+        call=call,
+        loops=loops(facts),
+        clock=clock,
     )
