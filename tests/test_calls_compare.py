@@ -281,3 +281,21 @@ def test_a_sparse_output_is_compared_by_its_values_not_its_metadata_alone() -> N
     assert found.verdict is CallVerdict.DIFFERENT_RESULT
     same = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.0]))
     assert (same.verdict, same.metadata_only) == (CallVerdict.SAME, None)
+
+
+def _returned_many(*outputs: list[float]) -> Replay:
+    line = {"status": "returned", "outputs": [_float_tensor(values) for values in outputs]}
+    return Replay.from_json(line)
+
+
+def test_a_change_in_an_output_the_control_does_not_vary_is_a_different_result() -> None:
+    """The control varies output 0 only; the candidate changes output 1 as well, so its
+    change is not within what the control shows (judged output by output, not by the
+    first difference found)."""
+    baseline = _returned_many([1.0], [10.0])
+    control = _returned_many([1.5], [10.0])
+    candidate = _returned_many([1.5], [50.0])
+    found = compare_call(baseline, candidate, control)
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail.startswith("output 1: max relative difference 4 ")
+    assert found.max_rel_err == 4.0

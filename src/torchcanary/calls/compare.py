@@ -145,11 +145,17 @@ def compare_call(
         return CallComparison(
             CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
         )
-    if control is not None and _within_control(baseline, candidate, control):
-        return CallComparison(
-            CallVerdict.NONDETERMINISTIC,
-            "differs between two replays in the baseline, and the candidate no more",
-        )
+    if control is not None and _differences(baseline, control):
+        escaped = _beyond_control(baseline, candidate, control)
+        if not escaped:
+            return CallComparison(
+                CallVerdict.NONDETERMINISTIC,
+                "differs between two replays in the baseline, and the candidate no more",
+            )
+        place, (words, rel) = escaped[0]
+        if place not in _STRUCTURAL:  # values the control does not vary: named, not the first
+            detail = f"{place}: {words} (beyond what the baseline's two replays show)"
+            return CallComparison(CallVerdict.DIFFERENT_RESULT, detail, max_rel_err=rel)
     if baseline.status != candidate.status or baseline.exception != candidate.exception:
         detail = f"{base_words} in the baseline, {cand_words} in the candidate"
         if base_words == cand_words and baseline.exception and candidate.exception:
@@ -190,19 +196,25 @@ def _unvalued(output: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _within_control(baseline: Replay, candidate: Replay, control: Replay) -> bool:
-    """Whether the baseline's own two replays disagree and the candidate strays from the
-    baseline no further than the control does (then its change says nothing): it agrees
-    with the control, or its values' relative difference is at most the control's."""
-    shown = _difference(baseline, control)
-    if shown is None:
-        return False
-    if _difference(control, candidate) is None:
-        return True
-    changed = _difference(baseline, candidate)
-    if changed is None:
-        return True
-    return shown[1] is not None and changed[1] is not None and changed[1] <= shown[1]
+def _beyond_control(
+    baseline: Replay, candidate: Replay, control: Replay
+) -> list[tuple[str, tuple[str, float | None]]]:
+    """The places (outputs, changed arguments) where the candidate strays from the baseline
+    further than the control does: where it differs from the control too, and the control
+    agrees with the baseline there, or differs there by a smaller relative difference (or
+    one without a measure). Judged place by place: a control that varies one output says
+    nothing of another."""
+    shown = _differences(baseline, control)
+    beside_control = _differences(control, candidate)
+    structural = any(place in _STRUCTURAL for place in beside_control)
+    escaped = []
+    for place, (words, rel) in _differences(baseline, candidate).items():
+        if place not in beside_control and not structural:
+            continue  # the candidate does there what the control does
+        seen = shown.get(place)
+        if seen is None or seen[1] is None or rel is None or rel > seen[1]:
+            escaped.append((place, (words, rel)))
+    return escaped
 
 
 def _first_line(text: str, limit: int = 160) -> str:
@@ -216,28 +228,45 @@ def _added_lines(before: str, after: str) -> str:
     return "\n".join(line for line in after.splitlines() if line not in known)
 
 
+# places that are not one output or argument: the whole outcome, the number of outputs,
+# which arguments changed
+_STRUCTURAL = ("outcome", "outputs", "changed arguments")
+
+
 def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | None:
-    """How ``other``'s outputs differ from ``reference``'s (None: they agree)."""
+    """How ``other``'s outputs differ from ``reference``'s, first place first (None: they
+    agree)."""
+    found = _differences(reference, other)
+    if not found:
+        return None
+    place, (words, rel) = next(iter(found.items()))
+    return (words if place in _STRUCTURAL else f"{place}: {words}"), rel
+
+
+def _differences(reference: Replay, other: Replay) -> dict[str, tuple[str, float | None]]:
+    """Every place where ``other`` differs from ``reference``: ``output <i>`` and
+    ``argument <name>`` -> (words, relative difference or None); one structural place
+    (``_STRUCTURAL``) alone when the two cannot be compared place by place."""
     if reference.status != other.status or reference.exception != other.exception:
-        return f"{reference.describe()}, then {other.describe()}", None
+        return {"outcome": (f"{reference.describe()}, then {other.describe()}", None)}
     if len(reference.outputs) != len(other.outputs):
-        return f"{len(reference.outputs)} output(s), then {len(other.outputs)}", None
-    for index, (ref, out) in enumerate(zip(reference.outputs, other.outputs, strict=True)):
-        found = _output_difference(ref, out)
-        if found is not None:
-            words, rel = found
-            return f"output {index}: {words}", rel
+        words = f"{len(reference.outputs)} output(s), then {len(other.outputs)}"
+        return {"outputs": (words, None)}
     changed_before = [str(m["arg"]) for m in reference.mutated]
     changed_now = [str(m["arg"]) for m in other.mutated]
     if changed_before != changed_now:
         said = [", ".join(places) or "none" for places in (changed_before, changed_now)]
-        return f"changes argument(s) {said[0]}, then {said[1]}", None
+        return {"changed arguments": (f"changes argument(s) {said[0]}, then {said[1]}", None)}
+    found: dict[str, tuple[str, float | None]] = {}
+    for index, (ref, out) in enumerate(zip(reference.outputs, other.outputs, strict=True)):
+        output_found = _output_difference(ref, out)
+        if output_found is not None:
+            found[f"output {index}"] = output_found
     for before, now in zip(reference.mutated, other.mutated, strict=True):
-        found = _output_difference(before, now)
-        if found is not None:
-            words, rel = found
-            return f"argument {before['arg']} after the call: {words}", rel
-    return None
+        argument_found = _output_difference(before, now)
+        if argument_found is not None:
+            found[f"argument {before['arg']} after the call"] = argument_found
+    return found
 
 
 def _output_difference(
