@@ -299,3 +299,26 @@ def test_a_change_in_an_output_the_control_does_not_vary_is_a_different_result()
     assert found.verdict is CallVerdict.DIFFERENT_RESULT
     assert found.detail.startswith("output 1: max relative difference 4 ")
     assert found.max_rel_err == 4.0
+
+
+def _scalar_returned(value: Any, kind: str) -> Replay:
+    line = {"status": "returned", "outputs": [{"t": "scalar", "v": value, "type": kind}]}
+    return Replay.from_json(line)
+
+
+def test_a_baseline_replay_that_returns_another_number_than_recorded_is_not_faithful() -> None:
+    """``torch.equal`` or ``.item()`` replayed on other arguments: a Python value, not a
+    tensor, so only its value shows the replay did something else."""
+    recorded = {"status": "returned", "outputs": [{"t": "scalar", "v": True, "type": "bool"}]}
+    other = _scalar_returned(False, "bool")
+    found = compare_call(other, other, other, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == (
+        "replay not faithful: output 0: the value True when recorded, False in the baseline replay"
+    )
+    summed = {"status": "returned", "outputs": [{"t": "scalar", "v": 3.0, "type": "float"}]}
+    reordered = _scalar_returned(3.0 + 1e-9, "float")  # another summation order
+    assert compare_call(reordered, reordered, recorded=summed).verdict is CallVerdict.SAME
+    address = {"status": "returned", "outputs": [{"t": "unchecked", "why": "an address"}]}
+    elsewhere = _scalar_returned(140000000, "int")  # Tensor.data_ptr: the replay's own
+    assert compare_call(elsewhere, elsewhere, recorded=address).verdict is CallVerdict.SAME

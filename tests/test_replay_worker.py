@@ -36,6 +36,7 @@ try:
 except RuntimeError:
     pass
 copied = torch.tensor(torch.ones(2))
+address = copied.data_ptr()  # this process's own: no replay returns it again
 g = torch.Generator().manual_seed(0)
 noise = torch.rand(3, generator=g)
 weight = torch.nn.Parameter(torch.ones(3))
@@ -398,6 +399,17 @@ def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
     matmul = entries["torch.Tensor.matmul"]["outcome"]
     assert matmul["status"] == "raised" and matmul["exception"]["type"] == "builtins.RuntimeError"
     assert all(e["outcome"] for e in _calls(recording))
+
+
+def test_an_address_of_the_recording_process_is_not_held_against_its_replay(
+    recording: Path, baseline_replay: dict
+) -> None:
+    """``Tensor.data_ptr`` returns an address no replay returns again: its recorded value
+    is kept unchecked, so its faithful replay is "same", not "replay-not-faithful"."""
+    address = next(e for e in _calls(recording) if e["callable"] == "torch.Tensor.data_ptr")
+    unchecked = {"t": "unchecked", "why": "a value of the recording process"}
+    assert address["outcome"] == {"status": "returned", "outputs": [unchecked]}
+    assert _verdict(address, baseline_replay["torch.Tensor.data_ptr"]) is CallVerdict.SAME
 
 
 def _verdict(entry: dict, replayed: dict) -> CallVerdict:

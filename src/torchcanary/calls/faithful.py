@@ -4,7 +4,9 @@ The recorder keeps each call's outcome (``worker/replay/record.py``): what it re
 (each output's metadata and a fingerprint of its values) or what it raised. A baseline
 replay that returns where the call raised, raises something else, or computes other values
 did not replay the user's call (an argument rebuilt otherwise, a mode not restored), so
-comparing it with the candidate says nothing about the user's code.
+comparing it with the candidate says nothing about the user's code. Values that are not
+tensors (a Python number, a bool, a size) are checked too: ``x.item()`` or
+``torch.equal`` replayed on other arguments returns another one.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def _words(status: str, exception: Any = None) -> str:
 
 
 def _output_unfaithful(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    if before.get("t") == "unchecked":  # an address of the recording process: no replay has it
+        return None
     if before.get("t") != now.get("t"):
         return _told(f"a {before.get('t')}", f"a {now.get('t')}")
     if before.get("t") == "seq":
@@ -71,11 +75,31 @@ def _output_unfaithful(before: Mapping[str, Any], now: Mapping[str, Any]) -> str
                 return found
         return None
     if before.get("t") != "tensor":
-        return None
+        return _value_unfaithful(before, now)
     for key in _COMPARED_METADATA:
         if before.get(key) != now.get(key):
             return _told(f"{key} {before.get(key)}", f"{now.get(key)}")
     return _fingerprint_unfaithful(before.get("fingerprint"), now.get("fingerprint"))
+
+
+def _value_unfaithful(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    """A value that is not a tensor (``.item()``, ``torch.equal``, a size): equal, a float
+    within the fingerprints' share (another summation order), or the replay computed
+    something else."""
+    if before == now:
+        return None
+    if before.get("t") == "scalar" and before.get("type") == now.get("type") == "float":
+        try:
+            was, is_now = float(before["v"]), float(now["v"])
+        except (TypeError, ValueError):
+            was = is_now = float("nan")
+        if abs(was - is_now) <= _FINGERPRINT_RTOL * max(abs(was), abs(is_now)):
+            return None
+    return _told(f"the value {_shown(before)}", _shown(now))
+
+
+def _shown(value: Mapping[str, Any]) -> str:
+    return repr(value["v"]) if "v" in value else str(value.get("type") or value.get("t"))
 
 
 def _fingerprint_unfaithful(before: Any, now: Any) -> str | None:
