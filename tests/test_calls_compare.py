@@ -206,7 +206,22 @@ def test_complex_outputs_are_compared_with_their_parts_tolerance_not_byte_for_by
     assert same.verdict is CallVerdict.SAME
     moved = compare_call(_complex([1.0, 2.0]), _complex([1.0, 2.02]))
     assert moved.verdict is CallVerdict.DIFFERENT_RESULT
-    assert moved.max_rel_err == pytest.approx(0.01)
+    assert moved.max_rel_err == pytest.approx(0.02 / abs(complex(1.0, 2.0)))
+
+
+def test_complex_values_are_close_as_assert_close_says_by_their_distance_not_part_by_part() -> None:
+    """``torch.testing.assert_close`` allows ``|out - ref| <= atol + rtol * |ref|``: beside a
+    real part of 1e6, an imaginary part of 1 may move by 0.01 (within 1.3 of 1e6); part by
+    part, that was a relative change of 1 % and a false different-result."""
+    beside_large = compare_call(_complex([1e6, 1.0]), _complex([1e6, 1.01]))
+    assert beside_large.verdict is CallVerdict.SAME
+    moved = compare_call(_complex([1e6, 1.0]), _complex([1e6, 3.0]))
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert moved.detail.startswith("output 0: max relative difference 2e-06 (tolerance 1.3e-06)")
+    nan = compare_call(_complex([1.0, 2.0]), _complex([float("nan"), 2.0]))
+    assert nan.verdict is CallVerdict.DIFFERENT_RESULT
+    both_nan = compare_call(_complex([float("nan"), 2.0]), _complex([float("nan"), 2.0]))
+    assert both_nan.verdict is CallVerdict.SAME
 
 
 def _kept_in_file(path: Path, values: list[float]) -> Replay:

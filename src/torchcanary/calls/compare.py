@@ -15,6 +15,7 @@ element does.
 from __future__ import annotations
 
 import base64
+import cmath
 import enum
 import math
 import sys
@@ -31,8 +32,8 @@ _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot b
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
 _UNINITIALISED = "uninitialised memory (torch.empty and kin)"
 _FLOAT64_UNIT = 2.0**-53  # float64's unit roundoff
-# A complex tensor's bytes are its real and imaginary parts side by side: compared as those
-# parts, with their float type's tolerance, not byte for byte (a 1-ULP change is no change).
+# A complex tensor's bytes are its real and imaginary parts side by side; its values are
+# compared as assert_close does, with its parts' float type's tolerance, not byte for byte.
 _COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
@@ -346,7 +347,7 @@ def _values_difference(
     dtype = str(meta["dtype"]).removeprefix("torch.")
     shape = tuple(int(n) for n in meta["shape"])
     if dtype in _COMPLEX_PARTS:
-        dtype, shape = _COMPLEX_PARTS[dtype], (*shape, 2)
+        return _complex_difference(_COMPLEX_PARTS[dtype], ref_bytes, out_bytes)
     if dtype not in numerics_diff.DECODABLE:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
     reference, other = (
@@ -362,3 +363,42 @@ def _values_difference(
         f"max relative difference {found.max_rel_err:.3g} (tolerance {rtol:g}): {found.reason}",
         found.max_rel_err,
     )
+
+
+def _complex_difference(
+    parts: str, ref_bytes: bytes, out_bytes: bytes
+) -> tuple[str, float | None] | None:
+    """Complex values as ``assert_close`` compares them: each value's distance from the
+    baseline's, ``|out - ref|``, within ``atol + rtol * |ref|`` (the tolerance of the float
+    type of its parts), so a large real part lets a small imaginary part move as much as
+    that tolerance allows; a NaN or an infinity where the baseline had none (or the other
+    way) is a change whatever its size."""
+    ref_values, out_values = (_complex_values(parts, raw) for raw in (ref_bytes, out_bytes))
+    rtol, atol = numerics_diff.DEFAULT_TOLERANCES[parts]
+    beyond, worst = 0, 0.0
+    for ref, out in zip(ref_values, out_values, strict=True):
+        if not (cmath.isfinite(ref) and cmath.isfinite(out)):
+            same_pattern = all(
+                (a != a and b != b) or a == b
+                for a, b in ((ref.real, out.real), (ref.imag, out.imag))
+            )
+            if not same_pattern:
+                beyond, worst = beyond + 1, math.inf
+            continue
+        error = abs(out - ref)
+        if error > atol + rtol * abs(ref):
+            beyond += 1
+            worst = max(worst, error / abs(ref) if ref else math.inf)
+    if not beyond:
+        return None
+    words = f"{beyond} of {len(ref_values)} complex value(s) beyond tolerance"
+    return f"max relative difference {worst:.3g} (tolerance {rtol:g}): {words}", worst
+
+
+def _complex_values(parts: str, raw: bytes) -> list[complex]:
+    """Complex values from their bytes: real and imaginary parts of type ``parts`` side by
+    side."""
+    count = len(raw) // (2 * numerics_diff.FLOAT_BITS[parts] // 8)
+    record = numerics_diff.TensorRecord("output", parts, (count, 2), sys.byteorder, raw)
+    flat = numerics_diff.decode(record)
+    return [complex(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
