@@ -337,3 +337,39 @@ def test_a_baseline_replay_that_returns_another_number_than_recorded_is_not_fait
     address = {"status": "returned", "outputs": [{"t": "unchecked", "why": "an address"}]}
     elsewhere = _scalar_returned(140000000, "int")  # Tensor.data_ptr: the replay's own
     assert compare_call(elsewhere, elsewhere, recorded=address).verdict is CallVerdict.SAME
+
+
+def _wrote(value: float | None) -> Replay:
+    """An in-place op's replay: its argument 0 changed to ``value`` (None: left as it was)."""
+    changed = []
+    if value is not None:
+        summed = {"sum": value, "abs": abs(value), "nonfinite": 0}
+        changed = [{"arg": "0", **_float_tensor([value]), "fingerprint": summed}]
+    return Replay.from_json({"status": "returned", "outputs": [{"t": "none"}], "mutated": changed})
+
+
+def test_a_baseline_replay_that_writes_its_argument_otherwise_than_recorded_is_not_faithful() -> (
+    None
+):
+    """``_foreach_add_`` returns nothing: the recording keeps what it wrote (its schema
+    names the argument) before and after, and a replay that writes other values, or none,
+    did not replay the user's call."""
+    written = {
+        "arg": "0",
+        **_float_tensor([2.0]),
+        "before": {"sum": 1.0, "abs": 1.0, "nonfinite": 0},
+        "fingerprint": {"sum": 2.0, "abs": 2.0, "nonfinite": 0},
+    }
+    recorded = {"status": "returned", "outputs": [{"t": "none"}], "mutated": [written]}
+    other = compare_call(_wrote(3.0), _wrote(3.0), recorded=recorded)
+    assert other.verdict is CallVerdict.NOT_FAITHFUL
+    assert other.detail == (
+        "replay not faithful: argument 0 after the call: values sum to 2 when recorded, 3 in "
+        "the baseline replay"
+    )
+    untouched = compare_call(_wrote(None), _wrote(None), recorded=recorded)
+    assert untouched.verdict is CallVerdict.NOT_FAITHFUL
+    assert untouched.detail == (
+        "replay not faithful: argument 0 changed when recorded, unchanged in the baseline replay"
+    )
+    assert compare_call(_wrote(2.0), _wrote(2.0), recorded=recorded).verdict is CallVerdict.SAME

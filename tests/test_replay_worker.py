@@ -412,6 +412,19 @@ def test_an_address_of_the_recording_process_is_not_held_against_its_replay(
     assert _verdict(address, baseline_replay["torch.Tensor.data_ptr"]) is CallVerdict.SAME
 
 
+def test_an_operator_keeps_the_arguments_it_writes_and_its_replay_writes_them_alike(
+    recording: Path, baseline_replay: dict
+) -> None:
+    """``_foreach_add_`` returns nothing; its schema names the list it writes, which the
+    recording keeps fingerprinted before and after, for its replay to reproduce."""
+    foreach = next(e for e in _calls(recording) if e["callable"].endswith("_foreach_add_.Scalar"))
+    written = foreach["outcome"]["mutated"]
+    assert [w["arg"] for w in written] == ["0.0", "0.1"]
+    assert [(w["before"]["sum"], w["fingerprint"]["sum"]) for w in written] == [(0, 2), (2, 4)]
+    replayed = baseline_replay["(aten)"]["torch.ops.aten._foreach_add_.Scalar"]
+    assert _verdict(foreach, replayed) is CallVerdict.SAME
+
+
 def _verdict(entry: dict, replayed: dict) -> CallVerdict:
     """The verdict on a call whose three replays did alike, checked against its record."""
     replay = Replay.from_json(replayed)

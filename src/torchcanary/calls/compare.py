@@ -137,7 +137,9 @@ def compare_call(
         if replay.status == _NOT_REPLAYABLE:
             return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
     if recorded is not None:
-        strayed = unfaithful(recorded, baseline.status, baseline.exception, baseline.outputs)
+        strayed = unfaithful(
+            recorded, baseline.status, baseline.exception, baseline.outputs, baseline.mutated
+        )
         if strayed is not None:
             return CallComparison(CallVerdict.NOT_FAITHFUL, f"replay not faithful: {strayed}")
     base_words, cand_words = baseline.describe(), candidate.describe()

@@ -21,10 +21,11 @@ _FINGERPRINT_RTOL = 1e-3
 
 
 def unfaithful(
-    recorded: Mapping[str, Any], status: str, exception: Any, outputs: Any
+    recorded: Mapping[str, Any], status: str, exception: Any, outputs: Any, mutated: Any = ()
 ) -> str | None:
-    """Why a baseline replay (its ``status``, ``exception`` (type, message) and encoded
-    ``outputs``) does not reproduce the ``recorded`` outcome; None when it does."""
+    """Why a baseline replay (its ``status``, ``exception`` (type, message), encoded
+    ``outputs`` and the arguments it changed, ``mutated``) does not reproduce the
+    ``recorded`` outcome; None when it does."""
     if not recorded:
         return "no outcome was recorded for this call"
     if recorded.get("status") == "raised":
@@ -43,6 +44,28 @@ def unfaithful(
         found = _output_unfaithful(before, now)
         if found is not None:
             return f"output {index}: {found}"
+    if "mutated" in recorded:  # an ATen operator: its schema told what it writes
+        return _writes_unfaithful(recorded["mutated"], mutated)
+    return None
+
+
+def _writes_unfaithful(written: Any, mutated: Any) -> str | None:
+    """Whether the replay changed the arguments the recorded call wrote, to the values it
+    wrote: an argument the call did not write, or wrote to other values, or one it changed
+    that the replay left as it was, is another call."""
+    recorded = {str(w["arg"]): w for w in written}
+    changed = {str(m["arg"]): m for m in mutated}
+    for place, now in changed.items():
+        was = recorded.get(place)
+        if was is None:
+            return _told(f"argument {place} not written", "changed")
+        found = _fingerprint_unfaithful(was.get("fingerprint"), now.get("fingerprint"))
+        if found is not None:
+            return f"argument {place} after the call: {found}"
+    for place, was in recorded.items():
+        moved = _fingerprint_unfaithful(was.get("before"), was.get("fingerprint"))
+        if place not in changed and moved is not None:
+            return _told(f"argument {place} changed", "unchanged")
     return None
 
 

@@ -50,6 +50,7 @@ from torchcanary.worker.replay.encode import (
     MAX_MESSAGE,
     ValueStore,
     describe,
+    fingerprint,
     outcome_tensor,
     signature_of,
     tensor_meta,
@@ -204,19 +205,48 @@ def _generator_states() -> list[torch.Tensor]:
     return states
 
 
+def _written_arguments(func: Any, args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    """The tensor arguments an ATen operator's schema says it writes (``Tensor(a!)``: an
+    in-place op's self, ``out=``, a ``_foreach_*_``'s list), each with its place as the
+    replay names it ("0", "0.1", "out")."""
+    written: list[tuple[str, torch.Tensor]] = []
+    for index, argument in enumerate(func._schema.arguments):
+        alias = argument.alias_info
+        if alias is None or not alias.is_write:
+            continue
+        if argument.kwarg_only or index >= len(args):
+            place, value = argument.name, kwargs.get(argument.name)
+        else:
+            place, value = str(index), args[index]
+        if isinstance(value, torch.Tensor):
+            written.append((place, value))
+        elif isinstance(value, (list, tuple)):
+            items = enumerate(value)
+            written += [(f"{place}.{i}", t) for i, t in items if isinstance(t, torch.Tensor)]
+    return written
+
+
 class _OutcomeOf:
     """Around a newly recorded call: keeps what it returned (metadata and fingerprints) or
-    raised in its entry, the outcome its baseline replay must reproduce. A call that drew
-    from the random generator keeps no fingerprints: the replay reseeds, so its values are
-    another draw."""
+    raised in its entry, the outcome its baseline replay must reproduce, and the arguments
+    it writes (``written``), fingerprinted before and after. A call that drew from the
+    random generator keeps no fingerprints: the replay reseeds, so its values are another
+    draw."""
 
-    def __init__(self, entry: dict[str, Any] | None) -> None:
+    def __init__(
+        self, entry: dict[str, Any] | None, written: list[tuple[str, torch.Tensor]] | None = None
+    ) -> None:
         self._entry = entry
+        self._written = written
+        self._before: list[dict[str, Any] | None] = []
         self._generators: list[torch.Tensor] = []
 
     def __enter__(self) -> _OutcomeOf:
         if self._entry is not None:
             self._generators = _generator_states()
+            if self._written:
+                with _busy():
+                    self._before = [fingerprint(tensor) for _, tensor in self._written]
         return self
 
     def returned(self, value: Any) -> Any:
@@ -233,13 +263,15 @@ class _OutcomeOf:
             self._entry["outcome"] = {"status": "returned", "outputs": [unchecked]}
             return value
         items = value if isinstance(value, (tuple, list)) else [value]
-        was_busy = getattr(_guard, "busy", False)
-        _guard.busy = True  # the fingerprints' own torch calls are not the user's
-        try:
+        with _busy():
             outputs = [describe(item, keep, []) for item in items]
-        finally:
-            _guard.busy = was_busy
-        self._entry["outcome"] = {"status": "returned", "outputs": outputs}
+            outcome: dict[str, Any] = {"status": "returned", "outputs": outputs}
+            if self._written is not None:  # an ATen operator: what it writes is known
+                outcome["mutated"] = [
+                    {"arg": place, "before": None if drew else before, **keep(tensor)}
+                    for (place, tensor), before in zip(self._written, self._before, strict=True)
+                ]
+        self._entry["outcome"] = outcome
         return value
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
@@ -247,6 +279,17 @@ class _OutcomeOf:
             kind_name = f"{kind.__module__}.{kind.__qualname__}"
             raised = {"type": kind_name, "message": str(error)[:MAX_MESSAGE]}
             self._entry["outcome"] = {"status": "raised", "exception": raised}
+
+
+@contextlib.contextmanager
+def _busy() -> Iterator[None]:
+    """The recorder's own torch calls (fingerprints) inside the block are not the user's."""
+    was_busy = getattr(_guard, "busy", False)
+    _guard.busy = True
+    try:
+        yield
+    finally:
+        _guard.busy = was_busy
 
 
 class _ApiMode(TorchFunctionMode):
@@ -299,7 +342,8 @@ class _AtenMode(TorchDispatchMode):
                     entry = self._recording.note("aten", name, site, args, kwargs)
                 finally:
                     _guard.busy = False
-                with _OutcomeOf(entry) as outcome:
+                written = _written_arguments(func, args, kwargs) if entry is not None else None
+                with _OutcomeOf(entry, written) as outcome:
                     return outcome.returned(func(*args, **kwargs))
         return func(*args, **kwargs)
 
