@@ -373,3 +373,15 @@ def test_a_baseline_replay_that_writes_its_argument_otherwise_than_recorded_is_n
         "replay not faithful: argument 0 changed when recorded, unchanged in the baseline replay"
     )
     assert compare_call(_wrote(2.0), _wrote(2.0), recorded=recorded).verdict is CallVerdict.SAME
+
+
+def test_an_output_known_only_by_its_type_is_counted_as_compared_by_metadata_only() -> None:
+    """``Tensor.untyped_storage()`` returns a storage the replay encodes by its type alone:
+    equal types say nothing of its values, so the call is "same" by metadata only, counted
+    with why, never compared by value."""
+    storage = {"t": "opaque", "type": "torch.storage.UntypedStorage"}
+    line = {"status": "returned", "outputs": [storage]}
+    found = compare_call(Replay.from_json(line), Replay.from_json(line))
+    assert found.verdict is CallVerdict.SAME
+    expected = "an output of type torch.storage.UntypedStorage, compared by its type only"
+    assert found.metadata_only == expected
