@@ -30,11 +30,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import multiprocessing.process
 import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -60,6 +61,7 @@ from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
 FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
+SPAWNED = "spawned process(es)"  # multiprocessing's spawn and forkserver: not followed either
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -109,11 +111,12 @@ class Recording:
         self._values = ValueStore(self._values_file)
         self._calls: dict[tuple[str, int, str, str, str], dict[str, Any]] = {}
         self.total = 0
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
         self.stopped = False  # saved, or in a forked child: notes nothing more
         self.forked = 0
+        self.spawned = 0
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
     def _count_fork(self) -> None:
@@ -138,7 +141,7 @@ class Recording:
         )
         modes = context.capture()  # the same call under other modes is another call
         key = (site["file"], site["line"], name, signature, repr(modes))
-        with self._lock:
+        with self.lock:
             self.total += 1
             known = self._calls.get(key)
             if known is not None:
@@ -168,7 +171,7 @@ class Recording:
 
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
-        with self._lock:
+        with self.lock:
             if self.stopped and self._saved:  # a forked child's copy: the parent saves
                 return {}
             if not self._saved:
@@ -180,6 +183,7 @@ class Recording:
             for entry in calls:
                 out.write(json.dumps(entry) + "\n")
         skipped = Counter(e["why_not"] for e in calls if not e["replayable"])
+        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned))
         meta = {
             "format": FORMAT_VERSION,
             "seed": SEED,
@@ -189,7 +193,7 @@ class Recording:
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
-            "not_followed": {FORKED: self.forked} if self.forked else {},
+            "not_followed": {why: n for why, n in unfollowed if n},
             "imports": registering_modules(calls, self.user_code),
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -365,19 +369,38 @@ def _follow_threads(recording: Recording) -> Any:
     return before
 
 
+def _count_spawns(recording: Recording) -> Callable[[], None]:
+    """A process multiprocessing starts by spawn or forkserver (a ``DataLoader`` worker
+    under those start methods) runs torch calls no mode sees and no fork hook counts:
+    counted as it starts. Returns what sets ``Process.start`` back."""
+    start = multiprocessing.process.BaseProcess.start
+
+    def counted_start(process: Any) -> None:
+        start(process)
+        started_by = type(getattr(process, "_popen", None)).__module__
+        if not recording.stopped and not started_by.endswith("popen_fork"):
+            with recording.lock:
+                recording.spawned += 1
+
+    setattr(multiprocessing.process.BaseProcess, "start", counted_start)  # noqa: B010
+    return lambda: setattr(multiprocessing.process.BaseProcess, "start", start)
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
     """Record every torch call made inside the block into ``folder``: in this thread and in
-    every thread started inside it. A process forked inside it (a ``DataLoader`` worker) is
-    not followed: counted, and its calls are not written."""
+    every thread started inside it. A process forked or spawned inside it (a ``DataLoader``
+    worker) is not followed: counted, and its calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
     before = _follow_threads(recording)
+    restore_start = _count_spawns(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
         threading.setprofile(before)
+        restore_start()
         recording.save()
 
 
