@@ -206,7 +206,22 @@ def test_complex_outputs_are_compared_with_their_parts_tolerance_not_byte_for_by
     assert same.verdict is CallVerdict.SAME
     moved = compare_call(_complex([1.0, 2.0]), _complex([1.0, 2.02]))
     assert moved.verdict is CallVerdict.DIFFERENT_RESULT
-    assert moved.max_rel_err == pytest.approx(0.01)
+    assert moved.max_rel_err == pytest.approx(0.02 / abs(complex(1.0, 2.0)))
+
+
+def test_complex_values_are_close_as_assert_close_says_by_their_distance_not_part_by_part() -> None:
+    """``torch.testing.assert_close`` allows ``|out - ref| <= atol + rtol * |ref|``: beside a
+    real part of 1e6, an imaginary part of 1 may move by 0.01 (within 1.3 of 1e6); part by
+    part, that was a relative change of 1 % and a false different-result."""
+    beside_large = compare_call(_complex([1e6, 1.0]), _complex([1e6, 1.01]))
+    assert beside_large.verdict is CallVerdict.SAME
+    moved = compare_call(_complex([1e6, 1.0]), _complex([1e6, 3.0]))
+    assert moved.verdict is CallVerdict.DIFFERENT_RESULT
+    assert moved.detail.startswith("output 0: max relative difference 2e-06 (tolerance 1.3e-06)")
+    nan = compare_call(_complex([1.0, 2.0]), _complex([float("nan"), 2.0]))
+    assert nan.verdict is CallVerdict.DIFFERENT_RESULT
+    both_nan = compare_call(_complex([float("nan"), 2.0]), _complex([float("nan"), 2.0]))
+    assert both_nan.verdict is CallVerdict.SAME
 
 
 def _kept_in_file(path: Path, values: list[float]) -> Replay:
@@ -281,3 +296,92 @@ def test_a_sparse_output_is_compared_by_its_values_not_its_metadata_alone() -> N
     assert found.verdict is CallVerdict.DIFFERENT_RESULT
     same = compare_call(_sparse([1.0, 0.0]), _sparse([1.0, 0.0]))
     assert (same.verdict, same.metadata_only) == (CallVerdict.SAME, None)
+
+
+def _returned_many(*outputs: list[float]) -> Replay:
+    line = {"status": "returned", "outputs": [_float_tensor(values) for values in outputs]}
+    return Replay.from_json(line)
+
+
+def test_a_change_in_an_output_the_control_does_not_vary_is_a_different_result() -> None:
+    """The control varies output 0 only; the candidate changes output 1 as well, so its
+    change is not within what the control shows (judged output by output, not by the
+    first difference found)."""
+    baseline = _returned_many([1.0], [10.0])
+    control = _returned_many([1.5], [10.0])
+    candidate = _returned_many([1.5], [50.0])
+    found = compare_call(baseline, candidate, control)
+    assert found.verdict is CallVerdict.DIFFERENT_RESULT
+    assert found.detail.startswith("output 1: max relative difference 4 ")
+    assert found.max_rel_err == 4.0
+
+
+def _scalar_returned(value: Any, kind: str) -> Replay:
+    line = {"status": "returned", "outputs": [{"t": "scalar", "v": value, "type": kind}]}
+    return Replay.from_json(line)
+
+
+def test_a_baseline_replay_that_returns_another_number_than_recorded_is_not_faithful() -> None:
+    """``torch.equal`` or ``.item()`` replayed on other arguments: a Python value, not a
+    tensor, so only its value shows the replay did something else."""
+    recorded = {"status": "returned", "outputs": [{"t": "scalar", "v": True, "type": "bool"}]}
+    other = _scalar_returned(False, "bool")
+    found = compare_call(other, other, other, recorded=recorded)
+    assert found.verdict is CallVerdict.NOT_FAITHFUL
+    assert found.detail == (
+        "replay not faithful: output 0: the value True when recorded, False in the baseline replay"
+    )
+    summed = {"status": "returned", "outputs": [{"t": "scalar", "v": 3.0, "type": "float"}]}
+    reordered = _scalar_returned(3.0 + 1e-9, "float")  # another summation order
+    assert compare_call(reordered, reordered, recorded=summed).verdict is CallVerdict.SAME
+    address = {"status": "returned", "outputs": [{"t": "unchecked", "why": "an address"}]}
+    elsewhere = _scalar_returned(140000000, "int")  # Tensor.data_ptr: the replay's own
+    assert compare_call(elsewhere, elsewhere, recorded=address).verdict is CallVerdict.SAME
+
+
+def _wrote(value: float | None) -> Replay:
+    """An in-place op's replay: its argument 0 changed to ``value`` (None: left as it was)."""
+    changed = []
+    if value is not None:
+        summed = {"sum": value, "abs": abs(value), "nonfinite": 0}
+        changed = [{"arg": "0", **_float_tensor([value]), "fingerprint": summed}]
+    return Replay.from_json({"status": "returned", "outputs": [{"t": "none"}], "mutated": changed})
+
+
+def test_a_baseline_replay_that_writes_its_argument_otherwise_than_recorded_is_not_faithful() -> (
+    None
+):
+    """``_foreach_add_`` returns nothing: the recording keeps what it wrote (its schema
+    names the argument) before and after, and a replay that writes other values, or none,
+    did not replay the user's call."""
+    written = {
+        "arg": "0",
+        **_float_tensor([2.0]),
+        "before": {"sum": 1.0, "abs": 1.0, "nonfinite": 0},
+        "fingerprint": {"sum": 2.0, "abs": 2.0, "nonfinite": 0},
+    }
+    recorded = {"status": "returned", "outputs": [{"t": "none"}], "mutated": [written]}
+    other = compare_call(_wrote(3.0), _wrote(3.0), recorded=recorded)
+    assert other.verdict is CallVerdict.NOT_FAITHFUL
+    assert other.detail == (
+        "replay not faithful: argument 0 after the call: values sum to 2 when recorded, 3 in "
+        "the baseline replay"
+    )
+    untouched = compare_call(_wrote(None), _wrote(None), recorded=recorded)
+    assert untouched.verdict is CallVerdict.NOT_FAITHFUL
+    assert untouched.detail == (
+        "replay not faithful: argument 0 changed when recorded, unchanged in the baseline replay"
+    )
+    assert compare_call(_wrote(2.0), _wrote(2.0), recorded=recorded).verdict is CallVerdict.SAME
+
+
+def test_an_output_known_only_by_its_type_is_counted_as_compared_by_metadata_only() -> None:
+    """``Tensor.untyped_storage()`` returns a storage the replay encodes by its type alone:
+    equal types say nothing of its values, so the call is "same" by metadata only, counted
+    with why, never compared by value."""
+    storage = {"t": "opaque", "type": "torch.storage.UntypedStorage"}
+    line = {"status": "returned", "outputs": [storage]}
+    found = compare_call(Replay.from_json(line), Replay.from_json(line))
+    assert found.verdict is CallVerdict.SAME
+    expected = "an output of type torch.storage.UntypedStorage, compared by its type only"
+    assert found.metadata_only == expected

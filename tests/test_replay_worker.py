@@ -36,6 +36,7 @@ try:
 except RuntimeError:
     pass
 copied = torch.tensor(torch.ones(2))
+address = copied.data_ptr()  # this process's own: no replay returns it again
 g = torch.Generator().manual_seed(0)
 noise = torch.rand(3, generator=g)
 weight = torch.nn.Parameter(torch.ones(3))
@@ -56,6 +57,8 @@ helper = threading.Thread(target=lambda: torch.sigmoid(torch.ones(2)))  # anothe
 helper.start(), helper.join()
 forked = multiprocessing.get_context("fork").Process(target=torch.zeros, args=(1,))
 forked.start(), forked.join()  # a forked process: not followed, counted
+spawned = multiprocessing.get_context("spawn").Process(target=torch.zeros, args=(1,))
+spawned.start(), spawned.join()  # a spawned one (no fork hook sees it): counted too
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
@@ -278,7 +281,7 @@ def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_proj
     assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
 
 
-def test_a_call_in_another_thread_is_recorded_and_a_forked_process_is_counted(
+def test_a_call_in_another_thread_is_recorded_and_a_forked_or_spawned_process_is_counted(
     recording: Path,
 ) -> None:
     (sigmoid,) = [e for e in _calls(recording) if e["callable"] == "torch.sigmoid"]
@@ -287,7 +290,7 @@ def test_a_call_in_another_thread_is_recorded_and_a_forked_process_is_counted(
     )
     assert sigmoid["site"]["line"] == helper and sigmoid["outcome"]["status"] == "returned"
     meta = json.loads((recording / "meta.json").read_text())
-    assert meta["not_followed"] == {"forked process(es)": 1}
+    assert meta["not_followed"] == {"forked process(es)": 1, "spawned process(es)": 1}
     zeros = [e["signature"] for e in _calls(recording) if e["callable"] == "torch.zeros"]
     assert zeros == ["2"]  # the script's own; the forked process's torch.zeros(1) is not there
 
@@ -398,6 +401,30 @@ def test_each_recorded_call_keeps_its_outcome(recording: Path) -> None:
     matmul = entries["torch.Tensor.matmul"]["outcome"]
     assert matmul["status"] == "raised" and matmul["exception"]["type"] == "builtins.RuntimeError"
     assert all(e["outcome"] for e in _calls(recording))
+
+
+def test_an_address_of_the_recording_process_is_not_held_against_its_replay(
+    recording: Path, baseline_replay: dict
+) -> None:
+    """``Tensor.data_ptr`` returns an address no replay returns again: its recorded value
+    is kept unchecked, so its faithful replay is "same", not "replay-not-faithful"."""
+    address = next(e for e in _calls(recording) if e["callable"] == "torch.Tensor.data_ptr")
+    unchecked = {"t": "unchecked", "why": "a value of the recording process"}
+    assert address["outcome"] == {"status": "returned", "outputs": [unchecked]}
+    assert _verdict(address, baseline_replay["torch.Tensor.data_ptr"]) is CallVerdict.SAME
+
+
+def test_an_operator_keeps_the_arguments_it_writes_and_its_replay_writes_them_alike(
+    recording: Path, baseline_replay: dict
+) -> None:
+    """``_foreach_add_`` returns nothing; its schema names the list it writes, which the
+    recording keeps fingerprinted before and after, for its replay to reproduce."""
+    foreach = next(e for e in _calls(recording) if e["callable"].endswith("_foreach_add_.Scalar"))
+    written = foreach["outcome"]["mutated"]
+    assert [w["arg"] for w in written] == ["0.0", "0.1"]
+    assert [(w["before"]["sum"], w["fingerprint"]["sum"]) for w in written] == [(0, 2), (2, 4)]
+    replayed = baseline_replay["(aten)"]["torch.ops.aten._foreach_add_.Scalar"]
+    assert _verdict(foreach, replayed) is CallVerdict.SAME
 
 
 def _verdict(entry: dict, replayed: dict) -> CallVerdict:

@@ -15,6 +15,7 @@ element does.
 from __future__ import annotations
 
 import base64
+import cmath
 import enum
 import math
 import sys
@@ -31,8 +32,8 @@ _NOT_REPLAYABLE = "not-replayable"  # the replayer's own word: the call cannot b
 _NOT_RUN = {"crashed", "timeout"}  # the replay broke off: the call was never compared
 _UNINITIALISED = "uninitialised memory (torch.empty and kin)"
 _FLOAT64_UNIT = 2.0**-53  # float64's unit roundoff
-# A complex tensor's bytes are its real and imaginary parts side by side: compared as those
-# parts, with their float type's tolerance, not byte for byte (a 1-ULP change is no change).
+# A complex tensor's bytes are its real and imaginary parts side by side; its values are
+# compared as assert_close does, with its parts' float type's tolerance, not byte for byte.
 _COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
@@ -136,7 +137,9 @@ def compare_call(
         if replay.status == _NOT_REPLAYABLE:
             return CallComparison(CallVerdict.NOT_REPLAYABLE, f"not replayable in the {role}")
     if recorded is not None:
-        strayed = unfaithful(recorded, baseline.status, baseline.exception, baseline.outputs)
+        strayed = unfaithful(
+            recorded, baseline.status, baseline.exception, baseline.outputs, baseline.mutated
+        )
         if strayed is not None:
             return CallComparison(CallVerdict.NOT_FAITHFUL, f"replay not faithful: {strayed}")
     base_words, cand_words = baseline.describe(), candidate.describe()
@@ -145,11 +148,17 @@ def compare_call(
         return CallComparison(
             CallVerdict.RAISES_NOW, f"{base_words} in the baseline, {cand_words} in the candidate"
         )
-    if control is not None and _within_control(baseline, candidate, control):
-        return CallComparison(
-            CallVerdict.NONDETERMINISTIC,
-            "differs between two replays in the baseline, and the candidate no more",
-        )
+    if control is not None and _differences(baseline, control):
+        escaped = _beyond_control(baseline, candidate, control)
+        if not escaped:
+            return CallComparison(
+                CallVerdict.NONDETERMINISTIC,
+                "differs between two replays in the baseline, and the candidate no more",
+            )
+        place, (words, rel) = escaped[0]
+        if place not in _STRUCTURAL:  # values the control does not vary: named, not the first
+            detail = f"{place}: {words} (beyond what the baseline's two replays show)"
+            return CallComparison(CallVerdict.DIFFERENT_RESULT, detail, max_rel_err=rel)
     if baseline.status != candidate.status or baseline.exception != candidate.exception:
         detail = f"{base_words} in the baseline, {cand_words} in the candidate"
         if base_words == cand_words and baseline.exception and candidate.exception:
@@ -187,22 +196,30 @@ def _unvalued(output: Mapping[str, Any]) -> str | None:
         return next((reason for reason in reasons if reason is not None), None)
     if output.get("t") == "tensor" and not output.get("data"):
         return str(output.get("why_no_data") or "values not kept")
+    if output.get("t") == "opaque":  # a storage, a generator, a custom object: its type alone
+        return f"an output of type {output.get('type')}, compared by its type only"
     return None
 
 
-def _within_control(baseline: Replay, candidate: Replay, control: Replay) -> bool:
-    """Whether the baseline's own two replays disagree and the candidate strays from the
-    baseline no further than the control does (then its change says nothing): it agrees
-    with the control, or its values' relative difference is at most the control's."""
-    shown = _difference(baseline, control)
-    if shown is None:
-        return False
-    if _difference(control, candidate) is None:
-        return True
-    changed = _difference(baseline, candidate)
-    if changed is None:
-        return True
-    return shown[1] is not None and changed[1] is not None and changed[1] <= shown[1]
+def _beyond_control(
+    baseline: Replay, candidate: Replay, control: Replay
+) -> list[tuple[str, tuple[str, float | None]]]:
+    """The places (outputs, changed arguments) where the candidate strays from the baseline
+    further than the control does: where it differs from the control too, and the control
+    agrees with the baseline there, or differs there by a smaller relative difference (or
+    one without a measure). Judged place by place: a control that varies one output says
+    nothing of another."""
+    shown = _differences(baseline, control)
+    beside_control = _differences(control, candidate)
+    structural = any(place in _STRUCTURAL for place in beside_control)
+    escaped = []
+    for place, (words, rel) in _differences(baseline, candidate).items():
+        if place not in beside_control and not structural:
+            continue  # the candidate does there what the control does
+        seen = shown.get(place)
+        if seen is None or seen[1] is None or rel is None or rel > seen[1]:
+            escaped.append((place, (words, rel)))
+    return escaped
 
 
 def _first_line(text: str, limit: int = 160) -> str:
@@ -216,28 +233,45 @@ def _added_lines(before: str, after: str) -> str:
     return "\n".join(line for line in after.splitlines() if line not in known)
 
 
+# places that are not one output or argument: the whole outcome, the number of outputs,
+# which arguments changed
+_STRUCTURAL = ("outcome", "outputs", "changed arguments")
+
+
 def _difference(reference: Replay, other: Replay) -> tuple[str, float | None] | None:
-    """How ``other``'s outputs differ from ``reference``'s (None: they agree)."""
+    """How ``other``'s outputs differ from ``reference``'s, first place first (None: they
+    agree)."""
+    found = _differences(reference, other)
+    if not found:
+        return None
+    place, (words, rel) = next(iter(found.items()))
+    return (words if place in _STRUCTURAL else f"{place}: {words}"), rel
+
+
+def _differences(reference: Replay, other: Replay) -> dict[str, tuple[str, float | None]]:
+    """Every place where ``other`` differs from ``reference``: ``output <i>`` and
+    ``argument <name>`` -> (words, relative difference or None); one structural place
+    (``_STRUCTURAL``) alone when the two cannot be compared place by place."""
     if reference.status != other.status or reference.exception != other.exception:
-        return f"{reference.describe()}, then {other.describe()}", None
+        return {"outcome": (f"{reference.describe()}, then {other.describe()}", None)}
     if len(reference.outputs) != len(other.outputs):
-        return f"{len(reference.outputs)} output(s), then {len(other.outputs)}", None
-    for index, (ref, out) in enumerate(zip(reference.outputs, other.outputs, strict=True)):
-        found = _output_difference(ref, out)
-        if found is not None:
-            words, rel = found
-            return f"output {index}: {words}", rel
+        words = f"{len(reference.outputs)} output(s), then {len(other.outputs)}"
+        return {"outputs": (words, None)}
     changed_before = [str(m["arg"]) for m in reference.mutated]
     changed_now = [str(m["arg"]) for m in other.mutated]
     if changed_before != changed_now:
         said = [", ".join(places) or "none" for places in (changed_before, changed_now)]
-        return f"changes argument(s) {said[0]}, then {said[1]}", None
+        return {"changed arguments": (f"changes argument(s) {said[0]}, then {said[1]}", None)}
+    found: dict[str, tuple[str, float | None]] = {}
+    for index, (ref, out) in enumerate(zip(reference.outputs, other.outputs, strict=True)):
+        output_found = _output_difference(ref, out)
+        if output_found is not None:
+            found[f"output {index}"] = output_found
     for before, now in zip(reference.mutated, other.mutated, strict=True):
-        found = _output_difference(before, now)
-        if found is not None:
-            words, rel = found
-            return f"argument {before['arg']} after the call: {words}", rel
-    return None
+        argument_found = _output_difference(before, now)
+        if argument_found is not None:
+            found[f"argument {before['arg']} after the call"] = argument_found
+    return found
 
 
 def _output_difference(
@@ -317,7 +351,7 @@ def _values_difference(
     dtype = str(meta["dtype"]).removeprefix("torch.")
     shape = tuple(int(n) for n in meta["shape"])
     if dtype in _COMPLEX_PARTS:
-        dtype, shape = _COMPLEX_PARTS[dtype], (*shape, 2)
+        return _complex_difference(_COMPLEX_PARTS[dtype], ref_bytes, out_bytes)
     if dtype not in numerics_diff.DECODABLE:
         return None if ref_bytes == out_bytes else (f"{dtype} values differ bytewise", None)
     reference, other = (
@@ -333,3 +367,42 @@ def _values_difference(
         f"max relative difference {found.max_rel_err:.3g} (tolerance {rtol:g}): {found.reason}",
         found.max_rel_err,
     )
+
+
+def _complex_difference(
+    parts: str, ref_bytes: bytes, out_bytes: bytes
+) -> tuple[str, float | None] | None:
+    """Complex values as ``assert_close`` compares them: each value's distance from the
+    baseline's, ``|out - ref|``, within ``atol + rtol * |ref|`` (the tolerance of the float
+    type of its parts), so a large real part lets a small imaginary part move as much as
+    that tolerance allows; a NaN or an infinity where the baseline had none (or the other
+    way) is a change whatever its size."""
+    ref_values, out_values = (_complex_values(parts, raw) for raw in (ref_bytes, out_bytes))
+    rtol, atol = numerics_diff.DEFAULT_TOLERANCES[parts]
+    beyond, worst = 0, 0.0
+    for ref, out in zip(ref_values, out_values, strict=True):
+        if not (cmath.isfinite(ref) and cmath.isfinite(out)):
+            same_pattern = all(
+                (a != a and b != b) or a == b
+                for a, b in ((ref.real, out.real), (ref.imag, out.imag))
+            )
+            if not same_pattern:
+                beyond, worst = beyond + 1, math.inf
+            continue
+        error = abs(out - ref)
+        if error > atol + rtol * abs(ref):
+            beyond += 1
+            worst = max(worst, error / abs(ref) if ref else math.inf)
+    if not beyond:
+        return None
+    words = f"{beyond} of {len(ref_values)} complex value(s) beyond tolerance"
+    return f"max relative difference {worst:.3g} (tolerance {rtol:g}): {words}", worst
+
+
+def _complex_values(parts: str, raw: bytes) -> list[complex]:
+    """Complex values from their bytes: real and imaginary parts of type ``parts`` side by
+    side."""
+    count = len(raw) // (2 * numerics_diff.FLOAT_BITS[parts] // 8)
+    record = numerics_diff.TensorRecord("output", parts, (count, 2), sys.byteorder, raw)
+    flat = numerics_diff.decode(record)
+    return [complex(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]

@@ -8,7 +8,11 @@ A recording is a folder:
   "context", "outcome"}``; ``context`` is the modes it ran under (``context.py``), restored
   at replay; ``outcome`` is what the first of its kind did, which its baseline replay
   must reproduce: ``{"status": "returned", "outputs": [...]}`` (tensors described with a
-  ``fingerprint``, below) or ``{"status": "raised", "exception": {"type", "message"}}``.
+  ``fingerprint``, below; an ATen operator's also ``"mutated"``: each argument its schema
+  says it writes, ``{"arg": place as the replay names it, "before": fingerprint, ...the
+  tensor after the call}``) or ``{"status": "raised", "exception": {"type", "message"}}``;
+  the value of a call such as ``Tensor.data_ptr`` (the recording process's own) is kept as
+  ``{"t": "unchecked", "why"}``.
   ``callable`` is what replay looks up from ``torch``: ``torch.add``,
   ``torch.nn.functional.relu``, ``torch.Tensor.add`` (api) or ``torch.ops.aten.add.Tensor``
   (aten). Calls are distinct by (site, callable, signature, context); ``count`` says how

@@ -30,11 +30,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import multiprocessing.process
 import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -50,6 +51,7 @@ from torchcanary.worker.replay.encode import (
     MAX_MESSAGE,
     ValueStore,
     describe,
+    fingerprint,
     outcome_tensor,
     signature_of,
     tensor_meta,
@@ -59,6 +61,7 @@ from torchcanary.worker.replay.user_code import UserCode
 
 SEED = 20260  # seeded at the start of recording and before each replayed call
 FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
+SPAWNED = "spawned process(es)"  # multiprocessing's spawn and forkserver: not followed either
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -66,6 +69,9 @@ _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 _PASS_THROUGH = ("overrides.py", "_tensor.py")
 _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eagerly)
 _guard = threading.local()
+# Calls whose value is this process's own (a storage address, an identity hash): no replay
+# returns it again, so their recorded value is not something a replay must reproduce.
+_PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
 
 
 def _user_site(
@@ -105,11 +111,12 @@ class Recording:
         self._values = ValueStore(self._values_file)
         self._calls: dict[tuple[str, int, str, str, str], dict[str, Any]] = {}
         self.total = 0
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
         self.stopped = False  # saved, or in a forked child: notes nothing more
         self.forked = 0
+        self.spawned = 0
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
     def _count_fork(self) -> None:
@@ -134,7 +141,7 @@ class Recording:
         )
         modes = context.capture()  # the same call under other modes is another call
         key = (site["file"], site["line"], name, signature, repr(modes))
-        with self._lock:
+        with self.lock:
             self.total += 1
             known = self._calls.get(key)
             if known is not None:
@@ -164,7 +171,7 @@ class Recording:
 
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
-        with self._lock:
+        with self.lock:
             if self.stopped and self._saved:  # a forked child's copy: the parent saves
                 return {}
             if not self._saved:
@@ -176,6 +183,7 @@ class Recording:
             for entry in calls:
                 out.write(json.dumps(entry) + "\n")
         skipped = Counter(e["why_not"] for e in calls if not e["replayable"])
+        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned))
         meta = {
             "format": FORMAT_VERSION,
             "seed": SEED,
@@ -185,7 +193,7 @@ class Recording:
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
-            "not_followed": {FORKED: self.forked} if self.forked else {},
+            "not_followed": {why: n for why, n in unfollowed if n},
             "imports": registering_modules(calls, self.user_code),
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -201,19 +209,48 @@ def _generator_states() -> list[torch.Tensor]:
     return states
 
 
+def _written_arguments(func: Any, args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    """The tensor arguments an ATen operator's schema says it writes (``Tensor(a!)``: an
+    in-place op's self, ``out=``, a ``_foreach_*_``'s list), each with its place as the
+    replay names it ("0", "0.1", "out")."""
+    written: list[tuple[str, torch.Tensor]] = []
+    for index, argument in enumerate(func._schema.arguments):
+        alias = argument.alias_info
+        if alias is None or not alias.is_write:
+            continue
+        if argument.kwarg_only or index >= len(args):
+            place, value = argument.name, kwargs.get(argument.name)
+        else:
+            place, value = str(index), args[index]
+        if isinstance(value, torch.Tensor):
+            written.append((place, value))
+        elif isinstance(value, (list, tuple)):
+            items = enumerate(value)
+            written += [(f"{place}.{i}", t) for i, t in items if isinstance(t, torch.Tensor)]
+    return written
+
+
 class _OutcomeOf:
     """Around a newly recorded call: keeps what it returned (metadata and fingerprints) or
-    raised in its entry, the outcome its baseline replay must reproduce. A call that drew
-    from the random generator keeps no fingerprints: the replay reseeds, so its values are
-    another draw."""
+    raised in its entry, the outcome its baseline replay must reproduce, and the arguments
+    it writes (``written``), fingerprinted before and after. A call that drew from the
+    random generator keeps no fingerprints: the replay reseeds, so its values are another
+    draw."""
 
-    def __init__(self, entry: dict[str, Any] | None) -> None:
+    def __init__(
+        self, entry: dict[str, Any] | None, written: list[tuple[str, torch.Tensor]] | None = None
+    ) -> None:
         self._entry = entry
+        self._written = written
+        self._before: list[dict[str, Any] | None] = []
         self._generators: list[torch.Tensor] = []
 
     def __enter__(self) -> _OutcomeOf:
         if self._entry is not None:
             self._generators = _generator_states()
+            if self._written:
+                with _busy():
+                    self._before = [fingerprint(tensor) for _, tensor in self._written]
         return self
 
     def returned(self, value: Any) -> Any:
@@ -225,14 +262,20 @@ class _OutcomeOf:
             torch.equal(before, after) for before, after in zip(self._generators, now, strict=True)
         )
         keep = tensor_meta if drew else outcome_tensor
+        if self._entry["callable"] in _PER_PROCESS:
+            unchecked = {"t": "unchecked", "why": "a value of the recording process"}
+            self._entry["outcome"] = {"status": "returned", "outputs": [unchecked]}
+            return value
         items = value if isinstance(value, (tuple, list)) else [value]
-        was_busy = getattr(_guard, "busy", False)
-        _guard.busy = True  # the fingerprints' own torch calls are not the user's
-        try:
+        with _busy():
             outputs = [describe(item, keep, []) for item in items]
-        finally:
-            _guard.busy = was_busy
-        self._entry["outcome"] = {"status": "returned", "outputs": outputs}
+            outcome: dict[str, Any] = {"status": "returned", "outputs": outputs}
+            if self._written is not None:  # an ATen operator: what it writes is known
+                outcome["mutated"] = [
+                    {"arg": place, "before": None if drew else before, **keep(tensor)}
+                    for (place, tensor), before in zip(self._written, self._before, strict=True)
+                ]
+        self._entry["outcome"] = outcome
         return value
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
@@ -240,6 +283,17 @@ class _OutcomeOf:
             kind_name = f"{kind.__module__}.{kind.__qualname__}"
             raised = {"type": kind_name, "message": str(error)[:MAX_MESSAGE]}
             self._entry["outcome"] = {"status": "raised", "exception": raised}
+
+
+@contextlib.contextmanager
+def _busy() -> Iterator[None]:
+    """The recorder's own torch calls (fingerprints) inside the block are not the user's."""
+    was_busy = getattr(_guard, "busy", False)
+    _guard.busy = True
+    try:
+        yield
+    finally:
+        _guard.busy = was_busy
 
 
 class _ApiMode(TorchFunctionMode):
@@ -292,7 +346,8 @@ class _AtenMode(TorchDispatchMode):
                     entry = self._recording.note("aten", name, site, args, kwargs)
                 finally:
                     _guard.busy = False
-                with _OutcomeOf(entry) as outcome:
+                written = _written_arguments(func, args, kwargs) if entry is not None else None
+                with _OutcomeOf(entry, written) as outcome:
                     return outcome.returned(func(*args, **kwargs))
         return func(*args, **kwargs)
 
@@ -314,19 +369,38 @@ def _follow_threads(recording: Recording) -> Any:
     return before
 
 
+def _count_spawns(recording: Recording) -> Callable[[], None]:
+    """A process multiprocessing starts by spawn or forkserver (a ``DataLoader`` worker
+    under those start methods) runs torch calls no mode sees and no fork hook counts:
+    counted as it starts. Returns what sets ``Process.start`` back."""
+    start = multiprocessing.process.BaseProcess.start
+
+    def counted_start(process: Any) -> None:
+        start(process)
+        started_by = type(getattr(process, "_popen", None)).__module__
+        if not recording.stopped and not started_by.endswith("popen_fork"):
+            with recording.lock:
+                recording.spawned += 1
+
+    setattr(multiprocessing.process.BaseProcess, "start", counted_start)  # noqa: B010
+    return lambda: setattr(multiprocessing.process.BaseProcess, "start", start)
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
     """Record every torch call made inside the block into ``folder``: in this thread and in
-    every thread started inside it. A process forked inside it (a ``DataLoader`` worker) is
-    not followed: counted, and its calls are not written."""
+    every thread started inside it. A process forked or spawned inside it (a ``DataLoader``
+    worker) is not followed: counted, and its calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
     before = _follow_threads(recording)
+    restore_start = _count_spawns(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
         threading.setprofile(before)
+        restore_start()
         recording.save()
 
 
