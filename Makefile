@@ -85,15 +85,16 @@ lint: setup-dev
 TEST_RESULTS := test-results
 TEST_REPORTS = --durations=0 --junitxml=$(TEST_RESULTS)/junit.xml --suite-times=$(TEST_RESULTS)/times.json
 
+# Two pytest-xdist workers: much of a test's time is waiting (a drill's timeout, a cluster's
+# scheduler, a rank's start), which the other worker fills. tests/xdist_scopes.py keeps each
+# cluster's and the PostgreSQL server's tests on one worker, every other test with its
+# module, and sends the heaviest scopes first.
+TEST_WORKERS ?= 2
 test: setup-dev browser postgres netns slurm lint
-	$(BIN)/python -m pytest -q -ra $(TEST_REPORTS)
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) $(TEST_REPORTS)
 
 # The contributors' loop: every test that needs no real torch environment and no cluster
-# (markers set from the fixtures a test uses: tests/auto_marks.py), on two pytest-xdist
-# workers (these tests share nothing). `make test` stays serial: its clusters and timed
-# drills would meet half-way across workers, and xdist's --dist loadgroup, which would
-# keep them apart, has no effect under pytest 9.2 (it renames item._nodeid, which 9.2
-# no longer reads).
+# (markers set from the fixtures a test uses: tests/auto_marks.py), on two workers.
 FAST_TESTS = not torch_envs and not ray and not slurm and not netns
 test-fast: setup-dev
 	$(BIN)/python -m pytest -q -ra -m "$(FAST_TESTS)" -n 2 --durations=15

@@ -109,3 +109,46 @@ def test_markers_come_from_the_fixtures_a_test_uses_and_select_the_fast_tests(
         "test_worker": "torch workers",
         "test_fleet": "Ray",
     }
+
+
+def test_make_tests_workers_keep_a_clusters_tests_on_one_worker_and_a_module_together(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 item 4: under ``-n 2`` every test of a shared part (here Ray, from two
+    modules) runs on one worker, so its session cluster starts once and stops after its
+    last user; a module's other tests stay together on one worker."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    pytester.makepyfile(
+        **{
+            f"test_{name}": f"""
+            import pytest
+
+            @pytest.fixture(scope="session")
+            def ray_cluster():
+                yield
+
+            def test_on_ray_1(ray_cluster):
+                pass
+
+            def test_on_ray_2(ray_cluster):
+                pass
+
+            @pytest.mark.parametrize("case", range(6))
+            def test_plain(case):
+                pass
+            """
+            for name in ("one", "two")
+        }
+    )
+    result = pytester.runpytest_subprocess(
+        *PLUGINS, "-p", "xdist_scopes", "-n", "2", "-v", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=16)
+    worker_of: dict[str, set[str]] = {}
+    for line in result.outlines:
+        if line.startswith("[gw") and " PASSED " in line:
+            worker, nodeid = line.split()[0], line.split(" PASSED ")[1].strip()
+            scope = "ray" if "on_ray" in nodeid else nodeid.split("::")[0]
+            worker_of.setdefault(scope, set()).add(worker)
+    assert sorted(worker_of) == ["ray", "test_one.py", "test_two.py"]
+    assert all(len(workers) == 1 for workers in worker_of.values()), worker_of

@@ -106,6 +106,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedPartScheduling(config, log)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        _scopes_file(session.config).unlink(missing_ok=True)
+
+
 def _scopes_file(config: pytest.Config) -> Path:
     """One file per controller process, in the system's temporary folder."""
     return Path(tempfile.gettempdir()) / f"torchcanary-xdist-scopes-{os.getpid()}.json"
