@@ -120,7 +120,7 @@ def test_make_tests_workers_keep_a_clusters_tests_on_one_worker_and_a_module_tog
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
     pytester.makepyfile(
         **{
-            f"test_{name}": f"""
+            f"test_{name}": """
             import pytest
 
             @pytest.fixture(scope="session")
