@@ -26,7 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 KEPT = ("claim-verdicts", "drill-references", "dispatch-profiles", "rooflines", "surfaces")
 
@@ -38,8 +40,20 @@ def _restore(cache: Path, snapshot: Path) -> None:
             shutil.copytree(snapshot / name, cache / name)
 
 
-def _run(tree: Path, cache: Path, candidate: str) -> dict[str, float]:
-    """One main job from ``tree``'s sources: its wall time and the seconds it stored."""
+def _verdicts(stored: dict[str, Any]) -> str:
+    """The run's decision and how its claims and benchmarks came out, to compare trees."""
+    claims = Counter(
+        (claim.get(role) or {}).get("outcome", {}).get("verdict", "-")
+        for claim in stored.get("claims", [])
+        for role in ("baseline", "candidate")
+    )
+    bench = Counter(row["verdict"] for row in stored.get("sections", {}).get("bench", []))
+    return f"{stored.get('decision')}; claims {dict(claims)}; bench {dict(bench)}"
+
+
+def _run(tree: Path, cache: Path, candidate: str) -> tuple[dict[str, float], str]:
+    """One main job from ``tree``'s sources: its wall time and the seconds it stored, and
+    its verdicts."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "TORCHCANARY_CACHE": str(cache)}
     command = [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", "--candidate", candidate]
     with tempfile.TemporaryDirectory(prefix="canary-ratio-") as scratch:
@@ -49,7 +63,7 @@ def _run(tree: Path, cache: Path, candidate: str) -> dict[str, float]:
         results = Path(scratch) / "canary-results" / "latest" / "results.json"
         stored = json.loads(results.read_text()) if results.is_file() else {}
     seconds = (stored.get("decision_detail") or {}).get("seconds", {})
-    return {"wall": wall, "exit": float(code), **seconds}
+    return {"wall": wall, "exit": float(code), **seconds}, _verdicts(stored)
 
 
 def main() -> None:
@@ -68,7 +82,7 @@ def main() -> None:
         order = ("before", "after") if pair % 2 == 0 else ("after", "before")
         for label in order:
             _restore(args.cache, args.snapshot)
-            figures = _run(trees[label], args.cache, args.candidate)
+            figures, verdicts = _run(trees[label], args.cache, args.candidate)
             runs[label].append(figures)
             parts = ", ".join(f"{k} {v:.0f}" for k, v in figures.items() if k not in ("exit",))
             print(
@@ -76,6 +90,7 @@ def main() -> None:
                 f"(load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
+            print(f"{'':14}{verdicts}", flush=True)
     parts = [k for k in runs["before"][0] if k != "exit"]
     print(f"\n{'part':12} {'before s':>9} {'after s':>9} {'after/before':>13}")
     for part in parts:
