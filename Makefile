@@ -8,12 +8,18 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-setup: $(BIN)/python
+# Installed once per change of pyproject.toml (the install is editable, so the sources need
+# no reinstall): `make run` then spends no time, and prints nothing, on pip.
+INSTALLED := $(VENV)/.installed
+setup: $(INSTALLED)
+$(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
 
 setup-dev: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(INSTALLED)
 
 # The real parts the tests use beside the Python packages (Ray, psycopg and playwright come
 # with setup-dev): Chromium, PostgreSQL, iproute2 and root. Where one cannot be had, its

@@ -300,10 +300,11 @@ def _replay_sequential(
     Stopping a benchmark changes nothing about the samples it had, so looking at the first
     g groups of a full measurement is exactly what a sequential run would have seen then.
     """
-    looks = sequential.look_points(args.groups)
+    run = BenchSettings()  # the looks a run takes by default
+    looks = sequential.look_points(args.groups, run.first_look, run.look_every)
     benchmarks = {s["id"]: measured.benchmarks[s["id"]] for s in specs}
     settled: dict[str, sequential.Stop] = {}
-    rule = sequential.StopRule(args.groups, BenchSettings().min_effect)
+    rule = sequential.StopRule(args.groups, run.min_effect)
 
     def pair_of(samples: BenchmarkSamples) -> dict[str, Any]:
         return compare.compare_pair(samples, "A", "B", "A2", 1 - args.fdr, clock)

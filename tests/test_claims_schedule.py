@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from torchcanary.claims.section import side_by_side
+from torchcanary.claims.section import role_of, side_by_side, split_lanes
 from torchcanary.probe_result import Outcome, ProbeResult, Verdict
 
 
@@ -60,3 +60,22 @@ def test_a_lane_that_fails_outside_a_probe_ends_the_run_without_hanging():
     lanes = {"baseline": ["a"], "candidate": ["a", "b"]}
     with pytest.raises(OSError, match="could not start"):
         list(side_by_side(lanes, run_one, on_start=lambda role, pid: None))
+
+
+def test_a_lone_environment_gets_every_cpu_and_each_lane_keeps_the_catalog_order():
+    # A new candidate against a baseline whose verdicts were all kept: without a second
+    # lane one of the two CPUs would idle through the candidate's probes.
+    lanes = split_lanes({"baseline": [], "candidate": ["p1", "p2", "p3", "p4", "p5"]}, cpus=2)
+    assert lanes == {"candidate": ["p1", "p3", "p5"], "candidate#2": ["p2", "p4"]}
+    assert {role_of(lane) for lane in lanes} == {"candidate"}
+
+
+def test_two_environments_on_two_cpus_keep_one_lane_each():
+    lanes = split_lanes({"baseline": ["a", "b"], "candidate": ["a", "b"]}, cpus=2)
+    assert lanes == {"baseline": ["a", "b"], "candidate": ["a", "b"]}
+
+
+def test_lanes_are_capped_and_never_outnumber_the_probes():
+    assert split_lanes({"baseline": [], "candidate": ["only"]}, cpus=16) == {"candidate": ["only"]}
+    many = split_lanes({"baseline": [], "candidate": [f"p{i}" for i in range(9)]}, cpus=64)
+    assert len(many) == 4

@@ -157,9 +157,8 @@ class Interleaver:
                     specs = self._plan(crew.workers, plan)
                 self._group(crew, specs)
             finally:
-                # At once: a worker's exit (torch's teardown) takes 0.3-0.5 s, and nothing
-                # is timed until the next group's workers have started.
-                at_once([worker.close for worker in crew.workers.values()])
+                for worker in crew.workers.values():
+                    worker.end()
             self.result.groups_run = group + 1
             self.on_group(group + 1)
             for samples in self.result.benchmarks.values():

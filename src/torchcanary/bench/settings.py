@@ -23,9 +23,12 @@ Top-level keys, defaults in brackets:
   each side takes per round (fewer when they would last longer than ``max_batch_ms``), and
   the least time one sample (a calibrated inner loop) may last;
 - ``warmup_max_s`` [1.0]: the longest a warm-up may take before giving up on settling;
-- ``sequential`` [true], ``first_look`` [4], ``look_every`` [2]: look at the evidence after
+- ``sequential`` [true], ``first_look`` [4], ``look_every`` [1]: look at the evidence after
   ``first_look`` groups and every ``look_every`` after, and stop measuring a benchmark whose
-  verdict is settled (``measure.sequential`` says how the false-alarm rate is kept);
+  verdict is settled (``measure.sequential`` says how the false-alarm rate is kept). A look
+  costs no measuring time, and each one spends 1 % of the FDR on early changes, so looking
+  after every group settles benchmarks a group sooner for a final FDR of 0.92 x ``fdr``
+  (0.96 x with every second group);
 - ``budget_s`` [0: none]: the most seconds the bench may spend measuring; no group starts
   that the last one's duration says would end past it (``--budget 5m``), and what is still
   undecided then is judged on what it has;
@@ -126,7 +129,7 @@ class BenchSettings:
     oneshot_samples: int = 1
     sequential: bool = True
     first_look: int = 4
-    look_every: int = 2
+    look_every: int = 1
     budget_s: float = 0.0
     timeout_s: float = 180.0
     fdr: float = 0.01

@@ -1,4 +1,5 @@
-"""Runs every selected probe in each environment, one worker per environment.
+"""Runs every selected probe in each environment, in one worker per environment, or more
+where CPUs would idle (:func:`split_lanes`).
 
 A probe that crashes, hangs or errors is recorded as such and a fresh worker takes over;
 each result is committed the moment it exists, so ``--resume`` redoes nothing finished.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import queue
 import threading
 import time
@@ -58,6 +60,10 @@ POLICY_CHOICES: dict[str, tuple[str, ...]] = {
 
 # A claim checked in an environment ended with what the probe found, or an honest "not
 # checkable here" (no GPU); an error, crash or timeout says only that checking broke.
+# The untimed probes' lanes: a worker each, holding an imported torch.
+MAX_LANES = 4
+LANE_MARK = "#"  # candidate#2: the candidate's second lane
+
 CHECKED_VERDICTS = frozenset(
     verdict.value for verdict in Verdict if not verdict.is_failure_of_the_harness
 )
@@ -165,10 +171,13 @@ def run(ctx: RunContext) -> None:
     kept = reuse.load_all(keys, ctx.run_id)
     todo = [item for item in todo if item not in kept]
     alone = [(role, pid) for role, pid in todo if selected[pid].probe.timed]
-    lanes = {
-        role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
-        for role in ROLES
-    }
+    lanes = split_lanes(
+        {
+            role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
+            for role in ROLES
+        },
+        usable_cpus(),
+    )
     with ctx.progress.task("claims", total=len(todo) + len(kept)) as task:
         for result in kept.values():
             save_probe_result(ctx.store, result)
@@ -178,13 +187,16 @@ def run(ctx: RunContext) -> None:
                 f"claims: {len(kept)} verdicts reused from earlier runs of the same "
                 "environments on this machine (--fresh-claims runs them again)"
             )
-        workers = {role: ctx.new_worker(role) for role in ROLES}
+        workers = {lane: ctx.new_worker(role_of(lane)) for lane in dict.fromkeys((*ROLES, *lanes))}
 
-        def run_one(role: str, probe_id: str) -> ProbeResult:
-            return _run_probe(ctx, selected[probe_id], probe_id, role, workers[role], params)
+        def run_one(lane: str, probe_id: str) -> ProbeResult:
+            role = role_of(lane)
+            return _run_probe(ctx, selected[probe_id], probe_id, role, workers[lane], params)
 
         # The store and the progress display stay on this thread; lanes only run probes.
-        finished = side_by_side(lanes, run_one, on_start=lambda r, p: task.status(f"{r}: {p}"))
+        finished = side_by_side(
+            lanes, run_one, on_start=lambda lane, p: task.status(f"{role_of(lane)}: {p}")
+        )
         for result in itertools.chain(finished, (run_one(*item) for item in alone)):
             save_probe_result(ctx.store, result)
             key = keys.get((result.env_role, result.probe_id))
@@ -237,6 +249,36 @@ def _run_probe(
     duration = float(call.value.get("duration_s", call.duration_s)) if call.ok else call.duration_s
     outcome = outcome_of_call(call, timeout_s)
     return ProbeResult(ctx.run_id, role, probe_id, outcome, duration, started)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def role_of(lane: str) -> str:
+    """The environment a lane's probes run in (``candidate#2`` is the candidate's second)."""
+    return lane.partition(LANE_MARK)[0]
+
+
+def split_lanes(by_role: dict[str, list[str]], cpus: int) -> dict[str, list[str]]:
+    """Lanes for the untimed probes: one per environment with probes, and where that leaves
+    CPUs idle (a new candidate against a baseline whose verdicts were all kept), an
+    environment's probes dealt over several lanes, each with a worker of its own.
+
+    The probes are dealt round-robin in their order, so each lane keeps the catalog's order.
+    At most ``MAX_LANES`` lanes: each worker holds an imported torch in memory.
+    """
+    working = {role: pids for role, pids in by_role.items() if pids}
+    lanes = max(len(working), min(cpus, MAX_LANES))
+    share = lanes // max(len(working), 1)
+    split: dict[str, list[str]] = {}
+    for role, pids in working.items():
+        count = min(share, len(pids))
+        for index in range(count):
+            lane = role if index == 0 else f"{role}{LANE_MARK}{index + 1}"
+            split[lane] = pids[index::count]
+    return split
 
 
 def side_by_side(
