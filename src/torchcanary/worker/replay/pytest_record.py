@@ -15,7 +15,8 @@ _active: list[contextlib.ExitStack] = []
 
 
 def pytest_configure(config: Any) -> None:
-    stack = start_from_environment()
+    worker = getattr(config, "workerinput", {}).get("workerid")  # set in xdist's workers only
+    stack = start_from_environment(worker)
     if stack is not None:
         _active.append(stack)
 

@@ -404,15 +404,17 @@ def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
         recording.save()
 
 
-def start_from_environment() -> contextlib.ExitStack | None:
+def start_from_environment(xdist_worker: str | None = None) -> contextlib.ExitStack | None:
     """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
     way in); the recording is also saved at exit, so a run that ends abruptly keeps it.
-    A pytest-xdist worker records into a folder of its own inside it (``worker-gw0``), as
-    the workers run at once; the section merges them."""
+    A pytest-xdist worker (``xdist_worker``, its id as the plugin reads it from pytest's
+    config, never from ``PYTEST_XDIST_WORKER``, which any process started under an xdist
+    worker inherits) records into a folder of its own inside it (``worker-gw0``), as the
+    workers run at once; the section merges them."""
     folder = os.environ.get(CALLS_RECORD_VAR)
     if not folder:
         return None
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = xdist_worker
     if worker:
         folder = os.path.join(folder, f"{CALLS_WORKER_FOLDER}{worker}")
     stack = contextlib.ExitStack()
