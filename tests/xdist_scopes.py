@@ -42,7 +42,7 @@ def scope_of(item: pytest.Item) -> tuple[str, float]:
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist it is never called
 def pytest_configure_node(node: Any) -> None:
     """Controller side: where the first worker writes the scopes."""
-    node.workerinput[_FILE_KEY] = str(_scopes_file(node.config))
+    node.workerinput[_FILE_KEY] = str(_scopes_file())
 
 
 @pytest.hookimpl(trylast=True)  # after auto_marks.py has set the markers
@@ -69,9 +69,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             self._scopes: dict[str, list[Any]] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
+            return str(self._read()[nodeid][0])
+
+        def _weight(self, nodeid: str) -> float:
+            return float(self._read()[nodeid][1])
+
+        def _read(self) -> dict[str, list[Any]]:
+            """The first worker's file, read once (it is complete before scheduling)."""
             if self._scopes is None:
-                self._scopes = json.loads(_scopes_file(config).read_text())
-            return str(self._scopes[nodeid][0])
+                self._scopes = json.loads(_scopes_file().read_text())
+            return self._scopes
 
         def schedule(self) -> None:
             if self.collection is not None or not self._check_nodes_have_same_collection():
@@ -98,19 +105,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 for node in self.assigned_work:
                     node.shutdown()
 
-        def _weight(self, nodeid: str) -> float:
-            self._split_scope(nodeid)
-            assert self._scopes is not None
-            return float(self._scopes[nodeid][1])
-
     return SharedPartScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
-        _scopes_file(session.config).unlink(missing_ok=True)
+        _scopes_file().unlink(missing_ok=True)
 
 
-def _scopes_file(config: pytest.Config) -> Path:
+def _scopes_file() -> Path:
     """One file per controller process, in the system's temporary folder."""
     return Path(tempfile.gettempdir()) / f"torchcanary-xdist-scopes-{os.getpid()}.json"
