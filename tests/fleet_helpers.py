@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from real_parts import require_module
 from torchcanary.fleet.executor import Assignment, Executor
 from torchcanary.fleet.node_side import DEVICES_OP
@@ -135,3 +136,22 @@ def probe_rows(db: Path) -> dict[tuple[str, str, str], tuple[str, float, str]]:
     return {
         (p, role, pid): (node, started, verdict) for p, role, pid, node, started, verdict in rows
     }
+
+
+def collective_bench_plan(group_budget_s: float) -> Any:
+    """The smallest bench across nodes: one all_reduce size, two groups, no A/A control."""
+    from torchcanary.plan import RunPlan
+
+    bench = {
+        "families": ["collectives"],
+        "collectives": {"ops": ["all_reduce"], "bytes": [2**16]},
+        "groups": 2,
+        "aa_control": False,
+        "group_budget_s": group_budget_s,
+    }
+    return RunPlan(
+        baseline=BASELINE_SPEC,
+        candidate=CANDIDATE_SPEC,
+        sections=("bench",),
+        settings={"bench": bench},
+    )

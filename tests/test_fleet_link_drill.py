@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
-from fleet_helpers import candidate_node_drills, drill_processes_left, require_ray
+from fleet_helpers import (
+    candidate_node_drills,
+    collective_bench_plan,
+    drill_processes_left,
+    require_ray,
+)
 from torchcanary.drill.netns import why_unavailable
 from torchcanary.node_kit.node_link import HOLDER_NAME
-from torchcanary.plan import RunPlan
 from torchcanary.progress import Progress
 from torchcanary.report.view import load_run_view
 from torchcanary.runner import execute
@@ -80,19 +83,7 @@ def test_collectives_across_two_namespaced_nodes_bind_gloo_to_the_bridge(
     from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.ray_connect import connect
 
-    bench = {
-        "families": ["collectives"],
-        "collectives": {"ops": ["all_reduce"], "bytes": [2**16]},
-        "groups": 2,
-        "aa_control": False,
-        "group_budget_s": 0.1,
-    }
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("bench",),
-        settings={"bench": bench},
-    )
+    plan = collective_bench_plan(group_budget_s=0.1)
     with (
         SqliteStore(tmp_path / "canary.db") as store,
         connect(bridged_cluster.address, timeout_s=60) as fleet,

@@ -22,6 +22,7 @@ import pytest
 from cli_helpers import canary_command, canary_env, run_canary, run_canary_here
 from env_specs import BASELINE_SPEC, CANDIDATE_SPEC
 from fleet_helpers import (
+    collective_bench_plan,
     drill_processes_left,
     fleet_run_args,
     probe_rows,
@@ -435,26 +436,13 @@ def test_bench_fleet_slurm_nodes_2_on_cpu_nodes_runs_one_gloo_rank_per_node(
     from torchcanary.bench.result import BenchMeasured, from_rows
     from torchcanary.fleet.across_nodes import NodesVenue
     from torchcanary.fleet.connect import connect_fleet
-    from torchcanary.plan import RunPlan
     from torchcanary.progress import Progress
     from torchcanary.report.view import load_run_view
     from torchcanary.runner import execute
     from torchcanary.store.sqlite import SqliteStore
 
     slurm_cluster.start_silent_nodes(["plain-box", "plain-box-2"])
-    bench = {
-        "families": ["collectives"],
-        "collectives": {"ops": ["all_reduce"], "bytes": [2**16]},
-        "groups": 2,
-        "aa_control": False,
-        "group_budget_s": 0.2,
-    }
-    plan = RunPlan(
-        baseline=BASELINE_SPEC,
-        candidate=CANDIDATE_SPEC,
-        sections=("bench",),
-        settings={"bench": bench},
-    )
+    plan = collective_bench_plan(group_budget_s=0.2)
     with (
         SqliteStore(tmp_path / "canary.db") as store,
         connect_fleet("slurm", fleet_dir=tmp_path / "fleet") as fleet,
