@@ -27,6 +27,10 @@ def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
         "        dist.all_reduce(torch.ones(1))\n"
         "    else:\n"
         "        import time; time.sleep(600)\n"
+        "def answers_then_aborts_at_exit(rank, world_size):\n"
+        "    import atexit, os\n"
+        "    atexit.register(os.abort)\n"
+        "    return rank\n"
     )
     worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
     try:
@@ -56,6 +60,35 @@ def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
         )
         assert stuck.status == "error" and "RanksFailed" in stuck.error
         assert "timed out after 8 s" in stuck.error
+        # A rank that has answered and left its group is done: its interpreter's teardown
+        # (where a backend's threads can abort it) is not part of the answer.
+        answered = worker.call(
+            "torchcanary.worker.multirank:run_ranks",
+            {
+                "target": "rank_targets:answers_then_aborts_at_exit",
+                "world_size": 2,
+                "timeout_s": 120,
+                "start": start,
+            },
+            180,
+        )
+        assert answered.ok, answered.error + answered.traceback
+        assert answered.value == [0, 1]
+        # This CPU build has no NCCL: no rank joins, and the failure says the group never
+        # formed, so a probe reports a broken harness rather than a verdict on its claim.
+        unformed = worker.call(
+            "torchcanary.worker.multirank:run_ranks",
+            {
+                "target": "rank_targets:all_reduce",
+                "world_size": 2,
+                "backend": "nccl",
+                "timeout_s": 120,
+                "start": start,
+            },
+            180,
+        )
+        assert unformed.status == "error"
+        assert "failed before the group formed" in unformed.error
     finally:
         worker.close()
 

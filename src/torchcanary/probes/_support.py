@@ -136,12 +136,16 @@ def run_on_ranks(
     timeout_s: float = 90.0,
     env: dict[str, str] | None = None,
 ) -> tuple[list[Any] | None, str]:
-    """Rank values, or (None, why) when the group itself failed: the probe reports either."""
+    """Rank values, or (None, why) when the group failed after it formed: the probe reports
+    either. A group that never formed says nothing about the claim, so it propagates and
+    the probe ends in ``error``, not in a verdict."""
     try:
         return run_ranks(
             target, world_size, kwargs, backend=backend, timeout_s=timeout_s, env=env
         ), ""
     except RanksFailed as failure:
+        if not failure.formed:
+            raise
         tails = [f"rank {r['rank']}: {r['stderr_tail'][-600:]}" for r in failure.ranks]
         return None, f"{failure}\n" + "\n".join(tails)
 

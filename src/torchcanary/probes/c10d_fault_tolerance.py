@@ -214,7 +214,7 @@ def run_window(context: ProbeContext) -> Outcome:
             "torch.distributed has no _new_window (one-sided window) API",
             missing=[n for n in _WINDOW_API if not hasattr(dist, n)],
         )
-    values, failure = run_on_ranks(f"{__name__}:window_on_rank", 2, timeout_s=60)
+    values, failure = run_on_ranks(f"{__name__}:window_on_rank", 2, timeout_s=120)
     if values is None:
         return refuted("creating a window on gloo broke the group", failure=failure)
     if raised(values):
@@ -292,7 +292,7 @@ def run_flight_recorder(context: ProbeContext) -> Outcome:
     if not dist.is_available():
         return not_checkable("not checked: this build has no torch.distributed")
     values, failure = run_on_ranks(
-        f"{__name__}:flight_recorder_on_rank", 2, timeout_s=60, env={"TORCH_FR_BUFFER_SIZE": "64"}
+        f"{__name__}:flight_recorder_on_rank", 2, timeout_s=100, env={"TORCH_FR_BUFFER_SIZE": "64"}
     )
     if values is None:
         return refuted("gloo ranks with the Flight Recorder enabled failed", failure=failure)

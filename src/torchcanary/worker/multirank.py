@@ -35,11 +35,16 @@ Start = Literal["spawn", "fork"]
 
 
 class RanksFailed(RuntimeError):
-    """At least one rank crashed, raised, or missed the deadline; ``ranks`` tells which."""
+    """At least one rank crashed, raised, or missed the deadline; ``ranks`` tells which.
+
+    ``formed`` says whether every rank had joined the group: a group that never formed
+    (a rank too slow to start, a port taken) says nothing about what the target does.
+    """
 
     def __init__(self, message: str, ranks: list[dict[str, Any]]):
         super().__init__(message)
         self.ranks = ranks
+        self.formed = all(rank["joined"] for rank in ranks)
 
 
 def free_port() -> int:
@@ -152,7 +157,11 @@ def run_ranks(
         procs = [
             _start_rank(
                 rank,
-                {**spec, "out": str(scratch / f"rank{rank}.json")},
+                {
+                    **spec,
+                    "out": str(scratch / f"rank{rank}.json"),
+                    "joined": str(scratch / f"rank{rank}.joined"),
+                },
                 _rank_env(rank, world_size, port, env),
                 scratch / f"rank{rank}.err",
                 start,
@@ -170,7 +179,9 @@ def run_ranks(
             "",
         )
         raise RanksFailed(
-            f"{world_size}-rank {backend} run of {target} {what}: {names}"
+            f"{world_size}-rank {backend} run of {target} {what}"
+            + ("" if all(o["joined"] for o in outcomes) else " before the group formed")
+            + f": {names}"
             + (f"; {last_words[:300]}" if last_words else ""),
             outcomes,
         )
@@ -241,4 +252,10 @@ def _outcome(
     out = scratch / f"rank{rank}.json"
     value = json.loads(out.read_text()) if out.exists() else None
     err = (scratch / f"rank{rank}.err").read_text(errors="replace")[-3000:]
-    return {"rank": rank, "returncode": proc.returncode, "value": value, "stderr_tail": err}
+    return {
+        "rank": rank,
+        "returncode": proc.returncode,
+        "value": value,
+        "joined": (scratch / f"rank{rank}.joined").exists(),
+        "stderr_tail": err,
+    }

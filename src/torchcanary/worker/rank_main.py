@@ -25,6 +25,8 @@ def serve(spec: dict[str, Any]) -> None:
     dist.init_process_group(
         spec["backend"], init_method="env://", timeout=datetime.timedelta(seconds=spec["timeout_s"])
     )
+    with open(spec["joined"], "w"):
+        pass  # run_ranks tells a group that never formed from one that broke afterwards
     module_name, _, attr = spec["target"].partition(":")
     target = getattr(importlib.import_module(module_name), attr)
     try:
@@ -47,6 +49,11 @@ def serve(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     serve(json.loads(sys.argv[1]))
+    # Answered and out of the group: end here, as a forked rank does. Interpreter teardown is
+    # not what any caller asked about, and there a backend's threads can abort the process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
