@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run_canary
+from cli_helpers import run_canary_here
 from torchcanary.config import load_settings
 from torchcanary.contract import JUnitCase, PlannedUnit, RunContext, Section
 from torchcanary.errors import ConfigError
@@ -316,7 +316,7 @@ def test_a_policy_number_out_of_bounds_stops_the_cli_with_one_line_before_the_ru
     tmp_path: Path,
 ) -> None:
     (tmp_path / "policy.toml").write_text("[policy]\nbench_max_slowdown = 5\n")
-    result = run_canary("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
+    result = run_canary_here("run", "--only", "claims", "--policy", "policy.toml", cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.startswith("torchcanary:")]
     assert len(lines) == 1 and "Traceback" not in result.stderr

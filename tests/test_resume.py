@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cli_helpers import canary_command, canary_env, run_canary
+from cli_helpers import canary_command, canary_env, run_canary, run_canary_here
 
 pytestmark = pytest.mark.torch_envs
 
@@ -83,6 +83,6 @@ def test_kill_9_mid_run_then_resume_keeps_finished_results_and_finishes(tmp_path
 
 
 def test_resume_with_nothing_to_resume_is_a_clear_usage_error(tmp_path):
-    result = run_canary("run", "--only", "claims", "--resume", cwd=tmp_path)
+    result = run_canary_here("run", "--only", "claims", "--resume", cwd=tmp_path)
     assert result.returncode == 2
     assert "nothing to resume" in result.stderr
