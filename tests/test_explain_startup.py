@@ -118,9 +118,11 @@ def test_rounds_that_do_not_reproduce_the_change_give_no_share_and_say_what_they
     assert reason.startswith("startup: these rounds did not reproduce the import's change: ")
     assert "CPU +25 ms [" in reason and "wall +75 ms [" in reason and "over 5 rounds" in reason
     # what each part moved is said, in the fixed order
-    assert reason.endswith("the candidate build's own libraries +0 ms [-372, +372], the rest "
-                           "of import torch (Python modules, initialisation) +20 ms [+20, +20], "
-                           "the libraries both builds load +0 ms [+0, +0]; no share is shown")
+    assert reason.endswith(
+        "the candidate build's own libraries +0 ms [-372, +372], the rest "
+        "of import torch (Python modules, initialisation) +20 ms [+20, +20], "
+        "the libraries both builds load +0 ms [+0, +0]; no share is shown"
+    )
 
 
 def _near_tie(seed: int) -> Explanation:
