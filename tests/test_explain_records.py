@@ -97,6 +97,16 @@ def test_a_cause_clear_of_zero_but_not_of_a_material_share_leaves_the_finding_un
     assert status_of([small], (0.85, 0.75, 0.95)) is ExplainStatus.UNEXPLAINED
 
 
+def test_parts_that_together_account_for_the_change_leave_it_partly_explained() -> None:
+    """A split into two parts of a near tie: neither part's interval clears a quarter of the
+    change on its own, but together they leave at most half of it (the unexplained interval
+    lies below three quarters), so the verdict does not hang on which part one run's noise
+    favoured."""
+    parts = [Cause("build", "a", 0.45, 0.2, 1.1), Cause("python", "b", 0.5, 0.18, 1.2)]
+    assert status_of(parts, (0.05, -1.0, 0.5)) is ExplainStatus.PARTLY
+    assert status_of(parts, (0.05, -1.0, 0.8)) is ExplainStatus.UNEXPLAINED
+
+
 def test_a_benchmark_without_a_detected_change_is_not_explained(store) -> None:
     run_id = store.create_run({})
     for key, verdict, ratio in (
