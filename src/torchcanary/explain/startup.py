@@ -23,8 +23,8 @@ build's own libraries, the rest of the import, the libraries both load, those on
 baseline loads (all four timed in the same ``preload`` children), and "unexplained", what the
 ``preload`` children do not reproduce of the ``plain`` change; each part's share is of the
 ``plain`` change, per round, so the parts and the unexplained add up to it. A part leads
-only when its per-round change is told apart from the next one's (the t interval of their
-difference excludes 0); parts that are not are named as leading together, in the order
+only when its per-round change is told apart from each other one's (the 99 % t interval of
+their difference excludes 0); parts that are not are named as leading together, in the order
 above, so a near tie reads the same in every run instead of following the noise. Single
 libraries and modules overlap those parts (a module's time holds the libraries it loads)
 and are shown as detail inside their part. A library is matched across builds by its file
@@ -54,6 +54,11 @@ _HASH = re.compile(r"-[0-9a-f]{8}(?=[.-])")
 _TOP_MODULES = 6
 MIN_ROUNDS = 3  # the fewest rounds shares are drawn from
 _TOP_LIBRARIES = 8
+# How sure a part must be that it is ahead of each other part to lead alone: it is picked
+# as the largest of several, and two runs must agree (at 95 % two runs of a near tie named
+# different leading parts 7 % of the time in simulation, at 99 % under 2 %:
+# benchmarks/explain_startup_lead.py).
+LEAD = 0.99
 _CUDA_PARTS = ("nvidia", "cuda", "cudnn", "cublas", "nccl", "nvshmem", "cufft", "curand")
 Round = dict[str, Any]
 
@@ -289,14 +294,14 @@ def leading(
 ) -> tuple[list[str], str]:
     """The parts in the order shown, and in words which lead. The part with the largest
     share leads alone only where its per-round change is told apart from each other
-    part's (the t interval of their difference excludes 0); the parts it is not told apart
-    from lead with it, in the order ``moved`` lists them (a fixed order, so a near tie
-    gives the same leading parts in every run); the rest follow by share."""
+    part's (the :data:`LEAD` t interval of their difference excludes 0); the parts it is
+    not told apart from lead with it, in the order ``moved`` lists them (a fixed order, so
+    a near tie gives the same leading parts in every run); the rest follow by share."""
     sign = 1.0 if sum(plain) >= 0 else -1.0
     by_share = sorted(moved, key=lambda kind: -sign * sum(moved[kind]))
     top = by_share[0]
     gaps = {
-        kind: shares.mean([a - b for a, b in zip(moved[top], moved[kind], strict=True)])
+        kind: shares.mean([a - b for a, b in zip(moved[top], moved[kind], strict=True)], LEAD)
         for kind in by_share[1:]
     }
     tied = {kind for kind, gap in gaps.items() if gap is None or gap[1] <= 0 <= gap[2]}
