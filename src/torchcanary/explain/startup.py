@@ -289,6 +289,11 @@ def decompose(
     )
 
 
+def _above_0(share: shares.Interval | None) -> bool:
+    """Whether a share's interval lies above 0 (None: no share, nothing to hold against)."""
+    return share is None or share[1] > 0
+
+
 def leading(
     moved: dict[str, list[float]], plain: list[float], names: dict[str, str]
 ) -> tuple[list[str], str]:
@@ -304,7 +309,13 @@ def leading(
         kind: shares.mean([a - b for a, b in zip(moved[top], moved[kind], strict=True)], LEAD)
         for kind in by_share[1:]
     }
-    tied = {kind for kind, gap in gaps.items() if gap is None or gap[1] <= 0 <= gap[2]}
+    # A part not told apart from the first leads with it only if it accounts for some of
+    # the change (its share's interval above 0): one that may account for none leads nothing.
+    tied = {
+        kind
+        for kind, gap in gaps.items()
+        if (gap is None or gap[1] <= 0 <= gap[2]) and _above_0(shares.ratio(moved[kind], plain))
+    }
     first = [kind for kind in moved if kind == top or kind in tied]
     order = first + [kind for kind in by_share if kind not in first]
     if len(first) == 1:
