@@ -178,3 +178,26 @@ def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposit
     store.save_section_result(run_id, SectionResult.of("explain", explanation))
     text = report.markdown(load_run_view(store, run_id))
     assert "- within by setting: setting num_threads: 50% [30%, 70%]" in text
+
+
+def test_the_why_block_shows_every_part_and_a_few_detail_lines_under_each() -> None:
+    within = {"within": [f"library lib{i}.so" for i in range(6)]}
+    parts = (
+        Cause("build", "own", 0.4, 0.3, 0.9, detail=within),
+        Cause("python", "rest", 0.5, 0.2, 1.0),
+        Cause("shared-libraries", "both", 0.05, -0.01, 0.1),
+    )
+    explanation = Explanation("bench:x", ExplainStatus.PARTLY, causes=parts, unexplained=0.05)
+    lines = report._lines(explanation)
+    assert [line.split(":")[0] for line in lines if not line.startswith("within")] == [
+        "build own",
+        "python rest",
+        "shared-libraries both",
+        "unexplained",
+    ]
+    assert lines[1:5] == [
+        "within own: library lib0.so",
+        "within own: library lib1.so",
+        "within own: library lib2.so",
+        "within own: ... 3 more in results.json",
+    ]
