@@ -97,6 +97,16 @@ def test_a_cause_clear_of_zero_but_not_of_a_material_share_leaves_the_finding_un
     assert status_of([small], (0.85, 0.75, 0.95)) is ExplainStatus.UNEXPLAINED
 
 
+def test_parts_that_together_account_for_the_change_leave_it_partly_explained() -> None:
+    """A split into two parts of a near tie: neither part's interval clears a quarter of the
+    change on its own, but together they leave at most half of it (the unexplained interval
+    lies below three quarters), so the verdict does not hang on which part one run's noise
+    favoured."""
+    parts = [Cause("build", "a", 0.45, 0.2, 1.1), Cause("python", "b", 0.5, 0.18, 1.2)]
+    assert status_of(parts, (0.05, -1.0, 0.5)) is ExplainStatus.PARTLY
+    assert status_of(parts, (0.05, -1.0, 0.8)) is ExplainStatus.UNEXPLAINED
+
+
 def test_a_benchmark_without_a_detected_change_is_not_explained(store) -> None:
     run_id = store.create_run({})
     for key, verdict, ratio in (
@@ -168,3 +178,26 @@ def test_another_explainers_shares_are_detail_never_shares_beside_the_decomposit
     store.save_section_result(run_id, SectionResult.of("explain", explanation))
     text = report.markdown(load_run_view(store, run_id))
     assert "- within by setting: setting num_threads: 50% [30%, 70%]" in text
+
+
+def test_the_why_block_shows_every_part_and_a_few_detail_lines_under_each() -> None:
+    within = {"within": [f"library lib{i}.so" for i in range(6)]}
+    parts = (
+        Cause("build", "own", 0.4, 0.3, 0.9, detail=within),
+        Cause("python", "rest", 0.5, 0.2, 1.0),
+        Cause("shared-libraries", "both", 0.05, -0.01, 0.1),
+    )
+    explanation = Explanation("bench:x", ExplainStatus.PARTLY, causes=parts, unexplained=0.05)
+    lines = report._lines(explanation)
+    assert [line.split(":")[0] for line in lines if not line.startswith("within")] == [
+        "build own",
+        "python rest",
+        "shared-libraries both",
+        "unexplained",
+    ]
+    assert lines[1:5] == [
+        "within own: library lib0.so",
+        "within own: library lib1.so",
+        "within own: library lib2.so",
+        "within own: ... 3 more in results.json",
+    ]

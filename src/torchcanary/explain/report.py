@@ -16,6 +16,7 @@ from torchcanary.section_types import JUnitCase, RunView
 
 _TITLE = "Why: what moved, why, and what would undo it"
 _SHOWN_CAUSES = 8
+_SHOWN_WITHIN = 3  # detail lines shown under each cause
 
 
 def explanations(view: RunView) -> list[Explanation]:
@@ -37,15 +38,18 @@ def _spent(view: RunView, found: list[Explanation]) -> str:
 def _lines(explanation: Explanation) -> list[str]:
     """The Why block of one finding as plain lines (Markdown list items without the dash)."""
     lines = []
-    for cause in explanation.causes:
+    for cause in explanation.causes[:_SHOWN_CAUSES]:
         lines.append(f"{cause.describe()}. {cause.evidence}".rstrip())
-        # Overlapping views (a library inside the build's part) are detail, not shares.
-        lines += [f"within {cause.name}: {line}" for line in cause.detail.get("within", [])]
-    lines = lines[:_SHOWN_CAUSES] + (
-        [f"... {len(lines) - _SHOWN_CAUSES} more in results.json"]
-        if len(lines) > _SHOWN_CAUSES
-        else []
-    )
+        # Overlapping views (a library inside the build's part) are detail, not shares; a
+        # few under each part, so the parts that add up are all shown.
+        within = cause.detail.get("within", [])
+        lines += [f"within {cause.name}: {line}" for line in within[:_SHOWN_WITHIN]]
+        if len(within) > _SHOWN_WITHIN:
+            lines.append(
+                f"within {cause.name}: ... {len(within) - _SHOWN_WITHIN} more in results.json"
+            )
+    if len(explanation.causes) > _SHOWN_CAUSES:
+        lines.append(f"... {len(explanation.causes) - _SHOWN_CAUSES} more causes in results.json")
     if explanation.unexplained is not None:
         lines.append(
             "unexplained: "

@@ -195,28 +195,34 @@ def _linked(causes: list[Cause]) -> list[Cause]:
     ]
 
 
-def _rank(cause: Cause) -> tuple[int, float]:
+def _rank(cause: Cause) -> tuple[int, int, float]:
     """A setting shown to recover a material share first, then the untested confounds
-    (the run names them; an op's share says what moved, not why), then the rest by share."""
+    (the run names them; an op's share says what moved, not why), then the rest in the
+    order their explainer ranked them (``detail["rank"]``: parts a near tie leaves in a
+    fixed order), else by share."""
     if cause.kind == CONFOUND:
-        return (1, 0.0)
+        return (1, 0, 0.0)
     tried = cause.kind in ("setting", "settings") and (cause.share_low or 0.0) > shares.MATERIAL
-    return (0 if tried else 2, -(cause.share or 0.0))
+    return (0 if tried else 2, int(cause.detail.get("rank", 0)), -(cause.share or 0.0))
 
 
 EXPLAINED_WIDTH = 0.5  # an unexplained share's interval wider than this cannot show "explained"
 
 
 def status_of(causes: list[Cause], unexplained: tuple[float, float, float] | None) -> ExplainStatus:
-    """Explained when the unexplained share's interval holds 0 and is tight; unexplained
-    when no cause's share is materially above 0 (its interval above ``shares.MATERIAL``:
-    with several candidate causes, one interval clearing 0 by chance is common); partly
-    otherwise."""
+    """Explained when the unexplained share's interval holds 0 and is tight; partly when a
+    material share is accounted for: one cause's interval lies above ``shares.MATERIAL``
+    (with several candidate causes, one interval clearing 0 by chance is common), or the
+    causes together leave less than all but a material share (the unexplained interval
+    lies below ``1 - MATERIAL``: a split into parts that each hold some of the change
+    accounts for it together, whichever part one run's noise favours); unexplained
+    otherwise. Each is decided on an interval, never on an estimate."""
     if unexplained is None:
         return ExplainStatus.PARTLY if causes else ExplainStatus.NOT_CHECKED
     _, low, high = unexplained
     if (low <= 0.0 <= high or high < 0.0) and high - low <= EXPLAINED_WIDTH:
         return ExplainStatus.EXPLAINED
-    if not any((c.share_low or 0.0) > shares.MATERIAL for c in causes):
+    jointly = high < 1.0 - shares.MATERIAL
+    if not jointly and not any((c.share_low or 0.0) > shares.MATERIAL for c in causes):
         return ExplainStatus.UNEXPLAINED
     return ExplainStatus.PARTLY

@@ -10,16 +10,27 @@ across the two environments round by round, never mixed into the bench's samples
   torch: each library's loading and the rest (Python modules, initialisation), per side;
 - one ``-X importtime`` run per side names the modules and the libraries (with sizes).
 
+The split is of the import's CPU time (the child process's, all threads), not its wall
+time. On a shared machine the wall time of one import moves by seconds with what else
+runs (measured: a round's wall change had a spread of 1-2 s against a change of 0.3 s),
+and that noise landed on whichever phase was running, mostly on "the rest of the import",
+the longest one; CPU time moved about a tenth as much, the loading of the build's own
+libraries a hundredth. The wall change of the same rounds is shown beside it.
+
 Nothing is shared out unless the ``plain`` rounds reproduce the change (its t interval
 excludes 0). Then the change is split once, into parts that do not overlap: the candidate
-build's own libraries, the libraries both load, those only the baseline loads, the rest of
-the import (all four timed in the same ``preload`` children), and "unexplained", what the
+build's own libraries, the rest of the import, the libraries both load, those only the
+baseline loads (all four timed in the same ``preload`` children), and "unexplained", what the
 ``preload`` children do not reproduce of the ``plain`` change; each part's share is of the
-``plain`` change, per round, so the parts and the unexplained add up to it. Single
+``plain`` change, per round, so the parts and the unexplained add up to it. A part leads
+only when its per-round change is told apart from each other one's (the 99 % t interval of
+their difference excludes 0); parts that are not are named as leading together, in the order
+above, so a near tie reads the same in every run instead of following the noise. Single
 libraries and modules overlap those parts (a module's time holds the libraries it loads)
-and are shown as detail inside their part. A library is matched across builds by its file name
-without the wheel's hash. "The build's own libraries" are those only the candidate loads
-(a CUDA build's ``nvidia/*``, ``libtorch_cuda``...): nothing is read from a version number.
+and are shown as detail inside their part. A library is matched across builds by its file
+name without the wheel's hash. "The build's own libraries" are those only the candidate
+loads (a CUDA build's ``nvidia/*``, ``libtorch_cuda``...): nothing is read from a version
+number.
 """
 
 from __future__ import annotations
@@ -43,6 +54,11 @@ _HASH = re.compile(r"-[0-9a-f]{8}(?=[.-])")
 _TOP_MODULES = 6
 MIN_ROUNDS = 3  # the fewest rounds shares are drawn from
 _TOP_LIBRARIES = 8
+# How sure a part must be that it is ahead of each other part to lead alone: it is picked
+# as the largest of several, and two runs must agree (at 95 % two runs of a near tie named
+# different leading parts 7 % of the time in simulation, at 99 % under 2 %:
+# benchmarks/explain_startup_lead.py).
+LEAD = 0.99
 _CUDA_PARTS = ("nvidia", "cuda", "cudnn", "cublas", "nccl", "nvshmem", "cufft", "curand")
 Round = dict[str, Any]
 
@@ -87,35 +103,45 @@ def _call(job: ExplainJob, role: str, worker: Any, **kwargs: Any) -> dict[str, A
 
 
 def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
-    """Each side's ``-X importtime`` profile, then rounds of plain and preload samples."""
+    """Each side's ``-X importtime`` profile (untimed, it is also the import that reads
+    the libraries from disk), then rounds of plain and preload samples."""
     workers = {role: job.ctx.new_worker(role) for role in ROLES}
     profiles = {role: _call(job, role, workers[role], mode="importtime") for role in ROLES}
     order = {role: load_order(list(profiles[role]["libraries"])) for role in ROLES}
     rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
-    for role in ROLES:  # untimed: the first import reads the libraries from disk
-        _call(job, role, workers[role], mode="plain")
     rng = random.Random(31)
-    last_round_s = 0.0
+    longest_s = 0.0
     for _ in range(job.settings.rounds):
-        # None started that the last one's duration says would end past the budget.
-        if job.seconds_left() < last_round_s:
+        # None started that the longest one so far says would end past the budget (the
+        # last one's duration let a load spike overrun a 150 s budget by 7 s).
+        if job.seconds_left() < longest_s:
             break
         started = time.monotonic()
+        # The two sides' plain imports back to back, then their split ones: each pair that
+        # is compared ran as close in time as it can.
+        plain = {r: _call(job, r, workers[r], mode="plain") for r in rng.sample(ROLES, 2)}
         for role in rng.sample(ROLES, len(ROLES)):
-            plain = _call(job, role, workers[role], mode="plain")["import_s"]
             preload = _call(job, role, workers[role], mode="preload", libraries=order[role])
-            rounds[role].append({"plain": plain, **preload})
-        last_round_s = time.monotonic() - started
+            rounds[role].append(
+                {"plain": plain[role]["import_s"], "plain_cpu": plain[role]["import_cpu_s"]}
+                | preload
+            )
+        longest_s = max(longest_s, time.monotonic() - started)
     return profiles, rounds
 
 
 def _library_seconds(round_: Round, names: set[str]) -> float:
-    return sum(s for path, s in round_["libraries_s"].items() if library_name(path) in names)
+    """CPU seconds loading the libraries named ``names`` took in a preload child."""
+    return sum(s for path, s in round_["libraries_cpu_s"].items() if library_name(path) in names)
 
 
 def split_total(round_: Round) -> float:
-    """A preload child's whole import: every library's loading and the rest."""
-    return float(sum(round_["libraries_s"].values()) + round_["import_s"])
+    """A preload child's whole import in CPU seconds: every library's loading and the rest."""
+    return float(sum(round_["libraries_cpu_s"].values()) + round_["import_cpu_s"])
+
+
+def _rest(round_: Round) -> float:
+    return float(round_["import_cpu_s"])
 
 
 def _per_round(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> list[float]:
@@ -126,6 +152,10 @@ def _per_round(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -
 
 
 def _plain(round_: Round) -> float:
+    return float(round_["plain_cpu"])
+
+
+def _plain_wall(round_: Round) -> float:
     return float(round_["plain"])
 
 
@@ -167,8 +197,8 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
 def decompose(
     profiles: dict[str, dict[str, Any]], rounds: dict[str, list[Round]], reproduce: str
 ) -> Contribution:
-    """The measured rounds as one decomposition of the plain import's change, or, where
-    they do not reproduce it, what they measured and no share."""
+    """The measured rounds as one decomposition of the plain import's change in CPU time,
+    or, where they do not reproduce it, what they measured and no share."""
     names = {
         role: {library_name(p) for p in profiles[role]["libraries"] if ".cpython-" not in p}
         for role in ROLES
@@ -178,15 +208,17 @@ def decompose(
     both = names["candidate"] & names["baseline"]
     plain = _per_round(rounds, _plain)
     delta = shares.mean(plain)
+    wall = shares.mean(_per_round(rounds, _plain_wall))
     split = _per_round(rounds, split_total)
     build = _per_round(rounds, lambda r: _library_seconds(r, own))
     same_build = shares.ratio(
         [s - b for s, b in zip(split, build, strict=True)],
         [split_total(r) for r in rounds["baseline"]][: len(split)],
     )
-    extra = {
+    extra: dict[str, Any] = {
         "startup": {
-            "delta_s": list(delta) if delta else None,
+            "delta_s": list(delta) if delta else None,  # CPU seconds
+            "wall_delta_s": list(wall) if wall else None,
             "rounds": {role: len(rounds[role]) for role in ROLES},
             "libraries": {role: _libraries_line(profiles[role]) for role in ROLES},
             "build_libraries": sorted(own),
@@ -196,26 +228,28 @@ def decompose(
             "without_build_libraries": list(same_build) if same_build else None,
         }
     }
-    if delta is None or delta[1] <= 0 <= delta[2]:
-        return Contribution(
-            not_checked=(
-                f"startup: these rounds did not reproduce the import's change: they measured "
-                f"{_ms(delta)} over {len(plain)} rounds; no share is shown",
-            ),
-            extra=extra,
-        )
     parts: dict[str, tuple[str, Callable[[Round], float]]] = {
         "build": ("the candidate build's own libraries", lambda r: _library_seconds(r, own)),
+        "python": ("the rest of import torch (Python modules, initialisation)", _rest),
         "shared-libraries": ("the libraries both builds load", lambda r: _library_seconds(r, both)),
-        "python": (
-            "the rest of import torch (Python modules, initialisation)",
-            lambda r: r["import_s"],
-        ),
     }
     if gone:
         parts["gone"] = (
             "the libraries only the baseline loads",
             lambda r: _library_seconds(r, gone),
+        )
+    moved = {kind: _per_round(rounds, part) for kind, (_, part) in parts.items()}
+    order, lead = leading(moved, plain, {kind: name for kind, (name, _) in parts.items()})
+    extra["startup"] |= {"order": order, "leading": lead}
+    measured = f"CPU {_ms(delta)}, wall {_ms(wall)} over {len(plain)} rounds"
+    if delta is None or delta[1] <= 0 <= delta[2]:
+        each = ", ".join(f"{parts[kind][0]} {_ms(shares.mean(moved[kind]))}" for kind in order)
+        return Contribution(
+            not_checked=(
+                f"startup: these rounds did not reproduce the import's change: they measured "
+                f"{measured}, of it {each}; no share is shown",
+            ),
+            extra=extra,
         )
     within = {
         "build": _library_lines(rounds, own, plain),
@@ -223,8 +257,9 @@ def decompose(
         "python": _module_lines(profiles),
     }
     causes = []
-    for kind, (name, part) in parts.items():
-        interval = shares.ratio(_per_round(rounds, part), plain)
+    for kind in order:
+        name, part = parts[kind]
+        interval = shares.ratio(moved[kind], plain)
         if interval is None:
             continue
         causes.append(
@@ -233,16 +268,69 @@ def decompose(
                 name,
                 *interval,
                 evidence=_evidence(kind, profiles, rounds, own, part)
-                + (_same_build_line(same_build) if kind == "build" else ""),
+                + (_same_build_line(same_build) if kind == "build" else "")
+                + (f"; {lead}" if kind == order[0] else ""),
                 reproduce=reproduce,
-                detail={"within": within[kind]} if within.get(kind) else {},
+                detail={"rank": order.index(kind)}
+                | ({"within": within[kind]} if within.get(kind) else {}),
             )
         )
     # The parts are timed in the same children and add up to the split import; what the
     # split does not reproduce of the plain import's change (preloading's own cost, noise)
     # is the unexplained part, so the parts and it add up to the change.
     unexplained = shares.ratio([p - s for p, s in zip(plain, split, strict=True)], plain)
-    return Contribution(tuple(causes), unexplained, extra=extra)
+    return Contribution(
+        tuple(causes),
+        unexplained,
+        not_checked=(
+            f"startup: the split of the import's wall time: it moves with the machine's "
+            f"other work (these rounds: {measured}); the shares are of its CPU time",
+        ),
+        extra=extra,
+    )
+
+
+def _above_0(share: shares.Interval | None) -> bool:
+    """Whether a share's interval lies above 0 (None: no share, nothing to hold against)."""
+    return share is None or share[1] > 0
+
+
+def leading(
+    moved: dict[str, list[float]], plain: list[float], names: dict[str, str]
+) -> tuple[list[str], str]:
+    """The parts in the order shown, and in words which lead. The part with the largest
+    share leads alone only where its per-round change is told apart from each other
+    part's (the :data:`LEAD` t interval of their difference excludes 0); the parts it is
+    not told apart from lead with it, in the order ``moved`` lists them (a fixed order, so
+    a near tie gives the same leading parts in every run); the rest follow by share."""
+    sign = 1.0 if sum(plain) >= 0 else -1.0
+    by_share = sorted(moved, key=lambda kind: -sign * sum(moved[kind]))
+    top = by_share[0]
+    gaps = {
+        kind: shares.mean([a - b for a, b in zip(moved[top], moved[kind], strict=True)], LEAD)
+        for kind in by_share[1:]
+    }
+    # A part not told apart from the first leads with it only if it accounts for some of
+    # the change (its share's interval above 0): one that may account for none leads nothing.
+    tied = {
+        kind
+        for kind, gap in gaps.items()
+        if (gap is None or gap[1] <= 0 <= gap[2]) and _above_0(shares.ratio(moved[kind], plain))
+    }
+    first = [kind for kind in moved if kind == top or kind in tied]
+    order = first + [kind for kind in by_share if kind not in first]
+    if len(first) == 1:
+        runner = by_share[1] if len(by_share) > 1 else None
+        lead = "it leads" + (f", ahead of {names[runner]} by {_ms(gaps[runner])}" if runner else "")
+    else:
+        others = [kind for kind in first if kind != first[0]]
+        lead = (
+            f"it leads together with {' and '.join(names[k] for k in others)}: these rounds "
+            "do not tell their changes apart ("
+            + "; ".join(f"{names[top]} minus {names[k]} {_ms(gaps[k])}" for k in first if k != top)
+            + ")"
+        )
+    return order, lead
 
 
 def _ms(delta: shares.Interval | None) -> str:
@@ -271,7 +359,7 @@ def _evidence(
     part: Callable[[Round], float],
 ) -> str:
     medians = {role: shares.median([part(r) for r in rounds[role]]) for role in ROLES}
-    line = f"{medians['baseline'] * 1e3:.0f} ms -> {medians['candidate'] * 1e3:.0f} ms"
+    line = f"{medians['baseline'] * 1e3:.0f} -> {medians['candidate'] * 1e3:.0f} ms of CPU"
     if kind != "build":
         return line
     sizes = {library_name(p): b for p, b in profiles["candidate"]["libraries"].items()}

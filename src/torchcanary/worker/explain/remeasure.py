@@ -38,15 +38,22 @@ def measure(
 
 
 def steady(spec: dict[str, Any], threads: int, count: int) -> dict[str, Any]:
-    """The median seconds per call of a steady benchmark, over ``count`` samples."""
+    """The median seconds per call of a steady benchmark, over ``count`` samples: CPU
+    seconds where it runs on one thread (the call's own work, which the machine's other
+    work barely moves; its wall time, the bench's measure, then also holds the time that
+    work took the core away), wall seconds with more threads (where their waiting, and
+    how the work is spread over them, are part of what a setting changes)."""
     from torchcanary.worker.bench import timing
 
     timing.configure(threads)
     prepared = timing.prepare("explain", spec)
     if "skipped" in prepared:
         return {"error": prepared["skipped"]}
-    times = timing.sample("explain", count)["times_s"]
-    return {"seconds": statistics.median(times)}
+    sampled = timing.sample("explain", count)
+    wall = statistics.median(sampled["times_s"])
+    if threads == 1 and prepared.get("device", "cpu") == "cpu":
+        return {"seconds": statistics.median(sampled["cpu_s"]), "clock": "cpu", "wall_s": wall}
+    return {"seconds": wall, "clock": "wall"}
 
 
 def startup(measure: str, threads: int) -> dict[str, Any]:
