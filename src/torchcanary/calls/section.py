@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 import os
 import shlex
 from collections.abc import Mapping
@@ -410,14 +411,19 @@ def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
     }
 
 
-def _values(path: Path) -> bytes:
-    return path.read_bytes() if path.is_file() else b""
+def _values(path: Path) -> bytes | mmap.mmap:
+    """The recording's values, mapped rather than read: a recording keeps every sampled
+    call's arguments, whatever their size."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return b""
+    with open(path, "rb") as stream:
+        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _kept(
     call: Mapping[str, Any],
     replays: Mapping[str, Mapping[Any, Replay]],
-    values: bytes,
+    values: bytes | mmap.mmap,
     seed: int | None,
 ) -> dict[str, Any]:
     """What ``torchcanary repro`` reads from a changed call's row: the call (its small
