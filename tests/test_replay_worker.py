@@ -59,6 +59,9 @@ forked = multiprocessing.get_context("fork").Process(target=torch.zeros, args=(1
 forked.start(), forked.join()  # a forked process: not followed, counted
 spawned = multiprocessing.get_context("spawn").Process(target=torch.zeros, args=(1,))
 spawned.start(), spawned.join()  # a spawned one (no fork hook sees it): counted too
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import math"], check=True)  # a Python: counted
+subprocess.run(["true"], check=True)  # not a Python: no torch call of the user's in it
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
@@ -320,7 +323,7 @@ def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_proj
     assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
 
 
-def test_a_call_in_another_thread_is_recorded_and_a_forked_or_spawned_process_is_counted(
+def test_a_call_in_another_thread_is_recorded_and_other_processes_are_counted(
     recording: Path,
 ) -> None:
     (sigmoid,) = [e for e in _calls(recording) if e["callable"] == "torch.sigmoid"]
@@ -329,7 +332,11 @@ def test_a_call_in_another_thread_is_recorded_and_a_forked_or_spawned_process_is
     )
     assert sigmoid["site"]["line"] == helper and sigmoid["outcome"]["status"] == "returned"
     meta = json.loads((recording / "meta.json").read_text())
-    assert meta["not_followed"] == {"forked process(es)": 1, "spawned process(es)": 1}
+    assert meta["not_followed"] == {
+        "forked process(es)": 1,
+        "spawned process(es)": 1,
+        "python subprocess(es)": 1,
+    }
     zeros = [e["signature"] for e in _calls(recording) if e["callable"] == "torch.zeros"]
     assert zeros == ["2"]  # the script's own; the forked process's torch.zeros(1) is not there
 

@@ -34,6 +34,8 @@ import contextlib
 import json
 import multiprocessing.process
 import os
+import re
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -66,6 +68,7 @@ from torchcanary.worker.replay.user_code import UserCode
 SEED = 20260  # seeded at the start of recording and before each replayed call
 FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
 SPAWNED = "spawned process(es)"  # multiprocessing's spawn and forkserver: not followed either
+PYTHONS = "python subprocess(es)"  # a Python the user's code starts through subprocess
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -140,6 +143,7 @@ class Recording:
         self.stopped = False  # saved, or in a forked child: notes nothing more
         self.forked = 0
         self.spawned = 0
+        self.pythons = 0
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
     def _count_fork(self) -> None:
@@ -225,7 +229,7 @@ class Recording:
             for entry in calls:
                 out.write(json.dumps(entry) + "\n")
         skipped = Counter(e["why_not"] for e in calls if not e["replayable"])
-        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned))
+        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned), (PYTHONS, self.pythons))
         meta = {
             "format": FORMAT_VERSION,
             "seed": SEED,
@@ -430,21 +434,63 @@ def _count_spawns(recording: Recording) -> Callable[[], None]:
     return lambda: setattr(multiprocessing.process.BaseProcess, "start", start)
 
 
+def _program(args: Any, executable: Any, shell: bool) -> str:
+    """The name of the program a ``subprocess`` call runs."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        first = (text.split() or [""])[0] if shell else text
+    else:
+        first = os.fsdecode(args[0]) if args else ""
+    if executable is not None and not shell:
+        first = os.fsdecode(executable)
+    return first
+
+
+def _is_python(program: str) -> bool:
+    name = os.path.basename(program)
+    return bool(re.fullmatch(r"python[0-9.]*", name)) or program == sys.executable
+
+
+def _count_pythons(recording: Recording) -> Callable[[], None]:
+    """A Python the user's code starts through ``subprocess`` (``python -c``, a script) runs
+    torch calls no mode sees: counted as it starts; one torch starts for itself (Inductor's
+    compile workers: a torch frame on the stack) is not the user's. Returns what sets
+    ``Popen._execute_child`` back."""
+    execute = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def counted(popen: Any, args: Any, executable: Any, *rest: Any) -> Any:
+        shell = bool(rest[7]) if len(rest) > 7 else False  # its parameters after executable
+        if not recording.stopped and _is_python(_program(args, executable, shell)):
+            frame: FrameType | None = sys._getframe(1)
+            while frame is not None and not frame.f_code.co_filename.startswith(_TORCH_DIR):
+                frame = frame.f_back
+            if frame is None:
+                with recording.lock:
+                    recording.pythons += 1
+        return execute(popen, args, executable, *rest)
+
+    setattr(subprocess.Popen, "_execute_child", counted)  # noqa: B010
+    return lambda: setattr(subprocess.Popen, "_execute_child", execute)
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
     """Record every torch call made inside the block into ``folder``: in this thread and in
     every thread started inside it. A process forked or spawned inside it (a ``DataLoader``
-    worker) is not followed: counted, and its calls are not written."""
+    worker), or a Python started through ``subprocess``, is not followed: counted, and its
+    calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
     before = _follow_threads(recording)
     restore_start = _count_spawns(recording)
+    restore_execute = _count_pythons(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
         threading.setprofile(before)
         restore_start()
+        restore_execute()
         recording.save()
 
 
