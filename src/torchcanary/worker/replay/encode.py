@@ -81,8 +81,10 @@ class NotReplayable(Exception):
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:
     """The elements' bytes, contiguous; read through ctypes so numpy is not needed (bytes,
-    not values, so a NaN left in place is unchanged)."""
-    flat = tensor.detach().to("cpu").contiguous()
+    not values, so a NaN left in place is unchanged). A conjugated or negated view
+    (``Tensor.conj``: a bit on the view, its storage unchanged) is resolved first: its
+    storage's bytes are not its values."""
+    flat = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
     size = flat.numel() * flat.element_size()
     return ctypes.string_at(flat.data_ptr(), size) if size else b""
 
