@@ -81,7 +81,7 @@ def _run(
 ) -> str:
     environ = {**os.environ, "PYTHONPATH": str(import_root), **extra}
     done = subprocess.run(
-        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120, cwd=cwd
+        [env.python, *args], env=environ, capture_output=True, text=True, timeout=300, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
