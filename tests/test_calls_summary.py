@@ -87,6 +87,17 @@ def test_what_was_not_followed_while_recording_is_named_on_the_first_line() -> N
     )
 
 
+def test_the_calls_counted_past_their_sites_sample_are_named_on_the_first_line() -> None:
+    summary = call_set_summary("pytest -q", "passed", 10, {"same": 10}, {}, {})
+    summary = dataclasses.replace(summary, not_sampled=2637688)
+    view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
+    first = markdown(view).splitlines()[2]
+    assert (
+        "10 distinct call(s) recorded under the baseline (a bounded sample of each site's "
+        "calls: 2637688 more counted, not replayed), 10 replayed in both versions, " in first
+    )
+
+
 def test_what_the_diff_says_of_a_call_is_read_from_its_stored_rows_in_its_own_words() -> None:
     """The calls link a changed call to the diff's change of the same symbol, read from the
     diff's stored rows (their JSON), never its code: the verdict in its stored word, not

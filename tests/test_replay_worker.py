@@ -59,10 +59,20 @@ forked = multiprocessing.get_context("fork").Process(target=torch.zeros, args=(1
 forked.start(), forked.join()  # a forked process: not followed, counted
 spawned = multiprocessing.get_context("spawn").Process(target=torch.zeros, args=(1,))
 spawned.start(), spawned.join()  # a spawned one (no fork hook sees it): counted too
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import math"], check=True)  # a Python: counted
+subprocess.run(["true"], check=True)  # not a Python: no torch call of the user's in it
 sparse = torch.eye(3).to_sparse()  # another layout: its values compared dense
 for cast in (False, True):  # one line, two calls: the modes are part of what a call is
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
         product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+for step in range(300):  # one site and class, 7 shapes, 300 values: a bounded sample of it
+    total = torch.sum(torch.full((step % 7 + 1,), float(step)))
+for _ in range(3):  # the same call thrice: one sample, counted three times
+    negated = torch.neg(torch.ones(2))
+wide = torch.arange(5000.0).reshape(50, 100)
+summed = torch.cumsum(wide, 0)  # an argument of 5000 values: kept, replayed and compared
+flipped = torch.ones(2, dtype=torch.complex64).mul(torch.full((2,), 1 + 2j).conj())
 """
 
 
@@ -71,7 +81,7 @@ def _run(
 ) -> str:
     environ = {**os.environ, "PYTHONPATH": str(import_root), **extra}
     done = subprocess.run(
-        [env.python, *args], env=environ, capture_output=True, text=True, timeout=120, cwd=cwd
+        [env.python, *args], env=environ, capture_output=True, text=True, timeout=300, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -162,15 +172,58 @@ def test_recording_counts_each_distinct_call_once_with_where_it_was_made(
 ) -> None:
     entries = _calls(recording)
     relu = [e for e in entries if e["callable"] == "torch.nn.functional.relu"]
-    assert len(relu) == 1 and relu[0]["count"] == 5 and relu[0]["level"] == "api"
+    assert len(relu) == 2 and [e["count"] for e in relu] == [1, 1]  # two values sampled
+    assert relu[0]["level"] == "api" and relu[0]["group"] == relu[1]["group"]
     assert relu[0]["site"]["file"].endswith("user_script.py") and relu[0]["site"]["line"] == 9
     aten_relu = [e for e in entries if e["callable"] == "torch.ops.aten.relu.default"]
-    assert aten_relu[0]["count"] == 5 and aten_relu[0]["site"]["line"] == 9
+    assert len(aten_relu) == 2 and aten_relu[0]["site"]["line"] == 9
     rand = next(e for e in entries if e["callable"] == "torch.rand")
     assert not rand["replayable"] and "Generator" in rand["why_not"]
     meta = json.loads((recording / "meta.json").read_text())
     assert meta["torch"].startswith("2.13") and meta["distinct"] == len(entries)
     assert sum(meta["not_replayable"].values()) >= 2  # torch.rand and its aten operator
+
+
+def test_a_site_keeps_a_bounded_sample_of_its_calls_and_counts_the_rest(
+    recording: Path,
+) -> None:
+    """300 calls of one site and class in 7 shapes and 300 values keep 4 shapes of 2
+    values each; the same call thrice is one sample counted thrice; every call is
+    accounted for, kept or counted past its group's sample."""
+    entries = _calls(recording)
+    sums = [e for e in entries if e["callable"] == "torch.sum"]
+    assert len(sums) == 8 and len({e["group"] for e in sums}) == 1
+    shapes = [e["args"][0]["shape"] for e in sums]
+    assert shapes == [[1], [2], [3], [4], [1], [2], [3], [4]]  # shapes 5 to 7 came too late
+    assert len({(e["signature"], e["values_key"]) for e in sums}) == 8
+    (negated,) = [e for e in entries if e["callable"] == "torch.neg"]
+    assert negated["count"] == 3
+    meta = json.loads((recording / "meta.json").read_text())
+    assert meta["not_sampled"] >= 300 - 8
+    assert meta["calls"] == sum(e["count"] for e in entries) + meta["not_sampled"]
+
+
+def test_an_argument_of_any_size_is_kept_replayed_and_compared_by_value(
+    recording: Path, baseline_replay: dict
+) -> None:
+    (summed,) = [e for e in _calls(recording) if e["callable"] == "torch.cumsum"]
+    assert summed["replayable"] and summed["args"][0]["data"]["length"] == 5000 * 4
+    replayed = baseline_replay["torch.cumsum"]
+    (output,) = replayed["outputs"]
+    assert replayed["status"] == "returned" and output["data"]["length"] == 5000 * 4
+    replay = Replay.from_json(replayed, values_file=baseline_replay["(values file)"])
+    found = compare_call(replay, replay, replay, recorded=summed["outcome"])
+    assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+
+
+def test_a_conjugated_argument_is_kept_with_its_values_so_its_replay_is_faithful(
+    recording: Path, baseline_replay: dict
+) -> None:
+    """``Tensor.conj`` sets a bit on a view; its storage holds the unconjugated values,
+    which a replay rebuilt from them would multiply instead (tensorly's svd did)."""
+    (flipped,) = [e for e in _calls(recording) if e["callable"] == "torch.Tensor.mul"]
+    assert flipped["outcome"]["outputs"][0]["fingerprint"]["sum"] == 1 - 2 + 1 - 2
+    assert _verdict(flipped, baseline_replay["torch.Tensor.mul"]) is CallVerdict.SAME
 
 
 def _replay(
@@ -281,7 +334,7 @@ def test_a_call_a_dependency_makes_is_sited_at_the_users_line_and_the_users_proj
     assert div["site"]["file"].endswith("userproj/__init__.py") and div["site"]["line"] == 5
 
 
-def test_a_call_in_another_thread_is_recorded_and_a_forked_or_spawned_process_is_counted(
+def test_a_call_in_another_thread_is_recorded_and_other_processes_are_counted(
     recording: Path,
 ) -> None:
     (sigmoid,) = [e for e in _calls(recording) if e["callable"] == "torch.sigmoid"]
@@ -290,7 +343,11 @@ def test_a_call_in_another_thread_is_recorded_and_a_forked_or_spawned_process_is
     )
     assert sigmoid["site"]["line"] == helper and sigmoid["outcome"]["status"] == "returned"
     meta = json.loads((recording / "meta.json").read_text())
-    assert meta["not_followed"] == {"forked process(es)": 1, "spawned process(es)": 1}
+    assert meta["not_followed"] == {
+        "forked process(es)": 1,
+        "spawned process(es)": 1,
+        "python subprocess(es)": 1,
+    }
     zeros = [e["signature"] for e in _calls(recording) if e["callable"] == "torch.zeros"]
     assert zeros == ["2"]  # the script's own; the forked process's torch.zeros(1) is not there
 

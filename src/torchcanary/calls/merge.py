@@ -1,12 +1,14 @@
 """Merges the recordings pytest-xdist workers wrote (one folder each, ``worker-gw0``, ...,
 inside the recording's folder) into the recording's own files, as one process would have
-written them: calls distinct by (site, callable, signature, modes), counts summed, each
-kept call's values moved into the one ``values.bin`` (format: ``worker/replay/encode.py``).
+written them: calls distinct by (site, callable, signature, modes, values), counts summed,
+each kept call's values moved into the one ``values.bin`` (copied file by file, as a
+recording's values may be large; format: ``worker/replay/encode.py``).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +24,29 @@ def merge_workers(folder: Path) -> int:
         return 0
     sources = [folder] if (folder / "calls.jsonl").is_file() else []
     merged: dict[str, dict[str, Any]] = {}
-    values = bytearray()
-    meta: dict[str, Any] = {"calls": 0, "not_followed": {}}
+    meta: dict[str, Any] = {"calls": 0, "not_sampled": 0, "not_followed": {}}
     imports: list[str] = []  # the modules that register their operators, all workers'
-    for source in [*sources, *workers]:
-        base = len(values)
-        values += (source / "values.bin").read_bytes()
-        for line in (source / "calls.jsonl").read_text().splitlines():
-            if line.strip():
-                _add(merged, json.loads(line), base)
-        part = json.loads((source / "meta.json").read_text())
-        meta = {
-            **part,
-            "calls": meta["calls"] + part.get("calls", 0),
-            "not_followed": meta["not_followed"],
-        }
-        meta["imports"] = sorted({*imports, *part.get("imports", ())})
-        imports = meta["imports"]
-        for why, count in part.get("not_followed", {}).items():
-            meta["not_followed"][why] = meta["not_followed"].get(why, 0) + count
+    joined = folder / "values.bin.merging"
+    with open(joined, "wb") as values:
+        for source in [*sources, *workers]:
+            base = values.tell()
+            with open(source / "values.bin", "rb") as part_values:
+                shutil.copyfileobj(part_values, values)
+            for line in (source / "calls.jsonl").read_text().splitlines():
+                if line.strip():
+                    _add(merged, json.loads(line), base)
+            part = json.loads((source / "meta.json").read_text())
+            meta = {
+                **part,
+                "calls": meta["calls"] + part.get("calls", 0),
+                "not_sampled": meta["not_sampled"] + part.get("not_sampled", 0),
+                "not_followed": meta["not_followed"],
+            }
+            meta["imports"] = sorted({*imports, *part.get("imports", ())})
+            imports = meta["imports"]
+            for why, count in part.get("not_followed", {}).items():
+                meta["not_followed"][why] = meta["not_followed"].get(why, 0) + count
+        size = values.tell()
     calls = list(merged.values())
     for index, entry in enumerate(calls):
         entry["id"] = index
@@ -49,8 +55,9 @@ def merge_workers(folder: Path) -> int:
         if not entry.get("replayable", True):
             why = str(entry.get("why_not"))
             not_replayable[why] = not_replayable.get(why, 0) + 1
-    meta.update(distinct=len(calls), not_replayable=not_replayable, values_bytes=len(values))
-    (folder / "values.bin").write_bytes(bytes(values))
+    meta.update(distinct=len(calls), not_replayable=not_replayable, values_bytes=size)
+    meta.pop("groups", None)  # each worker numbered its own; merged, they are not counted
+    joined.replace(folder / "values.bin")
     (folder / "calls.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in calls))
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
     return len(workers)
@@ -60,7 +67,14 @@ def _add(merged: dict[str, dict[str, Any]], entry: dict[str, Any], base: int) ->
     site = entry.get("site") or {}
     where = [site.get("file"), site.get("line")]
     key = json.dumps(
-        [*where, entry["callable"], entry.get("signature"), entry.get("context")], sort_keys=True
+        [
+            *where,
+            entry["callable"],
+            entry.get("signature"),
+            entry.get("context"),
+            entry.get("values_key"),
+        ],
+        sort_keys=True,
     )
     known = merged.get(key)
     if known is not None:

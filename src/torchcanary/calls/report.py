@@ -69,8 +69,14 @@ def _headline(summary: CallsSummary) -> str:
     unfollowed = "; ".join(f"{n} {why}" for why, n in sorted(summary.not_followed.items()))
     if unfollowed:
         compared += f"not followed while recording: {unfollowed}; "
+    sampled = (
+        f" (a bounded sample of each site's calls: {summary.not_sampled} more counted, "
+        "not replayed)"
+        if summary.not_sampled
+        else ""
+    )
     return compared + (
-        f"{summary.recorded} distinct call(s) recorded under the baseline, "
+        f"{summary.recorded} distinct call(s) recorded under the baseline{sampled}, "
         f"{summary.replayed} replayed in both versions, "
         f"{summary.recorded - summary.replayed} not replayable ({counts}); "
         f"while recorded: {summary.recording_run}"

@@ -9,6 +9,7 @@ a reproducer needs the store alone, not the run's work folder.
 from __future__ import annotations
 
 import base64
+import mmap
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,21 +23,30 @@ KIND = "call"  # the repro writer that reads these findings
 SHOWN = (CallVerdict.RAISES_NOW, CallVerdict.DIFFERENT_RESULT, CallVerdict.NEW_WARNING)
 
 
-def inline_values(encoded: Any, values: bytes) -> Any:
+INLINE_LIMIT = 1 << 20  # bytes of one tensor argument a stored row keeps inline
+
+
+def inline_values(encoded: Any, values: bytes | mmap.mmap) -> Any:
     """An encoded argument with each tensor's bytes inline (``data: {"b64"}``) instead of
-    an offset into the recording's ``values.bin``."""
+    an offset into the recording's ``values.bin``; a tensor past ``INLINE_LIMIT`` keeps its
+    metadata alone (``data`` null: a row stays small, the reproducer says it cannot write
+    it)."""
     if isinstance(encoded, list):
         return [inline_values(item, values) for item in encoded]
     if not isinstance(encoded, dict):
         return encoded
     if encoded.get("t") == "tensor" and encoded.get("data"):
         data = encoded["data"]
+        if data["length"] > INLINE_LIMIT:
+            return {**encoded, "data": None}
         raw = values[data["offset"] : data["offset"] + data["length"]]
         return {**encoded, "data": {"b64": base64.b64encode(raw).decode("ascii")}}
     return {key: inline_values(value, values) for key, value in encoded.items()}
 
 
-def kept_call(call: Mapping[str, Any], values: bytes, seed: int | None) -> dict[str, Any]:
+def kept_call(
+    call: Mapping[str, Any], values: bytes | mmap.mmap, seed: int | None
+) -> dict[str, Any]:
     """What of a recorded call a script needs: the callable, its arguments (values inline),
     the modes it ran under and the seed its replays drew from."""
     return {

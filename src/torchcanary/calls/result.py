@@ -50,6 +50,9 @@ class CallsSummary:
     metadata_only: dict[str, int] = field(default_factory=dict)  # why -> calls
     # what ran while recorded but was not followed: "forked process(es)" -> how many
     not_followed: dict[str, int] = field(default_factory=dict)
+    # calls past their group's sample (site x callable x argument class x modes): counted,
+    # represented by the sample, not replayed themselves
+    not_sampled: int = 0
     key: str = SUMMARY_KEY
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 import os
 import shlex
 from collections.abc import Mapping
@@ -112,7 +113,7 @@ def run(ctx: RunContext) -> None:
     not_replayable: dict[str, int] = {}
     metadata_only: dict[str, int] = {}
     not_followed: dict[str, int] = {}
-    recorded = 0
+    recorded = not_sampled = 0
     notes = _release_text(ctx)
     pythons = {"baseline": baseline_python, "candidate": _candidate_python(ctx, settings, root)}
     _replay_all(ctx, settings, written, pythons)
@@ -120,6 +121,7 @@ def run(ctx: RunContext) -> None:
         calls = _compare(ctx, settings, recording, counts, metadata_only, notes)
         recorded += len(calls)
         meta = json.loads((recording.folder / "meta.json").read_text())
+        not_sampled += meta.get("not_sampled", 0)
         for why, count in meta.get("not_followed", {}).items():
             not_followed[why] = not_followed.get(why, 0) + count
         for call in calls:
@@ -127,7 +129,7 @@ def run(ctx: RunContext) -> None:
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
     summary = call_set_summary(what, ran, recorded, counts, not_replayable, metadata_only)
-    summary = dataclasses.replace(summary, not_followed=not_followed)
+    summary = dataclasses.replace(summary, not_followed=not_followed, not_sampled=not_sampled)
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 
@@ -410,14 +412,19 @@ def _by_id(path: Path, uninitialised: set[Any]) -> dict[Any, Replay]:
     }
 
 
-def _values(path: Path) -> bytes:
-    return path.read_bytes() if path.is_file() else b""
+def _values(path: Path) -> bytes | mmap.mmap:
+    """The recording's values, mapped rather than read: a recording keeps every sampled
+    call's arguments, whatever their size."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return b""
+    with open(path, "rb") as stream:
+        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _kept(
     call: Mapping[str, Any],
     replays: Mapping[str, Mapping[Any, Replay]],
-    values: bytes,
+    values: bytes | mmap.mmap,
     seed: int | None,
 ) -> dict[str, Any]:
     """What ``torchcanary repro`` reads from a changed call's row: the call (its small

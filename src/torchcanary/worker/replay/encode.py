@@ -17,10 +17,15 @@ A recording is a folder:
   ``torch.nn.functional.relu``, ``torch.Tensor.add`` (api) or ``torch.ops.aten.add.Tensor``
   (aten). Calls are distinct by (site, callable, signature, context); ``count`` says how
   often each ran.
-- ``values.bin``: the bytes of small tensors (contiguous, native byte order), referenced by
-  offset and length.
-- ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "not_replayable":
-  {why_not: count}, "values_bytes", "values_budget"}``.
+  Calls are grouped by (site, callable, class: each argument's type, a tensor's dtype,
+  rank, device and grad; context), ``group`` the group's number; a group keeps a bounded
+  sample (``record.py``: a few concrete signatures, a few distinct values each, told apart
+  by ``values_key``, a hash of their small tensors' bytes); the calls past it are counted
+  in meta's ``not_sampled``, not kept.
+- ``values.bin``: the bytes of every kept call's tensor arguments, whatever their size
+  (contiguous, native byte order; the same bytes kept once), referenced by offset and length.
+- ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "groups", "not_sampled",
+  "not_replayable": {why_not: count}, "values_bytes", "values_budget"}``.
 
 Encoded values:
 
@@ -51,17 +56,22 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import hashlib
 import math
+import mmap
 from typing import Any, BinaryIO
 
 import torch
 
-FORMAT_VERSION = 2  # 2: each call keeps its outcome
+FORMAT_VERSION = 3  # 2: each call keeps its outcome; 3: calls sampled per group
 MAX_MESSAGE = 2000  # characters of an exception's message kept
-MAX_ELEMENTS = 4096  # a tensor with more elements is described, not kept
-VALUES_BUDGET = 64 << 20  # bytes of values.bin in all; beyond it, data null
+MAX_ELEMENTS = 4096  # a replay's output with more elements goes to its values file
+# bytes of values.bin in all (a safety stop: a group keeps a bounded sample, so a suite
+# stays far below it); beyond it, data null
+VALUES_BUDGET = 4 << 30
 # bytes of one replay's values file in all: outputs past it are compared by fingerprint
 REPLAY_VALUES_BUDGET = 1 << 30
+Values = bytes | mmap.mmap  # a values file, read or mapped
 _NAMED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout"}
 
 
@@ -71,18 +81,12 @@ class NotReplayable(Exception):
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:
     """The elements' bytes, contiguous; read through ctypes so numpy is not needed (bytes,
-    not values, so a NaN left in place is unchanged)."""
-    flat = tensor.detach().to("cpu").contiguous()
+    not values, so a NaN left in place is unchanged). A conjugated or negated view
+    (``Tensor.conj``: a bit on the view, its storage unchanged) is resolved first: its
+    storage's bytes are not its values."""
+    flat = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
     size = flat.numel() * flat.element_size()
     return ctypes.string_at(flat.data_ptr(), size) if size else b""
-
-
-def _readable(tensor: torch.Tensor) -> str | None:
-    """Why a tensor's values cannot be kept, or None."""
-    reason = _unreadable(tensor)
-    if reason is None and tensor.numel() > MAX_ELEMENTS:
-        return f"tensor of {tensor.numel()} elements (more than {MAX_ELEMENTS} are not kept)"
-    return reason
 
 
 def _unreadable(tensor: torch.Tensor) -> str | None:
@@ -170,32 +174,71 @@ def signature_of(encoded: Any) -> str:
     return str(encoded.get("v", kind))
 
 
-class ValueStore:
-    """Appends tensors' bytes to a values file, up to a total budget: small tensors only
-    (``values.bin``), or any size (``max_elements`` None: a replay's outputs). ``used``: the
-    bytes the file holds already (a replay child that takes over from one that died)."""
+def class_of(value: Any) -> str:
+    """What a call's argument is, short of its shape and values: a tensor's dtype, rank,
+    device and grad, another value's type (a sequence's items'). Calls of one class at one
+    site share a group, which keeps a bounded sample of them."""
+    if isinstance(value, torch.Tensor):
+        grad = "+grad" if value.requires_grad else ""
+        return f"{str(value.dtype)[6:]}/{value.dim()}d@{value.device}{grad}"
+    if isinstance(value, (list, tuple)):
+        inner = ",".join(dict.fromkeys(class_of(item) for item in value))
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}={class_of(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__
 
-    def __init__(
-        self,
-        stream: BinaryIO,
-        budget: int = VALUES_BUDGET,
-        max_elements: int | None = MAX_ELEMENTS,
-        used: int = 0,
-    ) -> None:
+
+def values_key(value: Any) -> str:
+    """A short hash of the values of ``value``'s small tensors (up to ``MAX_ELEMENTS``
+    each: hashing a large one at every call would cost as much as the call), and of its
+    other values: two calls of one signature with other values are two samples."""
+    digest = hashlib.blake2b(digest_size=8)
+    _hash_into(digest, value)
+    return digest.hexdigest()
+
+
+def _hash_into(digest: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= MAX_ELEMENTS and _unreadable(value) is None:
+            digest.update(tensor_bytes(value))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _hash_into(digest, item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            digest.update(str(key).encode())
+            _hash_into(digest, item)
+    else:
+        digest.update(repr(value).encode())
+
+
+class ValueStore:
+    """Appends tensors' bytes to a values file, up to a total budget, whatever their size;
+    bytes already in the file are referenced, not written again (a weight passed to many
+    calls is kept once). ``used``: the bytes the file holds already (a replay child that
+    takes over from one that died)."""
+
+    def __init__(self, stream: BinaryIO, budget: int = VALUES_BUDGET, used: int = 0) -> None:
         self._stream = stream
         self.budget = budget
         self.used = used
-        self._small_only = max_elements is not None
+        self._kept: dict[bytes, dict[str, int]] = {}  # the bytes' hash -> where they lie
 
     def keep(self, tensor: torch.Tensor, why_not: list[str]) -> dict[str, Any]:
         encoded = tensor_meta(tensor)
-        reason = _readable(tensor) if self._small_only else _unreadable(tensor)
+        reason = _unreadable(tensor)
         if reason is None:
             raw = tensor_bytes(tensor)
-            if self.used + len(raw) > self.budget:
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            known = self._kept.get(digest)
+            if known is not None:
+                encoded["data"] = dict(known)
+            elif self.used + len(raw) > self.budget:
                 reason = f"values budget of {self.budget} bytes spent"
             else:
                 encoded["data"] = {"offset": self.used, "length": len(raw)}
+                self._kept[digest] = dict(encoded["data"])
                 self._stream.write(raw)
                 self.used += len(raw)
         if reason is not None:
@@ -258,7 +301,7 @@ def output_tensor(
     encoded = outcome_tensor(tensor)
     values = _dense_values(tensor)
     why_not: list[str] = []
-    if _readable(values) is None:
+    if values.numel() <= MAX_ELEMENTS and _unreadable(values) is None:
         encoded["data"] = {"b64": base64.b64encode(tensor_bytes(values)).decode("ascii")}
     else:
         encoded["data"] = store.keep(values, why_not)["data"]
@@ -281,7 +324,7 @@ def _by_name(text: str) -> Any:
     return value
 
 
-def rebuild(encoded: dict[str, Any], values: bytes) -> Any:
+def rebuild(encoded: dict[str, Any], values: Values) -> Any:
     """The value an encoding describes, tensors filled from ``values`` (``values.bin``)."""
     kind = encoded["t"]
     if kind == "tensor":
@@ -313,7 +356,7 @@ def _rebuild_scalar(encoded: dict[str, Any]) -> Any:
     return value
 
 
-def _rebuild_tensor(encoded: dict[str, Any], values: bytes) -> torch.Tensor:
+def _rebuild_tensor(encoded: dict[str, Any], values: Values) -> torch.Tensor:
     data = encoded["data"]
     if data is None:
         raise NotReplayable("a tensor whose values were not kept")

@@ -10,10 +10,12 @@ A call's site is the nearest Python frame in the user's code (``user_code``: the
 files and the projects given with ``--with``), past torch, torchcanary and third-party
 dependencies (a torch call inside an installed package is the user's line that called it;
 the nearest frame outside torch when no frame is the user's). Calls are
-distinct by (site, callable, signature, the modes they ran under: ``context``) and counted,
-so a training loop records each once; only the first of each keeps its small tensors'
-values and its outcome (what it returned, fingerprinted, or raised: the baseline replay
-must reproduce it; see ``encode`` for the format).
+grouped by (site, callable, argument class: dtypes and ranks, the modes they ran under:
+``context``), and each group keeps a bounded sample of concrete signatures and values
+(``_Group``), so a suite of thousands of tests records in bounded space: a training loop
+records a few of each of its calls, and counts the rest. Each sampled call keeps its tensor
+arguments' values, whatever their size, and its outcome (what it returned, fingerprinted,
+or raised: the baseline replay must reproduce it; see ``encode`` for the format).
 Under ``torch.compile`` both modes step aside while Dynamo traces (a fullgraph compile must
 see no mode's code) and the ATen mode is pushed only for the duration of each call, as
 Dynamo refuses a frame while such a mode is on; a compiled graph's own calls are attributed
@@ -32,6 +34,8 @@ import contextlib
 import json
 import multiprocessing.process
 import os
+import re
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -50,11 +54,13 @@ from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
     MAX_MESSAGE,
     ValueStore,
+    class_of,
     describe,
     fingerprint,
     outcome_tensor,
     signature_of,
     tensor_meta,
+    values_key,
 )
 from torchcanary.worker.replay.op_modules import registering_modules
 from torchcanary.worker.replay.user_code import UserCode
@@ -62,6 +68,7 @@ from torchcanary.worker.replay.user_code import UserCode
 SEED = 20260  # seeded at the start of recording and before each replayed call
 FORKED = "forked process(es)"  # what is not followed: in meta.json's not_followed
 SPAWNED = "spawned process(es)"  # multiprocessing's spawn and forkserver: not followed either
+PYTHONS = "python subprocess(es)"  # a Python the user's code starts through subprocess
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # Torch frames between the mode and the user that still make a call "as written": the
@@ -69,6 +76,9 @@ _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 _PASS_THROUGH = ("overrides.py", "_tensor.py")
 _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eagerly)
 _guard = threading.local()
+# A group's sample (site x callable x argument class x context): up to SHAPES concrete
+# signatures, VALUES distinct values each, taken from its first EXAMINED calls.
+SHAPES, VALUES, EXAMINED = 4, 2, 256
 # Calls whose value is this process's own (a storage address, an identity hash): no replay
 # returns it again, so their recorded value is not something a replay must reproduce.
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
@@ -101,22 +111,39 @@ def _user_site(
     return nearest, direct and nearest is not None
 
 
+class _Group:
+    """The calls of one site, callable, argument class and context: a bounded sample of
+    them is kept (``SHAPES`` concrete signatures, ``VALUES`` distinct values each); after
+    ``EXAMINED`` calls it takes no new sample, so a long loop costs a count per call."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.samples: dict[str, dict[str, dict[str, Any]]] = {}  # signature -> values -> entry
+        self.seen = 0
+
+    def closed(self) -> bool:
+        return self.seen >= EXAMINED
+
+
 class Recording:
-    """The distinct calls seen so far, and where they go on disk."""
+    """The calls seen so far, grouped and sampled, and where they go on disk."""
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._values_file = open(folder / "values.bin", "wb")  # noqa: SIM115 - closed in save
         self._values = ValueStore(self._values_file)
-        self._calls: dict[tuple[str, int, str, str, str], dict[str, Any]] = {}
+        self._groups: dict[tuple[str, int, str, str, str], _Group] = {}
+        self._calls: list[dict[str, Any]] = []
         self.total = 0
+        self.not_sampled = 0  # calls past their group's sample: counted, not kept
         self.lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
         self.stopped = False  # saved, or in a forked child: notes nothing more
         self.forked = 0
         self.spawned = 0
+        self.pythons = 0
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
     def _count_fork(self) -> None:
@@ -131,21 +158,37 @@ class Recording:
     def note(
         self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
     ) -> dict[str, Any] | None:
-        """Count one call; the first of its kind is encoded with its small tensors' values
-        and returned, for its outcome to be added once it ran (None: seen before)."""
+        """Count one call; one its group samples is encoded with its tensor arguments'
+        values and returned, for its outcome to be added once it ran (None: counted only)."""
         if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
             return None
-        signature = signature_of(
-            [describe(a, tensor_meta, []) for a in args]
-            + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
-        )
         modes = context.capture()  # the same call under other modes is another call
-        key = (site["file"], site["line"], name, signature, repr(modes))
+        kind = class_of(args) + (class_of(kwargs) if kwargs else "")
+        key = (site["file"], site["line"], name, kind, repr(modes))
         with self.lock:
             self.total += 1
-            known = self._calls.get(key)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _Group(len(self._groups))
+            if group.closed():
+                self.not_sampled += 1
+                return None
+            group.seen += 1
+            signature = signature_of(
+                [describe(a, tensor_meta, []) for a in args]
+                + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
+            )
+            samples = group.samples.get(signature)
+            if samples is None and len(group.samples) >= SHAPES:
+                self.not_sampled += 1
+                return None
+            values = values_key([args, kwargs])
+            known = samples.get(values) if samples else None
             if known is not None:
                 known["count"] += 1
+                return None
+            if samples is not None and len(samples) >= VALUES:
+                self.not_sampled += 1
                 return None
             why_not: list[str] = []
             keep = lambda tensor: self._values.keep(tensor, why_not)  # noqa: E731
@@ -156,6 +199,8 @@ class Recording:
                 "site": site,
                 "signature": signature,
                 "context": modes,
+                "group": group.number,
+                "values_key": values,
                 "count": 1,
                 "args": [describe(a, keep, why_not) for a in args],
                 "kwargs": {k: describe(v, keep, why_not) for k, v in kwargs.items()},
@@ -166,7 +211,8 @@ class Recording:
             if why_not:
                 entry["replayable"] = False
                 entry["why_not"] = "; ".join(dict.fromkeys(why_not))
-            self._calls[key] = entry
+            group.samples.setdefault(signature, {})[values] = entry
+            self._calls.append(entry)
             return entry
 
     def save(self) -> dict[str, Any]:
@@ -178,18 +224,20 @@ class Recording:
                 self._values_file.close()
                 self._saved = True
             self.stopped = True
-            calls = list(self._calls.values())
+            calls = list(self._calls)
         with open(self.folder / "calls.jsonl", "w", encoding="utf-8") as out:
             for entry in calls:
                 out.write(json.dumps(entry) + "\n")
         skipped = Counter(e["why_not"] for e in calls if not e["replayable"])
-        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned))
+        unfollowed = ((FORKED, self.forked), (SPAWNED, self.spawned), (PYTHONS, self.pythons))
         meta = {
             "format": FORMAT_VERSION,
             "seed": SEED,
             "torch": torch.__version__,
             "calls": self.total,
             "distinct": len(calls),
+            "groups": len(self._groups),
+            "not_sampled": self.not_sampled,
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
@@ -386,21 +434,63 @@ def _count_spawns(recording: Recording) -> Callable[[], None]:
     return lambda: setattr(multiprocessing.process.BaseProcess, "start", start)
 
 
+def _program(args: Any, executable: Any, shell: bool) -> str:
+    """The name of the program a ``subprocess`` call runs."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        first = (text.split() or [""])[0] if shell else text
+    else:
+        first = os.fsdecode(args[0]) if args else ""
+    if executable is not None and not shell:
+        first = os.fsdecode(executable)
+    return first
+
+
+def _is_python(program: str) -> bool:
+    name = os.path.basename(program)
+    return bool(re.fullmatch(r"python[0-9.]*", name)) or program == sys.executable
+
+
+def _count_pythons(recording: Recording) -> Callable[[], None]:
+    """A Python the user's code starts through ``subprocess`` (``python -c``, a script) runs
+    torch calls no mode sees: counted as it starts; one torch starts for itself (Inductor's
+    compile workers: a torch frame on the stack) is not the user's. Returns what sets
+    ``Popen._execute_child`` back."""
+    execute = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def counted(popen: Any, args: Any, executable: Any, *rest: Any) -> Any:
+        shell = bool(rest[7]) if len(rest) > 7 else False  # its parameters after executable
+        if not recording.stopped and _is_python(_program(args, executable, shell)):
+            frame: FrameType | None = sys._getframe(1)
+            while frame is not None and not frame.f_code.co_filename.startswith(_TORCH_DIR):
+                frame = frame.f_back
+            if frame is None:
+                with recording.lock:
+                    recording.pythons += 1
+        return execute(popen, args, executable, *rest)
+
+    setattr(subprocess.Popen, "_execute_child", counted)  # noqa: B010
+    return lambda: setattr(subprocess.Popen, "_execute_child", execute)
+
+
 @contextlib.contextmanager
 def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
     """Record every torch call made inside the block into ``folder``: in this thread and in
     every thread started inside it. A process forked or spawned inside it (a ``DataLoader``
-    worker) is not followed: counted, and its calls are not written."""
+    worker), or a Python started through ``subprocess``, is not followed: counted, and its
+    calls are not written."""
     recording = Recording(Path(folder))
     torch.manual_seed(SEED)
     before = _follow_threads(recording)
     restore_start = _count_spawns(recording)
+    restore_execute = _count_pythons(recording)
     try:
         with _ApiMode(recording):
             yield recording
     finally:
         threading.setprofile(before)
         restore_start()
+        restore_execute()
         recording.save()
 
 

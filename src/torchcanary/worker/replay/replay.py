@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import queue
 import signal
@@ -77,7 +78,7 @@ def values_path(output: Path) -> Path:
     return output.with_suffix(".values.bin")
 
 
-def replay_one(call: dict[str, Any], values: bytes, store: Any) -> dict[str, Any]:
+def replay_one(call: dict[str, Any], values: bytes | mmap.mmap, store: Any) -> dict[str, Any]:
     """Replay one recorded call in this process: what it returned, raised and warned;
     ``store`` (an ``encode.ValueStore``) keeps its large outputs' values."""
     import torch
@@ -164,8 +165,8 @@ def _child(recording: Path, start: int, channel: IO[str], kept: BinaryIO) -> Non
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     for failure in import_all(meta.get("imports", ())):  # what registers the user's ops
         print(f"torchcanary: could not import {failure}", file=sys.stderr)
-    values = (recording / "values.bin").read_bytes()
-    store = ValueStore(kept, REPLAY_VALUES_BUDGET, max_elements=None, used=kept.tell())
+    values = _mapped(recording / "values.bin")  # any size: read as each call needs it
+    store = ValueStore(kept, REPLAY_VALUES_BUDGET, used=kept.tell())
     with open(recording / "calls.jsonl", encoding="utf-8") as lines:
         calls = [json.loads(line) for line in lines if line.strip()]
     context.prepare([call.get("context") for call in calls[start:]])
@@ -176,6 +177,14 @@ def _child(recording: Path, start: int, channel: IO[str], kept: BinaryIO) -> Non
         kept.flush()  # the values a line names are on disk before the line
         channel.write(json.dumps({"result": result}) + "\n")
         channel.flush()
+
+
+def _mapped(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, mapped rather than read (an empty file cannot be mapped)."""
+    with open(path, "rb") as stream:
+        if os.fstat(stream.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _read_lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
