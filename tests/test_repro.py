@@ -22,11 +22,12 @@ from torchcanary.calls.repro import inline_values
 from torchcanary.calls.result import CallChange
 from torchcanary.drill import repro as drill_repro
 from torchcanary.drill import section as drill_section
+from torchcanary.drill.catalog import DrillSpec
 from torchcanary.envs.cache import Environment
 from torchcanary.report.view import load_run_view
 from torchcanary.repro.drill_script import drill_reproducer
 from torchcanary.repro.folder import RunFacts, requirements, write_folder
-from torchcanary.repro.literals import Arguments
+from torchcanary.repro.literals import Arguments, NotWritable
 from torchcanary.repro.reduce import halvings
 from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, judge
 from torchcanary.repro.timing_script import timing_reproducer
@@ -397,6 +398,10 @@ def test_a_slower_matrix_products_reduction_halves_its_sizes_then_its_loops() ->
 
 @pytest.mark.torch_envs
 @pytest.mark.usefixtures("drill_leak_check")
+# The candidate's job goes through torchrun's three failing restarts twice (the drill, its
+# script) after its fault-free run, and once more unstruck: 310 s at a load average of 11
+# on 2 shared CPUs.
+@pytest.mark.timeout(600)
 def test_a_drill_that_fails_in_the_candidate_alone_reproduces_with_its_job_and_fault(
     tmp_path: Path, make_context, store: SqliteStore
 ) -> None:
@@ -466,3 +471,24 @@ def test_a_drill_that_fails_in_the_candidate_alone_reproduces_with_its_job_and_f
         "not 'recovered:'...; the candidate printed 'not struck: the job ended (torchrun "
         "exit 0) before step 8', not 'failed:'..."
     )
+
+
+def test_a_drill_a_script_cannot_run_alone_is_not_written_and_says_why(tmp_path: Path) -> None:
+    """The built-in job, a fault or recovery that needs the harness, a job that needs more
+    than its script: each is one sentence saying why, never a script that cannot run."""
+    (tmp_path / "train.py").write_text("")
+    job = {"argv": ["train.py"], "cwd": str(tmp_path), "with": []}
+    job["files"] = [str(tmp_path / "train.py")]
+    cases = {
+        "the built-in drill job is torchcanary's own module": (DrillSpec("kill", "restart"), None),
+        "net-down:timeout needs torchcanary's harness": (DrillSpec("net-down", "timeout"), job),
+        "kill:reconfigure needs torchcanary's harness": (DrillSpec("kill", "reconfigure"), job),
+        r"the job train\.py needs more than its script": (
+            DrillSpec("kill", "restart"),
+            {**job, "with": ["-e ."]},
+        ),
+    }
+    for message, (spec, given) in cases.items():
+        facts = {"spec": spec.to_json(), "job": given}
+        with pytest.raises(NotWritable, match=f"^{message}"):
+            drill_reproducer(Finding("drill", spec.key, "drill", "passed -> failed", facts=facts))

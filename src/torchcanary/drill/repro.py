@@ -6,6 +6,7 @@ last step and loss) to judge the job's end against."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from typing import Any
 
@@ -18,6 +19,7 @@ from torchcanary.section_types import Finding, RunView
 
 SECTION = "drill"
 KIND = "drill"  # the repro writer that reads these findings
+_SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(DrillSpec))
 
 
 def _side(run: DrillRun, view: RunView) -> dict[str, Any]:
@@ -56,32 +58,45 @@ def _launch(spec: DrillSpec) -> dict[str, Any]:
     }
 
 
-def reproducible(view: RunView) -> list[Finding]:
-    """Every drill that passed in the baseline and failed in the candidate."""
+def _regressed(view: RunView) -> list[tuple[DrillRun, DrillRun, DrillSpec]]:
+    """(baseline, candidate, spec) of each drill that passed in the baseline and failed in
+    the candidate."""
     runs = [r for r in from_rows(view.sections.get(SECTION, [])) if isinstance(r, DrillRun)]
     by_role = {(run.key, run.env_role): run for run in runs}
-    settings = DrillSettings.from_json(view.run.plan.get("settings", {}).get(SECTION, {}))
     found = []
     for (key, role), candidate in by_role.items():
         baseline = by_role.get((key, "baseline"))
-        if role != "candidate" or baseline is None or baseline.spec is None:
-            continue
-        if baseline.verdict is not DrillVerdict.PASSED or candidate.verdict is not (
-            DrillVerdict.FAILED
+        if (
+            role == "candidate"
+            and candidate.verdict is DrillVerdict.FAILED
+            and baseline is not None
+            and baseline.verdict is DrillVerdict.PASSED
+            and baseline.spec is not None
         ):
-            continue
-        spec = DrillSpec(**baseline.spec)
+            # a row stored by another version may name fields this DrillSpec lacks
+            kept = {k: v for k, v in baseline.spec.items() if k in _SPEC_FIELDS}
+            found.append((baseline, candidate, DrillSpec(**kept)))
+    return found
+
+
+def reproducible(view: RunView) -> list[Finding]:
+    """Every drill that passed in the baseline and failed in the candidate."""
+    pairs = _regressed(view)
+    if not pairs:
+        return []
+    settings = DrillSettings.from_json(view.run.plan.get("settings", {}).get(SECTION, {}))
+    found = []
+    for baseline, candidate, spec in pairs:
         found.append(
             Finding(
                 section=SECTION,
-                item=key,
+                item=baseline.key,
                 kind=KIND,
                 delta=f"{baseline.verdict} -> {candidate.verdict}",
                 facts={
                     "spec": spec.to_json(),
                     "job": _job(settings),
                     "launch": _launch(spec),
-                    "injected": candidate.injected or baseline.injected,
                     "baseline": _side(baseline, view),
                     "candidate": _side(candidate, view),
                 },

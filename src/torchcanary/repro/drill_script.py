@@ -27,19 +27,24 @@ _SIGNALS = {"kill": "SIGKILL", "hang": "SIGSTOP"}  # the faults a script strikes
 _RECOVERIES = ("restart", "restart-unshared")  # torchrun's own restarts
 
 _BODY = '''
-def rank_pid(parent, rank):
-    """The pid of torchrun's worker of this rank in its first launch, read from /proc."""
+def workers(parent):
+    """(pid, variables) of each process torchrun ``parent`` started, read from /proc."""
+    found = []
     for entry in Path("/proc").iterdir():
         try:
             stat = (entry / "stat").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\\0")
-        except (OSError, ValueError):
+            environ = set((entry / "environ").read_bytes().split(b"\\0"))
+        except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and {
-            f"RANK={rank}".encode(), b"TORCHELASTIC_RESTART_COUNT=0"
-        } <= set(environ):
-            return int(entry.name)
-    return None
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append((int(entry.name), environ))
+    return found
+
+
+def rank_pid(parent, rank):
+    """The pid of torchrun's worker of this rank in its first launch."""
+    wanted = {f"RANK={rank}".encode(), b"TORCHELASTIC_RESTART_COUNT=0"}
+    return next((pid for pid, environ in workers(parent) if wanted <= environ), None)
 
 
 def steps(lines):
@@ -77,9 +82,10 @@ while torchrun.poll() is None and time.monotonic() < deadline:
             struck = f"{SIGNAL} to rank {TARGET_RANK} (pid {pid}) after step {AT_STEP}"
     time.sleep(0.05)
 bounded = torchrun.poll() is None
-for left in [pid, *([torchrun.pid] if bounded else [])]:
+left = [p for p, _ in workers(torchrun.pid)] + [torchrun.pid] if bounded else []
+for running in [pid, *left]:  # a stopped rank, and all of a job that outran its bound
     with contextlib.suppress(ProcessLookupError, TypeError):
-        os.kill(left, signal.SIGKILL)
+        os.kill(running, signal.SIGKILL)
 code = torchrun.wait()
 reader.join(10)
 shutil.rmtree(scratch, ignore_errors=True)
@@ -162,8 +168,9 @@ def drill_reproducer(finding: Finding) -> Reproducer:
     final_steps = {facts[role]["final_step"] for role in ROLES} - {None}
     if len(final_steps) != 1:
         raise NotWritable(f"the fault-free runs ended at steps {sorted(final_steps)}, not one")
+    fault = f"{spec['fault']} of rank {spec['target_rank']} after step {spec['at_step']}"
     constants = [
-        f"# drill {finding.item}: {facts.get('injected') or spec['fault']}; as torchcanary ran it",
+        f"# drill {finding.item} ({fault}) of the job in job/, as torchcanary ran it",
         f"JOB = {[script.name, *job['argv'][1:]]!r}  # {{scratch}}: a fresh folder",
         f"JOB_ENV = {job['env']!r}",
         f"LAUNCH_ENV = {facts['launch']['env']!r}",
@@ -177,8 +184,7 @@ def drill_reproducer(finding: Finding) -> Reproducer:
         f"RTOL = {job['rtol']!r}",
         f"BOUND_S = {spec['drill_timeout_s']!r}",
     ]
-    source = "\n".join([_IMPORTS, *constants, _BODY.rstrip()]) + "\n"
-    fault = f"{spec['fault']} of rank {spec['target_rank']} after step {spec['at_step']}"
+    source = "\n".join([_IMPORTS, *constants, "", _BODY.rstrip()]) + "\n"
     return Reproducer(
         finding=f"{finding.section}:{finding.item}",
         title=f"{script.name} recovers from {fault} under torchrun in the baseline, "
