@@ -491,4 +491,4 @@ def test_a_drill_a_script_cannot_run_alone_is_not_written_and_says_why(tmp_path:
     for message, (spec, given) in cases.items():
         facts = {"spec": spec.to_json(), "job": given}
         with pytest.raises(NotWritable, match=f"^{message}"):
-            drill_reproducer(Finding("drill", spec.key, "drill", "passed -> failed", facts=facts))
+            drill_reproducer(Finding("drill", spec.key, "fault", "passed -> failed", facts=facts))

@@ -18,7 +18,7 @@ from torchcanary.drill.settings import DrillSettings
 from torchcanary.section_types import Finding, RunView
 
 SECTION = "drill"
-KIND = "drill"  # the repro writer that reads these findings
+KIND = "fault"  # the repro writer that reads these findings
 _SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(DrillSpec))
 
 

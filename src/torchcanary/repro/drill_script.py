@@ -1,4 +1,4 @@
-"""The writer for a drill that now fails (kind ``drill``): the user's job, written beside
+"""The writer for a drill that now fails (kind ``fault``): the user's job, written beside
 the script (``job/``), started by the torchrun line the drill used with the variables it
 set, and struck as the drill strikes it: SIGKILL (``kill``) or SIGSTOP (``hang``) to the
 target rank's first launch once the job prints step ``at_step`` (under data parallelism no

@@ -18,7 +18,7 @@ WRITERS: dict[str, Callable[[Finding], Reproducer]] = {
     "timing": timing_reproducer,
     "test": changed_test_reproducer,
     "probe": probe_reproducer,
-    "drill": drill_reproducer,
+    "fault": drill_reproducer,
 }
 
 
