@@ -399,8 +399,8 @@ def test_a_slower_matrix_products_reduction_halves_its_sizes_then_its_loops() ->
 @pytest.mark.torch_envs
 @pytest.mark.usefixtures("drill_leak_check")
 # The candidate's job goes through torchrun's three failing restarts twice (the drill, its
-# script) after its fault-free run, and once more unstruck: 310 s at a load average of 11
-# on 2 shared CPUs.
+# script) after its fault-free run, and once more unstruck: 168 to 380 s here (2 shared
+# CPUs, load average 3 to 38).
 @pytest.mark.timeout(600)
 def test_a_drill_that_fails_in_the_candidate_alone_reproduces_with_its_job_and_fault(
     tmp_path: Path, make_context, store: SqliteStore
