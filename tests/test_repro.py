@@ -20,17 +20,26 @@ from torchcanary.bench.result import BenchMeasured, BenchVerdict
 from torchcanary.calls.compare import CallVerdict
 from torchcanary.calls.repro import inline_values
 from torchcanary.calls.result import CallChange
+from torchcanary.drill import repro as drill_repro
+from torchcanary.drill import section as drill_section
+from torchcanary.drill.catalog import DrillSpec
 from torchcanary.envs.cache import Environment
-from torchcanary.repro.folder import requirements
-from torchcanary.repro.literals import Arguments
+from torchcanary.report.view import load_run_view
+from torchcanary.repro.drill_script import drill_reproducer
+from torchcanary.repro.folder import RunFacts, requirements, write_folder
+from torchcanary.repro.literals import Arguments, NotWritable
 from torchcanary.repro.reduce import halvings
-from torchcanary.repro.reproducer import Reproducer, Reproduces, judge
+from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, judge
 from torchcanary.repro.timing_script import timing_reproducer
+from torchcanary.repro.verify import verify
 from torchcanary.results import Manifest
 from torchcanary.section_types import Finding
 from torchcanary.store.rows import SectionResult
 from torchcanary.store.sqlite import SqliteStore
 
+DRILL_JOBS = Path(__file__).parent / "fixtures" / "drill_jobs"
+# one trial decides (a second and third, where the versions disagree, took minutes here)
+DRILL_SHORT = {"at_step": 4, "timeout_s": 5.0, "disagreement_trials": 1}
 REMOVED = Reproducer(
     finding="calls:solver.py:17 torch.cholesky#2",
     title="torch.cholesky",
@@ -216,7 +225,11 @@ def test_a_slower_import_of_torch_reproduces_timed_both_ways_interleaved(
     processes' load); the script times a fresh import in each version on that clock,
     interleaved, and shows it slower. The row is written here, not taken from a bench run:
     a short real one (4 groups of 2 fresh imports) ran past the 300 s test limit on this
-    shared machine; the workload test below takes its row from a real run."""
+    shared machine; the workload test below takes its row from a real run. No stored run
+    the tests share has one: conftest's session fixtures are the environments, the import
+    root and the PostgreSQL, Ray and Slurm clusters (none runs the bench), and of the
+    stored runs under ``tests/fixtures/records`` only ``before-records.db`` has bench rows,
+    ``gemm/64x64x64/fp32`` (no change on the CPU, skipped on CUDA), no startup measure."""
     path = tmp_path / "canary.db"
     with SqliteStore(path) as store:
         run_id = store.create_run({"baseline": "b", "candidate": "c"})
@@ -381,3 +394,101 @@ def test_a_slower_matrix_products_reduction_halves_its_sizes_then_its_loops() ->
     )
     startup = replace(gemm, facts={"kind": "startup", "spec": {"measure": "import_torch"}})
     assert list(halvings(startup)) == []
+
+
+@pytest.mark.torch_envs
+@pytest.mark.usefixtures("drill_leak_check")
+# The candidate's job goes through torchrun's three failing restarts twice (the drill, its
+# script) after its fault-free run, and once more unstruck: 168 to 380 s here (2 shared
+# CPUs, load average 3 to 38).
+@pytest.mark.timeout(600)
+def test_a_drill_that_fails_in_the_candidate_alone_reproduces_with_its_job_and_fault(
+    tmp_path: Path, make_context, store: SqliteStore
+) -> None:
+    """A real drill of the fixture job ``resume_checks_rank.py`` (its resume path calls
+    ``torch.qr``, removed in 2.14): kill:restart-unshared passes in 2.13 and fails in 2.14.
+    Its reproducer runs the job under the drill's torchrun line, kills rank 1 after step 4
+    and says whether it recovered; with the fault moved past the job's last step (never
+    struck) the same script does not reproduce, and says why."""
+    job = f"{DRILL_JOBS / 'resume_checks_rank.py'} --steps 8 --ckpt-dir {{scratch}}/ckpt"
+    settings = drill_section.parse_settings(
+        {"job": job, "faults": ["kill:restart-unshared"], **DRILL_SHORT}
+    )
+    ctx = make_context(sections=("drill",), settings={"drill": settings})
+    drill_section.run(ctx)
+    rows = {(r.key, r.env_role): r for r in store.section_results(ctx.run_id, "drill")}
+    baseline, candidate = (rows[("kill:restart-unshared", role)] for role in ROLES)
+    assert baseline.verdict == "passed", baseline.payload["reason"]
+    assert candidate.verdict == "failed", candidate.payload["reason"]
+    assert "torch.qr" in candidate.payload["reason"], candidate.payload["reason"]
+    _save_environments(store, ctx.run_id, tuple(ctx.environments.values()))
+
+    result = run_canary("repro", ctx.run_id, "--store", str(tmp_path / "canary.db"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reproduces: drill:kill:restart-unshared (" in result.stdout
+    (folder,) = (tmp_path / "canary-results" / ctx.run_id / "repro").iterdir()
+    fixture = (DRILL_JOBS / "resume_checks_rank.py").read_text()
+    assert (folder / "job" / "resume_checks_rank.py").read_text() == fixture
+    outputs = json.loads((folder / "verification.json").read_text())["outputs"]
+    assert outputs["baseline"].startswith("recovered: ran to step 7 after SIGKILL to rank 1 (")
+    first = outputs["candidate"].splitlines()[0]
+    assert first.startswith("failed: torchrun exit 1 after SIGKILL to rank 1 (pid "), first
+    assert first.endswith(
+        "RuntimeError: This function was deprecated since version 1.9 and is now removed. "
+        "`torch.qr` is deprecated in favor of `torch.linalg.qr` and the boolean parameter "
+        "`some` has been replaced with a string parameter `mode`."
+    ), first
+    torchrun = (
+        " -m torch.distributed.run --standalone --nnodes 1 --nproc-per-node 2 --max-restarts 3 "
+        f"--monitor-interval 0.5 {folder / 'job' / 'resume_checks_rank.py'} --steps 8 "
+    )
+    for role in ROLES:
+        assert torchrun in outputs[role].splitlines()[1], outputs[role]
+    # killed after step 4, resumed from the checkpoint after step 2 (the baseline to its end)
+    assert outputs["baseline"].splitlines()[2] == "steps printed: 0 1 2 3 4 3 4 5 6 7"
+    assert outputs["candidate"].splitlines()[2] == "steps printed: 0 1 2 3 4"
+    assert "`job/resume_checks_rank.py`:" in (folder / "ISSUE.md").read_text()
+    link = f"repro/{folder.name}/repro.py"
+    outputs_folder = tmp_path / "canary-results" / ctx.run_id
+    summary = (outputs_folder / "summary.md").read_text().splitlines()
+    (line,) = [line for line in summary if line.startswith("- `kill:restart-unshared` candidate")]
+    assert line.endswith(f" ([Reproduce]({link}))"), line
+    report = (outputs_folder / "report.html").read_text()
+    assert f'<h3>kill:restart-unshared <a class="reproduce" href="{link}">Reproduce</a>' in report
+
+    (finding,) = drill_repro.reproducible(load_run_view(store, ctx.run_id))
+    unstruck = replace(
+        finding, facts={**finding.facts, "spec": {**finding.facts["spec"], "at_step": 8}}
+    )
+    reproducer = drill_reproducer(unstruck)
+    run = RunFacts.of(load_run_view(store, ctx.run_id), "-")
+    script = write_folder(tmp_path / "unstruck", reproducer, run)
+    pythons = {role: environment.python for role, environment in ctx.environments.items()}
+    verification = verify(reproducer, script, pythons)
+    assert verification.verdict is Reproduces.NO
+    assert verification.reason == (
+        "the baseline printed 'not struck: the job ended (torchrun exit 0) before step 8', "
+        "not 'recovered:'...; the candidate printed 'not struck: the job ended (torchrun "
+        "exit 0) before step 8', not 'failed:'..."
+    )
+
+
+def test_a_drill_a_script_cannot_run_alone_is_not_written_and_says_why(tmp_path: Path) -> None:
+    """The built-in job, a fault or recovery that needs the harness, a job that needs more
+    than its script: each is one sentence saying why, never a script that cannot run."""
+    (tmp_path / "train.py").write_text("")
+    job = {"argv": ["train.py"], "cwd": str(tmp_path), "with": []}
+    job["files"] = [str(tmp_path / "train.py")]
+    cases = {
+        "the built-in drill job is torchcanary's own module": (DrillSpec("kill", "restart"), None),
+        "net-down:timeout needs torchcanary's harness": (DrillSpec("net-down", "timeout"), job),
+        "kill:reconfigure needs torchcanary's harness": (DrillSpec("kill", "reconfigure"), job),
+        r"the job train\.py needs more than its script": (
+            DrillSpec("kill", "restart"),
+            {**job, "with": ["-e ."]},
+        ),
+    }
+    for message, (spec, given) in cases.items():
+        facts = {"spec": spec.to_json(), "job": given}
+        with pytest.raises(NotWritable, match=f"^{message}"):
+            drill_reproducer(Finding("drill", spec.key, "fault", "passed -> failed", facts=facts))

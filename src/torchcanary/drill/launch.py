@@ -56,6 +56,29 @@ class Area:
         return self.root / "logs"
 
 
+def launch_variables(spec: DrillSpec) -> dict[str, str]:
+    """The variables every drill process starts with (a reproducer sets them too)."""
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES,
+    }
+    if spec.recovery in UNSHARED_STORE:
+        # By default torchrun's agents share one TCPStore with the workers across
+        # rendezvous rounds; this makes each round start the workers on a fresh one.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    return env
+
+
+def standalone_torchrun(ranks: int, max_restarts: int) -> list[str]:
+    """torchrun on one host, after the interpreter and before the job (a reproducer's too)."""
+    return [
+        *("-m", "torch.distributed.run", "--standalone", "--nnodes", "1"),
+        *("--nproc-per-node", str(ranks), "--max-restarts", str(max_restarts)),
+        *("--monitor-interval", "0.5"),
+    ]
+
+
 @dataclass
 class Launcher:
     python: str
@@ -65,17 +88,7 @@ class Launcher:
     procs: ProcessSet
 
     def base_env(self) -> dict[str, str]:
-        env = {
-            "PYTHONPATH": str(self.import_root),
-            "PYTHONUNBUFFERED": "1",
-            "OMP_NUM_THREADS": "1",
-            "TORCH_FR_BUFFER_SIZE": FR_BUFFER_ENTRIES,
-        }
-        if self.spec.recovery in UNSHARED_STORE:
-            # By default torchrun's agents share one TCPStore with the workers across
-            # rendezvous rounds; this makes each round start the workers on a fresh one.
-            env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-        return env
+        return {"PYTHONPATH": str(self.import_root), **launch_variables(self.spec)}
 
     def job_args(
         self, recovery: str, store: str | None = None, join_generation: int | None = None
@@ -112,22 +125,8 @@ class Launcher:
         return args
 
     def torchrun_standalone(self, max_restarts: int) -> subprocess.Popen[bytes]:
-        command = [
-            self.python,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nnodes",
-            "1",
-            "--nproc-per-node",
-            str(self.spec.ranks),
-            "--max-restarts",
-            str(max_restarts),
-            "--monitor-interval",
-            "0.5",
-            *self.job_args("exit"),
-        ]
-        return self.procs.start("torchrun", command, self.base_env())
+        command = [self.python, *standalone_torchrun(self.spec.ranks, max_restarts)]
+        return self.procs.start("torchrun", [*command, *self.job_args("exit")], self.base_env())
 
     def torchrun_node(
         self,

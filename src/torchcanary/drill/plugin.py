@@ -101,6 +101,7 @@ class DrillSection(Section):
     stored_units = FromModule("torchcanary.drill.section:stored_units")
     blocking_reasons = FromModule("torchcanary.drill.section:blocking_reasons")
     findings = FromModule("torchcanary.drill.findings:findings")
+    reproducible = FromModule("torchcanary.drill.repro:reproducible")
     html = FromModule("torchcanary.drill.report:html")
     markdown = FromModule("torchcanary.drill.report:markdown")
     junit_cases = FromModule("torchcanary.drill.report:junit_cases")

@@ -272,7 +272,7 @@ def html(view: Any) -> str:
             "why column says how: as a deterministic job or within your tolerance).</p>"
         )
     for key in sorted(rows, key=lambda k: (is_reference(k), k)):
-        out += _drill_html(key, rows[key])
+        out += _drill_html(key, rows[key], _reproducer(view, key))
     out.append(
         "<p>Timelines: one line per rank and launch (step against seconds; hover for "
         "names); red dashed line: the fault; dots: red error, green launch, blue "
@@ -282,12 +282,21 @@ def html(view: Any) -> str:
     return "".join(out)
 
 
-def _drill_html(key: str, by_role: dict[str, DrillRecord]) -> list[str]:
-    """One drill: what it does, a row per environment, what changed, and its timelines."""
+def _reproducer(view: Any, key: str) -> str:
+    """The link to a failing drill's verified reproducer (``torchcanary repro``), relative
+    to the run's output folder; empty when it has none."""
+    folder = view.reproducers.get(f"drill:{key}")
+    return f"{folder}/repro.py" if folder else ""
+
+
+def _drill_html(key: str, by_role: dict[str, DrillRecord], link: str = "") -> list[str]:
+    """One drill: what it does, a row per environment, what changed, and its timelines
+    (and its reproducer's link, where ``torchcanary repro`` verified one)."""
     fault, _, recovery = key.partition(":")
     what = f"{FAULTS.get(fault, 'fault-free run')}; {RECOVERIES.get(recovery, recovery)}"
+    reproduce = f' <a class="reproduce" href="{_esc(link)}">Reproduce</a>' if link else ""
     out = [
-        f"<h3>{_esc(key)}</h3><p>{_esc(what)}</p>"
+        f"<h3>{_esc(key)}{reproduce}</h3><p>{_esc(what)}</p>"
         "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in _HEADERS) + "</tr></thead><tbody>"
     ]
     for role in _ROLES:
@@ -345,10 +354,14 @@ def markdown(view: Any) -> str:
     for key in sorted(rows):
         if is_reference(key):
             continue
+        link = _reproducer(view, key)
         for role in _ROLES:
             result = rows[key].get(role)
             if isinstance(result, DrillRun):
-                lines.append(_summary_line(key, role, result))
+                shown = role == "candidate" and link
+                lines.append(
+                    _summary_line(key, role, result) + (f" ([Reproduce]({link}))" if shown else "")
+                )
         between = _between_versions(rows[key])
         if between:
             lines.append(f"- `{key}` between the versions: {between}")

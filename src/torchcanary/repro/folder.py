@@ -57,6 +57,9 @@ def write_folder(folder: Path, reproducer: Reproducer, run: RunFacts) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / SCRIPT
     script.write_text(reproducer.script)
+    for name, text in reproducer.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
     for role in ROLES:
         (folder / f"requirements-{role}.txt").write_text(requirements(run.facts.get(role, {})))
     expected = [f"{role}: {reproducer.observed.get(role, '?')}" for role in ROLES]
@@ -113,6 +116,10 @@ def issue_text(
             "",
             f"```python\n{reproducer.script.rstrip()}\n```",
             "",
+            *(
+                f"`{name}`:\n\n```python\n{text.rstrip()}\n```\n"
+                for name, text in reproducer.files.items()
+            ),
             f"Run again in both versions: **{verification.verdict}** ({verification.reason}).",
             *([f"Inputs {notes}."] if notes else []),
             "",

@@ -34,6 +34,11 @@ class Reproducer:
     # torchcanary's own packages it needs importable, as the run had them (a user's tests
     # may call ``torchcanary.numerics.record``): put on PYTHONPATH when it is run again
     importable: tuple[str, ...] = ()
+    # files written beside the script, by their path in its folder (a drill's job)
+    files: dict[str, str] = field(default_factory=dict)
+    # seconds the script bounds its own work by (a drill: the drill's bound), which a run
+    # of it is given beyond any shorter limit
+    bound_s: float = 0.0
 
     def lines(self) -> int:
         return len(self.script.strip().splitlines())

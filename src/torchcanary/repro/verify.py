@@ -14,6 +14,7 @@ from torchcanary.envs.worker_process import import_root_for
 from torchcanary.repro.reproducer import ROLES, Reproducer, Reproduces, Verification, judge
 
 TIMEOUT_S = 120.0  # one run of a script, per version
+BOUND_MARGIN_S = 60.0  # beyond a script's own bound: starting it, and its ending
 
 
 def run_script(
@@ -60,6 +61,7 @@ def verify(
         reason = f"what the run used is gone: {', '.join(gone)}"
         return Verification(Reproduces.NOT_CHECKED, {}, reason)
     pythons = {**pythons, **reproducer.pythons}
+    timeout_s = max(timeout_s, reproducer.bound_s + BOUND_MARGIN_S)
     missing = [role for role in ROLES if role not in pythons]
     if missing:
         reason = f"no {' or '.join(missing)} environment to run it in"

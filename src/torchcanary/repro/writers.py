@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from torchcanary.repro.call_script import call_reproducer
 from torchcanary.repro.changed_test_script import changed_test_reproducer
+from torchcanary.repro.drill_script import drill_reproducer
 from torchcanary.repro.probe_script import probe_reproducer
 from torchcanary.repro.reproducer import Reproducer
 from torchcanary.repro.timing_script import timing_reproducer
@@ -17,6 +18,7 @@ WRITERS: dict[str, Callable[[Finding], Reproducer]] = {
     "timing": timing_reproducer,
     "test": changed_test_reproducer,
     "probe": probe_reproducer,
+    "fault": drill_reproducer,
 }
 
 
