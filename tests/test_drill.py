@@ -122,7 +122,12 @@ routed = route_object_collectives_around_numpy() if sys.argv[1] == "routed" else
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 gathered = [None]
 dist.all_gather_object(gathered, {"plan": "x" * 5000})
-print(routed, len(gathered[0]["plan"]))
+print(routed, len(gathered[0]["plan"]), flush=True)
+# What is checked is printed: end before interpreter teardown, where gloo's threads can
+# abort the process (as every rank torchcanary starts does).
+dist.destroy_process_group()
+import os
+os._exit(0)
 """
 
 

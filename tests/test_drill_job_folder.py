@@ -128,12 +128,12 @@ def test_a_drill_failing_in_both_versions_names_whose_cause_it_is_in_the_summary
         SectionResult("drill", "kill:restart", role, "failed", {"reason": "r", "cause": shared})
         for role in ("baseline", "candidate")
     ]
-    summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
+    summary = report.markdown(SimpleNamespace(sections={"drill": rows}, reproducers={}))
     assert f"- `kill:restart` failed in both versions; the cause: {shared}" in summary
-    html = report.html(SimpleNamespace(sections={"drill": rows}))
+    html = report.html(SimpleNamespace(sections={"drill": rows}, reproducers={}))
     assert "<p>This drill failed in both versions; the cause: torch&#x27;s: torchrun" in html
     rows[0] = SectionResult("drill", "kill:restart", "baseline", "passed", {"reason": "r"})
-    summary = report.markdown(SimpleNamespace(sections={"drill": rows}))
+    summary = report.markdown(SimpleNamespace(sections={"drill": rows}, reproducers={}))
     assert "failed in both versions" not in summary
 
 

@@ -25,8 +25,9 @@ def serve(spec: dict[str, Any]) -> None:
     dist.init_process_group(
         spec["backend"], init_method="env://", timeout=datetime.timedelta(seconds=spec["timeout_s"])
     )
-    with open(spec["joined"], "w"):
-        pass  # run_ranks tells a group that never formed from one that broke afterwards
+    if spec.get("joined"):  # run_ranks asks: it tells a group that never formed from one
+        with open(spec["joined"], "w"):  # that broke afterwards
+            pass
     module_name, _, attr = spec["target"].partition(":")
     target = getattr(importlib.import_module(module_name), attr)
     try:
