@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -33,60 +34,30 @@ def test_two_gloo_ranks_all_reduce_and_a_stuck_group_times_out(
         "    return rank\n"
     )
     worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
-    try:
-        ok = worker.call(
-            "torchcanary.worker.multirank:run_ranks",
-            {
-                "target": "rank_targets:all_reduce",
-                "world_size": 2,
-                "timeout_s": 120,
-                "start": start,
-            },
-            180,
+
+    def ranks(target: str, timeout_s: float = 120, **more: str) -> Any:
+        spec = {"target": f"rank_targets:{target}", "world_size": 2, "start": start, **more}
+        return worker.call(
+            "torchcanary.worker.multirank:run_ranks", {**spec, "timeout_s": timeout_s}, 180
         )
+
+    try:
+        ok = ranks("all_reduce")
         assert ok.ok, ok.error + ok.traceback
         assert ok.value == [3.0, 3.0]
-        stuck = worker.call(
-            "torchcanary.worker.multirank:run_ranks",
-            {
-                "target": "rank_targets:only_rank0_reduces",
-                "world_size": 2,
-                # Waited out whole: long enough for a spawned rank to import torch and
-                # block in its collective, no longer.
-                "timeout_s": 8,
-                "start": start,
-            },
-            120,
-        )
+        # Waited out whole: long enough for a spawned rank to import torch and block in its
+        # collective, no longer.
+        stuck = ranks("only_rank0_reduces", timeout_s=8)
         assert stuck.status == "error" and "RanksFailed" in stuck.error
         assert "timed out after 8 s" in stuck.error
         # A rank that has answered and left its group is done: its interpreter's teardown
         # (where a backend's threads can abort it) is not part of the answer.
-        answered = worker.call(
-            "torchcanary.worker.multirank:run_ranks",
-            {
-                "target": "rank_targets:answers_then_aborts_at_exit",
-                "world_size": 2,
-                "timeout_s": 120,
-                "start": start,
-            },
-            180,
-        )
+        answered = ranks("answers_then_aborts_at_exit")
         assert answered.ok, answered.error + answered.traceback
         assert answered.value == [0, 1]
         # This CPU build has no NCCL: no rank joins, and the failure says the group never
         # formed, so a probe reports a broken harness rather than a verdict on its claim.
-        unformed = worker.call(
-            "torchcanary.worker.multirank:run_ranks",
-            {
-                "target": "rank_targets:all_reduce",
-                "world_size": 2,
-                "backend": "nccl",
-                "timeout_s": 120,
-                "start": start,
-            },
-            180,
-        )
+        unformed = ranks("all_reduce", backend="nccl")
         assert unformed.status == "error"
         assert "failed before the group formed" in unformed.error
     finally:
