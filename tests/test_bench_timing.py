@@ -1,4 +1,5 @@
-"""The timed worker's CPU placement: samples on the pinned core, untimed warm-ups spread."""
+"""The timed worker's CPU placement (samples on the pinned core, untimed warm-ups spread)
+and its garbage collection (what configure loaded frozen, a benchmark's garbage collected)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,22 @@ def warm_up_placement(spec, spread):
     finally:
         timing._warm_up = original
     return {"during": seen, "after": _all_threads()}
+
+def release_collects(spec):
+    import gc, weakref
+
+    class Cycle:
+        pass
+
+    timing.prepare("b", spec, min_sample_s=0.001)
+    made = Cycle()
+    made.me = made  # garbage only a collection finds, as a benchmark's cycles are
+    alive = weakref.ref(made)
+    timing._PREPARED["b"].workload.keepalive += (made,)
+    del made
+    frozen = gc.get_freeze_count()
+    timing.release("b")
+    return {"frozen": frozen, "cycle_collected": alive() is None}
 """
 
 
@@ -58,5 +75,25 @@ def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
             # The first prepare calibrates, which times: pinned whatever was asked.
             assert placed.value["during"] == [machine[-1:], during_second]
             assert placed.value["after"] == [machine[-1:]]  # all threads back on the core
+    finally:
+        worker.close()
+
+
+def test_configure_freezes_what_the_worker_loaded_and_release_still_collects(
+    baseline_env, import_root, tmp_path
+):
+    (tmp_path / "placement_probe.py").write_text(PROBE)
+    spec = {"kind": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "float32", "device": "cpu"}
+    spec["id"] = "gemm/64"
+    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        configured = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
+        assert configured.ok, configured.error
+        released = worker.call("placement_probe:release_collects", {"spec": spec}, 180)
+        assert released.ok, released.error + released.traceback
+        # torch's modules: far more objects than any benchmark makes, none of them collected
+        # again after configure.
+        assert released.value["frozen"] > 100_000
+        assert released.value["cycle_collected"] is True
     finally:
         worker.close()
