@@ -73,6 +73,10 @@ for _ in range(3):  # the same call thrice: one sample, counted three times
 wide = torch.arange(5000.0).reshape(50, 100)
 summed = torch.cumsum(wide, 0)  # an argument of 5000 values: kept, replayed and compared
 flipped = torch.ones(2, dtype=torch.complex64).mul(torch.full((2,), 1 + 2j).conj())
+import numpy as np
+rows = torch.reshape(torch.arange(6.0), (np.int64(2), -1))  # a numpy scalar as an argument
+as_array = torch.arange(4.0).numpy()  # a numpy array as the output: compared by value
+scaled = torch.mul(torch.ones(2), np.float32(3.0))  # a numpy scalar rebuilt as numpy's
 """
 
 
@@ -214,6 +218,40 @@ def test_an_argument_of_any_size_is_kept_replayed_and_compared_by_value(
     replay = Replay.from_json(replayed, values_file=baseline_replay["(values file)"])
     found = compare_call(replay, replay, replay, recorded=summed["outcome"])
     assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+
+
+def test_numpy_scalars_as_arguments_are_recorded_and_replayed_as_numpy_scalars(
+    recording: Path, baseline_replay: dict
+) -> None:
+    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+    reshape, mul = entries["torch.reshape"], entries["torch.mul"]
+    assert reshape["replayable"] and mul["replayable"]
+    assert reshape["args"][1]["items"][0] == {
+        "t": "scalar",
+        "v": 2,
+        "type": "int",
+        "numpy": "int64",
+    }
+    assert mul["args"][1] == {"t": "scalar", "v": 3.0, "type": "float", "numpy": "float32"}
+    for name, shape in (("torch.reshape", [2, 3]), ("torch.mul", [2])):
+        replayed = baseline_replay[name]
+        assert replayed["status"] == "returned" and replayed["outputs"][0]["shape"] == shape
+        found = compare_call(*[Replay.from_json(replayed)] * 3, recorded=entries[name]["outcome"])
+        assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+
+
+def test_a_numpy_array_output_is_compared_by_value(recording: Path, baseline_replay: dict) -> None:
+    (entry,) = [e for e in _calls(recording) if e["callable"] == "torch.Tensor.numpy"]
+    replayed = baseline_replay["torch.Tensor.numpy"]
+    (output,) = replayed["outputs"]
+    assert output["t"] == "tensor" and output["numpy"] is True
+    assert struct.unpack("4f", base64.b64decode(output["data"]["b64"])) == (0.0, 1.0, 2.0, 3.0)
+    replay = Replay.from_json(replayed)
+    found = compare_call(replay, replay, replay, recorded=entry["outcome"])
+    assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+    changed = {**output, "data": {"b64": base64.b64encode(struct.pack("4f", 0, 1, 2, 5)).decode()}}
+    moved = Replay.from_json({**replayed, "outputs": [changed]})
+    assert compare_call(replay, moved, replay).verdict is CallVerdict.DIFFERENT_RESULT
 
 
 def test_a_conjugated_argument_is_kept_with_its_values_so_its_replay_is_faithful(
