@@ -74,9 +74,9 @@ wide = torch.arange(5000.0).reshape(50, 100)
 summed = torch.cumsum(wide, 0)  # an argument of 5000 values: kept, replayed and compared
 flipped = torch.ones(2, dtype=torch.complex64).mul(torch.full((2,), 1 + 2j).conj())
 import numpy as np
-rows = torch.reshape(torch.arange(6.0), (np.int64(2), -1))  # a numpy scalar as an argument
-as_array = torch.arange(4.0).numpy()  # a numpy array as the output: compared by value
-scaled = torch.mul(torch.ones(2), np.float32(3.0))  # a numpy scalar rebuilt as numpy's
+rows = torch.reshape(torch.linspace(0.0, 5.0, 6), (np.int64(2), -1))  # a numpy scalar argument
+as_array = torch.linspace(0.0, 3.0, 4).numpy()  # a numpy array as the output: compared by value
+scaled = torch.true_divide(torch.ones(2), np.float32(4.0))  # rebuilt as numpy's float32
 """
 
 
@@ -224,16 +224,16 @@ def test_numpy_scalars_as_arguments_are_recorded_and_replayed_as_numpy_scalars(
     recording: Path, baseline_replay: dict
 ) -> None:
     entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
-    reshape, mul = entries["torch.reshape"], entries["torch.mul"]
-    assert reshape["replayable"] and mul["replayable"]
+    reshape, divide = entries["torch.reshape"], entries["torch.true_divide"]
+    assert reshape["replayable"] and divide["replayable"]
     assert reshape["args"][1]["items"][0] == {
         "t": "scalar",
         "v": 2,
         "type": "int",
         "numpy": "int64",
     }
-    assert mul["args"][1] == {"t": "scalar", "v": 3.0, "type": "float", "numpy": "float32"}
-    for name, shape in (("torch.reshape", [2, 3]), ("torch.mul", [2])):
+    assert divide["args"][1] == {"t": "scalar", "v": 4.0, "type": "float", "numpy": "float32"}
+    for name, shape in (("torch.reshape", [2, 3]), ("torch.true_divide", [2])):
         replayed = baseline_replay[name]
         assert replayed["status"] == "returned" and replayed["outputs"][0]["shape"] == shape
         found = compare_call(*[Replay.from_json(replayed)] * 3, recorded=entries[name]["outcome"])
