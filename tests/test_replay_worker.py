@@ -204,6 +204,7 @@ def test_a_site_keeps_a_bounded_sample_of_its_calls_and_counts_the_rest(
     assert negated["count"] == 3
     meta = json.loads((recording / "meta.json").read_text())
     assert meta["not_sampled"] >= 300 - 8
+    assert meta["not_sampled_by"]["torch.sum"] == 300 - 8  # named, for the report's detail
     assert meta["calls"] == sum(e["count"] for e in entries) + meta["not_sampled"]
 
 

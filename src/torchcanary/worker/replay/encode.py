@@ -27,7 +27,8 @@ A recording is a folder:
 - ``values.bin``: the bytes of every kept call's tensor arguments, whatever their size
   (contiguous, native byte order; the same bytes kept once), referenced by offset and length.
 - ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "groups", "not_sampled",
-  "not_replayable": {why_not: count}, "values_bytes", "values_budget"}``.
+  "not_sampled_by": {callable: count}, "not_replayable": {why_not: count}, "values_bytes",
+  "values_budget"}``.
 
 Encoded values:
 

@@ -157,6 +157,7 @@ class Recording:
         self._calls: list[dict[str, Any]] = []
         self.total = 0
         self.not_sampled = 0  # calls past their group's sample: counted, not kept
+        self.not_sampled_by: Counter[str] = Counter()  # the same, by callable
         self.lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
@@ -191,17 +192,17 @@ class Recording:
             if group is None:
                 group = self._groups[key] = _Group(len(self._groups))
             if group.closed():
-                self.not_sampled += 1
+                self._past_sample(name)
                 return None
             group.seen += 1
             samples = group.samples.get(concrete)
             if samples is None and len(group.samples) >= SHAPES:
-                self.not_sampled += 1
+                self._past_sample(name)
                 return None
             if samples is not None and len(samples) >= VALUES:
                 # no room for other values: counted without hashing its values, whatever
                 # they are (a count is of the calls like its sample while it had room)
-                self.not_sampled += 1
+                self._past_sample(name)
                 return None
             values = values_key([args, kwargs])
             known = samples.get(values) if samples else None
@@ -235,6 +236,11 @@ class Recording:
             self._calls.append(entry)
             return entry
 
+    def _past_sample(self, name: str) -> None:
+        """Count a call past its group's sample (the lock held)."""
+        self.not_sampled += 1
+        self.not_sampled_by[name] += 1
+
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
         with self.lock:
@@ -258,6 +264,7 @@ class Recording:
             "distinct": len(calls),
             "groups": len(self._groups),
             "not_sampled": self.not_sampled,
+            "not_sampled_by": dict(self.not_sampled_by.most_common()),
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
