@@ -89,13 +89,21 @@ def test_what_was_not_followed_while_recording_is_named_on_the_first_line() -> N
 
 def test_the_calls_counted_past_their_sites_sample_are_named_on_the_first_line() -> None:
     summary = call_set_summary("pytest -q", "passed", 10, {"same": 10}, {}, {})
-    summary = dataclasses.replace(summary, not_sampled=2637688)
+    by_callable = {f"torch.op{i}": 1 for i in range(11)} | {"torch.sum": 2637677}
+    summary = dataclasses.replace(summary, not_sampled=2637688, not_sampled_by=by_callable)
     view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
-    first = markdown(view).splitlines()[2]
+    shown = markdown(view).splitlines()
     assert (
         "10 distinct call(s) recorded under the baseline (a bounded sample of each site's "
-        "calls: 2637688 more counted, not replayed), 10 replayed in both versions, " in first
+        "calls: 2637688 more counted, not replayed), 10 replayed in both versions, " in shown[2]
     )
+    # the detail names the callables counted past their samples, most first
+    (title,) = [i for i, line in enumerate(shown) if line.startswith("### Counted past their")]
+    assert shown[title + 2 : title + 4] == [
+        "- `torch.sum: 2637677 call(s)`",
+        "- `torch.op0: 1 call(s)`",
+    ]
+    assert shown[title + 12] == "- `2 more callable(s): 2 call(s)`"
 
 
 def test_what_the_diff_says_of_a_call_is_read_from_its_stored_rows_in_its_own_words() -> None:

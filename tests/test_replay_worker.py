@@ -73,6 +73,10 @@ for _ in range(3):  # the same call thrice: one sample, counted three times
 wide = torch.arange(5000.0).reshape(50, 100)
 summed = torch.cumsum(wide, 0)  # an argument of 5000 values: kept, replayed and compared
 flipped = torch.ones(2, dtype=torch.complex64).mul(torch.full((2,), 1 + 2j).conj())
+import numpy as np
+rows = torch.reshape(torch.linspace(0.0, 5.0, 6), (np.int64(2), -1))  # a numpy scalar argument
+as_array = torch.linspace(0.0, 3.0, 4).numpy()  # a numpy array as the output: compared by value
+scaled = torch.true_divide(torch.ones(2), np.float32(4.0))  # rebuilt as numpy's float32
 """
 
 
@@ -200,6 +204,7 @@ def test_a_site_keeps_a_bounded_sample_of_its_calls_and_counts_the_rest(
     assert negated["count"] == 3
     meta = json.loads((recording / "meta.json").read_text())
     assert meta["not_sampled"] >= 300 - 8
+    assert meta["not_sampled_by"]["torch.sum"] == 300 - 8  # named, for the report's detail
     assert meta["calls"] == sum(e["count"] for e in entries) + meta["not_sampled"]
 
 
@@ -214,6 +219,40 @@ def test_an_argument_of_any_size_is_kept_replayed_and_compared_by_value(
     replay = Replay.from_json(replayed, values_file=baseline_replay["(values file)"])
     found = compare_call(replay, replay, replay, recorded=summed["outcome"])
     assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+
+
+def test_numpy_scalars_as_arguments_are_recorded_and_replayed_as_numpy_scalars(
+    recording: Path, baseline_replay: dict
+) -> None:
+    entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
+    reshape, divide = entries["torch.reshape"], entries["torch.true_divide"]
+    assert reshape["replayable"] and divide["replayable"]
+    assert reshape["args"][1]["items"][0] == {
+        "t": "scalar",
+        "v": 2,
+        "type": "int",
+        "numpy": "int64",
+    }
+    assert divide["args"][1] == {"t": "scalar", "v": 4.0, "type": "float", "numpy": "float32"}
+    for name, shape in (("torch.reshape", [2, 3]), ("torch.true_divide", [2])):
+        replayed = baseline_replay[name]
+        assert replayed["status"] == "returned" and replayed["outputs"][0]["shape"] == shape
+        found = compare_call(*[Replay.from_json(replayed)] * 3, recorded=entries[name]["outcome"])
+        assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+
+
+def test_a_numpy_array_output_is_compared_by_value(recording: Path, baseline_replay: dict) -> None:
+    (entry,) = [e for e in _calls(recording) if e["callable"] == "torch.Tensor.numpy"]
+    replayed = baseline_replay["torch.Tensor.numpy"]
+    (output,) = replayed["outputs"]
+    assert output["t"] == "tensor" and output["numpy"] is True
+    assert struct.unpack("4f", base64.b64decode(output["data"]["b64"])) == (0.0, 1.0, 2.0, 3.0)
+    replay = Replay.from_json(replayed)
+    found = compare_call(replay, replay, replay, recorded=entry["outcome"])
+    assert found.verdict is CallVerdict.SAME and found.metadata_only is None
+    changed = {**output, "data": {"b64": base64.b64encode(struct.pack("4f", 0, 1, 2, 5)).decode()}}
+    moved = Replay.from_json({**replayed, "outputs": [changed]})
+    assert compare_call(replay, moved, replay).verdict is CallVerdict.DIFFERENT_RESULT
 
 
 def test_a_conjugated_argument_is_kept_with_its_values_so_its_replay_is_faithful(

@@ -24,7 +24,7 @@ def merge_workers(folder: Path) -> int:
         return 0
     sources = [folder] if (folder / "calls.jsonl").is_file() else []
     merged: dict[str, dict[str, Any]] = {}
-    meta: dict[str, Any] = {"calls": 0, "not_sampled": 0, "not_followed": {}}
+    meta: dict[str, Any] = {"calls": 0, "not_sampled": 0, "not_followed": {}, "not_sampled_by": {}}
     imports: list[str] = []  # the modules that register their operators, all workers'
     joined = folder / "values.bin.merging"
     with open(joined, "wb") as values:
@@ -41,11 +41,14 @@ def merge_workers(folder: Path) -> int:
                 "calls": meta["calls"] + part.get("calls", 0),
                 "not_sampled": meta["not_sampled"] + part.get("not_sampled", 0),
                 "not_followed": meta["not_followed"],
+                "not_sampled_by": meta["not_sampled_by"],
             }
             meta["imports"] = sorted({*imports, *part.get("imports", ())})
             imports = meta["imports"]
             for why, count in part.get("not_followed", {}).items():
                 meta["not_followed"][why] = meta["not_followed"].get(why, 0) + count
+            for name, count in part.get("not_sampled_by", {}).items():
+                meta["not_sampled_by"][name] = meta["not_sampled_by"].get(name, 0) + count
         size = values.tell()
     calls = list(merged.values())
     for index, entry in enumerate(calls):

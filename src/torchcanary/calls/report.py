@@ -27,6 +27,14 @@ _GROUPS = (
 )
 
 
+# the callables with the most calls counted past their sites' samples, one line each
+_UNDER_SAMPLED = 10
+_UNDER_SAMPLED_TITLE = (
+    "Counted past their site's sample (not replayed: a change seen only at their other "
+    "shapes or values would be missed)"
+)
+
+
 def _rows(view: Any) -> tuple[CallsSummary | None, list[CallChange]]:
     records = from_rows(view.sections.get(SECTION, []))
     summary = next((r for r in records if isinstance(r, CallsSummary)), None)
@@ -92,7 +100,7 @@ def _reproducer(view: Any, change: CallChange) -> str:
 
 def _lines(view: Any) -> list[tuple[str, list[tuple[str, str]]]]:
     """Each group's title and lines, each line with its reproducer's link (or empty)."""
-    _summary, changes = _rows(view)
+    summary, changes = _rows(view)
     diff_words = announced(view)
     groups = []
     for verdict, title in _GROUPS:
@@ -109,7 +117,20 @@ def _lines(view: Any) -> list[tuple[str, list[tuple[str, str]]]]:
             lines.append((line.replace("`", "'"), _reproducer(view, change)))
         if lines:
             groups.append((title, lines))
+    if summary is not None and summary.not_sampled_by:
+        groups.append((_UNDER_SAMPLED_TITLE, _under_sampled(summary.not_sampled_by)))
     return groups
+
+
+def _under_sampled(counted: dict[str, int]) -> list[tuple[str, str]]:
+    """The callables with the most calls past their sample, most first, then how many more."""
+    ranked = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+    lines = [(f"{name}: {n} call(s)", "") for name, n in ranked[:_UNDER_SAMPLED]]
+    rest = ranked[_UNDER_SAMPLED:]
+    if rest:
+        more = sum(n for _, n in rest)
+        lines.append((f"{len(rest)} more callable(s): {more} call(s)", ""))
+    return lines
 
 
 def markdown(view: Any) -> str:

@@ -53,6 +53,7 @@ class CallsSummary:
     # calls past their group's sample (site x callable x argument class x modes): counted,
     # represented by the sample, not replayed themselves
     not_sampled: int = 0
+    not_sampled_by: dict[str, int] = field(default_factory=dict)  # callable -> of those calls
     key: str = SUMMARY_KEY
     env_role: str = BOTH
     schema_version: int = SCHEMA_VERSION

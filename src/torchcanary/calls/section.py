@@ -113,6 +113,7 @@ def run(ctx: RunContext) -> None:
     not_replayable: dict[str, int] = {}
     metadata_only: dict[str, int] = {}
     not_followed: dict[str, int] = {}
+    not_sampled_by: dict[str, int] = {}
     recorded = not_sampled = 0
     notes = _release_text(ctx)
     pythons = {"baseline": baseline_python, "candidate": _candidate_python(ctx, settings, root)}
@@ -122,6 +123,8 @@ def run(ctx: RunContext) -> None:
         recorded += len(calls)
         meta = json.loads((recording.folder / "meta.json").read_text())
         not_sampled += meta.get("not_sampled", 0)
+        for name, count in meta.get("not_sampled_by", {}).items():
+            not_sampled_by[name] = not_sampled_by.get(name, 0) + count
         for why, count in meta.get("not_followed", {}).items():
             not_followed[why] = not_followed.get(why, 0) + count
         for call in calls:
@@ -129,7 +132,12 @@ def run(ctx: RunContext) -> None:
                 why = str(call.get("why_not"))
                 not_replayable[why] = not_replayable.get(why, 0) + 1
     summary = call_set_summary(what, ran, recorded, counts, not_replayable, metadata_only)
-    summary = dataclasses.replace(summary, not_followed=not_followed, not_sampled=not_sampled)
+    summary = dataclasses.replace(
+        summary,
+        not_followed=not_followed,
+        not_sampled=not_sampled,
+        not_sampled_by=not_sampled_by,
+    )
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
 

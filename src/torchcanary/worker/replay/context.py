@@ -21,21 +21,32 @@ import torch
 _AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
-def capture() -> dict[str, Any]:
-    """The modes in force in this thread now."""
-    autocast = {
-        device: str(torch.get_autocast_dtype(device))
+Modes = tuple[bool, bool, torch.dtype, tuple[tuple[str, torch.dtype], ...], bool | str]
+
+
+def capture() -> Modes:
+    """The modes in force in this thread now, as a key: taken at every recorded call, so
+    kept cheap (no text); :func:`described` spells out the ones a sampled call keeps."""
+    autocast = tuple(
+        (device, torch.get_autocast_dtype(device))
         for device in _AUTOCAST_DEVICES
         if torch.is_autocast_enabled(device)
-    }
+    )
     deterministic: bool | str = torch.are_deterministic_algorithms_enabled()
     if deterministic and torch.is_deterministic_algorithms_warn_only_enabled():
         deterministic = "warn"
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+    return grad, inference, torch.get_default_dtype(), autocast, deterministic
+
+
+def described(modes: Modes) -> dict[str, Any]:
+    """The modes of :func:`capture` as a recorded call keeps them."""
+    grad, inference, default_dtype, autocast, deterministic = modes
     return {
-        "grad": torch.is_grad_enabled(),
-        "inference": torch.is_inference_mode_enabled(),
-        "default_dtype": str(torch.get_default_dtype()),
-        "autocast": autocast,
+        "grad": grad,
+        "inference": inference,
+        "default_dtype": str(default_dtype),
+        "autocast": {device: str(dtype) for device, dtype in autocast},
         "deterministic": deterministic,
     }
 

@@ -21,11 +21,14 @@ A recording is a folder:
   rank, device and grad; context), ``group`` the group's number; a group keeps a bounded
   sample (``record.py``: a few concrete signatures, a few distinct values each, told apart
   by ``values_key``, a hash of their small tensors' bytes); the calls past it are counted
-  in meta's ``not_sampled``, not kept.
+  in meta's ``not_sampled``, not kept (a call whose signature has all its values already
+  among them, its values not hashed: a sample's ``count`` is of the calls like it while
+  its signature still had room).
 - ``values.bin``: the bytes of every kept call's tensor arguments, whatever their size
   (contiguous, native byte order; the same bytes kept once), referenced by offset and length.
 - ``meta.json``: ``{"format", "seed", "torch", "calls", "distinct", "groups", "not_sampled",
-  "not_replayable": {why_not: count}, "values_bytes", "values_budget"}``.
+  "not_sampled_by": {callable: count}, "not_replayable": {why_not: count}, "values_bytes",
+  "values_budget"}``.
 
 Encoded values:
 
@@ -39,6 +42,8 @@ Encoded values:
 - ``{"t": "dtype"|"device"|"layout"|"memory_format", "v"}`` (``v`` as torch spells it);
 - ``{"t": "slice", "start", "stop", "step"}`` and ``{"t": "ellipsis"}`` (indexing);
 - ``{"t": "none"}``;
+- a numpy value: a numpy array as a tensor (its values copied) with ``"numpy": true``, a
+  numpy scalar as a scalar with ``"numpy"`` its type (``"int64"``); both rebuilt as numpy's;
 - ``{"t": "opaque", "type"}``: anything else (a custom object, a generator, a file): the call
   is counted, named and not replayed.
 
@@ -59,6 +64,8 @@ import ctypes
 import hashlib
 import math
 import mmap
+import sys
+from collections.abc import Hashable
 from typing import Any, BinaryIO
 
 import torch
@@ -73,6 +80,7 @@ VALUES_BUDGET = 4 << 30
 REPLAY_VALUES_BUDGET = 1 << 30
 Values = bytes | mmap.mmap  # a values file, read or mapped
 _NAMED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout"}
+_SCALARS = (bool, int, float, complex, str)
 
 
 class NotReplayable(Exception):
@@ -146,9 +154,31 @@ def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
         return {"t": "slice", "start": parts[0], "stop": parts[1], "step": parts[2]}
     if value is Ellipsis:
         return {"t": "ellipsis"}
+    from_numpy = _numpy_value(value)
+    if from_numpy is not None:  # as a tensor or a scalar, with the numpy type to rebuild
+        encoded = describe(from_numpy, tensor, why_not)
+        return {**encoded, "numpy": type(value).__name__ if encoded["t"] == "scalar" else True}
     kind = type(value).__module__ + "." + type(value).__qualname__
     why_not.append(f"argument of type {kind}")
     return {"t": "opaque", "type": kind}
+
+
+def _numpy_value(value: Any) -> Any:
+    """A numpy array as a tensor (a copy: its memory is numpy's) or a numpy scalar as
+    Python's own; None for anything else, or an array of a dtype torch has not (strings,
+    objects). numpy is not imported here: a value can only be numpy's once it is."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return None
+    if isinstance(value, numpy.generic) and not isinstance(value, numpy.void):
+        item = value.item()
+        return item if isinstance(item, _SCALARS) else None
+    if isinstance(value, numpy.ndarray):
+        try:
+            return torch.tensor(value)
+        except (TypeError, RuntimeError, ValueError):
+            return None
+    return None
 
 
 def signature_of(encoded: Any) -> str:
@@ -174,19 +204,40 @@ def signature_of(encoded: Any) -> str:
     return str(encoded.get("v", kind))
 
 
-def class_of(value: Any) -> str:
-    """What a call's argument is, short of its shape and values: a tensor's dtype, rank,
-    device and grad, another value's type (a sequence's items'). Calls of one class at one
-    site share a group, which keeps a bounded sample of them."""
+def class_of(value: Any) -> tuple[Hashable, Hashable]:
+    """What a call's argument is: (its class, it in full). The class is a tensor's dtype,
+    rank, device and grad, another value's type (a sequence's items'); in full, a tensor's
+    shape and strides too, a scalar's value. Calls of one class at one site share a group,
+    whose sample tells calls apart in full. Taken at every call: tuples, not text."""
+    kind: Hashable
     if isinstance(value, torch.Tensor):
-        grad = "+grad" if value.requires_grad else ""
-        return f"{str(value.dtype)[6:]}/{value.dim()}d@{value.device}{grad}"
+        kind = value.dtype, value.dim(), value.device, value.requires_grad
+        strides = value.stride() if value.layout == torch.strided else None
+        return kind, (kind, value.shape, strides)
     if isinstance(value, (list, tuple)):
-        inner = ",".join(dict.fromkeys(class_of(item) for item in value))
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+        items = [class_of(item) for item in value]
+        kind = type(value), tuple(dict.fromkeys(item[0] for item in items))
+        return kind, (type(value), tuple(item[1] for item in items))
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}={class_of(v)}" for k, v in value.items()) + "}"
-    return type(value).__name__
+        named = [(key, class_of(item)) for key, item in value.items()]
+        kind = tuple((key, item[0]) for key, item in named)
+        return kind, tuple((key, item[1]) for key, item in named)
+    concrete: Hashable = repr(value) if isinstance(value, _SCALARS) else _spelled(value)
+    kind = type(value).__name__  # a scalar in full by repr: a NaN equals itself
+    return kind, (kind, concrete)
+
+
+def _spelled(value: Any) -> Hashable:
+    """Another value as its signature spells it (an object by its type only)."""
+    if value is None or value is Ellipsis or type(value) in _NAMED:
+        return value
+    if isinstance(value, (torch.memory_format, slice)):
+        return repr(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return str(value.dtype), value.shape
+    from_numpy = _numpy_value(value)
+    return None if from_numpy is None else repr(from_numpy)
 
 
 def values_key(value: Any) -> str:
@@ -209,8 +260,11 @@ def _hash_into(digest: Any, value: Any) -> None:
         for key, item in value.items():
             digest.update(str(key).encode())
             _hash_into(digest, item)
-    else:
+    elif isinstance(value, _SCALARS) or value is None:
         digest.update(repr(value).encode())
+    else:
+        from_numpy = _numpy_value(value)
+        _hash_into(digest, repr(value) if from_numpy is None else from_numpy)
 
 
 class ValueStore:
@@ -327,6 +381,8 @@ def _by_name(text: str) -> Any:
 def rebuild(encoded: dict[str, Any], values: Values) -> Any:
     """The value an encoding describes, tensors filled from ``values`` (``values.bin``)."""
     kind = encoded["t"]
+    if encoded.get("numpy"):
+        return _rebuild_numpy(encoded, values)
     if kind == "tensor":
         return _rebuild_tensor(encoded, values)
     if kind == "none":
@@ -345,6 +401,18 @@ def rebuild(encoded: dict[str, Any], values: Values) -> Any:
     if kind == "ellipsis":
         return Ellipsis
     raise NotReplayable(f"argument of type {encoded.get('type', kind)}")
+
+
+def _rebuild_numpy(encoded: dict[str, Any], values: Values) -> Any:
+    """A numpy array or scalar the recorded call was given, as numpy's again."""
+    try:
+        import numpy
+    except ImportError as missing:
+        raise NotReplayable("a numpy value, and numpy is not installed here") from missing
+    plain = {key: item for key, item in encoded.items() if key != "numpy"}
+    if encoded["t"] == "tensor":
+        return _rebuild_tensor(plain, values).numpy()
+    return getattr(numpy, encoded["numpy"])(_rebuild_scalar(plain))
 
 
 def _rebuild_scalar(encoded: dict[str, Any]) -> Any:

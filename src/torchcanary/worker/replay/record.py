@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -75,6 +75,7 @@ _OURS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
 # override machinery and the called function's own wrapper.
 _PASS_THROUGH = ("overrides.py", "_tensor.py")
 _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eagerly)
+_DYNAMO = "torch._dynamo"  # loaded: something may compile, so Dynamo must not trace the mode
 _guard = threading.local()
 # A group's sample (site x callable x argument class x context): up to SHAPES concrete
 # signatures, VALUES distinct values each, taken from its first EXAMINED calls.
@@ -82,6 +83,23 @@ SHAPES, VALUES, EXAMINED = 4, 2, 256
 # Calls whose value is this process's own (a storage address, an identity hash): no replay
 # returns it again, so their recorded value is not something a replay must reproduce.
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
+
+
+_OURS, _TORCH, _THROUGH, _OTHER = range(4)  # what a frame's file is, for _user_site
+_file_kinds: dict[str, int] = {}  # remembered: asked at every frame of every call
+
+
+def _file_kind(filename: str) -> int:
+    kind = _file_kinds.get(filename)
+    if kind is None:
+        if filename.startswith(_OURS_DIR):
+            kind = _OURS
+        elif filename.startswith(_TORCH_DIR) or filename.startswith(_GENERATED):
+            kind = _THROUGH if filename.endswith(_PASS_THROUGH) else _TORCH
+        else:
+            kind = _OTHER
+        _file_kinds[filename] = kind
+    return kind
 
 
 def _user_site(
@@ -93,18 +111,19 @@ def _user_site(
     the first frame outside torch is pass-through or the called function itself."""
     direct, written, nearest = True, False, None
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith(_OURS_DIR):
+        code = frame.f_code
+        kind = _file_kind(code.co_filename)
+        if kind == _OURS:
             frame = frame.f_back
             continue
-        if filename.startswith(_TORCH_DIR) or filename.startswith(_GENERATED):
-            if not written and not filename.endswith(_PASS_THROUGH):
-                direct = direct and frame.f_code.co_name == called
+        if kind != _OTHER:
+            if not written and kind == _TORCH:
+                direct = direct and code.co_name == called
             frame = frame.f_back
             continue
         written = True
-        site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
-        if user_code.owns(filename):
+        site = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
+        if user_code.owns(code.co_filename):
             return site, direct
         nearest = nearest or site  # a dependency's: the site only when no user frame is found
         frame = frame.f_back
@@ -118,7 +137,8 @@ class _Group:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.samples: dict[str, dict[str, dict[str, Any]]] = {}  # signature -> values -> entry
+        # its arguments in full (shapes, strides, other values) -> values -> entry
+        self.samples: dict[Hashable, dict[str, dict[str, Any]]] = {}
         self.seen = 0
 
     def closed(self) -> bool:
@@ -133,10 +153,11 @@ class Recording:
         self.folder = folder
         self._values_file = open(folder / "values.bin", "wb")  # noqa: SIM115 - closed in save
         self._values = ValueStore(self._values_file)
-        self._groups: dict[tuple[str, int, str, str, str], _Group] = {}
+        self._groups: dict[tuple[str, int, str, Hashable, context.Modes], _Group] = {}
         self._calls: list[dict[str, Any]] = []
         self.total = 0
         self.not_sampled = 0  # calls past their group's sample: counted, not kept
+        self.not_sampled_by: Counter[str] = Counter()  # the same, by callable
         self.lock = threading.Lock()
         self._saved = False
         self.user_code = UserCode.from_environment()  # where a call's site may lie
@@ -163,47 +184,47 @@ class Recording:
         if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
             return None
         modes = context.capture()  # the same call under other modes is another call
-        kind = class_of(args) + (class_of(kwargs) if kwargs else "")
-        key = (site["file"], site["line"], name, kind, repr(modes))
+        kind, concrete = class_of((args, kwargs))
+        key = (site["file"], site["line"], name, kind, modes)
         with self.lock:
             self.total += 1
             group = self._groups.get(key)
             if group is None:
                 group = self._groups[key] = _Group(len(self._groups))
             if group.closed():
-                self.not_sampled += 1
+                self._past_sample(name)
                 return None
             group.seen += 1
-            signature = signature_of(
-                [describe(a, tensor_meta, []) for a in args]
-                + ([{k: describe(v, tensor_meta, []) for k, v in kwargs.items()}] if kwargs else [])
-            )
-            samples = group.samples.get(signature)
+            samples = group.samples.get(concrete)
             if samples is None and len(group.samples) >= SHAPES:
-                self.not_sampled += 1
+                self._past_sample(name)
+                return None
+            if samples is not None and len(samples) >= VALUES:
+                # no room for other values: counted without hashing its values, whatever
+                # they are (a count is of the calls like its sample while it had room)
+                self._past_sample(name)
                 return None
             values = values_key([args, kwargs])
             known = samples.get(values) if samples else None
             if known is not None:
                 known["count"] += 1
                 return None
-            if samples is not None and len(samples) >= VALUES:
-                self.not_sampled += 1
-                return None
             why_not: list[str] = []
             keep = lambda tensor: self._values.keep(tensor, why_not)  # noqa: E731
+            encoded = [describe(a, keep, why_not) for a in args]
+            named = {k: describe(v, keep, why_not) for k, v in kwargs.items()}
             entry = {
                 "id": len(self._calls),
                 "level": level,
                 "callable": name,
                 "site": site,
-                "signature": signature,
-                "context": modes,
+                "signature": signature_of(encoded + ([named] if named else [])),
+                "context": context.described(modes),
                 "group": group.number,
                 "values_key": values,
                 "count": 1,
-                "args": [describe(a, keep, why_not) for a in args],
-                "kwargs": {k: describe(v, keep, why_not) for k, v in kwargs.items()},
+                "args": encoded,
+                "kwargs": named,
                 "replayable": True,
                 "why_not": None,
                 "outcome": None,
@@ -211,9 +232,14 @@ class Recording:
             if why_not:
                 entry["replayable"] = False
                 entry["why_not"] = "; ".join(dict.fromkeys(why_not))
-            group.samples.setdefault(signature, {})[values] = entry
+            group.samples.setdefault(concrete, {})[values] = entry
             self._calls.append(entry)
             return entry
+
+    def _past_sample(self, name: str) -> None:
+        """Count a call past its group's sample (the lock held)."""
+        self.not_sampled += 1
+        self.not_sampled_by[name] += 1
 
     def save(self) -> dict[str, Any]:
         """Write ``calls.jsonl`` and ``meta.json``; returns the meta."""
@@ -238,6 +264,7 @@ class Recording:
             "distinct": len(calls),
             "groups": len(self._groups),
             "not_sampled": self.not_sampled,
+            "not_sampled_by": dict(self.not_sampled_by.most_common()),
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
@@ -370,6 +397,7 @@ class _ApiMode(TorchFunctionMode):
                         _guard.busy = False
         # The ATen mode is on only inside a call: Dynamo refuses to trace a frame while a
         # dispatch mode of this kind is on the stack, so outside calls it must be off.
+        _AtenMode.shield()
         with _OutcomeOf(entry) as outcome:
             with self._aten:
                 value = func(*args, **kwargs)
@@ -377,11 +405,30 @@ class _ApiMode(TorchFunctionMode):
 
 
 class _AtenMode(TorchDispatchMode):
-    """Sees each ATen operator, attributed to the user's call site."""
+    """Sees each ATen operator, attributed to the user's call site.
+
+    Torch wraps a dispatch mode's ``__torch_dispatch__`` so that Dynamo never traces it,
+    and that wrapper imports Dynamo at its first call (seconds, in a suite that never
+    compiles) and costs at every call. Nothing is traced before Dynamo is imported, so the
+    wrapper is put on only once it is (``shield``, before each time the mode is pushed)."""
+
+    _shielded = False
 
     def __init__(self, recording: Recording) -> None:
         super().__init__()
         self._recording = recording
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # not wrapped as the class is made: ``shield`` does it when needed
+
+    @classmethod
+    def shield(cls) -> None:
+        """Keep Dynamo out of ``__torch_dispatch__`` once Dynamo is loaded."""
+        if not cls._shielded and _DYNAMO in sys.modules:
+            raw = cls.__dict__["__torch_dispatch__"]
+            cls.__torch_dispatch__ = torch._disable_dynamo(raw, recursive=True)  # type: ignore[method-assign]
+            cls._shielded = True
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
