@@ -4,6 +4,10 @@ and its garbage collection (what configure loaded frozen, a benchmark's garbage 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +56,32 @@ def release_collects(spec):
     return {"frozen": frozen, "cycle_collected": alive() is None}
 """
 
+GEMM = {
+    "kind": "gemm",
+    "m": 64,
+    "n": 64,
+    "k": 64,
+    "dtype": "float32",
+    "device": "cpu",
+    "id": "gemm/64",
+}
+
+
+@contextmanager
+def configured_worker(
+    python: str, import_root: Path, tmp_path: Path
+) -> Iterator[tuple[WorkerProcess, dict[str, Any]]]:
+    """A bench worker in ``python`` that can import the probe, configured on one thread,
+    with what ``configure`` answered."""
+    (tmp_path / "placement_probe.py").write_text(PROBE)
+    worker = WorkerProcess(python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        configured = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
+        assert configured.ok, configured.error
+        yield worker, configured.value
+    finally:
+        worker.close()
+
 
 def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
     baseline_env, import_root, tmp_path
@@ -59,41 +89,25 @@ def test_warm_ups_of_later_groups_spread_and_samples_stay_pinned(
     machine = sorted(os.sched_getaffinity(0))
     if len(machine) < 2:
         pytest.skip("not checked: one CPU, nothing to spread over")
-    (tmp_path / "placement_probe.py").write_text(PROBE)
-    spec = {"kind": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "float32", "device": "cpu"}
-    spec["id"] = "gemm/64"
-    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
-    try:
-        pinned = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
-        assert pinned.ok, pinned.error
-        assert pinned.value["affinity"] == machine[-1:]
+    with configured_worker(baseline_env.python, import_root, tmp_path) as (worker, configured):
+        assert configured["affinity"] == machine[-1:]
         for spread, during_second in ((False, machine[-1:]), (True, machine)):
             placed = worker.call(
-                "placement_probe:warm_up_placement", {"spec": spec, "spread": spread}, 180
+                "placement_probe:warm_up_placement", {"spec": GEMM, "spread": spread}, 180
             )
             assert placed.ok, placed.error + placed.traceback
             # The first prepare calibrates, which times: pinned whatever was asked.
             assert placed.value["during"] == [machine[-1:], during_second]
             assert placed.value["after"] == [machine[-1:]]  # all threads back on the core
-    finally:
-        worker.close()
 
 
 def test_configure_freezes_what_the_worker_loaded_and_release_still_collects(
     baseline_env, import_root, tmp_path
 ):
-    (tmp_path / "placement_probe.py").write_text(PROBE)
-    spec = {"kind": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "float32", "device": "cpu"}
-    spec["id"] = "gemm/64"
-    worker = WorkerProcess(baseline_env.python, import_root, env_vars={"PYTHONPATH": str(tmp_path)})
-    try:
-        configured = worker.call("torchcanary.worker.bench.timing:configure", {"threads": 1}, 180)
-        assert configured.ok, configured.error
-        released = worker.call("placement_probe:release_collects", {"spec": spec}, 180)
+    with configured_worker(baseline_env.python, import_root, tmp_path) as (worker, _):
+        released = worker.call("placement_probe:release_collects", {"spec": GEMM}, 180)
         assert released.ok, released.error + released.traceback
         # torch's modules: far more objects than any benchmark makes, none of them collected
         # again after configure.
         assert released.value["frozen"] > 100_000
         assert released.value["cycle_collected"] is True
-    finally:
-        worker.close()
