@@ -28,12 +28,12 @@ from torchcanary.explain.ops import (
     ProfileFailed,
     Worker,
     both_sides,
-    listed,
     no_change,
     paired_shares,
     size,
     told_apart,
 )
+from torchcanary.explain.shares import listed
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import COMPILE, WORKLOAD_COLD, spec_for_side
 from torchcanary.worker.calls import EXPLAIN_COMPILE_PHASES

@@ -163,7 +163,7 @@ class OpChange:
             "change": self.change,
             "calls": list(self.calls),
             "seconds": list(self.seconds),
-            "share": listed(self.share),
+            "share": shares.listed(self.share),
         }
 
 
@@ -176,11 +176,6 @@ class ViewDiff:
     causes: tuple[OpChange, ...]  # the few that account for the delta
     unexplained: Interval | None  # what the causes leave of the delta
     outside: Interval | None  # what no op at all accounts for (time no op was seen in)
-
-
-def listed(interval: Interval | None) -> list[float] | None:
-    """An interval as JSON (None stays None)."""
-    return list(interval) if interval is not None else None
 
 
 def told_apart(share: Interval | None) -> bool:
@@ -266,14 +261,14 @@ class OpsDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "delta_s": listed(self.delta_s),
+            "delta_s": shares.listed(self.delta_s),
             "wall_s": list(self.wall_s),
             **{
                 view.view: {
                     "changes": [c.to_json() for c in view.changes],
                     "causes": [c.name for c in view.causes],
-                    "unexplained": listed(view.unexplained),
-                    "outside_ops": listed(view.outside),
+                    "unexplained": shares.listed(view.unexplained),
+                    "outside_ops": shares.listed(view.outside),
                 }
                 for view in (self.ops, self.kernels)
                 if view is not None

@@ -32,6 +32,11 @@ MATERIAL = 0.25
 Interval = tuple[float, float, float]  # estimate, low, high
 
 
+def listed(interval: Interval | None) -> list[float] | None:
+    """An interval as JSON (None stays None)."""
+    return list(interval) if interval is not None else None
+
+
 def _quantile(rounds: int, confidence: float) -> float:
     return stats.t_quantile(1 - (1 - confidence) / 2, rounds - 1)
 

@@ -17,20 +17,24 @@ and that noise landed on whichever phase was running, mostly on "the rest of the
 the longest one; CPU time moved about a tenth as much, the loading of the build's own
 libraries a hundredth. The wall change of the same rounds is shown beside it.
 
-Nothing is shared out unless the ``plain`` rounds reproduce the change (its t interval
-excludes 0). Then the change is split once, into parts that do not overlap: the candidate
-build's own libraries, the rest of the import, the libraries both load, those only the
-baseline loads (all four timed in the same ``preload`` children), and "unexplained", what the
-``preload`` children do not reproduce of the ``plain`` change; each part's share is of the
-``plain`` change, per round, so the parts and the unexplained add up to it. A part leads
-only when its per-round change is told apart from each other one's (the 99 % t interval of
-their difference excludes 0); parts that are not are named as leading together, in the order
-above, so a near tie reads the same in every run instead of following the noise. Single
-libraries and modules overlap those parts (a module's time holds the libraries it loads)
-and are shown as detail inside their part. A library is matched across builds by its file
-name without the wheel's hash. "The build's own libraries" are those only the candidate
-loads (a CUDA build's ``nvidia/*``, ``libtorch_cuda``...): nothing is read from a version
-number.
+The change is split in the ``preload`` children: each one's CPU time is its libraries'
+loading plus the rest of its import, so the parts (the candidate build's own libraries,
+the rest of the import, the libraries both load, those only the baseline loads) add up to
+that child's whole import by construction and nothing is left unexplained. Nothing is
+shared out unless that whole reproduces the finding (its t interval excludes 0, on the
+finding's side) and the ``plain`` children of the same rounds are not told apart from it
+(the t interval of their difference holds 0: preloading did not change what is split).
+Both are decided on the split children, not the plain ones: on an idle machine the plain
+import's change measured +/-300 ms over 5 rounds, the split children's libraries +/-22 ms
+and rest +/-170 ms, and the plain change as the denominator gave an "unexplained" of -103
+% in one run and no shares in the next. A part leads only when its per-round change is
+told apart from each other one's (the 99 % t interval of their difference excludes 0);
+parts that are not are named as leading together, in the order above, so a near tie reads
+the same in every run instead of following the noise. Single libraries and modules overlap
+those parts (a module's time holds the libraries it loads) and are shown as detail inside
+their part. A library is matched across builds by its file name without the wheel's hash.
+"The build's own libraries" are those only the candidate loads (a CUDA build's
+``nvidia/*``, ``libtorch_cuda``...): nothing is read from a version number.
 """
 
 from __future__ import annotations
@@ -191,14 +195,23 @@ def explain(job: ExplainJob, finding: Finding) -> Contribution:
         f"{job.ctx.environments['candidate'].python} -X importtime -c 'import torch' "
         "2>&1 | sort -t'|' -k1 -n | tail"
     )
-    return decompose(profiles, rounds, reproduce)
+    return decompose(profiles, rounds, reproduce, slower=finding.ratio is None or finding.ratio > 1)
+
+
+def _reproduced(whole: shares.Interval | None, slower: bool) -> bool:
+    """Whether the split children's change lies wholly on the finding's side of 0."""
+    return whole is not None and (whole[1] > 0 if slower else whole[2] < 0)
 
 
 def decompose(
-    profiles: dict[str, dict[str, Any]], rounds: dict[str, list[Round]], reproduce: str
+    profiles: dict[str, dict[str, Any]],
+    rounds: dict[str, list[Round]],
+    reproduce: str,
+    slower: bool = True,
 ) -> Contribution:
-    """The measured rounds as one decomposition of the plain import's change in CPU time,
-    or, where they do not reproduce it, what they measured and no share."""
+    """The measured rounds as one decomposition of the split children's change in CPU
+    time, whose parts add up to it, or, where they do not reproduce the finding
+    (``slower``: the candidate's import took longer), what they measured and no share."""
     names = {
         role: {library_name(p) for p in profiles[role]["libraries"] if ".cpython-" not in p}
         for role in ROLES
@@ -207,9 +220,11 @@ def decompose(
     gone = names["baseline"] - names["candidate"]
     both = names["candidate"] & names["baseline"]
     plain = _per_round(rounds, _plain)
-    delta = shares.mean(plain)
-    wall = shares.mean(_per_round(rounds, _plain_wall))
     split = _per_round(rounds, split_total)
+    whole = shares.mean(split)
+    wall = shares.mean(_per_round(rounds, _plain_wall))
+    # What preloading changes of the import: the plain children against the split ones.
+    preloading = shares.mean([p - s for p, s in zip(plain, split, strict=True)])
     build = _per_round(rounds, lambda r: _library_seconds(r, own))
     same_build = shares.ratio(
         [s - b for s, b in zip(split, build, strict=True)],
@@ -217,15 +232,16 @@ def decompose(
     )
     extra: dict[str, Any] = {
         "startup": {
-            "delta_s": list(delta) if delta else None,  # CPU seconds
-            "wall_delta_s": list(wall) if wall else None,
+            "delta_s": shares.listed(whole),  # CPU seconds, the split children
+            "plain_delta_s": shares.listed(shares.mean(plain)),  # CPU seconds, the plain children
+            "wall_delta_s": shares.listed(wall),
             "rounds": {role: len(rounds[role]) for role in ROLES},
             "libraries": {role: _libraries_line(profiles[role]) for role in ROLES},
             "build_libraries": sorted(own),
             "cuda_libraries": sorted(n for n in own if is_cuda_library(n)),
             # The import's change were the build's own libraries not loaded: what a
             # same-build upgrade would show, as a fraction of the baseline's import.
-            "without_build_libraries": list(same_build) if same_build else None,
+            "without_build_libraries": shares.listed(same_build),
         }
     }
     parts: dict[str, tuple[str, Callable[[Round], float]]] = {
@@ -239,27 +255,35 @@ def decompose(
             lambda r: _library_seconds(r, gone),
         )
     moved = {kind: _per_round(rounds, part) for kind, (_, part) in parts.items()}
-    order, lead = leading(moved, plain, {kind: name for kind, (name, _) in parts.items()})
+    order, lead = leading(moved, split, {kind: name for kind, (name, _) in parts.items()})
     extra["startup"] |= {"order": order, "leading": lead}
-    measured = f"CPU {_ms(delta)}, wall {_ms(wall)} over {len(plain)} rounds"
-    if delta is None or delta[1] <= 0 <= delta[2]:
-        each = ", ".join(f"{parts[kind][0]} {_ms(shares.mean(moved[kind]))}" for kind in order)
-        return Contribution(
-            not_checked=(
-                f"startup: these rounds did not reproduce the import's change: they measured "
-                f"{measured}, of it {each}; no share is shown",
-            ),
-            extra=extra,
+    measured = (
+        f"the split import CPU {_ms(whole)}, the plain import CPU {_ms(shares.mean(plain))} "
+        f"and wall {_ms(wall)} over {len(split)} rounds"
+    )
+    each = ", ".join(f"{parts[kind][0]} {_ms(shares.mean(moved[kind]))}" for kind in order)
+    if not _reproduced(whole, slower):
+        return _no_share(
+            f"these rounds did not reproduce the import's change: they measured {measured}, "
+            f"of it {each}",
+            extra,
+        )
+    if preloading is None or not preloading[1] <= 0 <= preloading[2]:
+        return _no_share(
+            f"preloading the libraries changed the import: the plain import minus the split "
+            f"one {_ms(preloading)}, so the split is not the plain import's; they measured "
+            f"{measured}, of it {each}",
+            extra,
         )
     within = {
-        "build": _library_lines(rounds, own, plain),
-        "gone": _library_lines(rounds, gone, plain),
+        "build": _library_lines(rounds, own, split),
+        "gone": _library_lines(rounds, gone, split),
         "python": _module_lines(profiles),
     }
     causes = []
     for kind in order:
         name, part = parts[kind]
-        interval = shares.ratio(moved[kind], plain)
+        interval = shares.ratio(moved[kind], split)
         if interval is None:
             continue
         causes.append(
@@ -275,19 +299,23 @@ def decompose(
                 | ({"within": within[kind]} if within.get(kind) else {}),
             )
         )
-    # The parts are timed in the same children and add up to the split import; what the
-    # split does not reproduce of the plain import's change (preloading's own cost, noise)
-    # is the unexplained part, so the parts and it add up to the change.
-    unexplained = shares.ratio([p - s for p, s in zip(plain, split, strict=True)], plain)
+    # The parts are timed in the same children and add up to their whole import, so
+    # nothing of the change they split is left unexplained.
     return Contribution(
         tuple(causes),
-        unexplained,
+        (0.0, 0.0, 0.0),
         not_checked=(
             f"startup: the split of the import's wall time: it moves with the machine's "
-            f"other work (these rounds: {measured}); the shares are of its CPU time",
+            f"other work; the shares are of the CPU time of the children that split it, whose "
+            f"parts add up to it ({measured}; the plain minus the split {_ms(preloading)}, "
+            "not told apart)",
         ),
         extra=extra,
     )
+
+
+def _no_share(reason: str, extra: dict[str, Any]) -> Contribution:
+    return Contribution(not_checked=(f"startup: {reason}; no share is shown",), extra=extra)
 
 
 def _above_0(share: shares.Interval | None) -> bool:
