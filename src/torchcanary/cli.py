@@ -5,15 +5,19 @@ Commands come from the core's modules (``commands/``, ``history/commands.py``,
 (:func:`command_adders`).
 
 Exit codes: 0 go, 1 no-go, 2 usage or configuration error, 3 internal error (a section
-could not finish, or a bug: the traceback is shown with --debug).
+could not finish, or a bug: the traceback is shown with --debug), 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM); an interrupted run keeps what it finished, for ``run --resume``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -68,6 +72,29 @@ def command_adders() -> list[Callable[[Any], Mapping[str, Handler]]]:
     ]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job's time limit, ``kill``) met as Ctrl-C is, so every ``finally``
+    runs: a run's workers, drill ranks and store hosts are stopped, not left running."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Python's default SIGTERM ends the process at once, cleanup skipped; this raises
+    :class:`Terminated` instead, for as long as the command runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -87,17 +114,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         handler = HANDLERS[args.command]
-        return handler(args, console)
+        with _sigterm_as_interrupt():
+            return handler(args, console)
     except CanaryError as exc:
         print(f"torchcanary: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(
-            "torchcanary: interrupted; finished results are stored: resume with "
+            f"torchcanary: {how}; finished results are stored: resume with "
             "`torchcanary run --resume`",
             file=sys.stderr,
         )
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:
         if args.debug:
             raise

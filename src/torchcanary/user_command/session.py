@@ -182,6 +182,9 @@ def run_command(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         status = "timeout"
+    except BaseException:  # the run interrupted (Ctrl-C, SIGTERM): the command ends with it
+        reap_session(proc.pid, token)
+        raise
     duration = time.monotonic() - started
     stragglers = reap_session(proc.pid, token)  # on timeout, the command itself too
     proc.wait()
