@@ -557,32 +557,15 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     make_context, store, tmp_path, monkeypatch
 ):
     """Issue 28 item 4: 2.14.1 must pass kill:reconfigure; a rank that crashes on its way
-    out after its last step is teardown trouble reported beside the pass, not a failure.
-    Issue 28 item 5, in the same run (one fault-free run per environment serves both): the
-    in-place path drilled at the other moment, the rank dying inside loss.backward() (its
-    peer in that step's gradient all-reduce), not between steps."""
+    out after its last step is teardown trouble reported beside the pass, not a failure."""
     monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / "cache"))  # the environments are built
     job = f"{JOBS / 'reconfigures_in_place.py'} --steps 10"
-    faults = ["kill:reconfigure", "kill-in-backward:reconfigure"]
-    _, results = _drill_job(make_context, store, job, faults)
-    for fault in faults:
-        baseline = results[(fault, "baseline")]
-        assert baseline.verdict == "absent", baseline.payload["reason"]
-        assert baseline.payload["reason"].startswith(
-            "your job cannot reconfigure: torch 2.13.0+cpu has no torch.distributed._reconfigure"
-        )
-    backward = results[("kill-in-backward:reconfigure", "candidate")]
-    payload = backward.payload
-    assert backward.verdict == "passed", payload["reason"]
-    assert payload["struck_in_backward_of_step"] == 5  # after step 4, inside step 5
-    assert payload["injected"].endswith("inside its backward pass")
-    assert payload["in_place"]["dead"] == [1] and payload["in_place"]["replacements"] == 1
-    assert payload["in_place"]["recovered"][0]["resume_step"] == 5  # step 5 is redone whole
-    assert (
-        payload["step_check"]["steps_compared"] == 10
-        and payload["step_check"]["steps_missing"] == []
+    _, results = _drill_job(make_context, store, job, ["kill:reconfigure"])
+    baseline = results[("kill:reconfigure", "baseline")]
+    assert baseline.verdict == "absent", baseline.payload["reason"]
+    assert baseline.payload["reason"].startswith(
+        "your job cannot reconfigure: torch 2.13.0+cpu has no torch.distributed._reconfigure"
     )
-    assert payload["orphans_after_cleanup"] == []
     candidate = results[("kill:reconfigure", "candidate")]
     payload = candidate.payload
     assert "in_place" in payload, (candidate.verdict, payload.get("reason"))
@@ -597,6 +580,29 @@ def test_job_that_reconfigures_in_place_recovers_in_2_14_and_is_absent_in_2_13(
     assert payload["exit_codes"]["main1"] != 0
     assert payload["exit_codes"]["replacement1.1"] == 0 or any(
         death["rank"] == 1 for death in payload["teardown_trouble"]
+    )
+    assert payload["orphans_after_cleanup"] == []
+
+
+@pytest.mark.torch_envs
+def test_rank_killed_inside_its_backward_pass_is_reconfigured_in_place_and_matches_every_step(
+    candidate_env, import_root, tmp_path
+):
+    """Issue 28 item 5: the in-place path drilled at the other moment: the rank dies inside
+    loss.backward() (its peer in that step's gradient all-reduce), not between steps."""
+    job = parse_settings({"job": f"{JOBS / 'reconfigures_in_place.py'} --steps 10"}).user_job()
+    assert job is not None
+    runner = UserJobRunner(candidate_env.python, candidate_env.path, import_root, tmp_path, job)
+    outcome = runner.run(DrillSpec("kill-in-backward", "reconfigure", **SHORT))  # type: ignore[arg-type]
+    payload = outcome.payload
+    assert outcome.verdict == "passed", payload["reason"]
+    assert payload["struck_in_backward_of_step"] == 5  # after step 4, inside step 5
+    assert payload["injected"].endswith("inside its backward pass")
+    assert payload["in_place"]["dead"] == [1] and payload["in_place"]["replacements"] == 1
+    assert payload["in_place"]["recovered"][0]["resume_step"] == 5  # step 5 is redone whole
+    assert (
+        payload["step_check"]["steps_compared"] == 10
+        and payload["step_check"]["steps_missing"] == []
     )
     assert payload["orphans_after_cleanup"] == []
 
