@@ -54,9 +54,10 @@ from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
     MAX_MESSAGE,
     ValueStore,
-    class_of,
+    concrete_of,
     describe,
     fingerprint,
+    kind_of,
     outcome_tensor,
     signature_of,
     tensor_meta,
@@ -184,8 +185,7 @@ class Recording:
         if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
             return None
         modes = context.capture()  # the same call under other modes is another call
-        kind, concrete = class_of((args, kwargs))
-        key = (site["file"], site["line"], name, kind, modes)
+        key = (site["file"], site["line"], name, kind_of((args, kwargs)), modes)
         with self.lock:
             self.total += 1
             group = self._groups.get(key)
@@ -195,6 +195,7 @@ class Recording:
                 self._past_sample(name)
                 return None
             group.seen += 1
+            concrete = concrete_of((args, kwargs))
             samples = group.samples.get(concrete)
             if samples is None and len(group.samples) >= SHAPES:
                 self._past_sample(name)
@@ -371,6 +372,29 @@ def _busy() -> Iterator[None]:
         _guard.busy = was_busy
 
 
+_names: dict[Any, tuple[str, str]] = {}  # remembered: resolve_name costs a warnings filter
+
+
+def _named(func: Any) -> tuple[str, str]:
+    """A public callable's (name as recorded, name as its own frame has it); no name for an
+    attribute read or write, which is not a call."""
+    try:
+        return _names[func]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: asked every time
+        return _resolved(func)
+    named = _names[func] = _resolved(func)
+    return named
+
+
+def _resolved(func: Any) -> tuple[str, str]:
+    name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
+    if name.endswith(("__get__", "__set__")):
+        return "", ""
+    return name, getattr(func, "__name__", "")
+
+
 class _ApiMode(TorchFunctionMode):
     """Sees each public torch call; keeps those written in the user's own code."""
 
@@ -385,9 +409,8 @@ class _ApiMode(TorchFunctionMode):
             return func(*args, **kwargs)
         entry = None
         if not getattr(_guard, "busy", False):
-            name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
-            if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
-                called = getattr(func, "__name__", "")
+            name, called = _named(func)
+            if name:
                 site, direct = _user_site(sys._getframe(1), self._recording.user_code, called)
                 if site is not None and direct:
                     _guard.busy = True
@@ -441,7 +464,9 @@ class _AtenMode(TorchDispatchMode):
                     entry = self._recording.note("aten", name, site, args, kwargs)
                 finally:
                     _guard.busy = False
-                written = _written_arguments(func, args, kwargs) if entry is not None else None
+                if entry is None:  # counted only
+                    return func(*args, **kwargs)
+                written = _written_arguments(func, args, kwargs)
                 with _OutcomeOf(entry, written) as outcome:
                     return outcome.returned(func(*args, **kwargs))
         return func(*args, **kwargs)
