@@ -216,9 +216,9 @@ def kind_of(value: Any) -> Hashable:
     if isinstance(value, torch.Tensor):
         return value.dtype, value.dim(), value.device, value.requires_grad
     if isinstance(value, (list, tuple)):
-        kinds = []
+        kinds: list[Hashable] = []
         for item in value:  # a loop, not a call per item: the items are mostly tensors
-            item_kind = _plain_kinds.get(type(item))
+            item_kind: Hashable = _plain_kinds.get(type(item))
             if item_kind is None:
                 if isinstance(item, torch.Tensor):
                     item_kind = item.dtype, item.dim(), item.device, item.requires_grad

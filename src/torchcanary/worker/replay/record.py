@@ -86,6 +86,7 @@ SHAPES, VALUES, EXAMINED = 4, 2, 256
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
 
 
+Site = tuple[str, int, str]  # a call site's file, line and function
 _OURS, _TORCH, _THROUGH, _OTHER = range(4)  # what a frame's file is, for _user_site
 _file_kinds: dict[str, int] = {}  # remembered: asked at every frame of every call
 
@@ -105,7 +106,7 @@ def _file_kind(filename: str) -> int:
 
 def _user_site(
     frame: FrameType | None, user_code: UserCode, called: str = ""
-) -> tuple[dict[str, Any] | None, bool]:
+) -> tuple[Site | None, bool]:
     """(the user's call site, whether the call was written in code outside torch): walks out
     past torch, torchcanary and third-party dependencies to the nearest frame in the user's
     code (else the nearest outside torch); the call is direct when every torch frame before
@@ -123,7 +124,7 @@ def _user_site(
             frame = frame.f_back
             continue
         written = True
-        site = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
+        site = code.co_filename, frame.f_lineno, code.co_name  # a dict only once sampled
         if user_code.owns(code.co_filename):
             return site, direct
         nearest = nearest or site  # a dependency's: the site only when no user frame is found
@@ -178,14 +179,14 @@ class Recording:
         self._saved = True  # the parent saves; the child's copy of the file is not closed
 
     def note(
-        self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
+        self, level: str, name: str, site: Site, args: Any, kwargs: Any
     ) -> dict[str, Any] | None:
         """Count one call; one its group samples is encoded with its tensor arguments'
         values and returned, for its outcome to be added once it ran (None: counted only)."""
         if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
             return None
         modes = context.capture()  # the same call under other modes is another call
-        key = (site["file"], site["line"], name, kind_of((args, kwargs)), modes)
+        key = (site[0], site[1], name, kind_of((args, kwargs)), modes)
         with self.lock:
             self.total += 1
             group = self._groups.get(key)
@@ -218,7 +219,7 @@ class Recording:
                 "id": len(self._calls),
                 "level": level,
                 "callable": name,
-                "site": site,
+                "site": {"file": site[0], "line": site[1], "function": site[2]},
                 "signature": signature_of(encoded + ([named] if named else [])),
                 "context": context.described(modes),
                 "group": group.number,
