@@ -140,7 +140,7 @@ def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
         return tensor(value)
     if value is None:
         return {"t": "none"}
-    if isinstance(value, (bool, int, float, complex, str)):
+    if isinstance(value, _SCALARS) and not _is_numpy(value):  # numpy's float64 is a float
         return _scalar(value)
     if isinstance(value, (list, tuple)):
         kind = "list" if isinstance(value, list) else "tuple"
@@ -161,6 +161,11 @@ def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
     kind = type(value).__module__ + "." + type(value).__qualname__
     why_not.append(f"argument of type {kind}")
     return {"t": "opaque", "type": kind}
+
+
+def _is_numpy(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
 
 
 def _numpy_value(value: Any) -> Any:
