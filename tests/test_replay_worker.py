@@ -77,6 +77,7 @@ import numpy as np
 rows = torch.reshape(torch.linspace(0.0, 5.0, 6), (np.int64(2), -1))  # a numpy scalar argument
 as_array = torch.linspace(0.0, 3.0, 4).numpy()  # a numpy array as the output: compared by value
 scaled = torch.true_divide(torch.ones(2), np.float32(4.0))  # rebuilt as numpy's float32
+double = torch.as_tensor(np.float64(0.25))  # numpy's float64 is a float too: float64 still
 """
 
 
@@ -225,8 +226,8 @@ def test_numpy_scalars_as_arguments_are_recorded_and_replayed_as_numpy_scalars(
     recording: Path, baseline_replay: dict
 ) -> None:
     entries = {e["callable"]: e for e in _calls(recording) if e["level"] == "api"}
-    reshape, divide = entries["torch.reshape"], entries["torch.true_divide"]
-    assert reshape["replayable"] and divide["replayable"]
+    reshape, divide, made = (entries[f"torch.{n}"] for n in ("reshape", "true_divide", "as_tensor"))
+    assert reshape["replayable"] and divide["replayable"] and made["replayable"]
     assert reshape["args"][1]["items"][0] == {
         "t": "scalar",
         "v": 2,
@@ -234,7 +235,9 @@ def test_numpy_scalars_as_arguments_are_recorded_and_replayed_as_numpy_scalars(
         "numpy": "int64",
     }
     assert divide["args"][1] == {"t": "scalar", "v": 4.0, "type": "float", "numpy": "float32"}
-    for name, shape in (("torch.reshape", [2, 3]), ("torch.true_divide", [2])):
+    assert made["args"][0] == {"t": "scalar", "v": 0.25, "type": "float", "numpy": "float64"}
+    shapes = {"torch.reshape": [2, 3], "torch.true_divide": [2], "torch.as_tensor": []}
+    for name, shape in shapes.items():
         replayed = baseline_replay[name]
         assert replayed["status"] == "returned" and replayed["outputs"][0]["shape"] == shape
         found = compare_call(*[Replay.from_json(replayed)] * 3, recorded=entries[name]["outcome"])

@@ -27,11 +27,13 @@ Modes = tuple[bool, bool, torch.dtype, tuple[tuple[str, torch.dtype], ...], bool
 def capture() -> Modes:
     """The modes in force in this thread now, as a key: taken at every recorded call, so
     kept cheap (no text); :func:`described` spells out the ones a sampled call keeps."""
-    autocast = tuple(
-        (device, torch.get_autocast_dtype(device))
-        for device in _AUTOCAST_DEVICES
-        if torch.is_autocast_enabled(device)
-    )
+    autocast: tuple[tuple[str, torch.dtype], ...] = ()
+    if torch._C._is_any_autocast_enabled():  # one question for the usual case: none is on
+        autocast = tuple(
+            (device, torch.get_autocast_dtype(device))
+            for device in _AUTOCAST_DEVICES
+            if torch.is_autocast_enabled(device)
+        )
     deterministic: bool | str = torch.are_deterministic_algorithms_enabled()
     if deterministic and torch.is_deterministic_algorithms_warn_only_enabled():
         deterministic = "warn"

@@ -140,7 +140,7 @@ def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
         return tensor(value)
     if value is None:
         return {"t": "none"}
-    if isinstance(value, (bool, int, float, complex, str)):
+    if isinstance(value, _SCALARS) and not _is_numpy(value):  # numpy's float64 is a float
         return _scalar(value)
     if isinstance(value, (list, tuple)):
         kind = "list" if isinstance(value, list) else "tuple"
@@ -161,6 +161,11 @@ def describe(value: Any, tensor: Any, why_not: list[str]) -> dict[str, Any]:
     kind = type(value).__module__ + "." + type(value).__qualname__
     why_not.append(f"argument of type {kind}")
     return {"t": "opaque", "type": kind}
+
+
+def _is_numpy(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
 
 
 def _numpy_value(value: Any) -> Any:
@@ -204,27 +209,51 @@ def signature_of(encoded: Any) -> str:
     return str(encoded.get("v", kind))
 
 
-def class_of(value: Any) -> tuple[Hashable, Hashable]:
-    """What a call's argument is: (its class, it in full). The class is a tensor's dtype,
-    rank, device and grad, another value's type (a sequence's items'); in full, a tensor's
-    shape and strides too, a scalar's value. Calls of one class at one site share a group,
-    whose sample tells calls apart in full. Taken at every call: tuples, not text."""
-    kind: Hashable
+def kind_of(value: Any) -> Hashable:
+    """What a call's argument is, as a group key: a tensor's dtype, rank, device and grad,
+    another value's type (a sequence's items', each kind once). Taken at every recorded
+    call, before anything else about its arguments: tuples, not text, a plain value's kind
+    looked up by its type, and nothing a call counted past its group's sample does not
+    need."""
+    plain = _plain_kinds.get(type(value))
+    if plain is not None:
+        return plain
     if isinstance(value, torch.Tensor):
-        kind = value.dtype, value.dim(), value.device, value.requires_grad
-        strides = value.stride() if value.layout == torch.strided else None
-        return kind, (kind, value.shape, strides)
+        return value.dtype, value.dim(), value.device, value.requires_grad
     if isinstance(value, (list, tuple)):
-        items = [class_of(item) for item in value]
-        kind = type(value), tuple(dict.fromkeys(item[0] for item in items))
-        return kind, (type(value), tuple(item[1] for item in items))
+        kinds: list[Hashable] = []
+        for item in value:  # a loop, not a call per item: the items are mostly tensors
+            item_kind: Hashable = _plain_kinds.get(type(item))
+            if item_kind is None:
+                if isinstance(item, torch.Tensor):
+                    item_kind = item.dtype, item.dim(), item.device, item.requires_grad
+                else:
+                    item_kind = kind_of(item)
+            kinds.append(item_kind)
+        return type(value), tuple(dict.fromkeys(kinds))
     if isinstance(value, dict):
-        named = [(key, class_of(item)) for key, item in value.items()]
-        kind = tuple((key, item[0]) for key, item in named)
-        return kind, tuple((key, item[1]) for key, item in named)
+        return tuple([(key, kind_of(item)) for key, item in value.items()])
+    plain = _plain_kinds[type(value)] = type(value).__name__
+    return plain
+
+
+# The kind of a value of a type that is no tensor, sequence or mapping: its type's name.
+_plain_kinds: dict[type, str] = {kind: kind.__name__ for kind in (*_SCALARS, type(None))}
+
+
+def concrete_of(value: Any) -> Hashable:
+    """A call's argument in full, within its group: a tensor's kind with its shape and
+    strides, a scalar's value (by repr: a NaN equals itself), another value as its
+    signature spells it. Taken only for a call its group may still sample."""
+    if isinstance(value, torch.Tensor):
+        strides = value.stride() if value.layout == torch.strided else None
+        return kind_of(value), value.shape, strides
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple([concrete_of(item) for item in value])
+    if isinstance(value, dict):
+        return tuple([(key, concrete_of(item)) for key, item in value.items()])
     concrete: Hashable = repr(value) if isinstance(value, _SCALARS) else _spelled(value)
-    kind = type(value).__name__  # a scalar in full by repr: a NaN equals itself
-    return kind, (kind, concrete)
+    return type(value).__name__, concrete
 
 
 def _spelled(value: Any) -> Hashable:

@@ -54,9 +54,10 @@ from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
     MAX_MESSAGE,
     ValueStore,
-    class_of,
+    concrete_of,
     describe,
     fingerprint,
+    kind_of,
     outcome_tensor,
     signature_of,
     tensor_meta,
@@ -85,6 +86,7 @@ SHAPES, VALUES, EXAMINED = 4, 2, 256
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
 
 
+Site = tuple[str, int, str]  # a call site's file, line and function
 _OURS, _TORCH, _THROUGH, _OTHER = range(4)  # what a frame's file is, for _user_site
 _file_kinds: dict[str, int] = {}  # remembered: asked at every frame of every call
 
@@ -104,7 +106,7 @@ def _file_kind(filename: str) -> int:
 
 def _user_site(
     frame: FrameType | None, user_code: UserCode, called: str = ""
-) -> tuple[dict[str, Any] | None, bool]:
+) -> tuple[Site | None, bool]:
     """(the user's call site, whether the call was written in code outside torch): walks out
     past torch, torchcanary and third-party dependencies to the nearest frame in the user's
     code (else the nearest outside torch); the call is direct when every torch frame before
@@ -122,7 +124,7 @@ def _user_site(
             frame = frame.f_back
             continue
         written = True
-        site = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
+        site = code.co_filename, frame.f_lineno, code.co_name  # a dict only once sampled
         if user_code.owns(code.co_filename):
             return site, direct
         nearest = nearest or site  # a dependency's: the site only when no user frame is found
@@ -177,15 +179,14 @@ class Recording:
         self._saved = True  # the parent saves; the child's copy of the file is not closed
 
     def note(
-        self, level: str, name: str, site: dict[str, Any], args: Any, kwargs: Any
+        self, level: str, name: str, site: Site, args: Any, kwargs: Any
     ) -> dict[str, Any] | None:
         """Count one call; one its group samples is encoded with its tensor arguments'
         values and returned, for its outcome to be added once it ran (None: counted only)."""
         if self.stopped:  # before the lock: a forked child may hold a copy of it, taken
             return None
         modes = context.capture()  # the same call under other modes is another call
-        kind, concrete = class_of((args, kwargs))
-        key = (site["file"], site["line"], name, kind, modes)
+        key = (site[0], site[1], name, kind_of((args, kwargs)), modes)
         with self.lock:
             self.total += 1
             group = self._groups.get(key)
@@ -195,6 +196,7 @@ class Recording:
                 self._past_sample(name)
                 return None
             group.seen += 1
+            concrete = concrete_of((args, kwargs))
             samples = group.samples.get(concrete)
             if samples is None and len(group.samples) >= SHAPES:
                 self._past_sample(name)
@@ -217,7 +219,7 @@ class Recording:
                 "id": len(self._calls),
                 "level": level,
                 "callable": name,
-                "site": site,
+                "site": {"file": site[0], "line": site[1], "function": site[2]},
                 "signature": signature_of(encoded + ([named] if named else [])),
                 "context": context.described(modes),
                 "group": group.number,
@@ -371,6 +373,29 @@ def _busy() -> Iterator[None]:
         _guard.busy = was_busy
 
 
+_names: dict[Any, tuple[str, str]] = {}  # remembered: resolve_name costs a warnings filter
+
+
+def _named(func: Any) -> tuple[str, str]:
+    """A public callable's (name as recorded, name as its own frame has it); no name for an
+    attribute read or write, which is not a call."""
+    try:
+        return _names[func]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: asked every time
+        return _resolved(func)
+    named = _names[func] = _resolved(func)
+    return named
+
+
+def _resolved(func: Any) -> tuple[str, str]:
+    name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
+    if name.endswith(("__get__", "__set__")):
+        return "", ""
+    return name, getattr(func, "__name__", "")
+
+
 class _ApiMode(TorchFunctionMode):
     """Sees each public torch call; keeps those written in the user's own code."""
 
@@ -385,9 +410,8 @@ class _ApiMode(TorchFunctionMode):
             return func(*args, **kwargs)
         entry = None
         if not getattr(_guard, "busy", False):
-            name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
-            if not name.endswith(("__get__", "__set__")):  # attribute reads are not calls
-                called = getattr(func, "__name__", "")
+            name, called = _named(func)
+            if name:
                 site, direct = _user_site(sys._getframe(1), self._recording.user_code, called)
                 if site is not None and direct:
                     _guard.busy = True
@@ -441,7 +465,9 @@ class _AtenMode(TorchDispatchMode):
                     entry = self._recording.note("aten", name, site, args, kwargs)
                 finally:
                     _guard.busy = False
-                written = _written_arguments(func, args, kwargs) if entry is not None else None
+                if entry is None:  # counted only
+                    return func(*args, **kwargs)
+                written = _written_arguments(func, args, kwargs)
                 with _OutcomeOf(entry, written) as outcome:
                     return outcome.returned(func(*args, **kwargs))
         return func(*args, **kwargs)
