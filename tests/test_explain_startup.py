@@ -159,6 +159,26 @@ def test_a_split_that_preloading_changed_gives_no_share() -> None:
     assert reason.endswith("; no share is shown")
 
 
+def test_a_part_not_told_apart_whose_share_may_be_none_is_said_so() -> None:
+    """The rest of the import moved by 50 ms, give or take 60, from round to round: not
+    told apart from the build's libraries (130 ms every round), yet its share's interval
+    holds 0, so the libraries lead alone, and the line says the rest is not told apart
+    from them, not that they lead "ahead of" it."""
+    build = [0.13, 0.131, 0.129, 0.13, 0.13]
+    python = [0.0, 0.1, 0.05, 0.12, -0.02]
+    rounds = _rounds(build, python)
+    [first, *_] = combine(_FINDING, [decompose(_profiles(), rounds, "cmd")], [], 0.0).causes
+    assert first.kind == "build"
+    assert "ahead of" not in first.evidence
+    assert (
+        "it leads: the rest of import torch (Python modules, initialisation) is not told "
+        "apart from it (the candidate build's own libraries minus it "
+    ) in first.evidence
+    assert first.evidence.endswith(
+        "but its own share's interval holds 0: it may account for none of the change"
+    )
+
+
 def _near_tie(seed: int) -> Explanation:
     """Five rounds of a change held half by the build's own libraries (130 ms, loading
     varies by 7 ms) and half by the rest of the import (130 ms, varies by 100 ms): the

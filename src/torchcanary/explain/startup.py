@@ -349,7 +349,17 @@ def leading(
     order = first + [kind for kind in by_share if kind not in first]
     if len(first) == 1:
         runner = by_share[1] if len(by_share) > 1 else None
-        lead = "it leads" + (f", ahead of {names[runner]} by {_ms(gaps[runner])}" if runner else "")
+        gap = gaps[runner] if runner else None
+        if runner is None:
+            lead = "it leads"
+        elif gap is None or gap[1] <= 0 <= gap[2]:
+            lead = (
+                f"it leads: {names[runner]} is not told apart from it ({names[top]} minus it "
+                f"{_ms(gap)}), but its own share's interval holds 0: it may account for none "
+                "of the change"
+            )
+        else:
+            lead = f"it leads, ahead of {names[runner]} by {_ms(gap)}"
     else:
         others = [kind for kind in first if kind != first[0]]
         lead = (
