@@ -4,11 +4,14 @@
 
 A loop of small calls (an ALS-like step on 8x8 tensors: matmul, reshape, conj, mul,
 transpose, sum, norm; 15 calls a step at the two levels), timed in CPU seconds inside one
-process of the environment, three ways in turn, twice: no mode; bare modes (a
-``TorchFunctionMode`` that pushes an empty ``TorchDispatchMode`` around each call, as the
-recorder does, and does nothing else: the floor any recording by modes pays); recorded
-(``record_calls``, every call past its group's sample after the first few). A suite of
-small calls costs at least the floor's ratio recorded, whatever the recorder does.
+process of the environment, each way in turn, twice: no mode; an empty
+``TorchFunctionMode`` alone (what seeing the public calls costs); an empty
+``TorchDispatchMode`` alone (what seeing the ATen calls costs); both, pushed once; bare
+modes (the function mode pushing the empty dispatch mode around each call, as the recorder
+does, and nothing else: the floor any recording that way pays); recorded (``record_calls``,
+every call past its group's sample after the first few). A suite of small calls costs at
+least the floor's ratio recorded, whatever the recorder does; the lone modes show which
+level a cheaper design could leave off for calls it only counts.
 """
 
 from __future__ import annotations
@@ -44,6 +47,17 @@ class Empty(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class FunctionOnly(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def both_once():
+    with FunctionOnly(), Empty():
+        yield
+
+
 class Bare(TorchFunctionMode):
     def __init__(self):
         super().__init__()
@@ -75,10 +89,17 @@ def timed(mode, steps):
 torch.manual_seed(0)
 a, b = torch.randn(8, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)
 steps = int(sys.argv[1])
-result = {"none": [], "bare modes": [], "recorded": []}
+ways = {
+    "none": contextlib.nullcontext,
+    "function mode alone": FunctionOnly,
+    "dispatch mode alone": Empty,
+    "both modes, pushed once": both_once,
+    "bare modes": Bare,
+}
+result = {way: [] for way in [*ways, "recorded"]}
 for _ in range(2):
-    result["none"].append(timed(contextlib.nullcontext(), steps))
-    result["bare modes"].append(timed(Bare(), steps))
+    for way, mode in ways.items():
+        result[way].append(timed(mode(), steps))
     with tempfile.TemporaryDirectory() as folder:
         result["recorded"].append(timed(record_calls(folder), steps))
 print(json.dumps({way: min(times) / steps for way, times in result.items()}))
