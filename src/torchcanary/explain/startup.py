@@ -222,6 +222,7 @@ def decompose(
     plain = _per_round(rounds, _plain)
     split = _per_round(rounds, split_total)
     whole = shares.mean(split)
+    plain_change = shares.mean(plain)
     wall = shares.mean(_per_round(rounds, _plain_wall))
     # What preloading changes of the import: the plain children against the split ones.
     preloading = shares.mean([p - s for p, s in zip(plain, split, strict=True)])
@@ -233,7 +234,7 @@ def decompose(
     extra: dict[str, Any] = {
         "startup": {
             "delta_s": shares.listed(whole),  # CPU seconds, the split children
-            "plain_delta_s": shares.listed(shares.mean(plain)),  # CPU seconds, the plain children
+            "plain_delta_s": shares.listed(plain_change),  # CPU seconds, the plain children
             "wall_delta_s": shares.listed(wall),
             "rounds": {role: len(rounds[role]) for role in ROLES},
             "libraries": {role: _libraries_line(profiles[role]) for role in ROLES},
@@ -258,7 +259,7 @@ def decompose(
     order, lead = leading(moved, split, {kind: name for kind, (name, _) in parts.items()})
     extra["startup"] |= {"order": order, "leading": lead}
     measured = (
-        f"the split import CPU {_ms(whole)}, the plain import CPU {_ms(shares.mean(plain))} "
+        f"the split import CPU {_ms(whole)}, the plain import CPU {_ms(plain_change)} "
         f"and wall {_ms(wall)} over {len(split)} rounds"
     )
     each = ", ".join(f"{parts[kind][0]} {_ms(shares.mean(moved[kind]))}" for kind in order)
@@ -268,7 +269,7 @@ def decompose(
             f"of it {each}",
             extra,
         )
-    if preloading is None or not preloading[1] <= 0 <= preloading[2]:
+    if preloading is None or not _holds_0(preloading):
         return _no_share(
             f"preloading the libraries changed the import: the plain import minus the split "
             f"one {_ms(preloading)}, so the split is not the plain import's; they measured "
@@ -323,15 +324,20 @@ def _above_0(share: shares.Interval | None) -> bool:
     return share is None or share[1] > 0
 
 
+def _holds_0(interval: shares.Interval | None) -> bool:
+    """Whether an interval of a difference holds 0 (None: too few rounds to tell)."""
+    return interval is None or interval[1] <= 0 <= interval[2]
+
+
 def leading(
-    moved: dict[str, list[float]], plain: list[float], names: dict[str, str]
+    moved: dict[str, list[float]], whole: list[float], names: dict[str, str]
 ) -> tuple[list[str], str]:
     """The parts in the order shown, and in words which lead. The part with the largest
     share leads alone only where its per-round change is told apart from each other
     part's (the :data:`LEAD` t interval of their difference excludes 0); the parts it is
     not told apart from lead with it, in the order ``moved`` lists them (a fixed order, so
     a near tie gives the same leading parts in every run); the rest follow by share."""
-    sign = 1.0 if sum(plain) >= 0 else -1.0
+    sign = 1.0 if sum(whole) >= 0 else -1.0
     by_share = sorted(moved, key=lambda kind: -sign * sum(moved[kind]))
     top = by_share[0]
     gaps = {
@@ -343,23 +349,22 @@ def leading(
     tied = {
         kind
         for kind, gap in gaps.items()
-        if (gap is None or gap[1] <= 0 <= gap[2]) and _above_0(shares.ratio(moved[kind], plain))
+        if _holds_0(gap) and _above_0(shares.ratio(moved[kind], whole))
     }
     first = [kind for kind in moved if kind == top or kind in tied]
     order = first + [kind for kind in by_share if kind not in first]
     if len(first) == 1:
         runner = by_share[1] if len(by_share) > 1 else None
-        gap = gaps[runner] if runner else None
         if runner is None:
             lead = "it leads"
-        elif gap is None or gap[1] <= 0 <= gap[2]:
+        elif _holds_0(gaps[runner]):  # not told apart, yet not tied: its share may be none
             lead = (
                 f"it leads: {names[runner]} is not told apart from it ({names[top]} minus it "
-                f"{_ms(gap)}), but its own share's interval holds 0: it may account for none "
-                "of the change"
+                f"{_ms(gaps[runner])}), but its own share's interval holds 0: it may account "
+                "for none of the change"
             )
         else:
-            lead = f"it leads, ahead of {names[runner]} by {_ms(gap)}"
+            lead = f"it leads, ahead of {names[runner]} by {_ms(gaps[runner])}"
     else:
         others = [kind for kind in first if kind != first[0]]
         lead = (
