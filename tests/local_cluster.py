@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from process_helpers import running
 from torchcanary.drill.netns import RankNetwork
 from torchcanary.hardware_profile import PROFILE_LABEL
 
@@ -135,18 +136,10 @@ def wait_gone(pids: Sequence[int], wait_s: float = 20.0) -> list[int]:
     deadline = time.monotonic() + wait_s
     alive = list(pids)
     while True:
-        alive = [pid for pid in alive if _running(pid)]
+        alive = [pid for pid in alive if running(pid)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1]
-    except (OSError, IndexError):
-        return False
-    return not state.startswith("Z")
 
 
 @dataclass

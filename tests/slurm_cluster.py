@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_helpers import running
+
 FIXTURES = Path(__file__).parent / "fixtures"
 PARTITION = "debug"
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
@@ -340,7 +342,7 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.wait()
-        left = [pid for pid in started if _running(pid)]
+        left = [pid for pid in started if running(pid)]
         left += [pid for node in self.nodes for pid in _job_processes(node)]
         shutil.rmtree(self.root, ignore_errors=True)
         return left
@@ -363,14 +365,6 @@ def _job_processes(node: str, job_ids: Sequence[str] = ()) -> list[int]:
         if cmdline.startswith(stepd_names) or marker in environ:
             found.append(int(proc.name))
     return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1]
-    except (OSError, IndexError):
-        return False
-    return not state.startswith("Z")
 
 
 def _call(command: list[str], env: Mapping[str, str] | None = None, timeout_s: float = 60) -> str:

@@ -3,28 +3,19 @@ user's command is ended with it, and the run says it was terminated."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from cli_helpers import canary_command, canary_env
+from process_helpers import running
 
 HOLD = """\
 import os, pathlib, time
 pathlib.Path("held.pid").write_text(str(os.getpid()))
 time.sleep(300)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for all that matters here (its parent has not reaped it yet).
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def test_sigterm_ends_the_run_and_the_users_command_it_started(
@@ -46,9 +37,9 @@ def test_sigterm_ends_the_run_and_the_users_command_it_started(
     assert pid_file.exists(), run.communicate(timeout=60)
     time.sleep(0.5)  # the pid is written before the sleep starts
     held = int(pid_file.read_text())
-    assert _alive(held)
+    assert running(held)
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 143, err
     assert "torchcanary: terminated (SIGTERM); finished results are stored" in err
-    assert not _alive(held)
+    assert not running(held)

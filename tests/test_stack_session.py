@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from process_helpers import running
 from torchcanary.user_command.session import run_command
 
 
@@ -22,14 +23,6 @@ def _run(tmp_path: Path, code: str, timeout_s: float = 30.0, **limits: int):
         log_path=tmp_path / "out.log",
         **limits,
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_missing_program_is_reported_as_not_found_without_raising(tmp_path: Path):
@@ -90,9 +83,9 @@ def test_children_left_behind_are_killed_and_named_even_after_setsid(tmp_path: P
     assert len(outcome.stragglers) == 2
     assert {int(s.split()[0]) for s in outcome.stragglers} == set(pids)
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(running(pid) for pid in pids)
     assert "left 2 process(es) behind" in outcome.describe()
 
 
