@@ -24,7 +24,13 @@ def merge_workers(folder: Path) -> int:
         return 0
     sources = [folder] if (folder / "calls.jsonl").is_file() else []
     merged: dict[str, dict[str, Any]] = {}
-    meta: dict[str, Any] = {"calls": 0, "not_sampled": 0, "not_followed": {}, "not_sampled_by": {}}
+    meta: dict[str, Any] = {
+        "calls": 0,
+        "not_sampled": 0,
+        "not_examined": 0,
+        "not_followed": {},
+        "not_sampled_by": {},
+    }
     imports: list[str] = []  # the modules that register their operators, all workers'
     joined = folder / "values.bin.merging"
     with open(joined, "wb") as values:
@@ -40,6 +46,7 @@ def merge_workers(folder: Path) -> int:
                 **part,
                 "calls": meta["calls"] + part.get("calls", 0),
                 "not_sampled": meta["not_sampled"] + part.get("not_sampled", 0),
+                "not_examined": meta["not_examined"] + part.get("not_examined", 0),
                 "not_followed": meta["not_followed"],
                 "not_sampled_by": meta["not_sampled_by"],
             }

@@ -83,6 +83,12 @@ def _headline(summary: CallsSummary) -> str:
         if summary.not_sampled
         else ""
     )
+    if summary.not_examined:
+        sampled += (
+            f" ({summary.not_examined} more counted while the recorder rested, after calls "
+            "that added nothing new: a known callable from a new site among them is not "
+            "recorded)"
+        )
     return compared + (
         f"{summary.recorded} distinct call(s) recorded under the baseline{sampled}, "
         f"{summary.replayed} replayed in both versions, "

@@ -50,6 +50,7 @@ from torchcanary.user_command.command import UserCommand
 from torchcanary.user_command.execute import RoleRunner
 from torchcanary.user_command.session import run_command
 from torchcanary.worker.calls import (
+    CALLS_QUIET_VAR,
     CALLS_RECORD_PLUGIN,
     CALLS_RECORD_VAR,
     CALLS_RECORD_WORKLOAD_MAIN,
@@ -114,7 +115,7 @@ def run(ctx: RunContext) -> None:
     metadata_only: dict[str, int] = {}
     not_followed: dict[str, int] = {}
     not_sampled_by: dict[str, int] = {}
-    recorded = not_sampled = 0
+    recorded = not_sampled = not_examined = 0
     notes = _release_text(ctx)
     pythons = {"baseline": baseline_python, "candidate": _candidate_python(ctx, settings, root)}
     _replay_all(ctx, settings, written, pythons)
@@ -123,6 +124,7 @@ def run(ctx: RunContext) -> None:
         recorded += len(calls)
         meta = json.loads((recording.folder / "meta.json").read_text())
         not_sampled += meta.get("not_sampled", 0)
+        not_examined += meta.get("not_examined", 0)
         for name, count in meta.get("not_sampled_by", {}).items():
             not_sampled_by[name] = not_sampled_by.get(name, 0) + count
         for why, count in meta.get("not_followed", {}).items():
@@ -137,6 +139,7 @@ def run(ctx: RunContext) -> None:
         not_followed=not_followed,
         not_sampled=not_sampled,
         not_sampled_by=not_sampled_by,
+        not_examined=not_examined,
     )
     _save(ctx, summary)
     ctx.progress.note(f"calls: {recorded} recorded, {summary.replayed} replayed, {counts}")
@@ -232,6 +235,8 @@ def _record_all(
         folder.mkdir(parents=True, exist_ok=True)
         env = {**settings.user_command.env, CALLS_RECORD_VAR: str(folder)}
         env[CALLS_USER_CODE_VAR] = json.dumps(settings.user_code())
+        if settings.quiet_calls is not None:
+            env[CALLS_QUIET_VAR] = str(settings.quiet_calls)
         if not tag:
             env["PYTEST_PLUGINS"] = CALLS_RECORD_PLUGIN
         runner = RoleRunner(

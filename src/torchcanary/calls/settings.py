@@ -19,7 +19,7 @@ from torchcanary.user_command.settings import CommandSettings
 from torchcanary.worker.bench.specs import WORKLOAD
 from torchcanary.workload_spec import parse_workload
 
-_OWN = ("candidate_env", "replay_timeout_s", "workloads")
+_OWN = ("candidate_env", "replay_timeout_s", "workloads", "quiet_calls")
 _COMMAND_TABLE = "stack"  # the table whose command keys these are, and the flags'
 
 
@@ -28,12 +28,16 @@ class CallsSettings:
     """``candidate_env``: variables given to the candidate's replay only (to reproduce a
     setting your deployment gives the new version); ``replay_timeout_s``: per call;
     ``workloads``: bench workload specs whose calls are recorded too (``[calls] workloads``;
-    the bench's own, ``--workload`` among them, arrive as its output ``workloads``)."""
+    the bench's own, ``--workload`` among them, arrive as its output ``workloads``);
+    ``quiet_calls``: how many calls in a row that add nothing new let the recorder rest (0:
+    examine every call, at several times the suite's time; None: the recorder's own
+    ``QUIET``)."""
 
     user_command: CommandSettings
     candidate_env: dict[str, str] = field(default_factory=dict)
     replay_timeout_s: float = 60.0
     workloads: tuple[dict[str, Any], ...] = ()
+    quiet_calls: int | None = None
 
     def user_code(self) -> dict[str, list[str]]:
         """Where the user's own code lies, for a recorded call's site
@@ -69,13 +73,17 @@ class CallsSettings:
         timeout = settings_checks.number(
             "calls", "replay_timeout_s", mapping.get("replay_timeout_s", 60.0), low=1
         )
-        return cls(parsed, dict(env), float(timeout), workloads(mapping, parsed.cwd))
+        quiet = mapping.get("quiet_calls")
+        if quiet is not None:
+            quiet = settings_checks.number("calls", "quiet_calls", quiet, integer=True, low=0)
+        return cls(parsed, dict(env), float(timeout), workloads(mapping, parsed.cwd), quiet)
 
     def own_json(self) -> dict[str, Any]:
         return {
             "candidate_env": dict(self.candidate_env),
             "replay_timeout_s": self.replay_timeout_s,
             "workloads": [dict(spec) for spec in self.workloads],
+            "quiet_calls": self.quiet_calls,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -89,6 +97,7 @@ class CallsSettings:
             dict(data.get("candidate_env", {})),
             float(data.get("replay_timeout_s", 60.0)),
             tuple(dict(spec) for spec in data.get("workloads", ())),
+            data.get("quiet_calls"),
         )
 
 

@@ -42,13 +42,13 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchcanary.worker.calls import CALLS_RECORD_VAR, CALLS_WORKER_FOLDER
+from torchcanary.worker.calls import CALLS_QUIET_VAR, CALLS_RECORD_VAR, CALLS_WORKER_FOLDER
 from torchcanary.worker.replay import context
 from torchcanary.worker.replay.encode import (
     FORMAT_VERSION,
@@ -81,6 +81,15 @@ _guard = threading.local()
 # A group's sample (site x callable x argument class x context): up to SHAPES concrete
 # signatures, VALUES distinct values each, taken from its first EXAMINED calls.
 SHAPES, VALUES, EXAMINED = 4, 2, 256
+# Resting: once QUIET public calls in a row of one thread added nothing to the recording, the
+# thread's recorder counts the next calls without examining them (no site, no group, no ATen
+# mode: a few attribute operations each), first FIRST_REST of them, then examines again;
+# each rest that ends in QUIET more calls with nothing new doubles the next (up to MAX_REST).
+# A callable the thread never examined, anything new, or the next test, ends the resting.
+# A known callable first called from a new site, or with a new argument class, while the
+# recorder rests is not recorded: the price of recording a real suite at a small multiple
+# of its time (``TORCHCANARY_RECORD_QUIET=0`` examines every call).
+QUIET, FIRST_REST, MAX_REST = 512, 4096, 1 << 20
 # Calls whose value is this process's own (a storage address, an identity hash): no replay
 # returns it again, so their recorded value is not something a replay must reproduce.
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
@@ -167,6 +176,9 @@ class Recording:
         self.forked = 0
         self.spawned = 0
         self.pythons = 0
+        self.quiet = _quiet_calls()  # 0: never rest
+        self.epoch = 0  # a new test (``wake``) ends every thread's resting
+        self._attentions: list[_Attention] = []  # each thread's, for the calls they rested on
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
     def _count_fork(self) -> None:
@@ -238,6 +250,21 @@ class Recording:
             self._calls.append(entry)
             return entry
 
+    def kept(self) -> int:
+        """How many calls the recording has sampled: a change says something new was met."""
+        return len(self._calls)
+
+    def wake(self) -> None:
+        """A new test starts: every thread examines its calls again."""
+        self.epoch += 1
+
+    def attention(self) -> _Attention:
+        """A new thread's resting state, counted in the recording's totals."""
+        attention = _Attention(self)
+        with self.lock:
+            self._attentions.append(attention)
+        return attention
+
     def _past_sample(self, name: str) -> None:
         """Count a call past its group's sample (the lock held)."""
         self.not_sampled += 1
@@ -267,6 +294,8 @@ class Recording:
             "groups": len(self._groups),
             "not_sampled": self.not_sampled,
             "not_sampled_by": dict(self.not_sampled_by.most_common()),
+            "not_examined": sum(a.rested for a in self._attentions),
+            "quiet": self.quiet,
             "not_replayable": dict(skipped),
             "values_bytes": self._values.used,
             "values_budget": self._values.budget,
@@ -275,6 +304,58 @@ class Recording:
         }
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
         return meta
+
+
+def _quiet_calls() -> int:
+    text = os.environ.get(CALLS_QUIET_VAR, "")
+    return int(text) if text.strip().isdigit() else QUIET
+
+
+class _Attention:
+    """One thread's resting state (see ``QUIET``): whether its next public call is examined,
+    and how many it counted without examining."""
+
+    def __init__(self, recording: Recording) -> None:
+        self._recording = recording
+        self.rested = 0  # calls counted while resting: only this thread writes it
+        self.resting = 0  # calls still to pass unexamined
+        self._quiet = 0  # examined calls in a row that added nothing
+        self._next_rest = FIRST_REST
+        self._kept = recording.kept()
+        self._epoch = recording.epoch
+        self._met: set[Any] = set()  # the callables this thread examined
+
+    def rests(self, func: Any) -> bool:
+        """Whether the call about to run passes unexamined (it is then counted). A new test,
+        or a callable this thread never examined, ends the rest."""
+        try:
+            met = func in self._met
+        except TypeError:  # unhashable: examined
+            met = False
+        if not met or self._epoch != self._recording.epoch:
+            self.resting = 0
+            return False
+        self.resting -= 1
+        self.rested += 1
+        return True
+
+    def examined(self, func: Any) -> None:
+        """Before an examined call: whether the calls since the last one added anything,
+        and, after ``quiet`` in a row that did not, the rest that starts."""
+        if self._epoch != self._recording.epoch:  # a new test: attentive again
+            self._epoch = self._recording.epoch
+            self._quiet, self._next_rest = 0, FIRST_REST
+        with contextlib.suppress(TypeError):
+            self._met.add(func)
+        kept = self._recording.kept()
+        if kept != self._kept:
+            self._kept, self._quiet, self._next_rest = kept, 0, FIRST_REST
+            return
+        self._quiet += 1
+        quiet = self._recording.quiet
+        if quiet and self._quiet >= quiet:
+            self.resting, self._quiet = self._next_rest, 0
+            self._next_rest = min(2 * self._next_rest, MAX_REST)
 
 
 def _generator_states() -> list[torch.Tensor]:
@@ -403,11 +484,16 @@ class _ApiMode(TorchFunctionMode):
         super().__init__()
         self._recording = recording
         self._aten = _AtenMode(recording)
+        self._attention = recording.attention()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # Dynamo traces this: step aside, in one branch
             return func(*args, **kwargs)
+        attention = self._attention
+        if attention.resting and attention.rests(func):
+            return func(*args, **kwargs)
+        attention.examined(func)
         entry = None
         if not getattr(_guard, "busy", False):
             name, called = _named(func)
@@ -567,7 +653,14 @@ def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
         recording.save()
 
 
-def start_from_environment(xdist_worker: str | None = None) -> contextlib.ExitStack | None:
+class Started(NamedTuple):
+    """A recording started from the environment: the stack that ends and saves it."""
+
+    stack: contextlib.ExitStack
+    recording: Recording
+
+
+def start_from_environment(xdist_worker: str | None = None) -> Started | None:
     """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
     way in); the recording is also saved at exit, so a run that ends abruptly keeps it.
     A pytest-xdist worker (``xdist_worker``, its id as the plugin reads it from pytest's
@@ -583,4 +676,4 @@ def start_from_environment(xdist_worker: str | None = None) -> contextlib.ExitSt
     stack = contextlib.ExitStack()
     recording = stack.enter_context(record_calls(folder))
     atexit.register(recording.save)
-    return stack
+    return Started(stack, recording)
