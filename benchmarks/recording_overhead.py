@@ -92,7 +92,8 @@ def _report(name: str, plain: list[float], recorded: list[float], folder: Path) 
         f"{name}: unrecorded {base:.3f} s, recorded {rec:.3f} s, ratio {rec / base:.2f}; "
         f"calls recorded {meta['calls']}, distinct {meta['distinct']} in {meta.get('groups')} "
         f"groups, {meta.get('not_sampled')} past their group's sample, "
-        f"not replayable {sum(meta['not_replayable'].values())}"
+        f"{meta.get('not_examined', 0)} counted while the recorder rested (quiet "
+        f"{meta.get('quiet')}), not replayable {sum(meta['not_replayable'].values())}"
     )
 
 

@@ -82,3 +82,14 @@ def test_the_users_code_is_the_suites_folder_and_what_with_names_paths_and_names
         "paths": [str(tmp_path / "project"), str(tmp_path / "vendored")],
         "names": ["pytest", "mylib", "other_lib"],
     }
+
+
+def test_quiet_calls_is_a_count_of_zero_or_more_kept_through_the_stored_settings(
+    tmp_path: Path,
+) -> None:
+    settings = CallsSettings.parse({"cwd": str(tmp_path), "quiet_calls": 0})
+    assert settings.quiet_calls == 0 and CallsSettings.from_json(settings.to_json()) == settings
+    assert CallsSettings.parse({"cwd": str(tmp_path)}).quiet_calls is None  # the recorder's own
+    for wrong in (-1, 2.5, True):
+        with pytest.raises(ConfigError, match="quiet_calls"):
+            CallsSettings.parse({"cwd": str(tmp_path), "quiet_calls": wrong})

@@ -106,6 +106,18 @@ def test_the_calls_counted_past_their_sites_sample_are_named_on_the_first_line()
     assert shown[title + 12] == "- `2 more callable(s): 2 call(s)`"
 
 
+def test_the_calls_counted_while_the_recorder_rested_are_said_on_the_first_line() -> None:
+    summary = call_set_summary("pytest -q", "passed", 10, {"same": 10}, {}, {})
+    summary = dataclasses.replace(summary, not_examined=9505178)
+    view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
+    assert (
+        "10 distinct call(s) recorded under the baseline (9505178 more counted while the "
+        "recorder rested, after calls that added nothing new: one among them that a glance "
+        "could not tell from those before is not recorded), 10 replayed"
+        in markdown(view).splitlines()[2]
+    )
+
+
 def test_what_the_diff_says_of_a_call_is_read_from_its_stored_rows_in_its_own_words() -> None:
     """The calls link a changed call to the diff's change of the same symbol, read from the
     diff's stored rows (their JSON), never its code: the verdict in its stored word, not

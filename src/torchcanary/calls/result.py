@@ -54,8 +54,8 @@ class CallsSummary:
     # represented by the sample, not replayed themselves
     not_sampled: int = 0
     not_sampled_by: dict[str, int] = field(default_factory=dict)  # callable -> of those calls
-    # public calls counted while the recorder rested (worker/replay/record.py's QUIET): a
-    # known callable from a new site or argument class among them is not recorded
+    # public calls counted while the recorder rested (worker/replay/record.py's QUIET): one
+    # that a glance could not tell from the calls before it is not recorded
     not_examined: int = 0
     key: str = SUMMARY_KEY
     env_role: str = BOTH

@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
@@ -78,6 +78,8 @@ _PASS_THROUGH = ("overrides.py", "_tensor.py")
 _GENERATED = "<eval_with_key>"  # code torch.fx writes (a compiled graph run eagerly)
 _DYNAMO = "torch._dynamo"  # loaded: something may compile, so Dynamo must not trace the mode
 _guard = threading.local()
+# Asked at every call, also while resting: looked up once.
+_is_compiling, _caller, _Tensor = torch.compiler.is_compiling, sys._getframe, torch.Tensor
 # A group's sample (site x callable x argument class x context): up to SHAPES concrete
 # signatures, VALUES distinct values each, taken from its first EXAMINED calls.
 SHAPES, VALUES, EXAMINED = 4, 2, 256
@@ -85,11 +87,12 @@ SHAPES, VALUES, EXAMINED = 4, 2, 256
 # thread's recorder counts the next calls without examining them (no site, no group, no ATen
 # mode: a few attribute operations each), first FIRST_REST of them, then examines again;
 # each rest that ends in QUIET more calls with nothing new doubles the next (up to MAX_REST).
-# A callable the thread never examined, anything new, or the next test, ends the resting.
-# A known callable first called from a new site, or with a new argument class, while the
-# recorder rests is not recorded: the price of recording a real suite at a small multiple
-# of its time (``TORCHCANARY_RECORD_QUIET=0`` examines every call).
-QUIET, FIRST_REST, MAX_REST = 512, 4096, 1 << 20
+# A call unlike every call the thread examined (``_glance``: callable, calling instruction,
+# first argument's dtype and rank) ends the rest. A call that differs only in
+# what a glance does not see (another argument's class, the modes, a site further out) is
+# not recorded while the recorder rests: the price of recording a real suite at a small
+# multiple of its time (``TORCHCANARY_RECORD_QUIET=0`` examines every call).
+QUIET, FIRST_REST, MAX_REST = 128, 4096, 1 << 20
 # Calls whose value is this process's own (a storage address, an identity hash): no replay
 # returns it again, so their recorded value is not something a replay must reproduce.
 _PER_PROCESS = ("torch.Tensor.data_ptr", "torch.Tensor.__hash__")
@@ -177,7 +180,6 @@ class Recording:
         self.spawned = 0
         self.pythons = 0
         self.quiet = _quiet_calls()  # 0: never rest
-        self.epoch = 0  # a new test (``wake``) ends every thread's resting
         self._attentions: list[_Attention] = []  # each thread's, for the calls they rested on
         os.register_at_fork(before=self._count_fork, after_in_child=self._stop_in_child)
 
@@ -254,10 +256,6 @@ class Recording:
         """How many calls the recording has sampled: a change says something new was met."""
         return len(self._calls)
 
-    def wake(self) -> None:
-        """A new test starts: every thread examines its calls again."""
-        self.epoch += 1
-
     def attention(self) -> _Attention:
         """A new thread's resting state, counted in the recording's totals."""
         attention = _Attention(self)
@@ -311,6 +309,24 @@ def _quiet_calls() -> int:
     return int(text) if text.strip().isdigit() else QUIET
 
 
+def _glance(func: Any, args: Any) -> Hashable:
+    """What a resting recorder can afford to look at (well under a microsecond): the
+    callable, the instruction that called it, and the first argument's dtype and rank. A call
+    unlike every call the thread examined before wakes the recorder. Only values whose hash
+    is cached or cheap (a file name, not its code object, which hashes its whole body)."""
+    frame = _caller(2)  # the caller of __torch_function__'s caller: the call's line
+    code = frame.f_code
+    if _file_kinds.get(code.co_filename) == _THROUGH and frame.f_back is not None:
+        frame = frame.f_back  # an operator's own wrapper (``Tensor.__add__``): its caller
+        code = frame.f_code
+    # the calling instruction (its offset, cheaper than its line), in its function
+    where = code.co_filename, code.co_firstlineno, frame.f_lasti
+    first = args[0] if args else None
+    if isinstance(first, _Tensor):
+        return func, where, first.dtype, first.ndim
+    return func, where, type(first)
+
+
 class _Attention:
     """One thread's resting state (see ``QUIET``): whether its next public call is examined,
     and how many it counted without examining."""
@@ -322,31 +338,26 @@ class _Attention:
         self._quiet = 0  # examined calls in a row that added nothing
         self._next_rest = FIRST_REST
         self._kept = recording.kept()
-        self._epoch = recording.epoch
-        self._met: set[Any] = set()  # the callables this thread examined
+        self._met: set[Hashable] = set()  # how the calls this thread examined looked
 
-    def rests(self, func: Any) -> bool:
-        """Whether the call about to run passes unexamined (it is then counted). A new test,
-        or a callable this thread never examined, ends the rest."""
+    def rests(self, glance: Hashable) -> bool:
+        """Whether the call about to run passes unexamined (it is then counted). A call
+        unlike every call this thread examined (``_glance``) ends the rest."""
         try:
-            met = func in self._met
-        except TypeError:  # unhashable: examined
-            met = False
-        if not met or self._epoch != self._recording.epoch:
-            self.resting = 0
-            return False
-        self.resting -= 1
-        self.rested += 1
-        return True
+            if glance in self._met:
+                self.resting -= 1
+                self.rested += 1
+                return True
+        except TypeError:  # an unhashable callable: examined
+            pass
+        self.resting = 0
+        return False
 
-    def examined(self, func: Any) -> None:
+    def examined(self, glance: Hashable) -> None:
         """Before an examined call: whether the calls since the last one added anything,
         and, after ``quiet`` in a row that did not, the rest that starts."""
-        if self._epoch != self._recording.epoch:  # a new test: attentive again
-            self._epoch = self._recording.epoch
-            self._quiet, self._next_rest = 0, FIRST_REST
         with contextlib.suppress(TypeError):
-            self._met.add(func)
+            self._met.add(glance)
         kept = self._recording.kept()
         if kept != self._kept:
             self._kept, self._quiet, self._next_rest = kept, 0, FIRST_REST
@@ -488,12 +499,12 @@ class _ApiMode(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        if torch.compiler.is_compiling():  # Dynamo traces this: step aside, in one branch
+        if _is_compiling():  # Dynamo traces this: step aside, in one branch
             return func(*args, **kwargs)
         attention = self._attention
-        if attention.resting and attention.rests(func):
+        if attention.resting and attention.rests(_glance(func, args)):
             return func(*args, **kwargs)
-        attention.examined(func)
+        attention.examined(_glance(func, args))
         entry = None
         if not getattr(_guard, "busy", False):
             name, called = _named(func)
@@ -653,14 +664,7 @@ def record_calls(folder: str | os.PathLike[str]) -> Iterator[Recording]:
         recording.save()
 
 
-class Started(NamedTuple):
-    """A recording started from the environment: the stack that ends and saves it."""
-
-    stack: contextlib.ExitStack
-    recording: Recording
-
-
-def start_from_environment(xdist_worker: str | None = None) -> Started | None:
+def start_from_environment(xdist_worker: str | None = None) -> contextlib.ExitStack | None:
     """Start recording when ``TORCHCANARY_RECORD_CALLS`` names a folder (the pytest plugin's
     way in); the recording is also saved at exit, so a run that ends abruptly keeps it.
     A pytest-xdist worker (``xdist_worker``, its id as the plugin reads it from pytest's
@@ -676,4 +680,4 @@ def start_from_environment(xdist_worker: str | None = None) -> Started | None:
     stack = contextlib.ExitStack()
     recording = stack.enter_context(record_calls(folder))
     atexit.register(recording.save)
-    return Started(stack, recording)
+    return stack

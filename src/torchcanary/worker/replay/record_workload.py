@@ -22,11 +22,11 @@ STEPS = 2
 def record(spec: dict[str, object]) -> None:
     """Build the workload and run its step while the recording is on."""
     target = load_target(str(spec["target"]))
-    started = start_from_environment()
-    if started is None:
+    recording = start_from_environment()
+    if recording is None:
         raise UserCodeFailed("TORCHCANARY_RECORD_CALLS is not set; nothing would be recorded")
     params = spec.get("params") or {}
-    with started.stack:
+    with recording:
         seed_everything()  # after the recording's own seed: the bench's numbers, the bench's model
         step = target(**params) if isinstance(params, dict) else target()
         if not callable(step):
