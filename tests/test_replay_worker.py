@@ -465,8 +465,9 @@ def test_the_recorder_rests_after_quiet_calls_and_counts_what_it_did_not_examine
     baseline_env: Environment, import_root: Path, tmp_path: Path
 ) -> None:
     """After 20 calls in a row that add nothing (``TORCHCANARY_RECORD_QUIET``), calls are
-    counted unexamined: in each loop calls 23 to 100 (78), the last torch.add among them,
-    whose second argument's class a glance does not see; a call from a new line wakes it."""
+    counted unexamined: in each loop calls 22 to 100 (79), the last torch.add among them,
+    whose second argument's class a glance does not see; a call from a new line is
+    examined, and wakes the recorder as it adds something."""
     (tmp_path / "script.py").write_text(RESTING)
     folder = tmp_path / "recording"
     runner = (
@@ -489,7 +490,7 @@ def test_the_recorder_rests_after_quiet_calls_and_counts_what_it_did_not_examine
         ("torch.neg", 10),
     ]
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["not_examined"] == 78 + 78 and meta["quiet"] == 20
+    assert meta["not_examined"] == 79 + 79 and meta["quiet"] == 20
 
 
 OPS = """import torch

@@ -83,15 +83,17 @@ _is_compiling, _caller, _Tensor = torch.compiler.is_compiling, sys._getframe, to
 # A group's sample (site x callable x argument class x context): up to SHAPES concrete
 # signatures, VALUES distinct values each, taken from its first EXAMINED calls.
 SHAPES, VALUES, EXAMINED = 4, 2, 256
-# Resting: once QUIET public calls in a row of one thread added nothing to the recording, the
+# Resting: once QUIET public calls in a row of one thread met no new group (a new sample of a
+# known group, other values, does not count: tests draw new values all the time), the
 # thread's recorder counts the next calls without examining them (no site, no group, no ATen
 # mode: a few attribute operations each), first FIRST_REST of them, then examines again;
 # each rest that ends in QUIET more calls with nothing new doubles the next (up to MAX_REST).
 # A call unlike every call the thread examined (``_glance``: callable, calling instruction,
-# first argument's dtype and rank) ends the rest. A call that differs only in
-# what a glance does not see (another argument's class, the modes, a site further out) is
-# not recorded while the recorder rests: the price of recording a real suite at a small
-# multiple of its time (``TORCHCANARY_RECORD_QUIET=0`` examines every call).
+# first argument's dtype and rank) is examined during a rest, and ends it if it meets a new
+# group. A call that differs only in what a glance does not see (another argument's
+# class, the modes, a site further out) is not recorded while the recorder rests: the price
+# of recording a real suite at a small multiple of its time (``TORCHCANARY_RECORD_QUIET=0``
+# examines every call).
 QUIET, FIRST_REST, MAX_REST = 128, 4096, 1 << 20
 # Calls whose value is this process's own (a storage address, an identity hash): no replay
 # returns it again, so their recorded value is not something a replay must reproduce.
@@ -253,8 +255,9 @@ class Recording:
             return entry
 
     def kept(self) -> int:
-        """How many calls the recording has sampled: a change says something new was met."""
-        return len(self._calls)
+        """How many groups the recording has: a change says a new kind of call was met (a
+        new sample of a known group, such as other values, does not)."""
+        return len(self._groups)
 
     def attention(self) -> _Attention:
         """A new thread's resting state, counted in the recording's totals."""
@@ -335,14 +338,14 @@ class _Attention:
         self._recording = recording
         self.rested = 0  # calls counted while resting: only this thread writes it
         self.resting = 0  # calls still to pass unexamined
-        self._quiet = 0  # examined calls in a row that added nothing
+        self._quiet = 0  # examined calls in a row that met no new group
         self._next_rest = FIRST_REST
-        self._kept = recording.kept()
+        self._kept = 0  # what the recording had kept before the call being examined
         self._met: set[Hashable] = set()  # how the calls this thread examined looked
 
     def rests(self, glance: Hashable) -> bool:
-        """Whether the call about to run passes unexamined (it is then counted). A call
-        unlike every call this thread examined (``_glance``) ends the rest."""
+        """Whether the call about to run passes unexamined (it is then counted): not when a
+        glance shows it unlike every call this thread examined."""
         try:
             if glance in self._met:
                 self.resting -= 1
@@ -350,17 +353,22 @@ class _Attention:
                 return True
         except TypeError:  # an unhashable callable: examined
             pass
-        self.resting = 0
         return False
 
-    def examined(self, glance: Hashable) -> None:
-        """Before an examined call: whether the calls since the last one added anything,
-        and, after ``quiet`` in a row that did not, the rest that starts."""
+    def examining(self, glance: Hashable) -> None:
+        """Before an examined call: how it looked, and how much the recording had kept."""
         with contextlib.suppress(TypeError):
             self._met.add(glance)
-        kept = self._recording.kept()
-        if kept != self._kept:
-            self._kept, self._quiet, self._next_rest = kept, 0, FIRST_REST
+        self._kept = self._recording.kept()
+
+    def examined(self) -> None:
+        """After it: a call that met a new group wakes the recorder, from a rest too; one
+        a glance picked out during a rest that met none lets the rest go on; after
+        ``quiet`` calls in a row that met none, a rest starts."""
+        if self._recording.kept() != self._kept:
+            self.resting, self._quiet, self._next_rest = 0, 0, FIRST_REST
+            return
+        if self.resting:
             return
         self._quiet += 1
         quiet = self._recording.quiet
@@ -502,9 +510,10 @@ class _ApiMode(TorchFunctionMode):
         if _is_compiling():  # Dynamo traces this: step aside, in one branch
             return func(*args, **kwargs)
         attention = self._attention
-        if attention.resting and attention.rests(_glance(func, args)):
+        glance = _glance(func, args)
+        if attention.resting and attention.rests(glance):
             return func(*args, **kwargs)
-        attention.examined(_glance(func, args))
+        attention.examining(glance)
         entry = None
         if not getattr(_guard, "busy", False):
             name, called = _named(func)
@@ -520,8 +529,11 @@ class _ApiMode(TorchFunctionMode):
         # dispatch mode of this kind is on the stack, so outside calls it must be off.
         _AtenMode.shield()
         with _OutcomeOf(entry) as outcome:
-            with self._aten:
-                value = func(*args, **kwargs)
+            try:
+                with self._aten:
+                    value = func(*args, **kwargs)
+            finally:
+                attention.examined()
             return outcome.returned(value)
 
 
