@@ -112,8 +112,8 @@ def test_the_calls_counted_while_the_recorder_rested_are_said_on_the_first_line(
     view = SimpleNamespace(sections={SECTION: [SectionResult.of(SECTION, summary)]})
     assert (
         "10 distinct call(s) recorded under the baseline (9505178 more counted while the "
-        "recorder rested, after calls that added nothing new: one among them that a glance "
-        "could not tell from those before is not recorded), 10 replayed"
+        "recorder rested, after calls that met no new kind of call: one among them that a "
+        "glance could not tell from those before is not recorded), 10 replayed"
         in markdown(view).splitlines()[2]
     )
 

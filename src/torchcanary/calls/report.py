@@ -86,8 +86,8 @@ def _headline(summary: CallsSummary) -> str:
     if summary.not_examined:
         sampled += (
             f" ({summary.not_examined} more counted while the recorder rested, after calls "
-            "that added nothing new: one among them that a glance could not tell from those "
-            "before is not recorded)"
+            "that met no new kind of call: one among them that a glance could not tell from "
+            "those before is not recorded)"
         )
     return compared + (
         f"{summary.recorded} distinct call(s) recorded under the baseline{sampled}, "
