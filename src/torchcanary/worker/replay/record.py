@@ -254,7 +254,7 @@ class Recording:
             self._calls.append(entry)
             return entry
 
-    def kept(self) -> int:
+    def groups_met(self) -> int:
         """How many groups the recording has: a change says a new kind of call was met (a
         new sample of a known group, such as other values, does not)."""
         return len(self._groups)
@@ -315,8 +315,9 @@ def _quiet_calls() -> int:
 def _glance(func: Any, args: Any) -> Hashable:
     """What a resting recorder can afford to look at (well under a microsecond): the
     callable, the instruction that called it, and the first argument's dtype and rank. A call
-    unlike every call the thread examined before wakes the recorder. Only values whose hash
-    is cached or cheap (a file name, not its code object, which hashes its whole body)."""
+    unlike every call the thread examined before is examined, and wakes the recorder if it
+    meets a new group. Only values whose hash is cached or cheap (a file name, not its code
+    object, which hashes its whole body)."""
     frame = _caller(2)  # the caller of __torch_function__'s caller: the call's line
     code = frame.f_code
     if _file_kinds.get(code.co_filename) == _THROUGH and frame.f_back is not None:
@@ -340,7 +341,7 @@ class _Attention:
         self.resting = 0  # calls still to pass unexamined
         self._quiet = 0  # examined calls in a row that met no new group
         self._next_rest = FIRST_REST
-        self._kept = 0  # what the recording had kept before the call being examined
+        self._groups_before = 0  # the recording's groups before the call being examined
         self._met: set[Hashable] = set()  # how the calls this thread examined looked
 
     def rests(self, glance: Hashable) -> bool:
@@ -356,16 +357,16 @@ class _Attention:
         return False
 
     def examining(self, glance: Hashable) -> None:
-        """Before an examined call: how it looked, and how much the recording had kept."""
+        """Before an examined call: how it looked, and the recording's groups so far."""
         with contextlib.suppress(TypeError):
             self._met.add(glance)
-        self._kept = self._recording.kept()
+        self._groups_before = self._recording.groups_met()
 
     def examined(self) -> None:
         """After it: a call that met a new group wakes the recorder, from a rest too; one
         a glance picked out during a rest that met none lets the rest go on; after
         ``quiet`` calls in a row that met none, a rest starts."""
-        if self._recording.kept() != self._kept:
+        if self._recording.groups_met() != self._groups_before:
             self.resting, self._quiet, self._next_rest = 0, 0, FIRST_REST
             return
         if self.resting:
