@@ -464,10 +464,10 @@ torch.neg(torch.ones(3, 3))  # a new line: recorded
 def test_the_recorder_rests_after_quiet_calls_and_counts_what_it_did_not_examine(
     baseline_env: Environment, import_root: Path, tmp_path: Path
 ) -> None:
-    """After 20 calls in a row that add nothing (``TORCHCANARY_RECORD_QUIET``), calls are
-    counted unexamined: in each loop calls 22 to 100 (79), the last torch.add among them,
+    """After 20 calls in a row that meet no new group (``TORCHCANARY_RECORD_QUIET``), calls
+    are counted unexamined: in each loop calls 22 to 100 (79), the last torch.add among them,
     whose second argument's class a glance does not see; a call from a new line is
-    examined, and wakes the recorder as it adds something."""
+    examined, and wakes the recorder as it meets a new group."""
     (tmp_path / "script.py").write_text(RESTING)
     folder = tmp_path / "recording"
     runner = (

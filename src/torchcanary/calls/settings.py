@@ -29,7 +29,7 @@ class CallsSettings:
     setting your deployment gives the new version); ``replay_timeout_s``: per call;
     ``workloads``: bench workload specs whose calls are recorded too (``[calls] workloads``;
     the bench's own, ``--workload`` among them, arrive as its output ``workloads``);
-    ``quiet_calls``: how many calls in a row that add nothing new let the recorder rest (0:
+    ``quiet_calls``: how many calls in a row that meet no new group let the recorder rest (0:
     examine every call, at several times the suite's time; None: the recorder's own
     ``QUIET``)."""
 

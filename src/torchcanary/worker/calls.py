@@ -78,7 +78,7 @@ CALLS_RECORD_PLUGIN = "torchcanary.worker.replay.pytest_record"  # loaded by the
 CALLS_RECORD_VAR = "TORCHCANARY_RECORD_CALLS"  # environment variable: the recording's folder
 # environment variable: the user's code, JSON {"paths", "names"} (worker/replay/user_code.py)
 CALLS_USER_CODE_VAR = "TORCHCANARY_USER_CODE"
-# environment variable: calls in a row that add nothing new before the recorder rests (0: never)
+# environment variable: calls in a row that meet no new group before the recorder rests (0: never)
 CALLS_QUIET_VAR = "TORCHCANARY_RECORD_QUIET"
 # a pytest-xdist worker's own recording, a folder inside the recording's (worker-gw0, ...)
 CALLS_WORKER_FOLDER = "worker-"

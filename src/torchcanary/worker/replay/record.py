@@ -320,7 +320,7 @@ def _glance(func: Any, args: Any) -> Hashable:
     object, which hashes its whole body)."""
     frame = _caller(2)  # the caller of __torch_function__'s caller: the call's line
     code = frame.f_code
-    if _file_kinds.get(code.co_filename) == _THROUGH and frame.f_back is not None:
+    if _file_kind(code.co_filename) == _THROUGH and frame.f_back is not None:
         frame = frame.f_back  # an operator's own wrapper (``Tensor.__add__``): its caller
         code = frame.f_code
     # the calling instruction (its offset, cheaper than its line), in its function
