@@ -63,27 +63,31 @@ torchrun = subprocess.Popen(
     stderr=subprocess.STDOUT,
     text=True,
 )
-lines = []
+lines, pid, struck = [], None, None
 
 
 def read():
+    """Keeps the job's lines and strikes as the step's line arrives: the job goes on
+    meanwhile (a few tenths of a second to its end), so no poll stands between the two."""
+    global pid, struck
     for line in torchrun.stdout:
         lines.append(line)
+        if pid is None:  # looked up early: its first launch is there before any step
+            pid = rank_pid(torchrun.pid, TARGET_RANK)
+        if struck is None and pid is not None and any(s >= AT_STEP for s, _ in steps([line])):
+            os.kill(pid, getattr(signal, SIGNAL))
+            struck = f"{SIGNAL} to rank {TARGET_RANK} (pid {pid}) after step {AT_STEP}"
 
 
 reader = threading.Thread(target=read)
 reader.start()
-struck, pid, deadline = None, None, time.monotonic() + BOUND_S
+deadline = time.monotonic() + BOUND_S
 while torchrun.poll() is None and time.monotonic() < deadline:
-    if pid is None and any(step >= AT_STEP for step, _ in steps(list(lines))):
-        pid = rank_pid(torchrun.pid, TARGET_RANK)
-        if pid is not None:
-            os.kill(pid, getattr(signal, SIGNAL))
-            struck = f"{SIGNAL} to rank {TARGET_RANK} (pid {pid}) after step {AT_STEP}"
     time.sleep(0.05)
 bounded = torchrun.poll() is None
 left = [p for p, _ in workers(torchrun.pid)] + [torchrun.pid] if bounded else []
-for running in [pid, *left]:  # a stopped rank, and all of a job that outran its bound
+# a stopped rank, and all of a job that outran its bound
+for running in [pid if struck else None, *left]:
     with contextlib.suppress(ProcessLookupError, TypeError):
         os.kill(running, signal.SIGKILL)
 code = torchrun.wait()
