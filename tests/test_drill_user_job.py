@@ -22,6 +22,7 @@ import pytest
 
 from torchcanary.drill import job_compare, job_exits, kept_references, plugin, report, section
 from torchcanary.drill.catalog import DrillSpec
+from torchcanary.drill.job_injectors import timed_strike_s
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.settings import parse_settings
 from torchcanary.drill.user_job import DEFAULT_STEP_PATTERN, UserJob
@@ -166,6 +167,14 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_last_words_and_when_it_died
         "rank 0 was killed by SIGSEGV while it ran (Fatal Python error: Segmentation fault)"
     )
     assert job_exits.process_death(0, 1, "", []) is None
+
+
+def test_a_job_without_steps_is_struck_within_the_drills_bound_even_after_a_slow_reference():
+    """Half the fault-free run, unless that run outlasted the drill's bound (a loaded
+    machine): then half the bound, or the strike would come after the drill ended."""
+    assert timed_strike_s(None, 10.0, drill_timeout_s=60.0) == 5.0
+    assert timed_strike_s(None, 30.0, drill_timeout_s=12.0) == 6.0
+    assert timed_strike_s(2.5, 30.0, drill_timeout_s=12.0) == 2.5  # the user's own time
 
 
 def test_job_settings_name_the_problem_and_the_fix():

@@ -97,3 +97,14 @@ class TimedInjector(_LaunchTargeted):
         if launch is None or time.time() - float(launch["t"]) < self.at_s:
             return None
         return int(launch["pid"]), int(launch["rank"])
+
+
+def timed_strike_s(
+    fault_after_s: float | None, reference_run_s: float | None, drill_timeout_s: float
+) -> float:
+    """When a :class:`TimedInjector` strikes: the user's ``job_fault_after_s``, else half the
+    fault-free run, or half the drill's bound when that is shorter (on a loaded machine the
+    reference can outlast the bound, and a strike after the bound never lands)."""
+    if fault_after_s:
+        return fault_after_s
+    return 0.5 * min(float(reference_run_s or 10.0), drill_timeout_s)

@@ -69,7 +69,7 @@ class DrillSettings:
     job_rtol: float | None = None
     """The relative tolerance of a non-deterministic job (None: deterministic)."""
     job_fault_after_s: float | None = None
-    """When to strike a job that shows no steps (None: half the fault-free run)."""
+    """When to strike a job that shows no steps (None: half the fault-free run or bound)."""
     job_cwd: str = ""
     """The folder the job starts in, absolute (empty: where torchcanary runs)."""
     job_env: dict[str, str] = field(default_factory=dict)

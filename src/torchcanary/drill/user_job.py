@@ -17,9 +17,9 @@ not write lets us see, the contract in ``docs/drills.md``:
 
 The fault strikes after step ``at_step`` when the fault-free run showed steps (as the
 lowest rank that logs them saw it, when not every rank does), else
-``job_fault_after_s`` seconds after launch (default: half the fault-free run's time). The
-fault-free run is made first in each environment and kept for every drill of the job
-(and on disk, ``kept_references.py``, for later runs);
+``job_fault_after_s`` seconds after launch (default: half the fault-free run's time, or
+of the drill's bound when shorter). The fault-free run is made first in each environment
+and kept for every drill of the job (and on disk, ``kept_references.py``, for later runs);
 ``{scratch}`` in the job's arguments becomes a fresh folder per run, so its checkpoints
 never leak from one run into another.
 """

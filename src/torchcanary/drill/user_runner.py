@@ -26,6 +26,7 @@ from torchcanary.drill.job_injectors import (
     LeadInjector,
     TimedInjector,
     backward_go_file,
+    timed_strike_s,
 )
 from torchcanary.drill.kept_references import KeptReferences
 from torchcanary.drill.launch import Area, Launcher, LaunchFailed
@@ -426,7 +427,7 @@ class UserJobRunner(DrillRunner):
             )
         if logging:  # it logs on some ranks only (rank 0, most often): theirs is the step
             return LeadInjector(spec, network=network, store_host=store_proc, lead_rank=logging[0])
-        at_s = self.job.fault_after_s or 0.5 * float(reference.get("run_s") or 10.0)
+        at_s = timed_strike_s(self.job.fault_after_s, reference.get("run_s"), spec.drill_timeout_s)
         return TimedInjector(spec, network=network, store_host=store_proc, at_s=at_s)
 
     # measuring and judging: drill/user_outcome.py -----------------------------------------
