@@ -91,10 +91,11 @@ lint: setup-dev
 TEST_RESULTS := test-results
 TEST_REPORTS = --durations=0 --junitxml=$(TEST_RESULTS)/junit.xml --suite-times=$(TEST_RESULTS)/times.json
 
-# Two pytest-xdist workers: much of a test's time is waiting (a drill's timeout, a cluster's
+# Two pytest-xdist workers: some of a test's time is waiting (a drill's timeout, a cluster's
 # scheduler, a rank's start), which the other worker fills. tests/xdist_scopes.py keeps each
 # cluster's and the PostgreSQL server's tests on one worker, every other test with its
-# module, and sends the heaviest scopes first.
+# module, and sends the heaviest scopes first. Not three: both CPUs are busy with two, and a
+# third only adds contention (26.4 min against 23.6 on 2026-12-07).
 TEST_WORKERS ?= 2
 test: setup-dev browser postgres netns slurm lint
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) $(TEST_REPORTS)
