@@ -300,8 +300,8 @@ def _replay_sequential(
     Stopping a benchmark changes nothing about the samples it had, so looking at the first
     g groups of a full measurement is exactly what a sequential run would have seen then.
     """
-    run = BenchSettings()  # the looks a run takes by default
-    looks = sequential.look_points(args.groups, run.first_look, run.look_every)
+    run = BenchSettings()  # the looks a run takes by default, but for --first-look
+    looks = sequential.look_points(args.groups, args.first_look, run.look_every)
     benchmarks = {s["id"]: measured.benchmarks[s["id"]] for s in specs}
     settled: dict[str, sequential.Stop] = {}
     rule = sequential.StopRule(args.groups, run.min_effect)
@@ -451,6 +451,12 @@ def main() -> None:
         help="steady: a run's default design; oneshot: 1 sample per side and group",
     )
     parser.add_argument("--groups", type=int, default=run.groups)
+    parser.add_argument(
+        "--first-look",
+        type=int,
+        default=run.first_look,
+        help="the group after which the sequential rule first looks (a run's first_look)",
+    )
     parser.add_argument("--rounds", type=int, help="most rounds per group")
     parser.add_argument(
         "--group-budget-s",
