@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -21,7 +22,7 @@ from local_cluster import SMOKE
 from torchcanary.errors import ConfigError
 from torchcanary.fleet import node_side
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_url
-from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit, noticed_since
 from torchcanary.hardware_profile import FleetNode, HardwareProfile, NodeSelection, group_by_profile
 
 H100 = HardwareProfile(
@@ -188,6 +189,13 @@ def test_a_result_that_never_arrives_ends_its_unit_failed_within_the_deadline() 
         f"error: the unit's result did not arrive within {RESULT_READ_S:g} s: "
         "GetTimeoutError: Get timed out: some object(s) not ready.",
     )
+
+
+def test_a_loss_noticed_just_past_its_bound_never_reads_as_within_it() -> None:
+    """A node silent for 4.03 s past a 4 s bound was noticed after more than 4 s: rounding
+    to the nearest tenth said "4.0 s" (and failed the Slurm heartbeat test on CI)."""
+    assert noticed_since(time.monotonic() - 4.03) == 4.1
+    assert noticed_since(time.monotonic() - 3.95) == 4.0
 
 
 def test_hardware_facts_are_read_on_this_machine() -> None:

@@ -24,7 +24,7 @@ from torchcanary.fleet import node_side
 from torchcanary.fleet.executor import Assignment, Executor, tagged_result
 from torchcanary.fleet.ray_spread import SpreadGroup, can_hold, spread_group
 from torchcanary.fleet.secrets import strip_data, strip_env, strip_text
-from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit
+from torchcanary.fleet.unit import UnitResult, UnitStatus, WorkUnit, noticed_since
 from torchcanary.hardware_profile import FleetNode, HardwareProfile
 
 _POLL_S = 1.0
@@ -220,7 +220,7 @@ class RayExecutor:
             return self._failed(assignment, UnitStatus.FAILED, why + one_line(asking))
         if dead:
             why = f"node {node_id[:12]} went away before the unit finished: {cause}"
-            noticed = round(time.monotonic() - last_life, 1)
+            noticed = noticed_since(last_life)
             return replace(self._failed(assignment, UnitStatus.LOST, why), noticed_s=noticed)
         why = f"worker crashed on a live node ({node_id[:12]}): {cause}"
         return self._failed(assignment, UnitStatus.FAILED, why)

@@ -24,7 +24,7 @@ from torchcanary.fleet.executor import Assignment, tagged_result
 from torchcanary.fleet.secrets import strip_text
 from torchcanary.fleet.signed_lines import Refused, verify
 from torchcanary.fleet.slurm_node import beat_path
-from torchcanary.fleet.unit import UnitResult, UnitStatus
+from torchcanary.fleet.unit import UnitResult, UnitStatus, noticed_since
 from torchcanary.hardware_profile import FleetNode
 
 POLL_S = 1.0  # how often squeue is asked about the units still out
@@ -212,7 +212,7 @@ class UnitFollower:
     def _lost(self, unit: FollowedUnit, why: str) -> UnitResult:
         """LOST, with how long after the unit's last sign of life (its heartbeat) it was
         noticed: the detection time, SlurmdTimeout included."""
-        noticed = round(time.monotonic() - unit.last_life, 1)
+        noticed = noticed_since(unit.last_life)
         node = unit.ran_on or unit.assignment.node.node_id
         return ended(
             replace(unit.assignment, node=_node(unit)),

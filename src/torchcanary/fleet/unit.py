@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 import json
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +89,12 @@ class WorkUnit:
             num_gpus=data["num_gpus"],
             resources=data["resources"],
         )
+
+
+def noticed_since(last_life: float) -> float:
+    """Seconds from ``last_life`` (a ``time.monotonic()``) to now, rounded *up* to a tenth:
+    a unit struck just past a 4 s bound reads 4.1 s, never a "4.0 s" that looks in bound."""
+    return math.ceil((time.monotonic() - last_life) * 10) / 10
 
 
 @dataclass(frozen=True)
