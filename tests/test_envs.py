@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from env_specs import BASELINE_SPEC
 from torchcanary.envs import cache as cache_module
 from torchcanary.envs.cache import MARKER, ensure_environment, verify
 from torchcanary.envs.spec import parse_env_spec
@@ -82,6 +83,25 @@ def test_cached_env_is_reused_and_a_broken_one_is_detected_and_rebuilt(
     for env in (rebuilt, baseline_env):  # import_torch must not time the byte-compiler
         assert next(Path(env.path).glob("lib/python*/site-packages/torch/__pycache__/*.pyc"))
     shutil.rmtree(copy)
+
+
+@pytest.mark.torch_envs
+def test_an_environment_reached_through_linked_caches_keeps_its_path_and_is_not_imported_again(
+    baseline_env, tmp_path, monkeypatch
+):
+    """Two caches whose envs/ link to one shared folder (as each test's cache does here): the
+    environment keeps its one real path, so its scripts are not rewritten for each link's path
+    and torch is not imported again to verify it (it was, 71 times in one suite run)."""
+    imports: list[str] = []
+    monkeypatch.setattr(cache_module, "verify", lambda python, spec: imports.append(python))
+    shared = Path(baseline_env.path).parent
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "envs").symlink_to(shared, target_is_directory=True)
+        monkeypatch.setenv("TORCHCANARY_CACHE", str(tmp_path / name))
+        env = ensure_environment("baseline", parse_env_spec(BASELINE_SPEC))
+        assert env.reused and env.path == str(Path(baseline_env.path).resolve())
+    assert imports == []
 
 
 def _packages(python: str) -> list[str]:

@@ -225,7 +225,10 @@ def ensure_environment(
     base = base_python or sys.executable
     installer = resolve_installer(installer)
     key = spec.cache_key(_python_version(base))
-    envs_dir = cache_root() / "envs"
+    # Resolved: an environment reached through a linked folder (a cache whose envs/ links to a
+    # shared one) keeps the one real path its scripts name; the link's path would have them
+    # rewritten, and torch imported again to verify, at every run.
+    envs_dir = (cache_root() / "envs").resolve()
     final = envs_dir / key
     with _locked(envs_dir / f"{key}.lock"):
         python = final / "bin" / "python"
