@@ -8,7 +8,9 @@ import math
 import random
 from typing import Any
 
+from torchcanary import stats
 from torchcanary.bench import compare, sequential, verdicts
+from torchcanary.bench.result import BenchVerdict
 from torchcanary.bench.samples import Batch, BenchmarkSamples
 
 SIDES = ("A", "A2", "B")
@@ -111,8 +113,32 @@ def test_an_undecidable_benchmark_stops_early_and_says_why() -> None:
     stopped = [d["b0"].get("stopped") for d, _, _ in runs]
     undecidable = [s for s in stopped if s and "undecidable" in s["reason"]]
     assert len(undecidable) >= 8, stopped  # no change to find: low conditional power
-    assert all(s["groups"] >= sequential.FUTILITY_FROM for s in undecidable)
+    # Before FUTILITY_FROM groups only a far-out spread is trusted: twice the band.
+    early = [s for s in undecidable if s["groups"] < sequential.FUTILITY_FROM]
+    assert early and all("2x the ±5%" in s["reason"] for s in early), undecidable
     assert all(d["b0"]["verdict"] == "no-change-detected" for d, _, _ in runs)
+
+
+def _projected(bands: float, groups: int) -> dict[str, Any]:
+    """A benchmark with no change seen whose last group would leave its interval ``bands``
+    times the band wide, as ``verdicts.decide`` hands it to a look after ``groups``."""
+    quantile = stats.t_quantile(1 - FDR / 2, GROUPS - 1) * math.sqrt(groups / GROUPS)
+    se_log = math.log1p(bands * BAND) / quantile
+    ab = {"testable": True, "log_ratio": 0.0, "se_log": se_log, "ratio": 1.0, "p_value": 1.0}
+    return {"ab": ab, "verdict": BenchVerdict.NO_CHANGE_DETECTED}
+
+
+def test_a_rough_spread_gives_a_benchmark_up_early_only_when_it_is_far_out() -> None:
+    # Four groups give three degrees of freedom: a spread projected 1.5 bands wide may be
+    # luck, so it is measured on to FUTILITY_FROM; one projected 3 bands wide is out of reach.
+    first = sequential.FIRST_LOOK
+    assert first < sequential.FUTILITY_FROM
+    decided = {"near": _projected(1.5, first), "far": _projected(3.0, first)}
+    assert list(sequential.interim_stops(decided, first, FDR, BAND, RULE)) == ["far"]
+    later = {"near": _projected(1.5, sequential.FUTILITY_FROM)}
+    assert list(sequential.interim_stops(later, sequential.FUTILITY_FROM, FDR, BAND, RULE)) == [
+        "near"
+    ]
 
 
 def test_a_noisy_benchmark_with_a_clear_change_is_not_given_up_on() -> None:
