@@ -12,7 +12,9 @@ it measures what a new machine pays. Warm repeats the same run: everything kept 
 (claim verdicts, drill references, dispatch profiles, rooflines), the best case. The case
 a team meets every week is the third: a new candidate (a nightly, an rc; by default
 torch 2.14.0, on the package mirror) against the same baseline with the cache warm, where
-only the baseline's side can be reused and the candidate's environment is built.
+only the baseline's side can be reused and the candidate's environment is built. Before it,
+whatever the cache holds of that candidate from an earlier invocation (its environment, its
+kept verdicts and facts) is deleted, so it is new each time.
 Each line also says where the run's time went (environments, manifests, each section), as
 the run stored it, and what it reused. The load average at the start and end is printed:
 on a shared machine a figure taken under load is not the machine's.
@@ -21,6 +23,7 @@ on a shared machine a figure taken under load is not the machine's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -57,6 +60,41 @@ def _environment(cache: Path | None) -> dict[str, str]:
 
 def _command(extra: tuple[str, ...]) -> list[str]:
     return [sys.executable, "-m", "torchcanary.cli", "run", "--quiet", *extra]
+
+
+def _kept_for(ingredients: object, spec: str) -> bool:
+    """Whether a kept result's ingredients name an environment built from ``spec``."""
+    if isinstance(ingredients, dict):
+        return ingredients.get("spec") == spec or any(
+            _kept_for(value, spec) for value in ingredients.values()
+        )
+    if isinstance(ingredients, list):
+        return any(_kept_for(value, spec) for value in ingredients)
+    return False
+
+
+def forget_new_candidate(cache: Path, spec: str) -> int:
+    """Delete what the cache holds from earlier runs of ``spec``: its environment (built
+    again from the installer's warm download cache) and its kept claim verdicts, bench facts,
+    drill reference and diff surface. A second invocation of this benchmark would otherwise
+    time a candidate that is no longer new. The number of kept results deleted."""
+    from torchcanary.envs.cache import MARKER
+
+    for marker in (cache / "envs").glob(f"*/{MARKER}"):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(marker.read_text()).get("spec") == spec:
+                shutil.rmtree(marker.parent)
+    forgotten = 0
+    for folder in (path for path in cache.iterdir() if path.is_dir() and path.name != "envs"):
+        for entry in folder.glob("*.json"):
+            try:
+                ingredients = json.loads(entry.read_text()).get("ingredients")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if _kept_for(ingredients, spec):
+                entry.unlink()
+                forgotten += 1
+    return forgotten
 
 
 def _run(workdir: Path, cache: Path | None, label: str, extra: tuple[str, ...]) -> Figure:
@@ -105,11 +143,21 @@ def main() -> None:
         for label, argv in planned:
             print(f"{label:>13}: {shlex.join(_command(argv))}  ({where})")
         return
+    from torchcanary.envs.cache import cache_root
+
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="canary-walltime-") as scratch:
         workdir = Path(scratch)
         cache = workdir / "cache" if not args.warm_only else None
-        figures = [_run(workdir, cache, label, argv) for label, argv in planned]
+        figures = []
+        for label, argv in planned:
+            if label == "new candidate":
+                forgotten = forget_new_candidate(cache or cache_root(), args.new_candidate)
+                print(
+                    f"new candidate: its environment and {forgotten} results kept from "
+                    "earlier runs of it deleted, so it is new"
+                )
+            figures.append(_run(workdir, cache, label, argv))
         for figure in figures:
             stored = json.loads(figure.results.read_text())
             spent = (stored["decision_detail"] or {}).get("seconds", {})
