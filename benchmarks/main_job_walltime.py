@@ -63,7 +63,10 @@ def _command(extra: tuple[str, ...]) -> list[str]:
 
 
 def _kept_for(ingredients: object, spec: str) -> bool:
-    """Whether a kept result's ingredients name an environment built from ``spec``."""
+    """Whether a kept result's ingredients name an environment built from ``spec``: as a
+    ``spec`` field, or at the end of an identity "path|python|torch|spec" (a drill's)."""
+    if isinstance(ingredients, str):
+        return ingredients.endswith(f"|{spec}")
     if isinstance(ingredients, dict):
         return ingredients.get("spec") == spec or any(
             _kept_for(value, spec) for value in ingredients.values()

@@ -88,6 +88,11 @@ def test_the_main_job_walltime_makes_its_new_candidate_new_again(
     for name, spec in (("new", new), ("old", old)):
         entry = {"ingredients": {"environment": {"spec": spec, "manifest": {}}, "probe": "p"}}
         (tmp_path / "claim-verdicts" / f"{name}.json").write_text(json.dumps(entry))
-    assert walltime.forget_new_candidate(tmp_path, new) == 1
+    (tmp_path / "drill-references").mkdir()  # a drill names its environment in one string
+    for name, spec in (("new", new), ("old", old)):
+        entry = {"ingredients": {"environment": f"/e|/e/bin/python|2.x|{spec}", "spec": {}}}
+        (tmp_path / "drill-references" / f"{name}.json").write_text(json.dumps(entry))
+    assert walltime.forget_new_candidate(tmp_path, new) == 2
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == ["b2"]
-    assert [p.name for p in (tmp_path / "claim-verdicts").iterdir()] == ["old.json"]
+    for folder in ("claim-verdicts", "drill-references"):
+        assert [p.name for p in (tmp_path / folder).iterdir()] == ["old.json"]
