@@ -445,8 +445,10 @@ def test_a_drill_that_fails_in_the_candidate_alone_reproduces_with_its_job_and_f
     )
     for role in ROLES:
         assert torchrun in outputs[role].splitlines()[1], outputs[role]
-    # killed after step 4, resumed from the checkpoint after step 2 (the baseline to its end)
-    assert outputs["baseline"].splitlines()[2] == "steps printed: 0 1 2 3 4 3 4 5 6 7"
+    # killed after step 4, resumed from the checkpoint after step 2 (the baseline to its end;
+    # under load a rank can also fail at teardown after step 7, and torchrun's next restart
+    # prints 6 7 again from the checkpoint after step 5: what follows the full run is free)
+    assert outputs["baseline"].splitlines()[2].startswith("steps printed: 0 1 2 3 4 3 4 5 6 7")
     assert outputs["candidate"].splitlines()[2] == "steps printed: 0 1 2 3 4"
     assert "`job/resume_checks_rank.py`:" in (folder / "ISSUE.md").read_text()
     link = f"repro/{folder.name}/repro.py"
