@@ -256,13 +256,17 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the worker and everything it started (it leads its own session); its
-        temporary folder goes with it."""
+        temporary folder goes with it.
+
+        The session is killed even when the worker has already ended: a worker ends without
+        the interpreter's teardown (``worker/ending.py``), so a pool a probe started is not
+        stopped by its atexit hooks. Its members keep the worker's pid from being reused.
+        """
         if self._proc is None:
             return
-        if self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
         self._lines = queue.Queue()
         if self._tmp_dir is not None:
             shutil.rmtree(self._tmp_dir, ignore_errors=True)

@@ -12,6 +12,7 @@ import sys
 import traceback
 from typing import Any
 
+from torchcanary.worker.ending import end_now
 from torchcanary.worker.lifeline import die_with_parent
 from torchcanary.worker.protocol import MAX_LINE_BYTES, PROTOCOL_VERSION, decode, encode
 
@@ -71,6 +72,7 @@ def main() -> None:
                 }
             )
         protocol_out.write(payload)
+    end_now()  # the orchestrator closed our input: every answer is out
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import sys
 import traceback
 from typing import Any
 
+from torchcanary.worker.ending import end_now
 from torchcanary.worker.lifeline import die_with_parent
 
 
@@ -50,11 +51,7 @@ def serve(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     serve(json.loads(sys.argv[1]))
-    # Answered and out of the group: end here, as a forked rank does. Interpreter teardown is
-    # not what any caller asked about, and there a backend's threads can abort the process.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    end_now()  # answered and out of the group, as a forked rank ends
 
 
 if __name__ == "__main__":

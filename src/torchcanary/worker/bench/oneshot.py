@@ -17,6 +17,8 @@ import tempfile
 import time
 from typing import Any
 
+from torchcanary.worker.ending import end_now
+
 # The first compile phase name found in torch's compile-time metrics, per phase; names
 # moved between releases, so each phase lists the spellings seen.
 _PHASES = {
@@ -223,13 +225,10 @@ def main() -> None:
     answer = _child_startup(options) if mode == "startup" else _child_compile(options)
     sys.stdout.write(json.dumps(answer) + "\n")
     if mode == "startup":
-        # Measured and answered: end without torch's interpreter teardown, which no sample
-        # times and the worker would wait out (1.5 to 3 s a child on a loaded 2-CPU
-        # machine, a child per side and round group) before the next sample could start.
-        # A compile child ends normally: Inductor's compile workers end with its teardown.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        # The worker waits for each sample's end before the next starts (1.5 to 3 s of
+        # teardown a child on a loaded 2-CPU machine). A compile child ends normally:
+        # Inductor's compile workers end with its teardown.
+        end_now()
 
 
 if __name__ == "__main__":

@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import gc
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ from torchcanary.worker.drill.model import (
     shard_of_step,
 )
 from torchcanary.worker.drill.replicas import Replicas
+from torchcanary.worker.ending import end_now
 from torchcanary.worker.numpy_free import route_object_collectives_around_numpy
 
 EXIT_RECOVERY_UNSUPPORTED = 3
@@ -447,16 +446,11 @@ class Job:
 def main(argv: list[str] | None = None) -> int:
     # The job runs in the user's environment as it is: its checkpoints must not need numpy.
     route_object_collectives_around_numpy()
-    job = Job(parse_args(argv))
-    code = job.run()
-    # FSDP2's hooks put the model, and the gloo group it holds, in reference cycles. Left to
-    # interpreter finalization, a gloo worker thread dropping its last work then aborts the
-    # rank now and then ("terminate called without an active exception", SIGABRT after the
-    # rank's "done"); collected here, the group's destructor joins its threads first.
-    del job
-    gc.collect()
-    return code
+    return Job(parse_args(argv)).run()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Everything the drill reads is written (events line by line, checkpoints closed). Left to
+    # interpreter finalization, a gloo worker thread of FSDP2's cyclic model dropping its
+    # last work aborted the rank now and then (SIGABRT after its "done").
+    end_now(main())

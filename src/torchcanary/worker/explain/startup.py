@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from torchcanary.worker.ending import end_now
+
 _MAIN = "torchcanary.worker.explain.startup"
 
 
@@ -117,6 +119,7 @@ def sample(
 
 def main() -> None:
     sys.stdout.write(json.dumps(_child(sys.argv[1], json.loads(sys.argv[2]))) + "\n")
+    end_now()  # the sample is out; the caller waits for this process's end
 
 
 if __name__ == "__main__":
