@@ -30,6 +30,8 @@ import warnings
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from torchcanary.worker.ending import end_now
+
 
 def _resolve(name: str) -> Any:
     """The callable a recorded name spells, looked up from torch; None when it is gone."""
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             open(kept_path, "ab") as kept,
         ):
             _child(Path(options.recording), options.child, channel, kept)
-        return 0
+        end_now()  # every result is written and its files closed; the parent waits for this
     if not (Path(options.recording) / "calls.jsonl").is_file():
         print(
             f"torchcanary: {options.recording} holds no calls.jsonl; "
