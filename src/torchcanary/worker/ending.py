@@ -5,9 +5,9 @@ through the garbage collector and runs every C++ destructor: 0.5 s of CPU here, 
 a worker's life, spent after the last answer and waited out by whoever closes the process.
 No caller asks about it, and in a rank a backend's thread can abort the process there. So
 a worker, a rank, a drill job of ours, a replay child and a one-shot sample end with
-``os._exit`` once their output is flushed and their files closed. Whatever they started dies with their session (the orchestrator
-kills it, ``envs/worker_process.py``). A user's own code (a job, a test suite) always ends
-its own way.
+``os._exit`` once their output is flushed and their files closed. Whatever they started
+dies with their session (the orchestrator kills it, ``envs/worker_process.py``). A user's
+own code (a job, a test suite) always ends its own way.
 """
 
 from __future__ import annotations
