@@ -20,7 +20,6 @@ import argparse
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -86,7 +85,6 @@ def main() -> None:
                 f"{python:<48} {worker:>12.2f} {bare:>12.2f} {worker / bare:>6.2f} "
                 f"{statistics.median(close_s):>8.2f}"
             )
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from process_helpers import running
 from torchcanary.envs.worker_process import WorkerProcess, import_root_for
 
 LEAVER = '''
@@ -22,15 +23,6 @@ def start(marker: str) -> int:
 '''
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie waiting for its reaper."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def test_a_closed_worker_skips_its_teardown_and_takes_the_child_it_started(tmp_path: Path) -> None:
     root = import_root_for(("torchcanary",), tmp_path / "root")
     (root / "canary_leaver.py").write_text(LEAVER)
@@ -40,12 +32,12 @@ def test_a_closed_worker_skips_its_teardown_and_takes_the_child_it_started(tmp_p
         started = worker.call("canary_leaver:start", {"marker": str(marker)}, 60)
         assert started.ok, started.error
         child = int(started.value)
-        assert _running(child)
+        assert running(child)
     finally:
         worker.close()
     assert not worker.alive()
     deadline = time.monotonic() + 10
-    while _running(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _running(child), "the worker's child outlived the worker"
+    assert not running(child), "the worker's child outlived the worker"
     assert not marker.exists(), "the worker ran the interpreter's teardown"
