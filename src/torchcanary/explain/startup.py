@@ -2,8 +2,9 @@
 each build loads and the rest, measured in both environments; which modules and libraries
 account for the delta; and how much of it the candidate build's own libraries are.
 
-Measured in fresh interpreters of their own (``worker/explain/startup.py``), interleaved
-across the two environments round by round, never mixed into the bench's samples:
+Measured in fresh interpreters of their own (``worker/explain/startup.py``), round by round,
+the two environments' children of a kind at the same time (one per CPU, each timed on its
+own CPU clock), never mixed into the bench's samples:
 
 - ``plain`` rounds time ``import torch`` as the bench does: the delta to explain;
 - ``preload`` rounds open each shared library the import loads, one by one, then import
@@ -43,6 +44,8 @@ import random
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import PurePath
 from typing import Any
 
@@ -106,14 +109,37 @@ def _call(job: ExplainJob, role: str, worker: Any, **kwargs: Any) -> dict[str, A
     return dict(result.value)
 
 
+def _each_side(
+    job: ExplainJob,
+    workers: dict[str, Any],
+    rng: random.Random,
+    mode: str,
+    libraries: dict[str, list[str]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """One ``mode`` child per side, both at the same time, started in a random order.
+
+    At once rather than back to back: the pair that is compared meets the machine (its
+    load, its page cache) at the same moment, and each child, CPU-bound and timed on its
+    own CPU clock, has a CPU of its own on a machine of two or more; a round takes half
+    the wall time."""
+    with ThreadPoolExecutor(len(ROLES)) as pool:
+        running = {
+            role: pool.submit(
+                _call, job, role, workers[role], mode=mode, libraries=(libraries or {}).get(role)
+            )
+            for role in rng.sample(ROLES, len(ROLES))
+        }
+    return {role: running[role].result() for role in ROLES}
+
+
 def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
     """Each side's ``-X importtime`` profile (untimed, it is also the import that reads
     the libraries from disk), then rounds of plain and preload samples."""
     workers = {role: job.ctx.new_worker(role) for role in ROLES}
-    profiles = {role: _call(job, role, workers[role], mode="importtime") for role in ROLES}
+    each_side = partial(_each_side, job, workers, random.Random(31))
+    profiles = each_side("importtime")
     order = {role: load_order(list(profiles[role]["libraries"])) for role in ROLES}
     rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
-    rng = random.Random(31)
     longest_s = 0.0
     for _ in range(job.settings.rounds):
         # None started that the longest one so far says would end past the budget (the
@@ -121,14 +147,11 @@ def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list
         if job.seconds_left() < longest_s:
             break
         started = time.monotonic()
-        # The two sides' plain imports back to back, then their split ones: each pair that
-        # is compared ran as close in time as it can.
-        plain = {r: _call(job, r, workers[r], mode="plain") for r in rng.sample(ROLES, 2)}
-        for role in rng.sample(ROLES, len(ROLES)):
-            preload = _call(job, role, workers[role], mode="preload", libraries=order[role])
+        plain, split = each_side("plain"), each_side("preload", order)
+        for role in ROLES:
             rounds[role].append(
                 {"plain": plain[role]["import_s"], "plain_cpu": plain[role]["import_cpu_s"]}
-                | preload
+                | split[role]
             )
         longest_s = max(longest_s, time.monotonic() - started)
     return profiles, rounds
@@ -150,7 +173,7 @@ def _rest(round_: Round) -> float:
 
 def _per_round(rounds: dict[str, list[Round]], part: Callable[[Round], float]) -> list[float]:
     """How far ``part`` moved in each round: the candidate's minus the baseline's (the two
-    ran back to back, so the machine's drift between rounds cancels)."""
+    ran at the same time, so the machine's drift between rounds cancels)."""
     pairs = zip(rounds["baseline"], rounds["candidate"], strict=False)
     return [part(candidate) - part(baseline) for baseline, candidate in pairs]
 
