@@ -11,8 +11,9 @@ test. Usage:
     python benchmarks/suite_cpu.py -- .venv/bin/python -m pytest -q -n 2 -m torch_envs
     python benchmarks/suite_cpu.py --top 40 --json cpu.json -- make test
 
-Every process on the machine is counted (servers started outside the command too), so run
-it on an otherwise idle machine. A process that lives under 0.2 s can be missed, and a
+Every process on the machine is counted (servers started outside the command too, for the CPU
+they use while it runs, not what they had used before), so run it on an otherwise idle
+machine. A process that lives under 0.2 s can be missed, and a
 process's CPU is what it had used when last seen (its final 0.2 s may be lost); both are
 small beside the 1.5 to 2 s of CPU each ``import torch`` costs here, which is what this is
 for.
@@ -54,11 +55,17 @@ KINDS = (
 
 @dataclass
 class Seen:
-    """One process as last sampled."""
+    """One process as last sampled, and the CPU it had used before the command started
+    (a server or the machine's init that was already running: only its share counts)."""
 
     cpu_s: float
     command: str
     test: str
+    before_s: float = 0.0
+
+    @property
+    def during_s(self) -> float:
+        return self.cpu_s - self.before_s
 
 
 def _read(pid: str) -> tuple[str, float] | None:
@@ -82,20 +89,25 @@ def _first_look(pid: str) -> tuple[str, str]:
     return command.strip(), test.decode(errors="replace").split(" (")[0]
 
 
+def look(seen: dict[str, Seen], me: int, before: bool = False) -> None:
+    """Each live process's CPU, keyed by pid and start time; ``before``: as the baseline."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == me:
+            continue
+        read = _read(pid)
+        if read is None:
+            continue
+        key = f"{pid}:{read[0]}"
+        if key in seen:
+            seen[key].cpu_s = read[1]
+        else:
+            seen[key] = Seen(read[1], *_first_look(pid), before_s=read[1] if before else 0.0)
+
+
 def sample(seen: dict[str, Seen], stop: threading.Event, me: int) -> None:
-    """Every 0.2 s until ``stop``: each live process's CPU, keyed by pid and start time."""
+    """Every 0.2 s until ``stop``."""
     while not stop.is_set():
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            if int(pid) == me:
-                continue
-            read = _read(pid)
-            if read is None:
-                continue
-            key = f"{pid}:{read[0]}"
-            if key in seen:
-                seen[key].cpu_s = read[1]
-            else:
-                seen[key] = Seen(read[1], *_first_look(pid))
+        look(seen, me)
         stop.wait(0.2)
 
 
@@ -125,6 +137,7 @@ def main() -> None:
     if not command:
         parser.error("give the command to measure after --, e.g. -- make test")
     seen: dict[str, Seen] = {}
+    look(seen, os.getpid(), before=True)
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(seen, stop, os.getpid()), daemon=True)
     started = time.monotonic()
@@ -137,11 +150,13 @@ def main() -> None:
     by_test: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for process in seen.values():
         for rows, name in ((by_kind, kind_of(process.command)), (by_test, process.test)):
-            rows[name][0] += process.cpu_s
+            rows[name][0] += process.during_s
             rows[name][1] += 1
     by_test["(no test: pytest itself, servers, the machine)"] = by_test.pop("", [0.0, 0])
     cpus = len(os.sched_getaffinity(0))
     print(f"{shlex.join(command)}: exit {code}, {wall:.0f} s wall, {cpus} CPUs")
+    busy = sum(p.during_s for p in seen.values())
+    print(f"busy: {busy:.0f} CPU s of the {wall * cpus:.0f} its wall time held")
     print("\n".join(table(by_kind, args.top, "by kind of process")))
     print()
     print("\n".join(table(by_test, args.top, "by the test each process started under")))

@@ -70,6 +70,36 @@ def test_suite_cpu_counts_a_childs_cpu_under_the_test_it_started_in(tmp_path: Pa
     assert any(p["test"] == "tests/t.py::test_burn" and "-c" in p["command"] for p in kept)
 
 
+def test_suite_cpu_leaves_out_what_a_running_process_used_before_the_command(
+    tmp_path: Path,
+) -> None:
+    """A server (or the machine's init) that was up before the command is counted for the
+    CPU it uses during it, not for its whole life."""
+    script = Path(__file__).parents[1] / "benchmarks" / "suite_cpu.py"
+    burn_then_wait = (
+        "import sys, time\nend = time.process_time() + 1.0\n"
+        "while time.process_time() < end: pass\nprint('burned', flush=True)\ntime.sleep(60)"
+    )
+    env = {**os.environ, "PYTEST_CURRENT_TEST": "tests/t.py::test_before (call)"}
+    with subprocess.Popen(
+        [sys.executable, "-c", burn_then_wait], stdout=subprocess.PIPE, text=True, env=env
+    ) as server:
+        try:
+            assert server.stdout is not None and server.stdout.readline() == "burned\n"
+            done = subprocess.run(
+                [sys.executable, str(script), "--", sys.executable, "-c", "pass"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            server.kill()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    line = next(line for line in lines if line.endswith("tests/t.py::test_before"))
+    assert float(line.split()[0]) < 0.2, done.stdout
+
+
 def test_the_main_job_walltime_makes_its_new_candidate_new_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
