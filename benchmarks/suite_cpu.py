@@ -11,12 +11,11 @@ test. Usage:
     python benchmarks/suite_cpu.py -- .venv/bin/python -m pytest -q -n 2 -m torch_envs
     python benchmarks/suite_cpu.py --top 40 --json cpu.json -- make test
 
-Every process on the machine is counted (servers started outside the command too, for the CPU
-they use while it runs, not what they had used before), so run it on an otherwise idle
-machine. A process that lives under 0.2 s can be missed, and a
-process's CPU is what it had used when last seen (its final 0.2 s may be lost); both are
-small beside the 1.5 to 2 s of CPU each ``import torch`` costs here, which is what this is
-for.
+Every process on the machine is counted (servers started outside the command too, for the
+CPU they use while it runs, not what they had used before), so run it on an otherwise idle
+machine. A process that lives under 0.2 s can be missed, and a process's CPU is what it had
+used when last seen (its final 0.2 s may be lost); both are small beside the 1.5 to 2 s of
+CPU each ``import torch`` costs here, which is what this is for.
 """
 
 from __future__ import annotations
