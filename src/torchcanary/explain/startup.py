@@ -53,6 +53,7 @@ from torchcanary.context import ROLES
 from torchcanary.explain import shares
 from torchcanary.explain.cause import Cause, share_text
 from torchcanary.explain.job import Contribution, Explainer, ExplainJob, FunctionExplainer
+from torchcanary.explain.ops import both_sides
 from torchcanary.section_types import Finding
 from torchcanary.worker.bench.specs import STARTUP
 from torchcanary.worker.calls import EXPLAIN_STARTUP
@@ -135,25 +136,25 @@ def _each_side(
 def _measure(job: ExplainJob) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
     """Each side's ``-X importtime`` profile (untimed, it is also the import that reads
     the libraries from disk), then rounds of plain and preload samples."""
-    workers = {role: job.ctx.new_worker(role) for role in ROLES}
-    each_side = partial(_each_side, job, workers, random.Random(31))
-    profiles = each_side("importtime")
-    order = {role: load_order(list(profiles[role]["libraries"])) for role in ROLES}
-    rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
-    longest_s = 0.0
-    for _ in range(job.settings.rounds):
-        # None started that the longest one so far says would end past the budget (the
-        # last one's duration let a load spike overrun a 150 s budget by 7 s).
-        if job.seconds_left() < longest_s:
-            break
-        started = time.monotonic()
-        plain, split = each_side("plain"), each_side("preload", order)
-        for role in ROLES:
-            rounds[role].append(
-                {"plain": plain[role]["import_s"], "plain_cpu": plain[role]["import_cpu_s"]}
-                | split[role]
-            )
-        longest_s = max(longest_s, time.monotonic() - started)
+    with both_sides(job) as workers:
+        each_side = partial(_each_side, job, workers, random.Random(31))
+        profiles = each_side("importtime")
+        order = {role: load_order(list(profiles[role]["libraries"])) for role in ROLES}
+        rounds: dict[str, list[Round]] = {role: [] for role in ROLES}
+        longest_s = 0.0
+        for _ in range(job.settings.rounds):
+            # None started that the longest one so far says would end past the budget (the
+            # last one's duration let a load spike overrun a 150 s budget by 7 s).
+            if job.seconds_left() < longest_s:
+                break
+            started = time.monotonic()
+            plain, split = each_side("plain"), each_side("preload", order)
+            for role in ROLES:
+                rounds[role].append(
+                    {"plain": plain[role]["import_s"], "plain_cpu": plain[role]["import_cpu_s"]}
+                    | split[role]
+                )
+            longest_s = max(longest_s, time.monotonic() - started)
     return profiles, rounds
 
 
