@@ -152,3 +152,37 @@ def test_make_tests_workers_keep_a_clusters_tests_on_one_worker_and_a_module_tog
             worker_of.setdefault(scope, set()).add(worker)
     assert sorted(worker_of) == ["ray", "test_one.py", "test_two.py"]
     assert all(len(workers) == 1 for workers in worker_of.values()), worker_of
+
+
+def test_each_test_is_charged_the_cpu_of_the_children_it_waited_for_not_its_waits(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine whose CPUs the suite keeps busy, a test's CPU is what a change must
+    cut: a child that burns a CPU second counts against its test, even from an xdist
+    worker; a test that sleeps costs next to none however long it waits."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    pytester.makepyfile(
+        test_cpu="""
+        import subprocess, sys, time
+
+        BURN = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass"
+
+        def test_burns():
+            subprocess.run([sys.executable, "-c", BURN], check=True)
+
+        def test_sleeps():
+            time.sleep(1.0)
+        """
+    )
+    times = tmp_path / "times.json"
+    result = pytester.runpytest_subprocess(
+        *PLUGINS, "-n", "2", "-p", "no:cacheprovider", f"--suite-times={times}"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*CPU s*", "*seconds and CPU seconds per test module*"])
+    cpu = {
+        t["nodeid"].split("::")[1]: t["cpu_seconds"] for t in json.loads(times.read_text())["tests"]
+    }
+    assert cpu["test_burns"] >= 1.0, cpu
+    assert cpu["test_sleeps"] < 0.5, cpu
+    assert json.loads(times.read_text())["module_cpu"]["test_cpu.py"] >= 1.0
