@@ -94,12 +94,18 @@ def test_missing_policy_file_is_refused(tmp_path):
 
 
 @pytest.mark.torch_envs
-def test_package_that_cannot_be_installed_fails_cleanly_and_leaves_no_half_built_env(tmp_path):
+def test_package_that_cannot_be_installed_fails_cleanly_and_leaves_no_half_built_env(
+    tmp_path, baseline_env
+):
+    """The candidate is built in an empty cache; the baseline is the session's environment
+    named by its interpreter, so the run does not first build a whole torch to get there."""
     cache = tmp_path / "cache"
     result = run_canary(
         "run",
         "--only",
         "claims",
+        "--baseline",
+        f"python:{baseline_env.python}",
         "--candidate",
         "torch==2.13.0 torchcanary-no-such-package-xyz==1.0",
         cwd=tmp_path,
