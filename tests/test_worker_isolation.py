@@ -61,6 +61,10 @@ def test_every_faulty_probe_gets_its_own_verdict_and_the_run_goes_on(faulty_cont
     # the probes after each failure still ran with the torch of their own environment
     assert results[("baseline", "faulty.hostile")].evidence["torch_version"].startswith("2.13")
     assert results[("candidate", "faulty.hostile")].evidence["torch_version"].startswith("2.14")
+    # each environment's workers, a replaced one too, compile into one cache of the run's
+    for role in ROLES:
+        shared = faulty_context.work_dir / "claims-compile" / role / "inductor"
+        assert results[(role, "faulty.hostile")].evidence["compile_cache"] == str(shared)
 
 
 def test_worker_that_writes_garbage_on_the_protocol_is_reported_and_replaced(

@@ -11,6 +11,7 @@ no-go, whatever the baseline showed; default true).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -40,6 +41,7 @@ from torchcanary.claims.view import (
 )
 from torchcanary.context import ROLES, RunContext
 from torchcanary.envs.cache import cache_root
+from torchcanary.envs.worker_env import shared_compile_env
 from torchcanary.envs.worker_process import CallResult, WorkerProcess
 from torchcanary.packs.discovery import discover_packs
 from torchcanary.packs.model import ANY_RELEASE
@@ -171,13 +173,11 @@ def run(ctx: RunContext) -> None:
     kept = reuse.load_all(keys, ctx.run_id)
     todo = [item for item in todo if item not in kept]
     alone = [(role, pid) for role, pid in todo if selected[pid].probe.timed]
-    lanes = split_lanes(
-        {
-            role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
-            for role in ROLES
-        },
-        usable_cpus(),
-    )
+    untimed_todo = {
+        role: [pid for r, pid in todo if r == role and not selected[pid].probe.timed]
+        for role in ROLES
+    }
+    lanes = split_lanes(untimed_todo, usable_cpus())
     with ctx.progress.task("claims", total=len(todo) + len(kept)) as task:
         for result in kept.values():
             save_probe_result(ctx.store, result)
@@ -187,7 +187,13 @@ def run(ctx: RunContext) -> None:
                 f"claims: {len(kept)} verdicts reused from earlier runs of the same "
                 "environments on this machine (--fresh-claims runs them again)"
             )
-        workers = {lane: ctx.new_worker(role_of(lane)) for lane in dict.fromkeys((*ROLES, *lanes))}
+        workers = {
+            lane: ctx.new_worker(
+                role_of(lane),
+                shared_compile_env(str(ctx.work_dir / "claims-compile" / role_of(lane))),
+            )
+            for lane in dict.fromkeys((*ROLES, *itertools.chain(*lanes.values())))
+        }
 
         def run_one(lane: str, probe_id: str) -> ProbeResult:
             role = role_of(lane)
@@ -195,7 +201,10 @@ def run(ctx: RunContext) -> None:
 
         # The store and the progress display stay on this thread; lanes only run probes.
         finished = side_by_side(
-            lanes, run_one, on_start=lambda lane, p: task.status(f"{role_of(lane)}: {p}")
+            untimed_todo,
+            lanes,
+            run_one,
+            on_start=lambda lane, p: task.status(f"{role_of(lane)}: {p}"),
         )
         for result in itertools.chain(finished, (run_one(*item) for item in alone)):
             save_probe_result(ctx.store, result)
@@ -262,11 +271,10 @@ def role_of(lane: str) -> str:
 
 
 def split_lanes(by_role: dict[str, list[str]], cpus: int) -> dict[str, list[str]]:
-    """Lanes for the untimed probes: one per environment with probes, and where that leaves
-    CPUs idle (a new candidate against a baseline whose verdicts were all kept), an
-    environment's probes dealt over several lanes, each with a worker of its own.
+    """Each environment's lanes for its untimed probes: one per environment with probes,
+    and where that leaves CPUs idle (a new candidate against a baseline whose verdicts were
+    all kept), several, each with a worker of its own.
 
-    The probes are dealt round-robin in their order, so each lane keeps the catalog's order.
     At most ``MAX_LANES`` lanes: each worker holds an imported torch in memory.
     """
     working = {role: pids for role, pids in by_role.items() if pids}
@@ -275,48 +283,54 @@ def split_lanes(by_role: dict[str, list[str]], cpus: int) -> dict[str, list[str]
     split: dict[str, list[str]] = {}
     for role, pids in working.items():
         count = min(share, len(pids))
-        for index in range(count):
-            lane = role if index == 0 else f"{role}{LANE_MARK}{index + 1}"
-            split[lane] = pids[index::count]
+        split[role] = [role if i == 0 else f"{role}{LANE_MARK}{i + 1}" for i in range(count)]
     return split
 
 
 def side_by_side(
+    probes: dict[str, list[str]],
     lanes: dict[str, list[str]],
     run_one: Callable[[str, str], ProbeResult],
     on_start: Callable[[str, str], None],
 ) -> Iterator[ProbeResult]:
-    """Each lane's probes in order, the lanes at once; results as they finish.
+    """Each environment's probes over its lanes, the lanes at once; results as they finish.
 
-    One lane per environment, each with its own worker, so the two environments' probes use
-    both cores instead of waiting for each other. ``on_start`` and the results are delivered
-    on the caller's thread.
+    A lane that is free takes its environment's next probe in the catalogue's order, so a
+    long compile in one lane never leaves another idle with probes still waiting behind it
+    (dealt out in advance, a new candidate's two lanes ended 13 s apart). One lane per
+    environment at least, each with its own worker, so the two environments' probes use
+    both cores instead of waiting for each other. ``on_start`` and the results are
+    delivered on the caller's thread.
     """
     events: queue.Queue[tuple[str, str, ProbeResult | None]] = queue.Queue()
     lane_ended = ""  # the probe id a lane reports once it has nothing more to give
-
+    waiting = {role: collections.deque(pids) for role, pids in probes.items()}
+    taking = threading.Lock()
     stop = threading.Event()
 
-    def lane(role: str) -> None:
-        try:
-            for probe_id in lanes[role]:
-                if stop.is_set():
-                    return
-                events.put((role, probe_id, None))
-                events.put((role, probe_id, run_one(role, probe_id)))
-        finally:
-            events.put((role, lane_ended, None))
+    def next_probe(role: str) -> str | None:
+        with taking:
+            return waiting[role].popleft() if waiting[role] and not stop.is_set() else None
 
-    pool = ThreadPoolExecutor(max_workers=max(1, len(lanes)))
-    futures = [pool.submit(lane, role) for role in lanes]
+    def lane(name: str) -> None:
+        try:
+            while (probe_id := next_probe(role_of(name))) is not None:
+                events.put((name, probe_id, None))
+                events.put((name, probe_id, run_one(name, probe_id)))
+        finally:
+            events.put((name, lane_ended, None))
+
+    names = [name for role_lanes in lanes.values() for name in role_lanes]
+    pool = ThreadPoolExecutor(max_workers=max(1, len(names)))
+    futures = [pool.submit(lane, name) for name in names]
     try:
-        running = len(lanes)
+        running = len(names)
         while running:
-            role, probe_id, result = events.get()
+            name, probe_id, result = events.get()
             if probe_id == lane_ended:
                 running -= 1
             elif result is None:
-                on_start(role, probe_id)
+                on_start(name, probe_id)
             else:
                 yield result
         for future in futures:

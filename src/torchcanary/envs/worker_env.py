@@ -1,6 +1,6 @@
-"""The environment variables a measuring worker starts with, whichever section starts it.
+"""The environment variables a worker starts with, whichever section starts it.
 
-Both are set before the worker's torch starts: thread pools and compile caches are read
+They are set before the worker's torch starts: thread pools and compile caches are read
 once, at start-up, so setting them later changes nothing.
 """
 
@@ -24,3 +24,15 @@ def compile_env(scratch: str) -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor",
         "TRITON_CACHE_DIR": f"{scratch}/triton",
     }
+
+
+def shared_compile_env(folder: str) -> dict[str, str]:
+    """An untimed worker's compile caches in ``folder``, which the other workers of its
+    environment in the run share.
+
+    A worker's default cache sits in its own temporary folder, so each started cold: on
+    its first compile Inductor builds and runs its CPU feature checks and headers again,
+    10 s of g++ here, once per worker rather than once per environment. Nothing timed
+    reads these caches, and a hit loads what the same graph and settings compiled to.
+    """
+    return {"TORCHINDUCTOR_CACHE_DIR": f"{folder}/inductor", "TRITON_CACHE_DIR": f"{folder}/triton"}
