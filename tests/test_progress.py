@@ -108,3 +108,40 @@ def test_a_line_longer_than_the_pipe_keeps_its_verdict_on_its_line() -> None:
     line = "  [1/6, 1 min 14 s, about 6 min 10 s left] baseline kill:restart-unshared: passed"
     assert len(line) > 80
     assert log.getvalue().splitlines()[-1] == line
+
+
+def test_a_bound_the_task_knows_replaces_the_pace_in_the_estimate() -> None:
+    clock = StepClock()
+    progress, log = _progress(clock)
+    with progress.task("bench: interleaved A/B", total=12) as task:
+        clock.now += 44  # the first group also calibrates: its pace would say 8 minutes
+        task.advance("1 of 12 groups done", at_most_s=11 * 44)
+        clock.now += 5
+        task.advance("2 of 12 groups done", at_most_s=10 * 5)
+    assert log.getvalue().splitlines()[1:] == [
+        "  [1/12, 44 s, at most about 8 min 04 s left] 1 of 12 groups done",
+        "  [2/12, 49 s, at most about 50 s left] 2 of 12 groups done",
+    ]
+
+
+def test_the_bench_bounds_its_time_left_by_its_last_group() -> None:
+    """A later group measures only the benchmarks still unsettled, so it takes no longer
+    than the last: the groups left times the last group's time bound what is left."""
+    import time
+
+    from torchcanary.bench.section import _BenchRun
+    from torchcanary.bench.settings import BenchSettings
+
+    told: list[tuple[str, float | None]] = []
+
+    class Task:
+        def advance(self, status: str, steps: int = 1, at_most_s: float | None = None) -> None:
+            told.append((status, at_most_s))
+
+    run = object.__new__(_BenchRun)
+    run.settings = BenchSettings(groups=12)
+    run._group_ended = time.monotonic() - 10.0  # the fourth group took 10 s
+    run.on_group(Task(), 4)  # type: ignore[arg-type]
+    ((status, at_most_s),) = told
+    assert status == "4 of 12 groups done"
+    assert at_most_s is not None and 80.0 <= at_most_s < 81.0

@@ -82,17 +82,24 @@ class PlainTask:
         self._done = 0
         self._started = progress.clock()
 
-    def advance(self, status: str, steps: int = 1) -> None:
+    def advance(self, status: str, steps: int = 1, at_most_s: float | None = None) -> None:
         self._done += steps
         if status:
-            self._progress.note(f"  [{self.position()}] {status}")
+            self._progress.note(f"  [{self.position(at_most_s)}] {status}")
 
-    def position(self) -> str:
+    def position(self, at_most_s: float | None = None) -> str:
+        """How far, how long so far, and how long left: the bound the task knows where it
+        gave one, else the pace so far carried over what is left."""
         elapsed = self._progress.clock() - self._started
         if not self._total:
             return f"{self._done}, {clock_text(elapsed)}"
-        left = elapsed / self._done * (self._total - self._done) if self._done else None
-        estimate = f", about {clock_text(left)} left" if left is not None else ""
+        if at_most_s is not None:
+            estimate = f", at most about {clock_text(at_most_s)} left"
+        elif self._done:
+            left = elapsed / self._done * (self._total - self._done)
+            estimate = f", about {clock_text(left)} left"
+        else:
+            estimate = ""
         return f"{self._done}/{self._total}, {clock_text(elapsed)}{estimate}"
 
 
@@ -102,12 +109,18 @@ class TaskHandle:
         self._task_id = task_id
         self._plain = plain
 
-    def advance(self, status: str = "", steps: int = 1) -> None:
-        """``steps`` more of the total done (a poll of work done elsewhere may see several)."""
+    def advance(self, status: str = "", steps: int = 1, at_most_s: float | None = None) -> None:
+        """``steps`` more of the total done (a poll of work done elsewhere may see several).
+
+        ``at_most_s``: a bound on the time left the task knows better than its pace so far
+        does (the bench, whose groups get shorter as its benchmarks settle).
+        """
         if self._bars is not None:
+            if at_most_s is not None:
+                status = f"{status}; at most {clock_text(at_most_s)} left"
             self._bars.update(self._task_id, advance=steps, status=status[:60])  # type: ignore[arg-type]
         elif self._plain is not None:
-            self._plain.advance(status, steps)
+            self._plain.advance(status, steps, at_most_s)
 
     def status(self, status: str) -> None:
         if self._bars is not None:
