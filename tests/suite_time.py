@@ -125,10 +125,9 @@ def totals(
 ) -> dict[str, dict[str, float]]:
     """Seconds, CPU seconds (where known) and test counts per kind and per module, from
     per-test figures."""
-    table: dict[str, dict[str, float]] = {
-        name: defaultdict(float)
-        for name in ("kind_seconds", "kind_cpu", "kind_tests", "module_seconds", "module_cpu")
-    }
+    names = ("kind_seconds", "kind_tests", "module_seconds")
+    names += () if cpu is None else ("kind_cpu", "module_cpu")  # JUnit XML has no CPU
+    table: dict[str, dict[str, float]] = {name: defaultdict(float) for name in names}
     for nodeid, seconds in times.items():
         kind, module = kinds.get(nodeid, PURE_LOGIC), nodeid.split("::")[0]
         table["kind_seconds"][kind] += seconds
@@ -137,8 +136,6 @@ def totals(
         if cpu is not None:
             table["kind_cpu"][kind] += cpu.get(nodeid, 0.0)
             table["module_cpu"][module] += cpu.get(nodeid, 0.0)
-    if cpu is None:  # from JUnit XML, which has no CPU
-        del table["kind_cpu"], table["module_cpu"]
     return table
 
 

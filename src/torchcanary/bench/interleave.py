@@ -101,7 +101,7 @@ class Interleaver:
         on_stopped: Callable[[BenchmarkSamples], None] = lambda _: None,
         on_look: Callable[[int], None] = lambda _: None,
         looks: tuple[int, ...] = (),
-        on_group: Callable[[int], None] = lambda _: None,
+        on_group: Callable[[int, float], None] = lambda _groups, _seconds: None,
         profiles: KeptFacts | None = None,
         rooflines: KeptFacts | None = None,
     ) -> None:
@@ -113,7 +113,7 @@ class Interleaver:
         self.on_stopped = on_stopped  # told at once of a benchmark that skipped or failed
         self.on_look = on_look  # called after the group counts in ``looks``; may settle some
         self.looks = looks
-        self.on_group = on_group  # told the number of groups done after each one
+        self.on_group = on_group  # told the groups done and the last one's seconds
         self.profiles = profiles  # dispatch profiles kept from earlier runs, if any
         self.rooflines = rooflines  # and rooflines
         self.result = Measurements()
@@ -160,7 +160,7 @@ class Interleaver:
                 for worker in crew.workers.values():
                     worker.end()
             self.result.groups_run = group + 1
-            self.on_group(group + 1)
+            self.on_group(group + 1, time.monotonic() - group_started)
             for samples in self.result.benchmarks.values():
                 if samples.stopped and samples.bench_id not in self._reported:
                     self._reported.add(samples.bench_id)

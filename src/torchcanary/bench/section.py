@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -130,7 +129,6 @@ class _BenchRun:
 
     _interleaver: Interleaver
     _status: Callable[[str], None]
-    _group_ended: float  # when the last round group ended, for the time left
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -178,7 +176,6 @@ class _BenchRun:
         ctx, settings = self.ctx, self.settings
         with ctx.progress.task("bench: interleaved A/B", total=settings.groups) as task:
             self._status = task.status
-            self._group_ended = time.monotonic()
             self._interleaver = Interleaver(
                 self.worker_ctx,
                 settings,
@@ -194,13 +191,11 @@ class _BenchRun:
             )
             return self._interleaver.run(self.plan)
 
-    def on_group(self, task: TaskHandle, groups: int) -> None:
+    def on_group(self, task: TaskHandle, groups: int, last_group_s: float) -> None:
         """Progress after each group, with the time left bounded by the last group's: a
         later group measures only what is still unsettled, so it takes no longer (the
         first, which also calibrates, took 44 s and the eighth 5 s in one main job, and
         the pace so far said 8 minutes were left for what took 2)."""
-        now = time.monotonic()
-        last_group_s, self._group_ended = now - self._group_ended, now
         left = self.settings.groups - groups
         task.advance(
             f"{groups} of {self.settings.groups} groups done", at_most_s=left * last_group_s
