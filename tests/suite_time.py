@@ -7,7 +7,10 @@ ranks, scripts; not servers that outlive it, such as Ray's, Slurm's or PostgreSQ
 a machine whose CPUs the suite keeps busy, that, not the wall time a test spent waiting,
 is what a change must cut. The kind is the most expensive real part among the test's
 markers (set from its fixtures by ``auto_marks.py``).
-The terminal summary prints both tables; ``--suite-times=PATH`` also writes them, with every
+The terminal summary prints both tables, then how busy the machine's CPUs were over the
+session (from ``/proc/stat``, so Ray's, Slurm's and PostgreSQL's servers count too): when
+they were busy throughout, the wall time cannot drop below that CPU work over the number
+of CPUs, whatever the scheduling. ``--suite-times=PATH`` also writes the tables, with every
 test's time, as JSON. ``python tests/suite_time.py JUNIT.xml KINDS.json`` makes the same
 tables from another run's JUnit XML (``KINDS.json`` from a ``--collect-only`` run with
 ``--suite-times``), for a before/after comparison.
@@ -18,8 +21,10 @@ Registered by ``tests/conftest.py`` (``pytest_plugins``).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -67,6 +72,31 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
 
 
+def machine_cpu_seconds() -> tuple[float, float] | None:
+    """Busy and idle CPU seconds of the whole machine since boot, summed over its CPUs
+    (Linux ``/proc/stat``); None where there is no such file."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(value) for value in fields]
+    user, nice, system, idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+    per_second = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq + steal) / per_second, (idle + iowait) / per_second
+
+
+def machine_line(start: tuple[float, float], end: tuple[float, float], wall_s: float) -> str:
+    """How much of the machine's CPU time the session kept busy, and the wall time that
+    CPU work needs at the least on this many CPUs."""
+    busy, idle = end[0] - start[0], end[1] - start[1]
+    cpus = os.cpu_count() or 1
+    share = busy / (busy + idle) if busy + idle else 0.0
+    return (
+        f"the machine's {cpus} CPUs: {busy:.0f} CPU s busy of {busy + idle:.0f} ({share:.0%}) "
+        f"in {wall_s:.0f} s; that work alone needs {busy / cpus / 60:.1f} minutes on {cpus}"
+    )
+
+
 class SuiteTimes:
     """Adds up each test's phases; under pytest-xdist the workers' reports arrive here too."""
 
@@ -76,6 +106,8 @@ class SuiteTimes:
         self.cpu: dict[str, float] = defaultdict(float)
         self.kinds: dict[str, str] = {}
         self._cpu_mark = cpu_seconds()
+        self._machine_start = machine_cpu_seconds()
+        self._wall_start = time.monotonic()
 
     @pytest.hookimpl(trylast=True)  # after auto_marks has set the markers
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -118,6 +150,10 @@ class SuiteTimes:
             terminalreporter.write_sep("=", "time per kind of real part and per module")
             for line in table_lines(table):
                 terminalreporter.write_line(line)
+            machine_end = machine_cpu_seconds()
+            if self._machine_start is not None and machine_end is not None:
+                wall_s = time.monotonic() - self._wall_start
+                terminalreporter.write_line(machine_line(self._machine_start, machine_end, wall_s))
 
 
 def totals(

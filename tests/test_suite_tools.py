@@ -159,7 +159,8 @@ def test_each_test_is_charged_the_cpu_of_the_children_it_waited_for_not_its_wait
 ) -> None:
     """On a machine whose CPUs the suite keeps busy, a test's CPU is what a change must
     cut: a child that burns a CPU second counts against its test, even from an xdist
-    worker; a test that sleeps costs next to none however long it waits."""
+    worker; a test that sleeps costs next to none however long it waits. The machine's line
+    counts that second too, with whatever else kept the CPUs busy."""
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
     pytester.makepyfile(
         test_cpu="""
@@ -186,3 +187,6 @@ def test_each_test_is_charged_the_cpu_of_the_children_it_waited_for_not_its_wait
     assert cpu["test_burns"] >= 1.0, cpu
     assert cpu["test_sleeps"] < 0.5, cpu
     assert json.loads(times.read_text())["module_cpu"]["test_cpu.py"] >= 1.0
+    (machine,) = [line for line in result.outlines if line.startswith("the machine's")]
+    busy = float(machine.split(": ")[1].split(" CPU s busy")[0])
+    assert busy >= 1.0, machine  # the burning child's second, counted machine-wide
