@@ -6,7 +6,9 @@ which processes burned it. This runs a command while sampling ``/proc`` every 0.
 process's user and system time, its command line, and the test it was started under
 (``PYTEST_CURRENT_TEST``, which pytest sets and children inherit). It prints the CPU seconds
 per kind of process (a torchcanary worker, a drill's job, torchrun, a compiler, ...) and per
-test. Usage:
+test. What runs on a Ray node inherits the environment of that node's raylet, not of the
+test that sent it: a module's cluster is charged to the test that started it, with every
+later test's work on it. Usage:
 
     python benchmarks/suite_cpu.py -- .venv/bin/python -m pytest -q -n 2 -m torch_envs
     python benchmarks/suite_cpu.py --top 40 --json cpu.json -- make test
