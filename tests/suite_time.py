@@ -74,15 +74,16 @@ def cpu_seconds() -> float:
 
 def machine_cpu_seconds() -> tuple[float, float] | None:
     """Busy and idle CPU seconds of the whole machine since boot, summed over its CPUs
-    (Linux ``/proc/stat``); None where there is no such file."""
+    (Linux ``/proc/stat``); None where there is no such file. Time a hypervisor gave to
+    other guests (steal) is neither: this machine could not use it."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     except OSError:
         return None
-    ticks = [int(value) for value in fields]
-    user, nice, system, idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
-    per_second = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq + steal) / per_second, (idle + iowait) / per_second
+    ticks = [int(value) for value in fields] + [0] * 7
+    user, nice, system, idle, iowait, irq, softirq = ticks[:7]
+    busy, waiting = user + nice + system + irq + softirq, idle + iowait
+    return busy / os.sysconf("SC_CLK_TCK"), waiting / os.sysconf("SC_CLK_TCK")
 
 
 def machine_line(start: tuple[float, float], end: tuple[float, float], wall_s: float) -> str:
