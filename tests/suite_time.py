@@ -82,8 +82,8 @@ def machine_cpu_seconds() -> tuple[float, float] | None:
         return None
     ticks = [int(value) for value in fields] + [0] * 7
     user, nice, system, idle, iowait, irq, softirq = ticks[:7]
-    busy, waiting = user + nice + system + irq + softirq, idle + iowait
-    return busy / os.sysconf("SC_CLK_TCK"), waiting / os.sysconf("SC_CLK_TCK")
+    per_second = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / per_second, (idle + iowait) / per_second
 
 
 def machine_line(start: tuple[float, float], end: tuple[float, float], wall_s: float) -> str:
